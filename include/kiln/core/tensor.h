@@ -1,0 +1,239 @@
+// Tensor: a strided view (sizes, strides, offset, dtype) over shared Storage. Its metadata is
+// always available; its data is reached only through data(), so that a tensor can later be
+// *pending* (a node in a captured graph, with no storage yet) without any caller noticing.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/scalar.h"
+#include "kiln/core/small_vector.h"
+#include "kiln/core/storage.h"
+
+namespace kiln {
+
+class Tensor;
+struct AutogradMeta;  // owned by the autograd layer
+// A value that will exist once a captured graph runs; the capture layer implements it.
+struct PendingValue {
+  virtual ~PendingValue() = default;
+  // Runs what is needed so that `self` has storage; called by TensorImpl::data().
+  virtual void materialize(class TensorImpl& self) = 0;
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides,
+             DType dtype);
+
+  DType dtype() const { return dtype_; }
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  int64_t dim() const { return sizes_.ssize(); }
+  int64_t numel() const { return numel_; }
+  int64_t storage_offset() const { return offset_; }
+  bool is_contiguous() const { return contiguous_; }
+
+  // The only way to reach the elements: materialises a pending tensor first.
+  void* data() {
+    if (pending_) [[unlikely]]
+      materialize();
+    return static_cast<char*>(storage_->data()) + offset_ * itemsize(dtype_);
+  }
+  // Storage (null while pending).
+  const std::shared_ptr<Storage>& storage() {
+    if (pending_) [[unlikely]]
+      materialize();
+    return storage_;
+  }
+  bool has_storage() const { return storage_ != nullptr; }
+
+  bool is_pending() const { return pending_ != nullptr; }
+  const std::shared_ptr<PendingValue>& pending() const { return pending_; }
+  void set_pending(std::shared_ptr<PendingValue> p) { pending_ = std::move(p); }
+  // Gives a pending tensor its storage (called by the capture layer once the graph has run).
+  void set_storage(std::shared_ptr<Storage> storage, int64_t offset);
+
+  bool requires_grad() const { return requires_grad_; }
+  void set_requires_grad(bool r) { requires_grad_ = r; }
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> m) { autograd_ = std::move(m); }
+
+  // A tensor made from a C++ number (`x * 2`): it takes part in type promotion only by
+  // category, as in PyTorch (int32 tensor * 2 stays int32; float32 tensor * 2.5 stays float32).
+  bool is_wrapped_number() const { return wrapped_number_; }
+  void set_wrapped_number(bool w) { wrapped_number_ = w; }
+
+  // Replaces sizes/strides (views made in place, e.g. squeeze_); recomputes cached facts.
+  void set_sizes_strides(Shape sizes, Shape strides);
+
+ private:
+  void materialize();
+  void refresh();
+
+  std::shared_ptr<Storage> storage_;
+  std::shared_ptr<PendingValue> pending_;
+  std::shared_ptr<AutogradMeta> autograd_;
+  int64_t offset_;
+  Shape sizes_;
+  Shape strides_;
+  int64_t numel_ = 1;
+  DType dtype_;
+  bool contiguous_ = true;
+  bool requires_grad_ = false;
+  bool wrapped_number_ = false;
+};
+
+// Contiguous (row-major) strides for `sizes`.
+Shape contiguous_strides(IntList sizes);
+// Product of sizes; throws ValueError on a negative size or overflow.
+int64_t checked_numel(IntList sizes, const char* op);
+// Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op` when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+// A handle to a TensorImpl. Copying a Tensor shares it (as in PyTorch): use clone() for a copy.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // True when both handles name the same TensorImpl.
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // ---- metadata (never touches data) ----
+  DType dtype() const { return impl_->dtype(); }
+  const Shape& sizes() const { return impl_->sizes(); }
+  const Shape& shape() const { return impl_->sizes(); }
+  const Shape& strides() const { return impl_->strides(); }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return impl_->dim(); }
+  int64_t ndim() const { return impl_->dim(); }
+  int64_t numel() const { return impl_->numel(); }
+  int64_t storage_offset() const { return impl_->storage_offset(); }
+  int64_t element_size() const { return itemsize(dtype()); }
+  bool is_contiguous() const { return impl_->is_contiguous(); }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool requires_grad() const { return impl_->requires_grad(); }
+  // Marks a leaf tensor as requiring grad (floating dtypes only). Returns *this.
+  Tensor& requires_grad_(bool requires_grad = true);
+  std::string shape_str() const;  // "[2, 3]"
+
+  // ---- data ----
+  void* data_ptr() const { return impl_->data(); }
+  // Typed pointer to the first element; throws DTypeError if T does not match dtype().
+  template <typename T>
+  T* data_ptr() const {
+    check_dtype(dtype_v<T>, "data_ptr");
+    return static_cast<T*>(impl_->data());
+  }
+  // The value of a one-element tensor, converted to T.
+  template <typename T>
+  T item(std::source_location loc = std::source_location::current()) const;
+  Scalar item_scalar(std::source_location loc = std::source_location::current()) const;
+  // The elements in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+  // bool(t): the truth of a one-element tensor (PyTorch's `if t:`); a sync point under capture.
+  explicit operator bool() const;
+
+  // ---- views (never copy) ----
+  Tensor view(IntList sizes) const;
+  Tensor reshape(IntList sizes) const;  // a view when possible, else a copy
+  Tensor permute(IntList dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;   // transpose of a matrix (<= 2-d)
+  Tensor mT() const;  // transpose of the last two dims
+  Tensor expand(IntList sizes) const;
+  Tensor expand_as(const Tensor& other) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, IntList sizes) const;
+  Tensor as_strided(IntList sizes, IntList strides, std::optional<int64_t> offset = {}) const;
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor contiguous() const;  // *this if already contiguous, else a contiguous copy
+
+  // ---- copies and conversion ----
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // *this when dtype already matches
+  Tensor detach() const;         // shares storage, no autograd history
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(const Scalar& value);
+  Tensor& zero_();
+
+  // ---- common ops as methods (the functional forms in kiln/ops/ are the full set) ----
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
+  Tensor sum() const;
+  Tensor sum(IntList dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(IntList dims, bool keepdim = false) const;
+  Tensor amax(IntList dims = {}, bool keepdim = false) const;
+  Tensor amin(IntList dims = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
+  Tensor& add_(const Scalar& other);
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(const Scalar& other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(const Scalar& other);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
+
+  void check_dtype(DType expected, const char* what) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+// Printing options, as torch.set_printoptions.
+struct PrintOptions {
+  int precision = 4;
+  int64_t threshold = 1000;  // more elements than this are summarised with "..."
+  int64_t edgeitems = 3;     // items shown at each end of a summarised dim
+  int linewidth = 80;
+};
+void set_printoptions(const PrintOptions& options);
+PrintOptions get_printoptions();
+
+// A new tensor of the given metadata with freshly allocated, uninitialised contiguous storage.
+Tensor make_tensor(IntList sizes, DType dtype);
+
+}  // namespace kiln

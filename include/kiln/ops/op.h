@@ -1,0 +1,141 @@
+// The op layer: each op is one OpDef holding all its facets (schema, meta = shape/dtype
+// inference, eager kernel, and slots for its derivative and decomposition), and every op call
+// from the public API goes through dispatch(), which routes it to the eager kernel or to an
+// interceptor (graph capture, later batching). Eager mode, autograd, capture and the backends
+// all read the same OpDef.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+// A non-tensor argument of an op: baked into a captured graph as a constant.
+// monostate means "not given" (an optional argument left out).
+using AttrValue =
+    std::variant<std::monostate, int64_t, double, bool, DType, Scalar, std::vector<int64_t>,
+                 std::string>;
+
+// The attributes of one op call, positional (their names are in OpDef::attr_names).
+class Attrs {
+ public:
+  static constexpr size_t kMax = 8;
+  Attrs() = default;
+  Attrs(std::initializer_list<AttrValue> values);
+
+  size_t size() const { return size_; }
+  const AttrValue& operator[](size_t i) const { return values_[i]; }
+  void push_back(AttrValue v);
+
+  int64_t i(size_t k) const { return std::get<int64_t>(values_[k]); }
+  double f(size_t k) const { return std::get<double>(values_[k]); }
+  bool b(size_t k) const { return std::get<bool>(values_[k]); }
+  DType dtype(size_t k) const { return std::get<DType>(values_[k]); }
+  const Scalar& scalar(size_t k) const { return std::get<Scalar>(values_[k]); }
+  const std::vector<int64_t>& ints(size_t k) const {
+    return std::get<std::vector<int64_t>>(values_[k]);
+  }
+  const std::string& str(size_t k) const { return std::get<std::string>(values_[k]); }
+  bool has(size_t k) const { return k < size_ && !std::holds_alternative<std::monostate>(values_[k]); }
+
+  friend bool operator==(const Attrs& a, const Attrs& b);
+
+ private:
+  std::array<AttrValue, kMax> values_;
+  size_t size_ = 0;
+};
+std::ostream& operator<<(std::ostream& os, const AttrValue& v);
+
+// Output metadata computed by an op's meta function (outputs are contiguous).
+struct OutputMeta {
+  DType dtype;
+  Shape sizes;
+};
+inline constexpr int kMaxOpOutputs = 4;
+
+// What kind of computation an op is: the optimizing backend fuses by kind.
+enum class OpKind : uint8_t {
+  Pointwise,   // each output element from the same-index input elements (after broadcasting)
+  Reduction,   // reduces some dims
+  View,        // output shares input storage (no kernel; `view` builds it)
+  Factory,     // no tensor inputs
+  Random,      // draws from the Philox generator (seed/offset in its attrs)
+  Extern,      // library-grade kernel (matmul), or anything else opaque
+  DataDependent  // output shape depends on input values (nonzero, masked_select): a sync point
+};
+
+struct OpDef;
+
+// One call of an op: its definition, tensor inputs and attributes.
+struct OpCall {
+  const OpDef& op;
+  std::span<const Tensor> inputs;
+  const Attrs& attrs;
+  const Tensor& in(size_t i) const { return inputs[i]; }
+};
+
+// Shape/dtype inference; runs on metadata only (never touches data) and validates arguments,
+// throwing kiln::Error naming the op, shapes and dtypes. Returns the number of outputs.
+using MetaFn = int (*)(const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> out);
+// Eager CPU kernel: computes into already allocated outputs, which never partially overlap
+// the inputs (dispatch sees to that). For DataDependent ops the kernel allocates outputs.
+using KernelFn = void (*)(const OpCall& call, std::span<Tensor> outputs);
+// View ops: builds the output view over the input's storage.
+using ViewFn = Tensor (*)(const OpCall& call);
+
+struct OpDef {
+  std::string_view name;
+  // Human-readable schema, e.g. "add(Tensor self, Tensor other, Scalar alpha) -> Tensor".
+  std::string_view schema;
+  OpKind kind;
+  std::vector<std::string_view> attr_names;  // for printing graphs: "dim=1"
+  MetaFn meta = nullptr;
+  KernelFn kernel = nullptr;
+  ViewFn view = nullptr;
+  // Filled by the autograd layer: the derivative written in Kiln ops. (Opaque here so that this
+  // header does not depend on autograd.)
+  const void* derivative = nullptr;
+  // Optional decomposition into more primitive ops, for the optimizing backend.
+  const void* decomposition = nullptr;
+};
+
+// Registers an op under its name (done once, at static-initialisation time, by each op's
+// definition file). Throws if the name is taken.
+const OpDef& register_op(OpDef def);
+// Looks an op up by name; nullptr if unknown.
+const OpDef* find_op(std::string_view name);
+// Every registered op, sorted by name.
+std::vector<const OpDef*> all_ops();
+
+// Routes an op call. Fills outputs[0..n) and returns n. If outputs[0] is already defined, the
+// result is written into it (in-place and out= forms): its shape must equal the result's, the
+// result dtype must be castable to its dtype, and it must not be an expanded (self-overlapping)
+// tensor. Inputs that overlap it are handled (a temporary is used when needed).
+int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+             std::span<Tensor, kMaxOpOutputs> outputs);
+// Single-output convenience form.
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+// In-place / out= convenience form: writes into `out` and returns it.
+Tensor& dispatch_into(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                      Tensor& out);
+
+// A hook that later layers (graph capture, batching) install per thread to receive op calls
+// instead of the eager kernels. intercept() returns false to let the call run eagerly.
+class DispatchInterceptor {
+ public:
+  virtual ~DispatchInterceptor() = default;
+  virtual bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                         std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) = 0;
+};
+DispatchInterceptor* current_interceptor();
+// Installs `interceptor` for this thread; returns the previous one.
+DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor);
+
+}  // namespace kiln

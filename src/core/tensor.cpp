@@ -1,0 +1,189 @@
+#include "kiln/core/tensor.h"
+
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include "kiln/core/allocator.h"
+
+namespace kiln {
+
+std::ostream& operator<<(std::ostream& os, IntList l) {
+  os << "[";
+  for (size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
+  return os << "]";
+}
+
+Shape contiguous_strides(IntList sizes) {
+  Shape strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = sizes.ssize() - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+int64_t checked_numel(IntList sizes, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    KILN_CHECK(s >= 0, ValueError, op, ": sizes must be non-negative, got ", sizes);
+    KILN_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / s, ValueError, op,
+               ": number of elements of ", sizes, " overflows int64");
+    n *= s;
+  }
+  return n;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  KILN_CHECK(dim >= lo && dim <= hi, IndexError, op, ": dimension out of range (expected to be in [",
+             lo, ", ", hi, "], but got ", dim, ")");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes,
+                       Shape strides, DType dtype)
+    : storage_(std::move(storage)),
+      offset_(offset),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      dtype_(dtype) {
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  numel_ = 1;
+  for (int64_t s : sizes_) numel_ *= s;
+  contiguous_ = true;
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) {
+      contiguous_ = false;
+      break;
+    }
+    expected *= sizes_[i];
+  }
+  if (numel_ == 0) contiguous_ = true;
+}
+
+void TensorImpl::set_sizes_strides(Shape sizes, Shape strides) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  refresh();
+}
+
+void TensorImpl::set_storage(std::shared_ptr<Storage> storage, int64_t offset) {
+  storage_ = std::move(storage);
+  offset_ = offset;
+  pending_.reset();
+}
+
+void TensorImpl::materialize() {
+  auto p = pending_;  // keep alive while it runs
+  p->materialize(*this);
+  KILN_CHECK(storage_ && !pending_, Error, "internal error: a pending tensor was not materialised");
+}
+
+Tensor make_tensor(IntList sizes, DType dtype) {
+  int64_t n = checked_numel(sizes, "empty");
+  auto storage = Storage::allocate(static_cast<size_t>(n) * itemsize(dtype));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes.shape(),
+                                             contiguous_strides(sizes), dtype));
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+std::string Tensor::shape_str() const {
+  std::ostringstream os;
+  os << IntList(sizes());
+  return os.str();
+}
+
+void Tensor::check_dtype(DType expected, const char* what) const {
+  KILN_CHECK(defined(), Error, what, ": the tensor is undefined");
+  KILN_CHECK(dtype() == expected, DTypeError, what, ": expected dtype ", expected,
+             " but the tensor has dtype ", dtype());
+}
+
+Tensor& Tensor::requires_grad_(bool r) {
+  KILN_CHECK(!r || is_floating(dtype()), DTypeError,
+             "requires_grad_: only floating point tensors can require gradients, got dtype ",
+             dtype());
+  impl_->set_requires_grad(r);
+  return *this;
+}
+
+namespace {
+// Reads element `linear` (row-major order) of t as T.
+template <typename T>
+void gather_elements(const Tensor& t, std::vector<T>& out) {
+  out.resize(static_cast<size_t>(t.numel()));
+  if (t.numel() == 0) return;
+  const char* base = static_cast<const char*>(t.data_ptr());
+  const int64_t nd = t.dim();
+  const auto& sizes = t.sizes();
+  const auto& strides = t.strides();
+  const int64_t isz = itemsize(t.dtype());
+  Shape idx(static_cast<size_t>(nd), 0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nd; ++d) off += idx[d] * strides[d];
+    KILN_DISPATCH_ALL(t.dtype(), "to_vector", [&]<typename S>() {
+      out[i] = static_cast<T>(*reinterpret_cast<const S*>(base + off * isz));
+    });
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  KILN_CHECK(defined(), Error, "to_vector: the tensor is undefined");
+  std::vector<T> out;
+  gather_elements(*this, out);
+  return out;
+}
+
+template <typename T>
+T Tensor::item(std::source_location loc) const {
+  KILN_CHECK(defined(), Error, "item: the tensor is undefined");
+  KILN_CHECK(numel() == 1, ValueError, "item: a tensor with ", numel(),
+             " elements cannot be converted to a scalar (shape ", shape_str(), ") at ",
+             loc.file_name(), ":", loc.line());
+  T value{};
+  KILN_DISPATCH_ALL(dtype(), "item", [&]<typename S>() {
+    value = static_cast<T>(*static_cast<const S*>(data_ptr()));
+  });
+  return value;
+}
+
+Scalar Tensor::item_scalar(std::source_location loc) const {
+  if (is_floating(dtype())) return Scalar(item<double>(loc));
+  if (dtype() == DType::Bool) return Scalar(item<bool>(loc));
+  return Scalar(item<int64_t>(loc));
+}
+
+Tensor::operator bool() const {
+  KILN_CHECK(defined(), Error, "bool(Tensor): the tensor is undefined");
+  KILN_CHECK(numel() == 1, ValueError, "bool(Tensor): the truth value of a tensor with ", numel(),
+             " elements is ambiguous (shape ", shape_str(), "); use any() or all()");
+  return item<double>() != 0.0;
+}
+
+#define KILN_INSTANTIATE(T)                                       \
+  template std::vector<T> Tensor::to_vector<T>() const;           \
+  template T Tensor::item<T>(std::source_location) const;
+KILN_INSTANTIATE(bool)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+#undef KILN_INSTANTIATE
+
+}  // namespace kiln

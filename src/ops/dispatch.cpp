@@ -1,0 +1,213 @@
+// The op registry and dispatch: the single entry every op call goes through.
+#include <algorithm>
+#include <utility>
+#include <map>
+#include <mutex>
+#include <ostream>
+
+#include "kiln/ops/op.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+// ---- Attrs ----
+Attrs::Attrs(std::initializer_list<AttrValue> values) {
+  for (const auto& v : values) push_back(v);
+}
+
+void Attrs::push_back(AttrValue v) {
+  KILN_CHECK(size_ < kMax, Error, "internal error: an op has more than ", kMax, " attributes");
+  values_[size_++] = std::move(v);
+}
+
+bool operator==(const Attrs& a, const Attrs& b) {
+  if (a.size_ != b.size_) return false;
+  for (size_t i = 0; i < a.size_; ++i)
+    if (!(a.values_[i] == b.values_[i])) return false;
+  return true;
+}
+
+std::ostream& operator<<(std::ostream& os, const AttrValue& v) {
+  std::visit(
+      [&](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, std::monostate>) {
+          os << "None";
+        } else if constexpr (std::is_same_v<X, bool>) {
+          os << (x ? "True" : "False");
+        } else if constexpr (std::is_same_v<X, std::vector<int64_t>>) {
+          os << IntList(x);
+        } else if constexpr (std::is_same_v<X, std::string>) {
+          os << '"' << x << '"';
+        } else {
+          os << x;
+        }
+      },
+      v);
+  return os;
+}
+
+// ---- registry ----
+namespace {
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+thread_local DispatchInterceptor* tls_interceptor = nullptr;
+}  // namespace
+
+const OpDef& register_op(OpDef def) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::string name(def.name);
+  KILN_CHECK(!r.ops.count(name), Error, "register_op: an op named '", name, "' already exists");
+  auto owned = std::make_unique<OpDef>(std::move(def));
+  const OpDef& ref = *owned;
+  r.ops.emplace(std::move(name), std::move(owned));
+  return ref;
+}
+
+const OpDef* find_op(std::string_view name) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  return it == r.ops.end() ? nullptr : it->second.get();
+}
+
+std::vector<const OpDef*> all_ops() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<const OpDef*> out;
+  for (auto& [name, def] : r.ops) out.push_back(def.get());
+  return out;
+}
+
+DispatchInterceptor* current_interceptor() { return tls_interceptor; }
+DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor) {
+  return std::exchange(tls_interceptor, interceptor);
+}
+
+// ---- dispatch ----
+namespace {
+
+// True when some element of `t` is reachable through two different indices (an expanded
+// tensor): writing into it would be ill-defined.
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0 && t.size(d) > 1) return true;
+  return false;
+}
+
+// Byte range [lo, hi) that a tensor's elements span in its storage.
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  int64_t lo = t.storage_offset(), hi = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t extent = (t.size(d) - 1) * t.stride(d);
+    (extent < 0 ? lo : hi) += extent;
+  }
+  return {lo * t.element_size(), (hi + 1) * t.element_size()};
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+// Whether `input` may be read while the kernel writes `out` directly.
+bool safe_to_alias(const OpDef& op, const Tensor& input, const Tensor& out) {
+  if (input.numel() == 0 || out.numel() == 0) return true;
+  if (input.impl()->storage() != out.impl()->storage()) return true;
+  if (op.kind == OpKind::Pointwise && same_layout(input, out)) return true;
+  auto [alo, ahi] = byte_span(input);
+  auto [blo, bhi] = byte_span(out);
+  return ahi <= blo || bhi <= alo;
+}
+
+int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> metas,
+             int n, std::span<Tensor, kMaxOpOutputs> outputs) {
+  for (int i = 0; i < n; ++i) {
+    Tensor& out = outputs[static_cast<size_t>(i)];
+    KILN_CHECK(out.defined(), Error, op.name, ": output ", i, " was not provided");
+    KILN_CHECK(out.sizes() == metas[i].sizes, ShapeError, op.name, ": the result has shape ",
+               IntList(metas[i].sizes), " but the output tensor has shape ", out.shape_str(),
+               " (an in-place op cannot change its tensor's shape)");
+    KILN_CHECK(can_cast(metas[i].dtype, out.dtype()), DTypeError, op.name, ": result type ",
+               metas[i].dtype, " can't be cast to the desired output type ", out.dtype());
+    KILN_CHECK(!has_internal_overlap(out), ValueError, op.name,
+               ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
+               out.shape_str(), ", strides ", IntList(out.strides()),
+               "); call .clone() on it first");
+  }
+  bool direct = true;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& out = outputs[static_cast<size_t>(i)];
+    // Only pointwise kernels write through arbitrary strides; the rest write contiguously.
+    direct = direct && out.dtype() == metas[i].dtype &&
+             (op.kind == OpKind::Pointwise || out.is_contiguous());
+    for (const Tensor& in : call.inputs) direct = direct && safe_to_alias(op, in, out);
+  }
+  if (direct) {
+    op.kernel(call, outputs.first(static_cast<size_t>(n)));
+  } else {
+    std::array<Tensor, kMaxOpOutputs> tmp;
+    for (int i = 0; i < n; ++i) tmp[i] = make_tensor(metas[i].sizes, metas[i].dtype);
+    op.kernel(call, std::span<Tensor>(tmp.data(), static_cast<size_t>(n)));
+    for (int i = 0; i < n; ++i) copy_(outputs[static_cast<size_t>(i)], tmp[i]);
+    return n;  // copy_ bumped the versions
+  }
+  for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)].impl()->storage()->bump_version();
+  return n;
+}
+
+}  // namespace
+
+int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+             std::span<Tensor, kMaxOpOutputs> outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_CHECK(inputs[i].defined(), Error, op.name, ": input ", i, " is an undefined tensor");
+  if (DispatchInterceptor* ic = tls_interceptor) [[unlikely]] {
+    int n = 0;
+    if (ic->intercept(op, inputs, attrs, outputs, n)) return n;
+  }
+  OpCall call{op, inputs, attrs};
+  if (op.kind == OpKind::View) {
+    KILN_CHECK(!outputs[0].defined(), Error, op.name, ": a view op has no in-place form");
+    outputs[0] = op.view(call);
+    return 1;
+  }
+  if (op.kind == OpKind::DataDependent) {
+    KILN_CHECK(!outputs[0].defined(), Error, op.name, ": has no in-place or out= form");
+    std::array<OutputMeta, kMaxOpOutputs> metas;
+    int n = op.meta(call, metas);  // validates; sizes are filled by the kernel
+    op.kernel(call, outputs.first(static_cast<size_t>(n)));
+    return n;
+  }
+  std::array<OutputMeta, kMaxOpOutputs> metas;
+  const int n = op.meta(call, metas);
+  if (outputs[0].defined()) return run_into(op, call, metas, n, outputs);
+  for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)] = make_tensor(metas[i].sizes, metas[i].dtype);
+  op.kernel(call, outputs.first(static_cast<size_t>(n)));
+  return n;
+}
+
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  std::array<Tensor, kMaxOpOutputs> outs;
+  dispatch(op, inputs, attrs, outs);
+  return std::move(outs[0]);
+}
+
+Tensor& dispatch_into(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                      Tensor& out) {
+  KILN_CHECK(out.defined(), Error, op.name, ": the output tensor is undefined");
+  std::array<Tensor, kMaxOpOutputs> outs;
+  outs[0] = out;
+  dispatch(op, inputs, attrs, outs);
+  return out;
+}
+
+}  // namespace kiln

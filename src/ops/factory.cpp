@@ -1,0 +1,200 @@
+// Factories. `full` and `arange`-style ops go through dispatch (kind Factory) so that a
+// captured graph can record them as nodes with their arguments as constants.
+#include "kiln/ops/factory.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kiln/ops/pointwise.h"
+#include "ops/kernels/loops.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+namespace ops {
+
+void fill_tensor(const Tensor& out, const Scalar& value);  // pointwise_ternary.cpp
+
+namespace {
+// full: attrs [size, value, dtype]
+int full_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  checked_numel(c.attrs.ints(0), "full");
+  return one_output(out, c.attrs.dtype(2), Shape(c.attrs.ints(0)));
+}
+void full_kernel(const OpCall& c, std::span<Tensor> outs) { fill_tensor(outs[0], c.attrs.scalar(1)); }
+
+// arange: attrs [start, end, step, dtype]; linspace shares the kernel (value = start + i*step).
+int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step) {
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(st != 0, ValueError, "arange: step must be nonzero");
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: start (", start,
+             ") and end (", end, ") must be finite");
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
+             "arange: upper bound and step are inconsistent (start ", start, ", end ", end,
+             ", step ", step, ")");
+  if (start.is_integral() && end.is_integral() && step.is_integral()) {
+    int64_t a = start.to_int(), b = end.to_int(), k = step.to_int();
+    return k > 0 ? (b - a + k - 1) / k : (a - b + (-k) - 1) / (-k);
+  }
+  return static_cast<int64_t>(std::ceil((e - s) / st));
+}
+int arange_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  int64_t n = arange_length(c.attrs.scalar(0), c.attrs.scalar(1), c.attrs.scalar(2));
+  return one_output(out, c.attrs.dtype(3), Shape{n});
+}
+void arange_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const Scalar start = c.attrs.scalar(0), step = c.attrs.scalar(2);
+  KILN_DISPATCH_NUMERIC(out.dtype(), "arange", [&]<typename T>() {
+    T* p = out.data_ptr<T>();
+    if (start.is_integral() && step.is_integral()) {
+      int64_t s = start.to_int(), k = step.to_int();
+      for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(s + i * k);
+    } else {
+      double s = start.to_double(), k = step.to_double();
+      for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(s + static_cast<double>(i) * k);
+    }
+  });
+}
+// linspace: attrs [start, end, steps, dtype]; symmetric from both ends as PyTorch does.
+int linspace_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.attrs.i(2) >= 0, ValueError, "linspace: number of steps must be non-negative, got ",
+             c.attrs.i(2));
+  return one_output(out, c.attrs.dtype(3), Shape{c.attrs.i(2)});
+}
+void linspace_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const double a = c.attrs.f(0), b = c.attrs.f(1);
+  const int64_t n = c.attrs.i(2);
+  const double step = n > 1 ? (b - a) / static_cast<double>(n - 1) : 0.0;
+  KILN_DISPATCH_NUMERIC(out.dtype(), "linspace", [&]<typename T>() {
+    T* p = out.data_ptr<T>();
+    const int64_t half = n / 2;
+    for (int64_t i = 0; i < n; ++i) {
+      double v = i < half ? a + step * static_cast<double>(i)
+                          : b - step * static_cast<double>(n - 1 - i);
+      p[i] = static_cast<T>(v);
+    }
+  });
+}
+// eye: attrs [n, m, dtype]
+int eye_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.attrs.i(0) >= 0 && c.attrs.i(1) >= 0, ValueError, "eye: n (", c.attrs.i(0),
+             ") and m (", c.attrs.i(1), ") must be non-negative");
+  return one_output(out, c.attrs.dtype(2), Shape{c.attrs.i(0), c.attrs.i(1)});
+}
+void eye_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  fill_tensor(out, 0);
+  const int64_t n = c.attrs.i(0), m = c.attrs.i(1);
+  KILN_DISPATCH_ALL(out.dtype(), "eye", [&]<typename T>() {
+    T* p = out.data_ptr<T>();
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = T(1);
+  });
+}
+}  // namespace
+
+const OpDef& full_op = register_op({.name = "full",
+                                    .schema = "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor",
+                                    .kind = OpKind::Factory,
+                                    .attr_names = {"size", "fill_value", "dtype"},
+                                    .meta = full_meta,
+                                    .kernel = full_kernel});
+const OpDef& arange_op = register_op({.name = "arange",
+                                      .schema = "arange(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor",
+                                      .kind = OpKind::Factory,
+                                      .attr_names = {"start", "end", "step", "dtype"},
+                                      .meta = arange_meta,
+                                      .kernel = arange_kernel});
+const OpDef& linspace_op = register_op({.name = "linspace",
+                                        .schema = "linspace(float start, float end, int steps, ScalarType dtype) -> Tensor",
+                                        .kind = OpKind::Factory,
+                                        .attr_names = {"start", "end", "steps", "dtype"},
+                                        .meta = linspace_meta,
+                                        .kernel = linspace_kernel});
+const OpDef& eye_op = register_op({.name = "eye",
+                                   .schema = "eye(int n, int m, ScalarType dtype) -> Tensor",
+                                   .kind = OpKind::Factory,
+                                   .attr_names = {"n", "m", "dtype"},
+                                   .meta = eye_meta,
+                                   .kernel = eye_kernel});
+
+}  // namespace ops
+
+Tensor empty(IntList sizes, DType dtype) { return make_tensor(sizes, dtype); }
+Tensor full(IntList sizes, const Scalar& value, std::optional<DType> dtype) {
+  DType dt = dtype.value_or(value.is_floating() ? kDefaultFloat : value.dtype());
+  return ops::call(ops::full_op, {}, {ops::ints_attr(sizes), value, dt});
+}
+Tensor zeros(IntList sizes, DType dtype) { return full(sizes, 0, dtype); }
+Tensor ones(IntList sizes, DType dtype) { return full(sizes, 1, dtype); }
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) { return full({}, value, dtype); }
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+  return empty(t.sizes(), dtype.value_or(t.dtype()));
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) {
+  return zeros(t.sizes(), dtype.value_or(t.dtype()));
+}
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) {
+  return ones(t.sizes(), dtype.value_or(t.dtype()));
+}
+Tensor full_like(const Tensor& t, const Scalar& value, std::optional<DType> dtype) {
+  return full(t.sizes(), value, dtype.value_or(t.dtype()));
+}
+
+Tensor arange(const Scalar& end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step,
+              std::optional<DType> dtype) {
+  bool all_int = start.is_integral() && end.is_integral() && step.is_integral();
+  DType dt = dtype.value_or(all_int ? DType::Int64 : kDefaultFloat);
+  return ops::call(ops::arange_op, {}, {start, end, step, dt});
+}
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  return ops::call(ops::linspace_op, {}, {start, end, steps, dtype});
+}
+Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
+  return ops::call(ops::eye_op, {}, {n, m.value_or(n), dtype});
+}
+
+Tensor from_blob(const void* data, IntList sizes, DType dtype) {
+  Tensor t = make_tensor(sizes, dtype);
+  if (t.numel() > 0) {
+    KILN_CHECK(data != nullptr, ValueError, "from_blob: data is null for a tensor of shape ", sizes);
+    std::memcpy(t.data_ptr(), data, static_cast<size_t>(t.numel() * itemsize(dtype)));
+  }
+  return t;
+}
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, IntList sizes) {
+  int64_t n = checked_numel(sizes, "tensor");
+  KILN_CHECK(n == static_cast<int64_t>(values.size()), ShapeError, "tensor: ", values.size(),
+             " values cannot fill shape ", sizes, " (", n, " elements)");
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return from_blob(bytes.data(), sizes, DType::Bool);
+  } else {
+    return from_blob(values.data(), sizes, dtype_v<T>);
+  }
+}
+template <typename T>
+Tensor tensor(const std::vector<T>& values) {
+  return tensor(values, {static_cast<int64_t>(values.size())});
+}
+#define KILN_INSTANTIATE(T)                                             \
+  template Tensor tensor<T>(const std::vector<T>&, IntList);            \
+  template Tensor tensor<T>(const std::vector<T>&);
+KILN_INSTANTIATE(bool)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+#undef KILN_INSTANTIATE
+
+Tensor tensor(std::initializer_list<double> values, DType dtype) {
+  return to_dtype(tensor(std::vector<double>(values)), dtype);
+}
+Tensor tensor(std::initializer_list<int> values, DType dtype) {
+  return to_dtype(tensor(std::vector<int64_t>(values.begin(), values.end())), dtype);
+}
+
+}  // namespace kiln

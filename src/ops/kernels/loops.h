@@ -1,0 +1,167 @@
+// The pointwise loop engine: walks the broadcast index space of an output and its inputs
+// (any strides, broadcasting by stride 0), coalescing dims, splitting the work across OpenMP
+// threads for large tensors, and handing the kernel body contiguous blocks: operands whose
+// innermost stride is not contiguous are gathered into (and the output scattered from) small
+// per-thread buffers. A body is therefore always a simple loop over arrays, which the compiler
+// vectorises (or which uses vec::map for SLEEF math).
+#pragma once
+
+#include <omp.h>
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kiln/core/parallel.h"
+#include "kiln/core/tensor.h"
+#include "ops/kernels/vec.h"
+
+namespace kiln::kernels {
+
+inline constexpr int64_t kBlock = 512;  // elements per contiguous block
+
+// Strides (in bytes) of `t` broadcast against `sizes` (t's dims align to the right).
+inline Shape broadcast_byte_strides(const Tensor& t, IntList sizes) {
+  const int64_t nd = sizes.ssize(), td = t.dim(), isz = t.element_size();
+  Shape s(static_cast<size_t>(nd), 0);
+  for (int64_t d = 0; d < td; ++d) {
+    int64_t od = nd - td + d;
+    s[od] = t.size(d) == 1 ? 0 : t.stride(d) * isz;
+  }
+  return s;
+}
+
+// Splits [0, n) across threads when n is large; calls f(begin, end) on each piece.
+template <typename F>
+void parallel_range(int64_t n, int64_t grain, F&& f) {
+  if (n <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+// N operands: operand 0 is the output. `body(std::array<char*, N> ptrs, int64_t n)` receives
+// contiguous arrays of n elements of each operand's dtype (an input broadcast along the block
+// arrives as a filled buffer).
+template <size_t N, typename Body>
+void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs,
+                    Body&& body, int64_t grain = kParallelGrain) {
+  const int64_t numel = out.numel();
+  if (numel == 0) return;
+  std::array<char*, N> base;
+  std::array<int64_t, N> isz;
+  std::array<Shape, N> strides;
+  base[0] = static_cast<char*>(out.data_ptr());
+  isz[0] = out.element_size();
+  strides[0] = broadcast_byte_strides(out, out.sizes());
+  for (size_t k = 1; k < N; ++k) {
+    base[k] = static_cast<char*>(inputs[k - 1]->data_ptr());
+    isz[k] = inputs[k - 1]->element_size();
+    strides[k] = broadcast_byte_strides(*inputs[k - 1], out.sizes());
+  }
+  // Coalesce: drop size-1 dims and merge a dim into the next when every operand is contiguous
+  // across the pair. dims are kept innermost-first from here on.
+  Shape sizes;
+  std::array<Shape, N> st;
+  for (int64_t d = out.dim() - 1; d >= 0; --d) {
+    int64_t sz = out.size(d);
+    if (sz == 1) continue;
+    if (!sizes.empty()) {
+      bool merge = true;
+      for (size_t k = 0; k < N; ++k)
+        merge = merge && strides[k][d] == st[k].back() * sizes.back();
+      if (merge) {
+        sizes.back() *= sz;
+        continue;
+      }
+    }
+    sizes.push_back(sz);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+  }
+  if (sizes.empty()) {  // a single element
+    sizes.push_back(1);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(0);
+  }
+  const int64_t nd = sizes.ssize(), inner = sizes[0];
+
+  parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
+    alignas(64) char buffers[N][kBlock * 8];
+    // Multi-index of `begin` (innermost first).
+    Shape idx(static_cast<size_t>(nd), 0);
+    int64_t rem = begin;
+    for (int64_t d = 0; d < nd; ++d) {
+      idx[d] = rem % sizes[d];
+      rem /= sizes[d];
+    }
+    int64_t pos = begin;
+    while (pos < end) {
+      std::array<char*, N> row;
+      for (size_t k = 0; k < N; ++k) {
+        int64_t off = 0;
+        for (int64_t d = 0; d < nd; ++d) off += idx[d] * st[k][d];
+        row[k] = base[k] + off;
+      }
+      const int64_t run = std::min(inner - idx[0], end - pos);
+      for (int64_t j = 0; j < run; j += kBlock) {
+        const int64_t n = std::min(kBlock, run - j);
+        std::array<char*, N> ptrs;
+        for (size_t k = 0; k < N; ++k) {
+          char* p = row[k] + j * st[k][0];
+          if (st[k][0] == isz[k]) {
+            ptrs[k] = p;
+          } else {
+            ptrs[k] = buffers[k];
+            if (k > 0) {  // gather input (stride 0 broadcasts one value)
+              for (int64_t i = 0; i < n; ++i)
+                std::memcpy(buffers[k] + i * isz[k], p + i * st[k][0], static_cast<size_t>(isz[k]));
+            }
+          }
+        }
+        body(ptrs, n);
+        if (ptrs[0] != row[0] + j * st[0][0]) {  // scatter the output
+          char* p = row[0] + j * st[0][0];
+          for (int64_t i = 0; i < n; ++i)
+            std::memcpy(p + i * st[0][0], buffers[0] + i * isz[0], static_cast<size_t>(isz[0]));
+        }
+      }
+      pos += run;
+      idx[0] += run;
+      for (int64_t d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
+        idx[d] = 0;
+        ++idx[d + 1];
+      }
+    }
+  });
+}
+
+// out[i] = f(in[i]...) with every operand of type T, using Vec<T> (f takes and returns Vec<T>).
+template <typename T, typename F, typename... Ins>
+void map_vec(const Tensor& out, F f, const Ins&... ins) {
+  constexpr size_t N = sizeof...(Ins) + 1;
+  pointwise_loop<N>(out, {&ins...}, [&](const std::array<char*, N>& p, int64_t n) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      vec::map<T>(f, reinterpret_cast<T*>(p[0]), n, reinterpret_cast<const T*>(p[I + 1])...);
+    }(std::make_index_sequence<N - 1>{});
+  });
+}
+
+// out[i] = f(in[i]...) elementwise on plain values (for mixed types: comparisons, casts, where).
+template <typename Out, typename... In, typename F>
+void map_scalar(const Tensor& out, F f, const std::array<const Tensor*, sizeof...(In)>& ins) {
+  constexpr size_t N = sizeof...(In) + 1;
+  pointwise_loop<N>(out, ins, [&](const std::array<char*, N>& p, int64_t n) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      Out* o = reinterpret_cast<Out*>(p[0]);
+      for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(p[I + 1])[i]...);
+    }(std::make_index_sequence<N - 1>{});
+  });
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,193 @@
+// Vec<T>: a SIMD register of T with arithmetic and vectorised math (SLEEF), used by the
+// pointwise loops. On AVX2+FMA hosts float and double are 8- and 4-wide; everything else is a
+// one-element "vector" with the same interface, so each op's functor is written once.
+// Internal to the kernels: never included by public headers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#include <sleef.h>
+#define KILN_VEC_AVX2 1
+#endif
+
+namespace kiln::vec {
+
+// ---- the scalar fallback: width 1 ----
+template <typename T>
+struct Vec {
+  static constexpr int width = 1;
+  using Mask = bool;
+  T v;
+  Vec() = default;
+  Vec(T x) : v(x) {}
+  static Vec load(const T* p) { return Vec(*p); }
+  void store(T* p) const { *p = v; }
+  T lane(int) const { return v; }
+};
+template <typename T> Vec<T> operator+(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v + b.v); }
+template <typename T> Vec<T> operator-(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v - b.v); }
+template <typename T> Vec<T> operator*(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v * b.v); }
+template <typename T> Vec<T> operator/(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v / b.v); }
+template <typename T> Vec<T> operator-(Vec<T> a) { return static_cast<T>(-a.v); }
+template <typename T> bool operator<(Vec<T> a, Vec<T> b) { return a.v < b.v; }
+template <typename T> bool operator>(Vec<T> a, Vec<T> b) { return a.v > b.v; }
+template <typename T> Vec<T> select(bool m, Vec<T> a, Vec<T> b) { return m ? a : b; }
+template <typename T> bool isnan_mask(Vec<T> a) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(a.v);
+  return false;
+}
+template <typename T> Vec<T> fmadd(Vec<T> a, Vec<T> b, Vec<T> c) { return static_cast<T>(a.v * b.v + c.v); }
+
+#define KILN_SCALAR_MATH(name, expr)                                   \
+  template <typename T>                                                \
+  Vec<T> name(Vec<T> a) {                                              \
+    using std::name;                                                   \
+    return static_cast<T>(expr);                                       \
+  }
+KILN_SCALAR_MATH(exp, exp(a.v))
+KILN_SCALAR_MATH(exp2, exp2(a.v))
+KILN_SCALAR_MATH(expm1, expm1(a.v))
+KILN_SCALAR_MATH(log, log(a.v))
+KILN_SCALAR_MATH(log2, log2(a.v))
+KILN_SCALAR_MATH(log1p, log1p(a.v))
+KILN_SCALAR_MATH(sqrt, sqrt(a.v))
+KILN_SCALAR_MATH(sin, sin(a.v))
+KILN_SCALAR_MATH(cos, cos(a.v))
+KILN_SCALAR_MATH(tan, tan(a.v))
+KILN_SCALAR_MATH(tanh, tanh(a.v))
+KILN_SCALAR_MATH(erf, erf(a.v))
+KILN_SCALAR_MATH(floor, floor(a.v))
+KILN_SCALAR_MATH(ceil, ceil(a.v))
+KILN_SCALAR_MATH(trunc, trunc(a.v))
+KILN_SCALAR_MATH(abs, abs(a.v))
+#undef KILN_SCALAR_MATH
+template <typename T> Vec<T> round_even(Vec<T> a) { return std::nearbyint(a.v); }
+template <typename T> Vec<T> pow(Vec<T> a, Vec<T> b) { return static_cast<T>(std::pow(a.v, b.v)); }
+template <typename T> Vec<T> atan2(Vec<T> a, Vec<T> b) { return static_cast<T>(std::atan2(a.v, b.v)); }
+
+#ifdef KILN_VEC_AVX2
+// ---- float x 8 ----
+template <>
+struct Vec<float> {
+  static constexpr int width = 8;
+  struct Mask { __m256 m; };
+  __m256 v;
+  Vec() = default;
+  Vec(__m256 x) : v(x) {}
+  Vec(float x) : v(_mm256_set1_ps(x)) {}
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+};
+inline Vec<float> operator+(Vec<float> a, Vec<float> b) { return _mm256_add_ps(a.v, b.v); }
+inline Vec<float> operator-(Vec<float> a, Vec<float> b) { return _mm256_sub_ps(a.v, b.v); }
+inline Vec<float> operator*(Vec<float> a, Vec<float> b) { return _mm256_mul_ps(a.v, b.v); }
+inline Vec<float> operator/(Vec<float> a, Vec<float> b) { return _mm256_div_ps(a.v, b.v); }
+inline Vec<float> operator-(Vec<float> a) { return _mm256_xor_ps(a.v, _mm256_set1_ps(-0.0f)); }
+inline Vec<float>::Mask operator<(Vec<float> a, Vec<float> b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
+inline Vec<float>::Mask operator>(Vec<float> a, Vec<float> b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)}; }
+inline Vec<float> select(Vec<float>::Mask m, Vec<float> a, Vec<float> b) { return _mm256_blendv_ps(b.v, a.v, m.m); }
+inline Vec<float>::Mask isnan_mask(Vec<float> a) { return {_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)}; }
+inline Vec<float> fmadd(Vec<float> a, Vec<float> b, Vec<float> c) { return _mm256_fmadd_ps(a.v, b.v, c.v); }
+inline Vec<float> exp(Vec<float> a) { return Sleef_expf8_u10(a.v); }
+inline Vec<float> exp2(Vec<float> a) { return Sleef_exp2f8_u10(a.v); }
+inline Vec<float> expm1(Vec<float> a) { return Sleef_expm1f8_u10(a.v); }
+inline Vec<float> log(Vec<float> a) { return Sleef_logf8_u10(a.v); }
+inline Vec<float> log2(Vec<float> a) { return Sleef_log2f8_u10(a.v); }
+inline Vec<float> log1p(Vec<float> a) { return Sleef_log1pf8_u10(a.v); }
+inline Vec<float> sqrt(Vec<float> a) { return _mm256_sqrt_ps(a.v); }
+inline Vec<float> sin(Vec<float> a) { return Sleef_sinf8_u10(a.v); }
+inline Vec<float> cos(Vec<float> a) { return Sleef_cosf8_u10(a.v); }
+inline Vec<float> tan(Vec<float> a) { return Sleef_tanf8_u10(a.v); }
+inline Vec<float> tanh(Vec<float> a) { return Sleef_tanhf8_u10(a.v); }
+inline Vec<float> erf(Vec<float> a) { return Sleef_erff8_u10(a.v); }
+inline Vec<float> floor(Vec<float> a) { return _mm256_floor_ps(a.v); }
+inline Vec<float> ceil(Vec<float> a) { return _mm256_ceil_ps(a.v); }
+inline Vec<float> trunc(Vec<float> a) { return _mm256_round_ps(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+inline Vec<float> round_even(Vec<float> a) { return _mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec<float> abs(Vec<float> a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v); }
+inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf8_u10(a.v, b.v); }
+inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f8_u10(a.v, b.v); }
+
+// ---- double x 4 ----
+template <>
+struct Vec<double> {
+  static constexpr int width = 4;
+  struct Mask { __m256d m; };
+  __m256d v;
+  Vec() = default;
+  Vec(__m256d x) : v(x) {}
+  Vec(double x) : v(_mm256_set1_pd(x)) {}
+  static Vec load(const double* p) { return _mm256_loadu_pd(p); }
+  void store(double* p) const { _mm256_storeu_pd(p, v); }
+};
+inline Vec<double> operator+(Vec<double> a, Vec<double> b) { return _mm256_add_pd(a.v, b.v); }
+inline Vec<double> operator-(Vec<double> a, Vec<double> b) { return _mm256_sub_pd(a.v, b.v); }
+inline Vec<double> operator*(Vec<double> a, Vec<double> b) { return _mm256_mul_pd(a.v, b.v); }
+inline Vec<double> operator/(Vec<double> a, Vec<double> b) { return _mm256_div_pd(a.v, b.v); }
+inline Vec<double> operator-(Vec<double> a) { return _mm256_xor_pd(a.v, _mm256_set1_pd(-0.0)); }
+inline Vec<double>::Mask operator<(Vec<double> a, Vec<double> b) { return {_mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ)}; }
+inline Vec<double>::Mask operator>(Vec<double> a, Vec<double> b) { return {_mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ)}; }
+inline Vec<double> select(Vec<double>::Mask m, Vec<double> a, Vec<double> b) { return _mm256_blendv_pd(b.v, a.v, m.m); }
+inline Vec<double>::Mask isnan_mask(Vec<double> a) { return {_mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q)}; }
+inline Vec<double> fmadd(Vec<double> a, Vec<double> b, Vec<double> c) { return _mm256_fmadd_pd(a.v, b.v, c.v); }
+inline Vec<double> exp(Vec<double> a) { return Sleef_expd4_u10(a.v); }
+inline Vec<double> exp2(Vec<double> a) { return Sleef_exp2d4_u10(a.v); }
+inline Vec<double> expm1(Vec<double> a) { return Sleef_expm1d4_u10(a.v); }
+inline Vec<double> log(Vec<double> a) { return Sleef_logd4_u10(a.v); }
+inline Vec<double> log2(Vec<double> a) { return Sleef_log2d4_u10(a.v); }
+inline Vec<double> log1p(Vec<double> a) { return Sleef_log1pd4_u10(a.v); }
+inline Vec<double> sqrt(Vec<double> a) { return _mm256_sqrt_pd(a.v); }
+inline Vec<double> sin(Vec<double> a) { return Sleef_sind4_u10(a.v); }
+inline Vec<double> cos(Vec<double> a) { return Sleef_cosd4_u10(a.v); }
+inline Vec<double> tan(Vec<double> a) { return Sleef_tand4_u10(a.v); }
+inline Vec<double> tanh(Vec<double> a) { return Sleef_tanhd4_u10(a.v); }
+inline Vec<double> erf(Vec<double> a) { return Sleef_erfd4_u10(a.v); }
+inline Vec<double> floor(Vec<double> a) { return _mm256_floor_pd(a.v); }
+inline Vec<double> ceil(Vec<double> a) { return _mm256_ceil_pd(a.v); }
+inline Vec<double> trunc(Vec<double> a) { return _mm256_round_pd(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+inline Vec<double> round_even(Vec<double> a) { return _mm256_round_pd(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec<double> abs(Vec<double> a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v); }
+inline Vec<double> pow(Vec<double> a, Vec<double> b) { return Sleef_powd4_u10(a.v, b.v); }
+inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u10(a.v, b.v); }
+#endif  // KILN_VEC_AVX2
+
+// max/min that propagate NaN (as torch.maximum), and treat the comparison the same in every lane.
+template <typename V>
+V max_nan(V a, V b) {
+  return select(isnan_mask(a), a, select(isnan_mask(b), b, select(a > b, a, b)));
+}
+template <typename V>
+V min_nan(V a, V b) {
+  return select(isnan_mask(a), a, select(isnan_mask(b), b, select(a < b, a, b)));
+}
+
+// out[i] = f(in[i]...) over n contiguous elements. The tail is computed as a padded full
+// vector, so an element's value never depends on where it sits in the array.
+template <typename T, typename F, typename... In>
+inline void map(F&& f, T* out, int64_t n, const In*... in) {
+  constexpr int W = Vec<T>::width;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(Vec<T>::load(in + i)...).store(out + i);
+  if (i < n) {
+    if constexpr (W == 1) {
+      return;
+    } else {
+      const int64_t rem = n - i;
+      alignas(64) T tmp_out[W];
+      auto pad = [&](const T* p) {
+        alignas(64) T buf[W] = {};
+        std::memcpy(buf, p + i, static_cast<size_t>(rem) * sizeof(T));
+        return Vec<T>::load(buf);
+      };
+      f(pad(in)...).store(tmp_out);
+      std::memcpy(out + i, tmp_out, static_cast<size_t>(rem) * sizeof(T));
+    }
+  }
+}
+
+}  // namespace kiln::vec

@@ -1,0 +1,47 @@
+// Helpers shared by op definitions: broadcasting, type promotion, argument checks, and the
+// small glue that turns a functional call into a dispatch.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "kiln/ops/op.h"
+
+namespace kiln::ops {
+
+// NumPy/PyTorch broadcasting of the inputs' shapes; ShapeError naming `op` and every shape.
+Shape broadcast_shapes(const char* op, std::span<const Tensor> inputs);
+// PyTorch's result_type: tensors with dims outrank 0-d tensors, which outrank wrapped C++
+// numbers; a lower rank only matters when its category (bool < int < float) is higher.
+DType result_type(std::span<const Tensor> inputs);
+// `t` converted to dtype (t itself when it already has it).
+Tensor cast(const Tensor& t, DType dtype);
+// Sorted, de-duplicated, wrapped dims; all dims when `dims` is empty.
+SmallVector<int64_t, 6> reduction_dims(IntList dims, int64_t ndim, const char* op);
+// "op: ... got tensor of shape [2, 3] and dtype float32"-style description.
+std::string describe(const Tensor& t);
+
+// Fills meta slot 0 and returns 1 (the common single-output case).
+inline int one_output(std::span<OutputMeta, kMaxOpOutputs> out, DType dtype, Shape sizes) {
+  out[0].dtype = dtype;
+  out[0].sizes = std::move(sizes);
+  return 1;
+}
+
+// Shorthands for calling dispatch from the functional API.
+template <typename... Ts>
+Tensor call(const OpDef& op, std::initializer_list<Tensor> inputs, Attrs attrs = {}) {
+  return dispatch1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+inline Tensor& call_into(Tensor& out, const OpDef& op, std::initializer_list<Tensor> inputs,
+                         Attrs attrs = {}) {
+  return dispatch_into(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, out);
+}
+
+// Optional<Scalar> as an attribute (monostate when absent).
+inline AttrValue opt_attr(const std::optional<Scalar>& s) {
+  return s ? AttrValue(*s) : AttrValue(std::monostate{});
+}
+inline AttrValue ints_attr(IntList l) { return AttrValue(l.vec()); }
+
+}  // namespace kiln::ops

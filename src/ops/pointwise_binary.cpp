@@ -1,0 +1,385 @@
+// Binary pointwise ops with broadcasting and PyTorch type promotion; C++ numbers enter as
+// wrapped 0-d tensors (see wrap_scalar).
+#include <cmath>
+#include <limits>
+
+#include "kiln/ops/pointwise.h"
+#include "ops/pointwise_defs.h"
+
+namespace kiln {
+
+Tensor wrap_scalar(const Scalar& s) {
+  Tensor t = make_tensor({}, s.dtype());
+  KILN_DISPATCH_ALL(s.dtype(), "wrap_scalar", [&]<typename T>() {
+    *static_cast<T*>(t.data_ptr()) = s.to<T>();
+  });
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
+
+namespace ops {
+
+// ---- arithmetic ----
+void check_alpha(const OpCall& c, DType result) {
+  if (c.attrs.size() == 0 || !c.attrs.has(0)) return;
+  const Scalar& alpha = c.attrs.scalar(0);
+  KILN_CHECK(is_floating(result) || !alpha.is_floating(), DTypeError, c.op.name,
+             ": for integer inputs alpha must not be a floating-point number, got ", alpha);
+  KILN_CHECK(result != DType::Bool || alpha.is_bool() || alpha.to_int() == 1 || alpha.to_int() == 0,
+             DTypeError, c.op.name, ": for bool inputs alpha must be a bool, got ", alpha);
+}
+template <bool Sub>
+int add_sub_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  int n = pointwise_meta<Dtypes::All>(c, out);
+  KILN_CHECK(!Sub || out[0].dtype != DType::Bool, DTypeError,
+             "sub: subtraction of bool tensors is not supported; use logical_xor instead");
+  check_alpha(c, out[0].dtype);
+  return n;
+}
+template <typename T>
+struct add_fn {
+  T alpha;
+  explicit add_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
+  Vec<T> operator()(Vec<T> x, Vec<T> y) const {
+    if (alpha == T(1)) return x + y;
+    return x + Vec<T>(alpha) * y;
+  }
+};
+template <typename T>
+struct sub_fn {
+  T alpha;
+  explicit sub_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
+  Vec<T> operator()(Vec<T> x, Vec<T> y) const {
+    if (alpha == T(1)) return x - y;
+    return x - Vec<T>(alpha) * y;
+  }
+};
+template <typename T>
+struct mul_fn {
+  Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x * y; }
+};
+template <typename T>
+struct true_div_fn {
+  Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x / y; }
+};
+const OpDef& add_op = register_op({.name = "add",
+                                   .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                                   .kind = OpKind::Pointwise,
+                                   .attr_names = {"alpha"},
+                                   .meta = add_sub_meta<false>,
+                                   .kernel = map_kernel<add_fn, Dtypes::All>});
+const OpDef& sub_op = register_op({.name = "sub",
+                                   .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                                   .kind = OpKind::Pointwise,
+                                   .attr_names = {"alpha"},
+                                   .meta = add_sub_meta<true>,
+                                   .kernel = map_kernel<sub_fn, Dtypes::Numeric>});
+const OpDef& mul_op = register_op({.name = "mul",
+                                   .schema = "mul(Tensor self, Tensor other) -> Tensor",
+                                   .kind = OpKind::Pointwise,
+                                   .meta = pointwise_meta<Dtypes::All>,
+                                   .kernel = map_kernel<mul_fn, Dtypes::All>});
+const OpDef& div_op = register_op({.name = "div",
+                                   .schema = "div(Tensor self, Tensor other) -> Tensor",
+                                   .kind = OpKind::Pointwise,
+                                   .meta = pointwise_meta<Dtypes::All, true>,
+                                   .kernel = map_kernel<true_div_fn, Dtypes::Floating>});
+
+// Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
+// touching the output.
+void check_integer_divisor(const OpCall& c, DType dt) {
+  if (is_floating(dt)) return;
+  Tensor b = cast(c.in(1), dt);
+  KILN_DISPATCH_ALL(dt, c.op.name.data(), [&]<typename T>() {
+    for (T v : b.to_vector<T>())
+      KILN_CHECK(v != T(0), ValueError, c.op.name, ": integer division by zero");
+  });
+}
+template <typename T>
+T floor_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == 0) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    T fl = std::floor(div);
+    if (div - fl > T(0.5)) fl += T(1);
+    return div == 0 ? std::copysign(T(0), a / b) : fl;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));  // no overflow trap
+    T q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+}
+template <typename T>
+T trunc_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::trunc(a / b);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a;
+  } else {
+    if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+    return a / b;
+  }
+}
+template <typename T>
+struct floor_div_fn {
+  T operator()(T a, T b) const { return floor_div(a, b); }
+};
+template <typename T>
+struct trunc_div_fn {
+  T operator()(T a, T b) const { return trunc_div(a, b); }
+};
+template <typename T>
+struct remainder_fn {
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      T mod = std::fmod(a, b);
+      if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
+      return mod;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return false;
+    } else {
+      if (b == -1) return 0;
+      T mod = a % b;
+      if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
+      return mod;
+    }
+  }
+};
+template <template <typename> class Fn>
+void int_div_kernel(const OpCall& c, std::span<Tensor> outs) {
+  check_integer_divisor(c, outs[0].dtype());
+  scalar_map_kernel<Fn, Dtypes::Numeric>(c, outs);
+}
+const OpDef& floor_divide_op = register_op({.name = "floor_divide",
+                                            .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
+                                            .kind = OpKind::Pointwise,
+                                            .meta = pointwise_meta<Dtypes::Numeric>,
+                                            .kernel = int_div_kernel<floor_div_fn>});
+const OpDef& trunc_divide_op = register_op({.name = "trunc_divide",
+                                            .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
+                                            .kind = OpKind::Pointwise,
+                                            .meta = pointwise_meta<Dtypes::Numeric>,
+                                            .kernel = int_div_kernel<trunc_div_fn>});
+const OpDef& remainder_op = register_op({.name = "remainder",
+                                         .schema = "remainder(Tensor self, Tensor other) -> Tensor",
+                                         .kind = OpKind::Pointwise,
+                                         .meta = pointwise_meta<Dtypes::Numeric>,
+                                         .kernel = int_div_kernel<remainder_fn>});
+
+// ---- pow ----
+template <typename T>
+T int_pow(T base, T exp) {
+  if (exp < 0) {  // as PyTorch for tensor exponents: only +-1 survive
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = static_cast<U>(base);
+  for (T e = exp; e; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<T>(result);
+}
+template <typename T>
+struct pow_fn {
+  Vec<T> operator()(Vec<T> a, Vec<T> b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return vec::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return Vec<T>(a.v || !b.v);
+    } else {
+      return Vec<T>(int_pow(a.v, b.v));
+    }
+  }
+};
+int pow_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  int n = pointwise_meta<Dtypes::Numeric>(c, out);
+  const Tensor& e = c.in(1);
+  if (!is_floating(out[0].dtype) && e.impl()->is_wrapped_number()) {
+    KILN_CHECK(e.item<int64_t>() >= 0, ValueError,
+               "pow: integers to negative integer powers are not allowed");
+  }
+  return n;
+}
+const OpDef& pow_op = register_op({.name = "pow",
+                                   .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
+                                   .kind = OpKind::Pointwise,
+                                   .meta = pow_meta,
+                                   .kernel = map_kernel<pow_fn, Dtypes::Numeric>});
+
+// ---- maximum, minimum, atan2 ----
+template <typename T>
+struct maximum_fn {
+  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::max_nan(a, b); }
+};
+template <typename T>
+struct minimum_fn {
+  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::min_nan(a, b); }
+};
+template <typename T>
+struct atan2_fn {
+  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::atan2(a, b); }
+};
+const OpDef& maximum_op = register_op({.name = "maximum",
+                                       .schema = "maximum(Tensor self, Tensor other) -> Tensor",
+                                       .kind = OpKind::Pointwise,
+                                       .meta = pointwise_meta<Dtypes::All>,
+                                       .kernel = map_kernel<maximum_fn, Dtypes::All>});
+const OpDef& minimum_op = register_op({.name = "minimum",
+                                       .schema = "minimum(Tensor self, Tensor other) -> Tensor",
+                                       .kind = OpKind::Pointwise,
+                                       .meta = pointwise_meta<Dtypes::All>,
+                                       .kernel = map_kernel<minimum_fn, Dtypes::All>});
+const OpDef& atan2_op = register_op({.name = "atan2",
+                                     .schema = "atan2(Tensor self, Tensor other) -> Tensor",
+                                     .kind = OpKind::Pointwise,
+                                     .meta = pointwise_meta<Dtypes::All, true>,
+                                     .kernel = map_kernel<atan2_fn, Dtypes::Floating>});
+
+// ---- comparisons and logical ops (bool results) ----
+#define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                               \
+  template <typename T>                                                                        \
+  struct NAME##_fn {                                                                           \
+    bool operator()(T a, T b) const { return EXPR; }                                           \
+  };                                                                                           \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
+                                        .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
+                                        .kind = OpKind::Pointwise,                             \
+                                        .meta = pointwise_meta<Dtypes::WHICH, false, true>,    \
+                                        .kernel = predicate_kernel<NAME##_fn, Dtypes::WHICH>});
+KILN_PREDICATE_BINARY(eq, All, a == b)
+KILN_PREDICATE_BINARY(ne, All, a != b)
+KILN_PREDICATE_BINARY(lt, All, a < b)
+KILN_PREDICATE_BINARY(le, All, a <= b)
+KILN_PREDICATE_BINARY(gt, All, a > b)
+KILN_PREDICATE_BINARY(ge, All, a >= b)
+KILN_PREDICATE_BINARY(logical_and, All, (a != T(0)) && (b != T(0)))
+KILN_PREDICATE_BINARY(logical_or, All, (a != T(0)) || (b != T(0)))
+KILN_PREDICATE_BINARY(logical_xor, All, (a != T(0)) != (b != T(0)))
+#undef KILN_PREDICATE_BINARY
+
+// ---- bitwise (integers and bool) ----
+#define KILN_BITWISE(NAME, EXPR)                                                               \
+  template <typename T>                                                                        \
+  struct NAME##_fn {                                                                           \
+    T operator()(T a, T b) const { return static_cast<T>(EXPR); }                              \
+  };                                                                                           \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
+                                        .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
+                                        .kind = OpKind::Pointwise,                             \
+                                        .meta = pointwise_meta<Dtypes::Integral>,              \
+                                        .kernel = scalar_map_kernel<NAME##_fn, Dtypes::Integral>});
+KILN_BITWISE(bitwise_and, a & b)
+KILN_BITWISE(bitwise_or, a | b)
+KILN_BITWISE(bitwise_xor, a ^ b)
+#undef KILN_BITWISE
+
+}  // namespace ops
+
+// ---- functional API ----
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return ops::call(ops::add_op, {a, b}, {alpha});
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return ops::call(ops::sub_op, {a, b}, {alpha});
+}
+Tensor mul(const Tensor& a, const Tensor& b) { return ops::call(ops::mul_op, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return ops::call(ops::div_op, {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
+  if (rounding_mode == "floor") return ops::call(ops::floor_divide_op, {a, b});
+  if (rounding_mode == "trunc") return ops::call(ops::trunc_divide_op, {a, b});
+  throw ValueError(detail::concat("div: rounding_mode must be \"floor\" or \"trunc\", got \"",
+                                  rounding_mode, "\""));
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::floor_divide_op, {a, b});
+}
+Tensor remainder(const Tensor& a, const Tensor& b) { return ops::call(ops::remainder_op, {a, b}); }
+Tensor pow(const Tensor& a, const Tensor& b) { return ops::call(ops::pow_op, {a, b}); }
+Tensor pow(const Tensor& a, const Scalar& b) { return pow(a, wrap_scalar(b)); }
+Tensor pow(const Scalar& a, const Tensor& b) { return pow(wrap_scalar(a), b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return ops::call(ops::maximum_op, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return ops::call(ops::minimum_op, {a, b}); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return ops::call(ops::atan2_op, {a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) { return ops::call(ops::eq_op, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return ops::call(ops::ne_op, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return ops::call(ops::lt_op, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return ops::call(ops::le_op, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return ops::call(ops::gt_op, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return ops::call(ops::ge_op, {a, b}); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_and_op, {a, b}); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_or_op, {a, b}); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_xor_op, {a, b}); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_and_op, {a, b}); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_or_op, {a, b}); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_xor_op, {a, b}); }
+
+Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  return ops::call_into(self, ops::add_op, {self, other}, {alpha});
+}
+Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  return ops::call_into(self, ops::sub_op, {self, other}, {alpha});
+}
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  return ops::call_into(self, ops::mul_op, {self, other});
+}
+Tensor& div_(Tensor& self, const Tensor& other) {
+  return ops::call_into(self, ops::div_op, {self, other});
+}
+Tensor& pow_(Tensor& self, const Scalar& exponent) {
+  return ops::call_into(self, ops::pow_op, {self, wrap_scalar(exponent)});
+}
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return ops::call_into(out, ops::add_op, {a, b}, {alpha});
+}
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  return ops::call_into(out, ops::mul_op, {a, b});
+}
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b)); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, wrap_scalar(b)); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b)); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, wrap_scalar(b)); }
+Tensor operator%(const Tensor& a, const Scalar& b) { return remainder(a, wrap_scalar(b)); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a), b); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(wrap_scalar(a), b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(wrap_scalar(a), b); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(wrap_scalar(a), b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, wrap_scalar(b)); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, wrap_scalar(b)); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, wrap_scalar(b)); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, wrap_scalar(b)); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, wrap_scalar(b)); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, wrap_scalar(b)); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
+Tensor& operator+=(Tensor& a, const Scalar& b) { return add_(a, wrap_scalar(b)); }
+Tensor& operator-=(Tensor& a, const Scalar& b) { return sub_(a, wrap_scalar(b)); }
+Tensor& operator*=(Tensor& a, const Scalar& b) { return mul_(a, wrap_scalar(b)); }
+Tensor& operator/=(Tensor& a, const Scalar& b) { return div_(a, wrap_scalar(b)); }
+
+}  // namespace kiln

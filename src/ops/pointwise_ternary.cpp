@@ -1,0 +1,196 @@
+// Ternary pointwise ops (where, lerp, addcmul, addcdiv, masked_fill) and the copy/fill/cast
+// family that every in-place write goes through.
+#include <cstring>
+
+#include "kiln/ops/factory.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/pointwise_defs.h"
+
+namespace kiln {
+namespace ops {
+
+// ---- copy: out (self's shape and dtype) = src broadcast and cast ----
+int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& self = c.in(0);
+  const Tensor& src = c.in(1);
+  Shape b = broadcast_shapes("copy_", c.inputs);
+  KILN_CHECK(b == self.sizes(), ShapeError, "copy_: source of shape ", src.shape_str(),
+             " cannot be broadcast to the destination's shape ", self.shape_str());
+  return one_output(out, self.dtype(), self.sizes());
+}
+void copy_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const Tensor& src = c.in(1);
+  if (src.dtype() == out.dtype() && src.is_contiguous() && out.is_contiguous() &&
+      src.sizes() == out.sizes()) {
+    const char* s = static_cast<const char*>(src.data_ptr());
+    char* d = static_cast<char*>(out.data_ptr());
+    const int64_t isz = out.element_size();
+    kernels::parallel_range(out.numel(), kParallelGrain * 4, [&](int64_t b, int64_t e) {
+      std::memcpy(d + b * isz, s + b * isz, static_cast<size_t>((e - b) * isz));
+    });
+    return;
+  }
+  KILN_DISPATCH_ALL(out.dtype(), "copy_", [&]<typename To>() {
+    KILN_DISPATCH_ALL(src.dtype(), "copy_", [&]<typename From>() {
+      kernels::map_scalar<To, From>(out, [](From v) { return static_cast<To>(v); }, {&src});
+    });
+  });
+}
+const OpDef& copy_op = register_op({.name = "copy",
+                                    .schema = "copy(Tensor self, Tensor src) -> Tensor",
+                                    .kind = OpKind::Pointwise,
+                                    .meta = copy_meta,
+                                    .kernel = copy_kernel});
+
+// ---- fill: out (self's shape and dtype) = value ----
+int fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(), c.in(0).sizes());
+}
+void fill_tensor(const Tensor& out, const Scalar& value) {
+  KILN_DISPATCH_ALL(out.dtype(), "fill_", [&]<typename T>() {
+    const T v = value.to<T>();
+    kernels::map_scalar<T>(out, [v]() { return v; }, {});
+  });
+}
+void fill_kernel(const OpCall& c, std::span<Tensor> outs) { fill_tensor(outs[0], c.attrs.scalar(0)); }
+const OpDef& fill_op = register_op({.name = "fill",
+                                    .schema = "fill(Tensor self, Scalar value) -> Tensor",
+                                    .kind = OpKind::Pointwise,
+                                    .attr_names = {"value"},
+                                    .meta = fill_meta,
+                                    .kernel = fill_kernel});
+
+// ---- where ----
+int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.in(0).dtype() == DType::Bool, DTypeError,
+             "where: condition must be a bool tensor, got dtype ", c.in(0).dtype());
+  DType dt = result_type(c.inputs.subspan(1));
+  return one_output(out, dt, broadcast_shapes("where", c.inputs));
+}
+void where_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  KILN_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
+    Tensor a = cast(c.in(1), out.dtype()), b = cast(c.in(2), out.dtype());
+    kernels::map_scalar<T, bool, T, T>(out, [](bool m, T x, T y) { return m ? x : y; },
+                                       {&c.in(0), &a, &b});
+  });
+}
+const OpDef& where_op = register_op({.name = "where",
+                                     .schema = "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
+                                     .kind = OpKind::Pointwise,
+                                     .meta = where_meta,
+                                     .kernel = where_kernel});
+
+// ---- masked_fill: x with value where mask ----
+int masked_fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(c.in(1).dtype() == DType::Bool, DTypeError,
+             "masked_fill: mask must be a bool tensor, got dtype ", c.in(1).dtype());
+  Shape b = broadcast_shapes("masked_fill", c.inputs);
+  KILN_CHECK(b == x.sizes(), ShapeError, "masked_fill: mask of shape ", c.in(1).shape_str(),
+             " cannot be broadcast to the tensor's shape ", x.shape_str());
+  return one_output(out, x.dtype(), x.sizes());
+}
+void masked_fill_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  KILN_DISPATCH_ALL(out.dtype(), "masked_fill", [&]<typename T>() {
+    const T v = c.attrs.scalar(0).to<T>();
+    kernels::map_scalar<T, T, bool>(out, [v](T x, bool m) { return m ? v : x; },
+                                    {&c.in(0), &c.in(1)});
+  });
+}
+const OpDef& masked_fill_op = register_op({.name = "masked_fill",
+                                           .schema = "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor",
+                                           .kind = OpKind::Pointwise,
+                                           .attr_names = {"value"},
+                                           .meta = masked_fill_meta,
+                                           .kernel = masked_fill_kernel});
+
+// ---- lerp, addcmul, addcdiv ----
+template <typename T>
+struct lerp_fn {
+  Vec<T> operator()(Vec<T> s, Vec<T> e, Vec<T> w) const {
+    const Vec<T> d = e - s;
+    return vec::select(vec::abs(w) < Vec<T>(T(0.5)), s + w * d, e - d * (Vec<T>(T(1)) - w));
+  }
+};
+template <typename T>
+struct addcmul_fn {
+  T value;
+  explicit addcmul_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
+  Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a * b; }
+};
+template <typename T>
+struct addcdiv_fn {
+  T value;
+  explicit addcdiv_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
+  Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a / b; }
+};
+const OpDef& lerp_op = register_op({.name = "lerp",
+                                    .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
+                                    .kind = OpKind::Pointwise,
+                                    .meta = pointwise_meta<Dtypes::Floating>,
+                                    .kernel = map_kernel<lerp_fn, Dtypes::Floating>});
+const OpDef& addcmul_op = register_op({.name = "addcmul",
+                                       .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+                                       .kind = OpKind::Pointwise,
+                                       .attr_names = {"value"},
+                                       .meta = pointwise_meta<Dtypes::Numeric>,
+                                       .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>});
+int addcdiv_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  int n = pointwise_meta<Dtypes::Numeric>(c, out);
+  KILN_CHECK(is_floating(out[0].dtype), DTypeError,
+             "addcdiv: integer division is not supported (inputs promote to ", out[0].dtype, ")");
+  return n;
+}
+const OpDef& addcdiv_op = register_op({.name = "addcdiv",
+                                       .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+                                       .kind = OpKind::Pointwise,
+                                       .attr_names = {"value"},
+                                       .meta = addcdiv_meta,
+                                       .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>});
+
+}  // namespace ops
+
+Tensor& copy_(Tensor& self, const Tensor& src) { return ops::call_into(self, ops::copy_op, {self, src}); }
+Tensor& fill_(Tensor& self, const Scalar& value) { return ops::call_into(self, ops::fill_op, {self}, {value}); }
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return ops::call(ops::copy_op, {empty(x.sizes(), dtype), x});
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  return ops::call(ops::where_op, {condition, a, b});
+}
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  return ops::call(ops::masked_fill_op, {x, mask}, {value});
+}
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Scalar& value) {
+  return ops::call_into(self, ops::masked_fill_op, {self, mask}, {value});
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  return ops::call(ops::lerp_op, {start, end, weight});
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  return lerp(start, end, wrap_scalar(weight));
+}
+Tensor& lerp_(Tensor& self, const Tensor& end, const Scalar& weight) {
+  return ops::call_into(self, ops::lerp_op, {self, end, wrap_scalar(weight)});
+}
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return ops::call(ops::addcmul_op, {self, t1, t2}, {value});
+}
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return ops::call(ops::addcdiv_op, {self, t1, t2}, {value});
+}
+Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return ops::call_into(self, ops::addcmul_op, {self, t1, t2}, {value});
+}
+Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return ops::call_into(self, ops::addcdiv_op, {self, t1, t2}, {value});
+}
+
+}  // namespace kiln

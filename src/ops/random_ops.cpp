@@ -1,0 +1,251 @@
+// Philox 4x32-10 and the random ops. Every draw is a pure function of (seed, offset, element
+// index) — see docs/random.md — so generated code can reproduce eager's numbers bit for bit,
+// and elements can be computed in parallel in any order.
+#include <cmath>
+#include <limits>
+
+#include "kiln/core/random.h"
+#include "kiln/ops/factory.h"
+#include "ops/kernels/loops.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k[0] += kW0;
+      k[1] += kW1;
+    }
+    const uint64_t p0 = uint64_t{kM0} * c[0], p1 = uint64_t{kM1} * c[2];
+    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
+         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
+  }
+  return c;
+}
+
+void Generator::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  seed_ = seed;
+  offset_ = 0;
+}
+uint64_t Generator::seed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seed_;
+}
+uint64_t Generator::offset() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return offset_;
+}
+void Generator::set_offset(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  offset_ = offset;
+}
+uint64_t Generator::advance(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t first = offset_;
+  offset_ += n;
+  return first;
+}
+
+Generator& default_generator() {
+  static Generator* g = new Generator();
+  return *g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace ops {
+namespace {
+
+// The four random words of element `i` of a draw that starts at `offset`.
+inline std::array<uint32_t, 4> philox_at(uint64_t seed, uint64_t offset, int64_t i) {
+  const uint64_t ctr = offset + static_cast<uint64_t>(i);
+  return philox4x32_10({static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u},
+                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+}
+inline double u53(uint32_t hi, uint32_t lo) {  // [0, 1) with 53 random bits
+  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * 0x1p-53;
+}
+inline float u24(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }  // [0, 1)
+
+// Writes f(words, i) into every element of the contiguous `out`, in parallel.
+template <typename T, typename F>
+void generate(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
+  T* p = out.data_ptr<T>();
+  kernels::parallel_range(out.numel(), 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = f(philox_at(seed, offset, i));
+  });
+}
+
+// attrs of every random op end with [seed, offset] (the generator state the draw used).
+uint64_t seed_of(const OpCall& c, size_t k) { return static_cast<uint64_t>(c.attrs.i(k)); }
+
+// uniform: attrs [size, dtype, from, to, seed, offset]
+int uniform_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "uniform_: expected a floating dtype, got ",
+             c.attrs.dtype(1));
+  KILN_CHECK(c.attrs.f(2) <= c.attrs.f(3), ValueError, "uniform_: expects from <= to, got from=",
+             c.attrs.f(2), " > to=", c.attrs.f(3));
+  checked_numel(c.attrs.ints(0), "uniform_");
+  return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
+}
+void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const double from = c.attrs.f(2), to = c.attrs.f(3);
+  const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
+  KILN_DISPATCH_FLOATING(outs[0].dtype(), "uniform_", [&]<typename T>() {
+    const T lo = static_cast<T>(from), hi = static_cast<T>(to);
+    const T top = hi > lo ? std::nextafter(hi, lo) : hi;  // keep results below `to`
+    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
+      double u = std::is_same_v<T, float> ? double(u24(r[0])) : u53(r[0], r[1]);
+      T v = static_cast<T>(from + u * (to - from));
+      return v > top ? top : v;
+    });
+  });
+}
+
+// normal: attrs [size, dtype, mean, std, seed, offset]; Box-Muller (cosine branch).
+int normal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "normal_: expected a floating dtype, got ",
+             c.attrs.dtype(1));
+  KILN_CHECK(c.attrs.f(3) >= 0, ValueError, "normal_: std must be non-negative, got ", c.attrs.f(3));
+  checked_numel(c.attrs.ints(0), "normal_");
+  return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
+}
+void normal_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const double mean = c.attrs.f(2), stdev = c.attrs.f(3);
+  const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
+  KILN_DISPATCH_FLOATING(outs[0].dtype(), "normal_", [&]<typename T>() {
+    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
+      double u1, u2;
+      if constexpr (std::is_same_v<T, float>) {
+        u1 = (static_cast<double>(r[0] >> 8) + 1.0) * 0x1p-24;  // (0, 1]
+        u2 = static_cast<double>(r[1] >> 8) * 0x1p-24;
+      } else {
+        u1 = u53(r[0], r[1]) + 0x1p-53;
+        u2 = u53(r[2], r[3]);
+      }
+      double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      return static_cast<T>(mean + stdev * z);
+    });
+  });
+}
+
+// randint: attrs [size, dtype, low, high, seed, offset]
+int randint_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.attrs.i(2) < c.attrs.i(3), ValueError, "randint: expects low < high, got low=",
+             c.attrs.i(2), ", high=", c.attrs.i(3));
+  KILN_CHECK(c.attrs.dtype(1) != DType::Bool, DTypeError, "randint: dtype bool is not supported");
+  checked_numel(c.attrs.ints(0), "randint");
+  return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
+}
+void randint_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const int64_t low = c.attrs.i(2);
+  const uint64_t range = static_cast<uint64_t>(c.attrs.i(3) - low);
+  const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
+  KILN_DISPATCH_NUMERIC(outs[0].dtype(), "randint", [&]<typename T>() {
+    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
+      uint64_t w = (uint64_t{r[0]} << 32) | r[1];
+      return static_cast<T>(low + static_cast<int64_t>(w % range));
+    });
+  });
+}
+
+// bernoulli: input p (probabilities, any shape); attrs [seed, offset]. 1 where u53 < p.
+int bernoulli_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(is_floating(c.in(0).dtype()), DTypeError,
+             "bernoulli: probabilities must be floating, got ", c.in(0).dtype());
+  return one_output(out, c.in(0).dtype(), c.in(0).sizes());
+}
+void bernoulli_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const uint64_t seed = seed_of(c, 0), offset = seed_of(c, 1);
+  Tensor p = c.in(0).contiguous();
+  KILN_DISPATCH_FLOATING(out.dtype(), "bernoulli", [&]<typename T>() {
+    const T* pp = p.data_ptr<T>();
+    for (int64_t i = 0; i < p.numel(); ++i)
+      KILN_CHECK(pp[i] >= T(0) && pp[i] <= T(1), ValueError,
+                 "bernoulli: probabilities must be in [0, 1], got ", pp[i], " at element ", i);
+    T* o = out.data_ptr<T>();
+    kernels::parallel_range(out.numel(), 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        auto r = philox_at(seed, offset, i);
+        o[i] = u53(r[0], r[1]) < static_cast<double>(pp[i]) ? T(1) : T(0);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+const OpDef& uniform_op = register_op({.name = "uniform",
+                                       .schema = "uniform(int[] size, ScalarType dtype, float from, float to, int seed, int offset) -> Tensor",
+                                       .kind = OpKind::Random,
+                                       .attr_names = {"size", "dtype", "from", "to", "seed", "offset"},
+                                       .meta = uniform_meta,
+                                       .kernel = uniform_kernel});
+const OpDef& normal_op = register_op({.name = "normal",
+                                      .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, int offset) -> Tensor",
+                                      .kind = OpKind::Random,
+                                      .attr_names = {"size", "dtype", "mean", "std", "seed", "offset"},
+                                      .meta = normal_meta,
+                                      .kernel = normal_kernel});
+const OpDef& randint_op = register_op({.name = "randint",
+                                       .schema = "randint(int[] size, ScalarType dtype, int low, int high, int seed, int offset) -> Tensor",
+                                       .kind = OpKind::Random,
+                                       .attr_names = {"size", "dtype", "low", "high", "seed", "offset"},
+                                       .meta = randint_meta,
+                                       .kernel = randint_kernel});
+const OpDef& bernoulli_op = register_op({.name = "bernoulli",
+                                         .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
+                                         .kind = OpKind::Random,
+                                         .attr_names = {"seed", "offset"},
+                                         .meta = bernoulli_meta,
+                                         .kernel = bernoulli_kernel});
+
+}  // namespace ops
+
+namespace {
+Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+// [seed, offset] for a draw of `n` elements, advancing the generator.
+std::pair<int64_t, int64_t> reserve(Generator* g, IntList sizes, const char* op) {
+  Generator& gen = gen_or_default(g);
+  int64_t n = checked_numel(sizes, op);
+  uint64_t offset = gen.advance(static_cast<uint64_t>(n));
+  return {static_cast<int64_t>(gen.seed()), static_cast<int64_t>(offset)};
+}
+Attrs draw_attrs(IntList sizes, DType dtype, AttrValue a, AttrValue b, Generator* gen,
+                 const char* op) {
+  auto [seed, offset] = reserve(gen, sizes, op);
+  return {ops::ints_attr(sizes), dtype, std::move(a), std::move(b), seed, offset};
+}
+}  // namespace
+
+Tensor rand(IntList sizes, DType dtype, Generator* gen) {
+  return dispatch1(ops::uniform_op, {}, draw_attrs(sizes, dtype, 0.0, 1.0, gen, "rand"));
+}
+Tensor randn(IntList sizes, DType dtype, Generator* gen) {
+  return dispatch1(ops::normal_op, {}, draw_attrs(sizes, dtype, 0.0, 1.0, gen, "randn"));
+}
+Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.sizes(), t.dtype(), gen); }
+Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.sizes(), t.dtype(), gen); }
+Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator* gen) {
+  return dispatch1(ops::randint_op, {}, draw_attrs(sizes, dtype, low, high, gen, "randint"));
+}
+Tensor bernoulli(const Tensor& p, Generator* gen) {
+  auto [seed, offset] = reserve(gen, p.sizes(), "bernoulli");
+  return ops::call(ops::bernoulli_op, {p}, {seed, offset});
+}
+Tensor bernoulli(IntList sizes, double p, DType dtype, Generator* gen) {
+  KILN_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
+  return bernoulli(full(sizes, p, dtype), gen);
+}
+Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {
+  return dispatch_into(ops::uniform_op, {}, draw_attrs(self.sizes(), self.dtype(), from, to, gen, "uniform_"), self);
+}
+Tensor& normal_(Tensor& self, double mean, double std, Generator* gen) {
+  return dispatch_into(ops::normal_op, {}, draw_attrs(self.sizes(), self.dtype(), mean, std, gen, "normal_"), self);
+}
+
+}  // namespace kiln

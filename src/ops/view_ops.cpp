@@ -1,0 +1,475 @@
+// View ops: outputs share the input's storage (new sizes, strides and offset; no kernel).
+#include "kiln/ops/op.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+namespace ops {
+namespace {
+
+Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>(x.impl()->storage(), offset, std::move(sizes),
+                                           std::move(strides), x.dtype());
+  return Tensor(std::move(impl));
+}
+
+// Resolves one -1 in `sizes` against numel; ShapeError when impossible.
+Shape infer_size(IntList sizes, int64_t numel, const char* op, const Tensor& x) {
+  Shape out = sizes.shape();
+  int64_t known = 1, infer = -1;
+  for (int64_t i = 0; i < out.ssize(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK(infer < 0, ShapeError, op, ": only one dimension can be inferred (-1) in ", sizes);
+      infer = i;
+    } else {
+      KILN_CHECK(out[i] >= 0, ShapeError, op, ": invalid size ", out[i], " in ", sizes);
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && numel % known == 0, ShapeError, op, ": shape ", sizes,
+               " is invalid for input of size ", numel, " (", describe(x), ")");
+    out[infer] = numel / known;
+  } else {
+    KILN_CHECK(known == numel, ShapeError, op, ": shape ", sizes, " is invalid for input of size ",
+               numel, " (", describe(x), ")");
+  }
+  return out;
+}
+
+// Strides for viewing `x` as `sizes` without a copy, if possible (PyTorch's computeStride):
+// each run of dims of the new shape must map onto a run of dims of x that is contiguous
+// in memory.
+std::optional<Shape> view_strides(const Tensor& x, const Shape& sizes) {
+  const auto& old_sizes = x.sizes();
+  const auto& old_strides = x.strides();
+  Shape strides(sizes.size(), 0);
+  if (x.numel() == 0) return contiguous_strides(sizes);
+  int64_t view_d = sizes.ssize() - 1;
+  int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t td = x.dim() - 1; td >= 0; --td) {
+    tensor_numel *= old_sizes[td];
+    if (td == 0 || (old_sizes[td - 1] != 1 &&
+                    old_strides[td - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
+        strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= sizes[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (td > 0) {
+        chunk_base_stride = old_strides[td - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+int view_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(),
+                    infer_size(c.attrs.ints(0), c.in(0).numel(), "view", c.in(0)));
+}
+Tensor view_fn(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  Shape sizes = infer_size(c.attrs.ints(0), x.numel(), "view", x);
+  auto strides = view_strides(x, sizes);
+  KILN_CHECK(strides.has_value(), ShapeError, "view: shape ", IntList(sizes),
+             " is not compatible with the input's sizes ", x.shape_str(), " and strides ",
+             IntList(x.strides()),
+             " (a dimension spans non-contiguous memory); use reshape() instead");
+  return make_view(x, std::move(sizes), std::move(*strides), x.storage_offset());
+}
+
+Shape permuted(const Tensor& x, IntList dims, Shape* strides) {
+  KILN_CHECK(dims.ssize() == x.dim(), ShapeError, "permute: number of dims in ", dims,
+             " doesn't match the tensor's ", x.dim(), " dims (shape ", x.shape_str(), ")");
+  Shape sizes(dims.size());
+  if (strides) strides->resize(dims.size());
+  SmallVector<int64_t, 6> seen(dims.size(), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], x.dim(), "permute");
+    KILN_CHECK(!seen[d], IndexError, "permute: dim ", d, " repeats in ", dims);
+    seen[d] = 1;
+    sizes[i] = x.size(d);
+    if (strides) (*strides)[i] = x.stride(d);
+  }
+  return sizes;
+}
+int permute_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(), permuted(c.in(0), c.attrs.ints(0), nullptr));
+}
+Tensor permute_fn(const OpCall& c) {
+  Shape strides;
+  Shape sizes = permuted(c.in(0), c.attrs.ints(0), &strides);
+  return make_view(c.in(0), std::move(sizes), std::move(strides), c.in(0).storage_offset());
+}
+
+Shape expanded(const Tensor& x, IntList sizes, Shape* strides) {
+  KILN_CHECK(sizes.ssize() >= x.dim(), ShapeError, "expand: the number of sizes provided (",
+             sizes.size(), ") must be greater or equal to the number of dimensions in the tensor (",
+             x.dim(), ")");
+  const int64_t nd = sizes.ssize(), off = nd - x.dim();
+  Shape out(static_cast<size_t>(nd));
+  if (strides) strides->resize(static_cast<size_t>(nd));
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    int64_t want = sizes[d];
+    if (d < off) {
+      KILN_CHECK(want >= 0, ShapeError, "expand: size -1 is not allowed in a new leading dim (",
+                 sizes, ")");
+      out[d] = want;
+      if (strides) (*strides)[d] = 0;
+      continue;
+    }
+    int64_t have = x.size(d - off);
+    if (want == -1) want = have;
+    KILN_CHECK(have == want || have == 1, ShapeError, "expand: the expanded size ", want,
+               " must match the existing size ", have, " at non-singleton dim ", d,
+               " (target ", sizes, ", tensor ", x.shape_str(), ")");
+    out[d] = want;
+    if (strides) (*strides)[d] = have == want ? x.stride(d - off) : 0;
+  }
+  return out;
+}
+int expand_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(), expanded(c.in(0), c.attrs.ints(0), nullptr));
+}
+Tensor expand_fn(const OpCall& c) {
+  Shape strides;
+  Shape sizes = expanded(c.in(0), c.attrs.ints(0), &strides);
+  return make_view(c.in(0), std::move(sizes), std::move(strides), c.in(0).storage_offset());
+}
+
+// slice(dim, start, end, step): attrs [dim, start?, end?, step]
+struct SliceGeom {
+  int64_t dim, start, len, step;
+};
+SliceGeom slice_geom(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a 0-d tensor");
+  int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), "slice");
+  int64_t step = c.attrs.i(3);
+  KILN_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
+  int64_t n = x.size(dim);
+  auto clampi = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v + n, 0) : std::min(v, n); };
+  int64_t start = c.attrs.has(1) ? clampi(c.attrs.i(1)) : 0;
+  int64_t end = c.attrs.has(2) ? clampi(c.attrs.i(2)) : n;
+  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  return {dim, start, len, step};
+}
+int slice_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  SliceGeom g = slice_geom(c);
+  Shape sizes = c.in(0).sizes();
+  sizes[g.dim] = g.len;
+  return one_output(out, c.in(0).dtype(), std::move(sizes));
+}
+Tensor slice_fn(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  SliceGeom g = slice_geom(c);
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes[g.dim] = g.len;
+  strides[g.dim] *= g.step;
+  return make_view(x, std::move(sizes), std::move(strides),
+                   x.storage_offset() + g.start * x.stride(g.dim));
+}
+
+std::pair<int64_t, int64_t> select_geom(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(x.dim() > 0, IndexError, "select: cannot index a 0-d tensor");
+  int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), "select");
+  int64_t n = x.size(dim), index = c.attrs.i(1);
+  KILN_CHECK(index >= -n && index < n, IndexError, "select: index ", index,
+             " is out of bounds for dimension ", dim, " with size ", n);
+  return {dim, index < 0 ? index + n : index};
+}
+int select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  auto [dim, index] = select_geom(c);
+  Shape sizes = c.in(0).sizes();
+  sizes.erase(static_cast<size_t>(dim));
+  return one_output(out, c.in(0).dtype(), std::move(sizes));
+}
+Tensor select_fn(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  auto [dim, index] = select_geom(c);
+  Shape sizes = x.sizes(), strides = x.strides();
+  sizes.erase(static_cast<size_t>(dim));
+  strides.erase(static_cast<size_t>(dim));
+  return make_view(x, std::move(sizes), std::move(strides),
+                   x.storage_offset() + index * x.stride(dim));
+}
+
+// squeeze: attrs [dims] (empty list = every size-1 dim)
+SmallVector<int64_t, 6> squeeze_keep(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  SmallVector<int64_t, 6> drop(static_cast<size_t>(x.dim()), 0);
+  const auto& dims = c.attrs.ints(0);
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) drop[d] = x.size(d) == 1;
+  } else {
+    for (int64_t d : dims) {
+      int64_t w = wrap_dim(d, x.dim(), "squeeze");
+      if (x.dim() > 0) drop[w] = x.size(w) == 1;
+    }
+  }
+  return drop;
+}
+Tensor squeeze_fn(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  auto drop = squeeze_keep(c);
+  Shape sizes, strides;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (drop[d]) continue;
+    sizes.push_back(x.size(d));
+    strides.push_back(x.stride(d));
+  }
+  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+}
+int squeeze_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  auto drop = squeeze_keep(c);
+  Shape sizes;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!drop[d]) sizes.push_back(x.size(d));
+  return one_output(out, x.dtype(), std::move(sizes));
+}
+
+int64_t unsqueeze_dim(const OpCall& c) {
+  return wrap_dim(c.attrs.i(0), c.in(0).dim() + 1, "unsqueeze");
+}
+Tensor unsqueeze_fn(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  int64_t d = unsqueeze_dim(c);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t st = d < x.dim() ? x.stride(d) * x.size(d) : 1;
+  sizes.insert(static_cast<size_t>(d), 1);
+  strides.insert(static_cast<size_t>(d), st);
+  return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
+}
+int unsqueeze_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  Shape sizes = c.in(0).sizes();
+  sizes.insert(static_cast<size_t>(unsqueeze_dim(c)), 1);
+  return one_output(out, c.in(0).dtype(), std::move(sizes));
+}
+
+// as_strided: attrs [sizes, strides, offset?]; checked against the storage's bounds.
+void check_as_strided(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const auto& sizes = c.attrs.ints(0);
+  const auto& strides = c.attrs.ints(1);
+  KILN_CHECK(sizes.size() == strides.size(), ShapeError, "as_strided: sizes ", IntList(sizes),
+             " and strides ", IntList(strides), " must have the same length");
+  int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : x.storage_offset();
+  KILN_CHECK(offset >= 0, ValueError, "as_strided: negative storage offset ", offset);
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    KILN_CHECK(sizes[i] >= 0, ValueError, "as_strided: negative size in ", IntList(sizes));
+    KILN_CHECK(strides[i] >= 0, ValueError, "as_strided: negative stride in ", IntList(strides));
+    empty = empty || sizes[i] == 0;
+    if (sizes[i] > 0) last += (sizes[i] - 1) * strides[i];
+  }
+  if (empty) return;
+  int64_t capacity = x.impl()->has_storage()
+                         ? static_cast<int64_t>(x.impl()->storage()->nbytes()) / x.element_size()
+                         : INT64_MAX;
+  KILN_CHECK(last < capacity, IndexError, "as_strided: sizes ", IntList(sizes), ", strides ",
+             IntList(strides), " and offset ", offset, " reach element ", last,
+             ", out of bounds for storage of ", capacity, " elements");
+}
+int as_strided_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  check_as_strided(c);
+  return one_output(out, c.in(0).dtype(), Shape(c.attrs.ints(0)));
+}
+Tensor as_strided_fn(const OpCall& c) {
+  check_as_strided(c);
+  int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : c.in(0).storage_offset();
+  return make_view(c.in(0), Shape(c.attrs.ints(0)), Shape(c.attrs.ints(1)), offset);
+}
+
+// diagonal: attrs [offset, dim1, dim2]
+struct DiagGeom {
+  int64_t d1, d2, len, start;
+};
+DiagGeom diag_geom(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(x.dim() >= 2, ShapeError, "diagonal: needs at least 2 dims, got ", describe(x));
+  int64_t d1 = wrap_dim(c.attrs.i(1), x.dim(), "diagonal");
+  int64_t d2 = wrap_dim(c.attrs.i(2), x.dim(), "diagonal");
+  KILN_CHECK(d1 != d2, ValueError, "diagonal: dim1 and dim2 cannot be the same (", d1, ")");
+  int64_t off = c.attrs.i(0);
+  int64_t len = off >= 0 ? std::min(x.size(d1), x.size(d2) - off)
+                         : std::min(x.size(d1) + off, x.size(d2));
+  len = std::max<int64_t>(len, 0);
+  int64_t start = x.storage_offset();
+  if (len > 0) start += off >= 0 ? off * x.stride(d2) : -off * x.stride(d1);
+  return {d1, d2, len, start};
+}
+Shape diag_shape(const Tensor& x, const DiagGeom& g, Shape* strides) {
+  Shape sizes;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == g.d1 || d == g.d2) continue;
+    sizes.push_back(x.size(d));
+    if (strides) strides->push_back(x.stride(d));
+  }
+  sizes.push_back(g.len);
+  if (strides) strides->push_back(x.stride(g.d1) + x.stride(g.d2));
+  return sizes;
+}
+int diagonal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(), diag_shape(c.in(0), diag_geom(c), nullptr));
+}
+Tensor diagonal_fn(const OpCall& c) {
+  DiagGeom g = diag_geom(c);
+  Shape strides;
+  Shape sizes = diag_shape(c.in(0), g, &strides);
+  return make_view(c.in(0), std::move(sizes), std::move(strides), g.start);
+}
+
+}  // namespace
+
+#define KILN_VIEW_OP(NAME, SCHEMA, ...)                                                   \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
+                                        .schema = SCHEMA,                                 \
+                                        .kind = OpKind::View,                             \
+                                        .attr_names = {__VA_ARGS__},                      \
+                                        .meta = NAME##_meta,                              \
+                                        .view = NAME##_fn});
+KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", "size")
+KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", "dims")
+KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", "size")
+KILN_VIEW_OP(slice, "slice(Tensor self, int dim, int? start, int? end, int step) -> Tensor", "dim",
+             "start", "end", "step")
+KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", "dim", "index")
+KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", "dims")
+KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", "dim")
+KILN_VIEW_OP(as_strided,
+             "as_strided(Tensor self, int[] size, int[] stride, int? storage_offset) -> Tensor",
+             "size", "stride", "storage_offset")
+KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) -> Tensor", "offset",
+             "dim1", "dim2")
+#undef KILN_VIEW_OP
+
+extern const OpDef& copy_op;  // pointwise_ternary.cpp
+
+bool can_view(const Tensor& x, IntList sizes) {
+  return view_strides(x, infer_size(sizes, x.numel(), "reshape", x)).has_value();
+}
+
+}  // namespace ops
+
+// ---- Tensor view methods ----
+Tensor Tensor::view(IntList sizes) const { return ops::call(ops::view_op, {*this}, {ops::ints_attr(sizes)}); }
+Tensor Tensor::reshape(IntList sizes) const {
+  if (ops::can_view(*this, sizes)) return view(sizes);
+  return contiguous().view(sizes);
+}
+Tensor Tensor::permute(IntList dims) const {
+  return ops::call(ops::permute_op, {*this}, {ops::ints_attr(dims)});
+}
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  if (dim() == 0) {
+    wrap_dim(dim0, 0, "transpose");
+    wrap_dim(dim1, 0, "transpose");
+    return permute({});
+  }
+  int64_t a = wrap_dim(dim0, dim(), "transpose"), b = wrap_dim(dim1, dim(), "transpose");
+  std::vector<int64_t> perm(static_cast<size_t>(dim()));
+  for (int64_t i = 0; i < dim(); ++i) perm[i] = i;
+  std::swap(perm[a], perm[b]);
+  return permute(perm);
+}
+Tensor Tensor::t() const {
+  KILN_CHECK(dim() <= 2, ShapeError, "t: expects a tensor with <= 2 dimensions, got ", dim(),
+             " (shape ", shape_str(), "); use transpose() or mT()");
+  return dim() < 2 ? permute(dim() == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{})
+                   : transpose(0, 1);
+}
+Tensor Tensor::mT() const {
+  KILN_CHECK(dim() >= 2, ShapeError, "mT: expects a tensor with >= 2 dimensions, got shape ",
+             shape_str());
+  return transpose(-2, -1);
+}
+Tensor Tensor::expand(IntList sizes) const {
+  return ops::call(ops::expand_op, {*this}, {ops::ints_attr(sizes)});
+}
+Tensor Tensor::expand_as(const Tensor& other) const { return expand(other.sizes()); }
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step) const {
+  auto opt = [](std::optional<int64_t> v) { return v ? AttrValue(*v) : AttrValue(); };
+  return ops::call(ops::slice_op, {*this}, {dim, opt(start), opt(end), step});
+}
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  return ops::call(ops::select_op, {*this}, {dim, index});
+}
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  KILN_CHECK(this->dim() > 0, IndexError, "narrow: cannot narrow a 0-d tensor");
+  int64_t d = wrap_dim(dim, this->dim(), "narrow");
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  KILN_CHECK(start >= 0 && start <= n, IndexError, "narrow: start ", start,
+             " is out of range for dim ", d, " of size ", n);
+  KILN_CHECK(length >= 0 && start + length <= n, IndexError, "narrow: start (", start,
+             ") + length (", length, ") exceeds the size of dim ", d, " (", n, ")");
+  return slice(d, start, start + length, 1);
+}
+Tensor Tensor::squeeze() const { return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{}}); }
+Tensor Tensor::squeeze(int64_t dim) const {
+  return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{dim}});
+}
+Tensor Tensor::unsqueeze(int64_t dim) const { return ops::call(ops::unsqueeze_op, {*this}, {dim}); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+  KILN_CHECK(s <= e, ValueError, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < s; ++d) sizes.push_back(size(d));
+  int64_t m = 1;
+  for (int64_t d = s; d <= e; ++d) m *= size(d);
+  sizes.push_back(m);
+  for (int64_t d = e + 1; d < dim(); ++d) sizes.push_back(size(d));
+  return reshape(sizes);
+}
+Tensor Tensor::unflatten(int64_t dim, IntList sizes) const {
+  int64_t d = wrap_dim(dim, this->dim(), "unflatten");
+  KILN_CHECK(!sizes.empty(), ShapeError, "unflatten: sizes must be non-empty");
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < d; ++i) out.push_back(size(i));
+  for (int64_t s : sizes) out.push_back(s);
+  for (int64_t i = d + 1; i < this->dim(); ++i) out.push_back(size(i));
+  int64_t known = 1;
+  bool infer = false;
+  for (int64_t s : sizes) {
+    if (s == -1) {
+      infer = true;
+    } else {
+      known *= s;
+    }
+  }
+  KILN_CHECK(infer ? (known != 0 && size(d) % known == 0) : known == size(d), ShapeError,
+             "unflatten: sizes ", sizes, " don't multiply up to the size of dim ", d, " (",
+             size(d), ")");
+  return view(out);
+}
+Tensor Tensor::as_strided(IntList sizes, IntList strides, std::optional<int64_t> offset) const {
+  return ops::call(ops::as_strided_op, {*this},
+                   {ops::ints_attr(sizes), ops::ints_attr(strides),
+                    offset ? AttrValue(*offset) : AttrValue()});
+}
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return ops::call(ops::diagonal_op, {*this}, {offset, dim1, dim2});
+}
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::clone() const { return ops::call(ops::copy_op, {*this, *this}); }
+Tensor Tensor::detach() const {
+  return Tensor(std::make_shared<TensorImpl>(impl_->storage(), storage_offset(), sizes(), strides(),
+                                             dtype()));
+}
+Tensor Tensor::to(DType dt) const { return to_dtype(*this, dt); }
+Tensor& Tensor::copy_(const Tensor& src) { return kiln::copy_(*this, src); }
+Tensor& Tensor::fill_(const Scalar& value) { return kiln::fill_(*this, value); }
+Tensor& Tensor::zero_() { return kiln::zero_(*this); }
+
+}  // namespace kiln
