@@ -60,11 +60,5 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   throw NotImplementedError("cumprod: not implemented yet");
 }
-Tensor softmax(const Tensor& x, int64_t dim) {
-  throw NotImplementedError("softmax: not implemented yet");
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  throw NotImplementedError("log_softmax: not implemented yet");
-}
 
 }  // namespace kiln
