@@ -78,6 +78,28 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
                     Body&& body, int64_t grain = kParallelGrain) {
   const int64_t numel = out.numel();
   if (numel == 0) return;
+  // Fast path: every operand contiguous with the output's shape — one flat run.
+  bool flat = out.is_contiguous();
+  for (size_t k = 0; k + 1 < N && flat; ++k)
+    flat = inputs[k]->is_contiguous() && inputs[k]->sizes() == out.sizes();
+  if (flat) {
+    std::array<char*, N> base;
+    std::array<int64_t, N> isz;
+    base[0] = static_cast<char*>(out.data_ptr());
+    isz[0] = out.element_size();
+    for (size_t k = 1; k < N; ++k) {
+      base[k] = static_cast<char*>(inputs[k - 1]->data_ptr());
+      isz[k] = inputs[k - 1]->element_size();
+    }
+    parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; j += kBlock) {
+        std::array<char*, N> ptrs;
+        for (size_t k = 0; k < N; ++k) ptrs[k] = base[k] + j * isz[k];
+        body(ptrs, std::min(kBlock, end - j));
+      }
+    });
+    return;
+  }
   std::array<char*, N> base;
   std::array<int64_t, N> isz;
   std::array<Shape, N> strides;
