@@ -12,8 +12,11 @@ namespace kiln {
 namespace ops {
 namespace {
 
+using kernels::highest_value;
 using kernels::IdentityMap;
+using kernels::lowest_value;
 using kernels::make_reducer;
+using kernels::make_reducer_in;
 using kernels::reduce_loop;
 namespace fold = kernels::fold;
 
@@ -59,17 +62,6 @@ void check_nonempty(const OpCall& c, const ReduceShape& s) {
     KILN_CHECK(!s.reduced[static_cast<size_t>(d)] || x.size(d) != 0, IndexError, c.op.name,
                ": cannot reduce over a zero-size dimension (dim ", d, " of a ", describe(x),
                "): the operation has no identity value");
-}
-
-template <typename T>
-T lowest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-  else return std::numeric_limits<T>::lowest();
-}
-template <typename T>
-T highest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-  else return std::numeric_limits<T>::max();
 }
 
 // Accumulators: double for floating inputs (accurate float32 sums), int64 for the rest.
@@ -323,7 +315,8 @@ void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
     const double* sh = shift.data();
     reduce_loop<T>(
         x, s.reduced, outs[0].data_ptr<T>(),
-        make_reducer<T, T>(
+        // exp in the input's precision (float32 exp is three times faster), summed in double.
+        make_reducer_in<T, T, T>(
             0.0, [](auto v, auto m) { return kernels::exp_any(v - m); }, fold::Add{},
             [sh](double a, int64_t o) { return static_cast<T>(std::log(a) + sh[o]); }, sh));
   });
@@ -379,11 +372,16 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
                              vec::select(v < zero, one, vec::select(vec::isnan_mask(v), one, zero)));
         }
       }, fold::Add{}, as_out);
-    } else {
-      run(0.0, [p](auto v, auto) {
-        using X = decltype(v);
-        return kernels::pow_any(kernels::abs_any(v), X(p));
-      }, fold::Add{}, [p](double a, int64_t) { return static_cast<T>(std::pow(a, 1.0 / p)); });
+    } else {  // pow in the input's precision, summed in double
+      reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
+                     make_reducer_in<T, T, T>(
+                         0.0,
+                         [p](auto v, auto) {
+                           using X = decltype(v);
+                           return kernels::pow_any(kernels::abs_any(v), X(p));
+                         },
+                         fold::Add{},
+                         [p](double a, int64_t) { return static_cast<T>(std::pow(a, 1.0 / p)); }));
     }
   });
 }

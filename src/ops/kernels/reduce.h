@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -29,7 +30,7 @@
 namespace kiln::kernels {
 
 // Adjacent outputs folded together on the outer path (and columns of a scan or arg-reduction).
-inline constexpr int64_t kColumnBlock = 128;
+inline constexpr int64_t kColumnBlock = 512;
 
 // An index space walked innermost-first: sizes and strides (in elements) per dim.
 struct Walk {
@@ -123,6 +124,8 @@ inline ReducePlan plan_reduction(const Tensor& x, const std::vector<bool>& reduc
   return p;
 }
 
+inline int64_t max_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
 // Runs `units` independent groups of `width` accumulators, each folding the reduced steps
 // [0, num_red): accumulate(unit, rb, re, acc) folds steps [rb, re) into acc[0..width),
 // merge(a, b) combines the partials of consecutive ranges (a's first), finish(unit, acc)
@@ -138,7 +141,7 @@ void run_units(int64_t units, int64_t width, int64_t num_red, int64_t work, cons
       finish(u, acc);
     }
   };
-  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t nt = max_threads();
   if (work <= kParallelGrain || nt == 1) return serial(0, units);
   if (units >= 4 * nt || num_red < 2 * nt) return parallel_range(units, 0, serial);
   // Too few units to keep every thread busy: split each unit's reduced range instead.
@@ -162,11 +165,14 @@ void run_units(int64_t units, int64_t width, int64_t num_red, int64_t work, cons
   }
 }
 
+// Rows folded per pass over a block of accumulators on the outer path.
+inline constexpr int64_t kRowBatch = 8;
+
 // Folds the `reduced` dims of x (elements of type T) with reducer r and writes
 // r.finish(acc, o) to out[o] for each output o (in the kept dims' row-major order). A reducer
 // provides: Acc, Out, identity, merge(a, b), row(acc, p, n, o) folding n contiguous elements
-// into output o's accumulator, columns(acc, p, n, o0) folding p[j] into acc[j] (output o0 + j)
-// for j < n, and finish(acc, o).
+// into output o's accumulator, columns(acc, p, step, rows, n, o0) folding p[i * step + j] for
+// i < rows into acc[j] (output o0 + j) for j < n, and finish(acc, o).
 template <typename T, typename R>
 void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* out, const R& r) {
   using Acc = typename R::Acc;
@@ -186,14 +192,35 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
   const int64_t work = p.num_out * p.num_red;
   auto merge = [&](const Acc& a, const Acc& b) { return r.merge(a, b); };
   if (inner) {
+    // A unit is a block of consecutive outputs: many when there are many (amortising the
+    // bookkeeping of short rows), one when there are few (so threads split the rows instead).
+    const int64_t block = std::clamp<int64_t>(p.num_out / (8 * max_threads()), 1, kColumnBlock);
+    const int64_t kept_step = p.kept.strides[0];
     run_units<Acc>(
-        p.num_out, 1, p.num_red, work, r.identity,
-        [&](int64_t o, int64_t rb, int64_t re, Acc* acc) {
-          const T* base = xp + p.kept.offset_of(o);
-          for_each_run(p.red, rb, re,
-                       [&](int64_t off, int64_t len) { r.row(acc[0], base + off, len, o); });
+        (p.num_out + block - 1) / block, block, p.num_red, work, r.identity,
+        [&](int64_t u, int64_t rb, int64_t re, Acc* acc) {
+          const int64_t o0 = u * block;
+          int64_t o = o0;
+          const bool one_row = p.red.sizes.size() == 1;  // the common case, kept simple
+          for_each_run(p.kept, o0, std::min(p.num_out, o0 + block), [&](int64_t off, int64_t len) {
+            const T* base = xp + off;
+            Acc* a = acc + (o - o0);
+            if (one_row) {
+              for (int64_t i = 0; i < len; ++i) r.row(a[i], base + i * kept_step + rb, re - rb, o + i);
+            } else {
+              for (int64_t i = 0; i < len; ++i)
+                for_each_run(p.red, rb, re, [&](int64_t roff, int64_t rlen) {
+                  r.row(a[i], base + i * kept_step + roff, rlen, o + i);
+                });
+            }
+            o += len;
+          });
         },
-        merge, [&](int64_t o, Acc* acc) { out[o] = r.finish(acc[0], o); });
+        merge,
+        [&](int64_t u, Acc* acc) {
+          const int64_t o0 = u * block, o1 = std::min(p.num_out, o0 + block);
+          for (int64_t o = o0; o < o1; ++o) out[o] = r.finish(acc[o - o0], o);
+        });
     return;
   }
   // Outer: kept dim 0 is contiguous in the input; a unit is a block of it in one output row.
@@ -217,7 +244,8 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
         int64_t o0, n;
         const T* base = unit_range(u, o0, n);
         for_each_run(p.red, rb, re, [&](int64_t off, int64_t len) {
-          for (int64_t i = 0; i < len; ++i) r.columns(acc, base + off + i * step, n, o0);
+          for (int64_t i = 0; i < len; i += kRowBatch)
+            r.columns(acc, base + off + i * step, step, std::min(kRowBatch, len - i), n, o0);
         });
       },
       merge,
@@ -230,21 +258,56 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
 
 // ---- building reducers from a map, a fold and a finish ----
 
-// Loads Vec<Acc>::width elements of T, converted to Acc.
-template <typename Acc, typename T>
-vec::Vec<Acc> load_as(const T* p) {
-  using V = vec::Vec<Acc>;
-  if constexpr (std::is_same_v<Acc, T>) {
+// Loads Vec<C>::width elements of T, converted to C.
+template <typename C, typename T>
+vec::Vec<C> load_as(const T* p) {
+  using V = vec::Vec<C>;
+  if constexpr (std::is_same_v<C, T>) {
     return V::load(p);
 #ifdef KILN_VEC_AVX2
-  } else if constexpr (std::is_same_v<Acc, double> && std::is_same_v<T, float>) {
+  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
     return V(_mm256_cvtps_pd(_mm_loadu_ps(p)));
+  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
+    return V(_mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(p + 4)),
+                             _mm256_cvtpd_ps(_mm256_loadu_pd(p))));
 #endif
   } else {
-    alignas(64) Acc buf[V::width];
-    for (int i = 0; i < V::width; ++i) buf[i] = static_cast<Acc>(p[i]);
+    alignas(64) C buf[V::width];
+    for (int i = 0; i < V::width; ++i) buf[i] = static_cast<C>(p[i]);
     return V::load(buf);
   }
+}
+
+// Whether a Vec<C> can be split into Vec<Acc> parts (see part()).
+template <typename C, typename Acc>
+inline constexpr bool kSplits = std::is_same_v<C, Acc>
+#ifdef KILN_VEC_AVX2
+                                || (std::is_same_v<C, float> && std::is_same_v<Acc, double>)
+#endif
+    ;
+
+// Lanes [k * w, (k + 1) * w) of v as a Vec<Acc> of width w.
+template <typename Acc, typename C>
+vec::Vec<Acc> part(vec::Vec<C> v, int k) {
+  if constexpr (std::is_same_v<C, Acc>) {
+    return v;
+#ifdef KILN_VEC_AVX2
+  } else {
+    return _mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(v.v) : _mm256_extractf128_ps(v.v, 1));
+#endif
+  }
+}
+
+// The identities of max and min.
+template <typename T>
+T lowest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T highest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
 }
 
 // Scalar and Vec forms of the math a reducer's map uses.
@@ -285,18 +348,37 @@ struct Mul {
   }
 };
 // max and min propagate NaN.
+// (On AVX2, max_ps(a, b) gives b when either is NaN, so only a NaN in a needs a blend.)
 struct Max {
   template <typename A>
   A operator()(A a, A b) const {
-    if constexpr (std::is_arithmetic_v<A>) return (a > b || a != a) ? a : b;
-    else return vec::max_nan(a, b);
+    if constexpr (std::is_arithmetic_v<A>) {
+      return (a > b || a != a) ? a : b;
+#ifdef KILN_VEC_AVX2
+    } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
+      return _mm256_blendv_ps(_mm256_max_ps(a.v, b.v), a.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
+    } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
+      return _mm256_blendv_pd(_mm256_max_pd(a.v, b.v), a.v, _mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q));
+#endif
+    } else {
+      return vec::max_nan(a, b);
+    }
   }
 };
 struct Min {
   template <typename A>
   A operator()(A a, A b) const {
-    if constexpr (std::is_arithmetic_v<A>) return (a < b || a != a) ? a : b;
-    else return vec::min_nan(a, b);
+    if constexpr (std::is_arithmetic_v<A>) {
+      return (a < b || a != a) ? a : b;
+#ifdef KILN_VEC_AVX2
+    } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
+      return _mm256_blendv_ps(_mm256_min_ps(a.v, b.v), a.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
+    } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
+      return _mm256_blendv_pd(_mm256_min_pd(a.v, b.v), a.v, _mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q));
+#endif
+    } else {
+      return vec::min_nan(a, b);
+    }
   }
 };
 struct And {
@@ -313,15 +395,20 @@ struct IdentityMap {
   X operator()(X x, X) const { return x; }
 };
 
-// A reducer: each element of T becomes Acc, goes through map(x, param) (param: this output's
-// entry of `param`, e.g. its mean for a variance, or 0 when there is none), and is folded;
-// finish(acc, o) makes output o. Vectorised with Vec<Acc> when Acc has a SIMD form.
-template <typename T, typename AccT, typename OutT, typename Map, typename Fold, typename Finish>
+// A reducer: each element of T is converted to C, goes through map(x, param) (param: this
+// output's entry of `param`, e.g. its mean for a variance, or 0 when there is none), and is
+// folded into an Acc; finish(acc, o) makes output o. C is Acc unless the map is costly math
+// better done in the input's own precision (exp of float32 in float32, summed in double).
+// Vectorised with Vec<C> when it splits into Vec<Acc> parts, with four accumulators per row.
+template <typename T, typename AccT, typename OutT, typename Map, typename Fold, typename Finish,
+          typename C = AccT>
 struct MapFold {
   using Acc = AccT;
   using Out = OutT;
-  using V = vec::Vec<Acc>;
-  static constexpr int64_t W = V::width;
+  using VA = vec::Vec<Acc>;
+  using VC = vec::Vec<C>;
+  static constexpr int64_t WA = VA::width, WC = VC::width, kParts = WC / WA;
+  static constexpr bool kVector = WA > 1 && kSplits<C, Acc>;
 
   Acc identity;
   Map map;
@@ -331,46 +418,98 @@ struct MapFold {
 
   Acc merge(Acc a, Acc b) const { return fold(a, b); }
   Out finish(Acc a, int64_t o) const { return fin(a, o); }
+  Acc map_one(T x, C prm) const { return static_cast<Acc>(map(static_cast<C>(x), prm)); }
 
   void row(Acc& acc, const T* p, int64_t n, int64_t o) const {
-    const Acc prm = param ? param[o] : Acc{};
+    const C prm = param ? static_cast<C>(param[o]) : C{};
     int64_t i = 0;
-    if constexpr (W > 1) {
-      if (n >= W) {
-        const V pv(prm);
-        V a0(identity), a1(identity), a2(identity), a3(identity);
-        for (; i + 4 * W <= n; i += 4 * W) {
-          a0 = fold(a0, map(load_as<Acc>(p + i), pv));
-          a1 = fold(a1, map(load_as<Acc>(p + i + W), pv));
-          a2 = fold(a2, map(load_as<Acc>(p + i + 2 * W), pv));
-          a3 = fold(a3, map(load_as<Acc>(p + i + 3 * W), pv));
+    if constexpr (kVector) {
+      if (n >= 4 * WC) {  // shorter rows go faster through the scalar loop
+        constexpr int64_t kChunks = kParts >= 4 ? 1 : 4 / kParts;  // per step: 4 accumulators
+        const VC pv(prm);
+        VA a[4] = {VA(identity), VA(identity), VA(identity), VA(identity)};
+        for (; i + kChunks * WC <= n; i += kChunks * WC) {
+          for (int64_t c = 0; c < kChunks; ++c) {
+            const VC m = map(load_as<C>(p + i + c * WC), pv);
+            for (int k = 0; k < kParts; ++k)
+              a[(c * kParts + k) % 4] = fold(a[(c * kParts + k) % 4], part<Acc>(m, k));
+          }
         }
-        for (; i + W <= n; i += W) a0 = fold(a0, map(load_as<Acc>(p + i), pv));
-        alignas(64) Acc lanes[W];
-        fold(fold(a0, a1), fold(a2, a3)).store(lanes);
-        for (int64_t k = 0; k < W; ++k) acc = fold(acc, lanes[k]);
+        for (; i + WC <= n; i += WC) {
+          const VC m = map(load_as<C>(p + i), pv);
+          for (int k = 0; k < kParts; ++k) a[k % 4] = fold(a[k % 4], part<Acc>(m, k));
+        }
+        alignas(64) Acc lanes[WA];
+        fold(fold(a[0], a[1]), fold(a[2], a[3])).store(lanes);
+        for (int64_t k = 0; k < WA; ++k) acc = fold(acc, lanes[k]);
       }
     }
-    for (; i < n; ++i) acc = fold(acc, map(static_cast<Acc>(p[i]), prm));
+    for (; i < n; ++i) acc = fold(acc, map_one(p[i], prm));
   }
 
-  void columns(Acc* acc, const T* p, int64_t n, int64_t o0) const {
+  void columns(Acc* acc, const T* p, int64_t step, int64_t rows, int64_t n, int64_t o0) const {
     int64_t j = 0;
-    if constexpr (W > 1) {
-      for (; j + W <= n; j += W) {
-        const V pv = param ? V::load(param + o0 + j) : V(Acc{});
-        fold(V::load(acc + j), map(load_as<Acc>(p + j), pv)).store(acc + j);
+    if constexpr (kVector) {
+      for (; j + WC <= n; j += WC) {
+        const VC pv = param ? load_as<C>(param + o0 + j) : VC(C{});
+        VA a[kParts];
+        for (int k = 0; k < kParts; ++k) a[k] = VA::load(acc + j + k * WA);
+        for (int64_t i = 0; i < rows; ++i) {
+          const VC m = map(load_as<C>(p + i * step + j), pv);
+          for (int k = 0; k < kParts; ++k) a[k] = fold(a[k], part<Acc>(m, k));
+        }
+        for (int k = 0; k < kParts; ++k) a[k].store(acc + j + k * WA);
       }
     }
-    for (; j < n; ++j)
-      acc[j] = fold(acc[j], map(static_cast<Acc>(p[j]), param ? param[o0 + j] : Acc{}));
+    for (; j < n; ++j) {
+      const C prm = param ? static_cast<C>(param[o0 + j]) : C{};
+      Acc a = acc[j];
+      for (int64_t i = 0; i < rows; ++i) a = fold(a, map_one(p[i * step + j], prm));
+      acc[j] = a;
+    }
   }
 };
 
+// A MapFold computing its map in Acc (make_reducer) or in C (make_reducer_in<C>).
 template <typename T, typename Out, typename Acc, typename Map, typename Fold, typename Finish>
 MapFold<T, Acc, Out, Map, Fold, Finish> make_reducer(Acc identity, Map map, Fold fold,
                                                      Finish finish, const Acc* param = nullptr) {
   return {identity, map, fold, finish, param};
+}
+template <typename C, typename T, typename Out, typename Acc, typename Map, typename Fold,
+          typename Finish>
+MapFold<T, Acc, Out, Map, Fold, Finish, C> make_reducer_in(Acc identity, Map map, Fold fold,
+                                                           Finish finish,
+                                                           const Acc* param = nullptr) {
+  return {identity, map, fold, finish, param};
+}
+
+// Position of the first element of p[0..n) equal to m (or the first NaN, when m is NaN);
+// m must occur.
+template <typename T>
+int64_t find_first(const T* p, int64_t n, T m) {
+  int64_t i = 0;
+#ifdef KILN_VEC_AVX2
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    using V = vec::Vec<T>;
+    const V mv(m);
+    for (; i + V::width <= n; i += V::width) {
+      const V x = V::load(p + i);
+      int bits;
+      if constexpr (std::is_same_v<T, float>) {
+        bits = _mm256_movemask_ps(m != m ? _mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q)
+                                         : _mm256_cmp_ps(x.v, mv.v, _CMP_EQ_OQ));
+      } else {
+        bits = _mm256_movemask_pd(m != m ? _mm256_cmp_pd(x.v, x.v, _CMP_UNORD_Q)
+                                         : _mm256_cmp_pd(x.v, mv.v, _CMP_EQ_OQ));
+      }
+      if (bits) return i + __builtin_ctz(static_cast<unsigned>(bits));
+    }
+  }
+#endif
+  for (; i < n; ++i)
+    if (p[i] == m || (m != m && p[i] != p[i])) return i;
+  return n - 1;  // unreachable when m occurs
 }
 
 // ---- reductions along one dim that also give the index (argmax, max(dim)) ----
@@ -405,25 +544,18 @@ void arg_reduce(const T* xp, int64_t outer, int64_t n, int64_t inner, T* values,
   };
   const int64_t work = outer * n * inner;
   if (inner == 1) {
+    // Rows: the vectorised max (or min) of the range, then where it first occurs.
+    using Fold = std::conditional_t<IsMax, fold::Max, fold::Min>;
+    const auto extreme = make_reducer<T, T>(IsMax ? lowest_value<T>() : highest_value<T>(),
+                                            IdentityMap{}, Fold{}, [](T a, int64_t) { return a; });
     run_units<A>(
         outer, 1, n, work, A{},
         [&](int64_t u, int64_t rb, int64_t re, A* acc) {
-          const T* p = xp + u * n;
-          int64_t k = rb;
-          if (acc[0].i < 0) acc[0] = {p[k], k}, ++k;
-          T bv = acc[0].v;
-          int64_t bi = acc[0].i;
-          if (bv == bv) {
-            for (; k < re; ++k) {
-              const T v = p[k];
-              if (arg_better<IsMax>(v, bv)) {
-                bv = v;
-                bi = k;
-                if (v != v) break;  // NaN wins over everything after it
-              }
-            }
-          }
-          acc[0] = {bv, bi};
+          const T* p = xp + u * n + rb;
+          T m = extreme.identity;
+          extreme.row(m, p, re - rb, 0);
+          const int64_t k = find_first(p, re - rb, m);
+          acc[0] = merge(acc[0], A{p[k], rb + k});  // p[k], not m: -0.0 and 0.0 compare equal
         },
         merge,
         [&](int64_t u, A* acc) {
@@ -444,11 +576,21 @@ void arg_reduce(const T* xp, int64_t outer, int64_t n, int64_t inner, T* values,
           for (int64_t j = 0; j < m; ++j) acc[j] = {p[k * inner + j], k};
           ++k;
         }
+        // Separate value and index arrays with branch-free updates, which vectorise.
+        T best[kColumnBlock];
+        int64_t at[kColumnBlock];
+        for (int64_t j = 0; j < m; ++j) best[j] = acc[j].v, at[j] = acc[j].i;
         for (; k < re; ++k) {
           const T* row = p + k * inner;
-          for (int64_t j = 0; j < m; ++j)
-            if (arg_better<IsMax>(row[j], acc[j].v)) acc[j] = {row[j], k};
+          for (int64_t j = 0; j < m; ++j) {
+            const T v = row[j], b = best[j];
+            bool take = IsMax ? v > b : v < b;
+            if constexpr (std::is_floating_point_v<T>) take = take || (v != v && b == b);
+            best[j] = take ? v : b;
+            at[j] = take ? k : at[j];
+          }
         }
+        for (int64_t j = 0; j < m; ++j) acc[j] = {best[j], at[j]};
       },
       merge,
       [&](int64_t u, A* acc) {
