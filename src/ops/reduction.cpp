@@ -100,13 +100,17 @@ void sum_prod_kernel(const OpCall& c, std::span<Tensor> outs) {
     run.template operator()<bool, bool>();
   } else if (is_floating(od)) {
     KILN_DISPATCH_FLOATING(x.dtype(), name, [&]<typename T>() {
-      if (od == DType::Float32) run.template operator()<T, float>();
-      else run.template operator()<T, double>();
+      if (od == DType::Float32)
+        run.template operator()<T, float>();
+      else
+        run.template operator()<T, double>();
     });
   } else {
     KILN_DISPATCH_INTEGRAL(x.dtype(), name, [&]<typename T>() {
-      if (od == DType::Int32) run.template operator()<T, int32_t>();
-      else run.template operator()<T, int64_t>();
+      if (od == DType::Int32)
+        run.template operator()<T, int32_t>();
+      else
+        run.template operator()<T, int64_t>();
     });
   }
 }
@@ -143,12 +147,13 @@ void mean_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& mean_op = register_op({.name = "mean",
-                                    .schema = "mean(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                                    .kind = OpKind::Reduction,
-                                    .attr_names = {"dims", "keepdim"},
-                                    .meta = floating_meta,
-                                    .kernel = mean_kernel});
+const OpDef& mean_op =
+    register_op({.name = "mean",
+                 .schema = "mean(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = floating_meta,
+                 .kernel = mean_kernel});
 
 // ---- amax, amin ----
 
@@ -169,18 +174,20 @@ void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& amax_op = register_op({.name = "amax",
-                                    .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                                    .kind = OpKind::Reduction,
-                                    .attr_names = {"dims", "keepdim"},
-                                    .meta = extreme_meta,
-                                    .kernel = extreme_kernel<true>});
-const OpDef& amin_op = register_op({.name = "amin",
-                                    .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                                    .kind = OpKind::Reduction,
-                                    .attr_names = {"dims", "keepdim"},
-                                    .meta = extreme_meta,
-                                    .kernel = extreme_kernel<false>});
+const OpDef& amax_op =
+    register_op({.name = "amax",
+                 .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = extreme_meta,
+                 .kernel = extreme_kernel<true>});
+const OpDef& amin_op =
+    register_op({.name = "amin",
+                 .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = extreme_meta,
+                 .kernel = extreme_kernel<false>});
 
 // ---- max/min along a dim (values and indices), argmax, argmin ----
 // Attributes: 0 = dim (absent for argmax/argmin over all elements), 1 = keepdim.
@@ -197,9 +204,8 @@ ArgShape arg_shape(const OpCall& c) {
   const bool keepdim = c.attrs.b(1);
   ArgShape a;
   if (!c.attrs.has(0)) {
-    KILN_CHECK(x.numel() != 0, IndexError, name,
-               ": cannot reduce over a zero-size dimension: the ", describe(x),
-               " has no elements (the operation has no identity value)");
+    KILN_CHECK(x.numel() != 0, IndexError, name, ": cannot reduce over a zero-size dimension: the ",
+               describe(x), " has no elements (the operation has no identity value)");
     a.n = x.numel();
     if (keepdim) a.out_sizes.assign(static_cast<size_t>(x.dim()), 1);
     return a;
@@ -210,8 +216,10 @@ ArgShape arg_shape(const OpCall& c) {
   KILN_CHECK(a.n != 0, IndexError, name, ": cannot reduce over a zero-size dimension (dim ", d,
              " of a ", describe(x), "): the operation has no identity value");
   a.out_sizes = x.sizes();
-  if (keepdim) a.out_sizes[static_cast<size_t>(d)] = 1;
-  else a.out_sizes.erase(static_cast<size_t>(d));
+  if (keepdim)
+    a.out_sizes[static_cast<size_t>(d)] = 1;
+  else
+    a.out_sizes.erase(static_cast<size_t>(d));
   return a;
 }
 
@@ -284,21 +292,21 @@ void var_kernel(const OpCall& c, std::span<Tensor> outs) {
       auto d = v - m;
       return d * d;
     };
-    reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
-                   make_reducer<T, T>(
-                       0.0, squared_deviation, fold::Add{},
-                       [denom](double a, int64_t) { return static_cast<T>(a / denom); },
-                       mean.data()));
+    reduce_loop<T>(
+        x, s.reduced, outs[0].data_ptr<T>(),
+        make_reducer<T, T>(
+            0.0, squared_deviation, fold::Add{},
+            [denom](double a, int64_t) { return static_cast<T>(a / denom); }, mean.data()));
   });
 }
 
-const OpDef& var_op = register_op(
-    {.name = "var",
-     .schema = "var(Tensor self, int[] dims, bool keepdim, int correction) -> Tensor",
-     .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim", "correction"},
-     .meta = floating_meta,
-     .kernel = var_kernel});
+const OpDef& var_op =
+    register_op({.name = "var",
+                 .schema = "var(Tensor self, int[] dims, bool keepdim, int correction) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim", "correction"},
+                 .meta = floating_meta,
+                 .kernel = var_kernel});
 
 // ---- logsumexp (two passes: the max, then log(sum(exp(x - max))) + max) ----
 
@@ -308,10 +316,10 @@ void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
     // An infinite max is not subtracted: all -inf gives log(0) = -inf, and +inf stays +inf.
     std::vector<double> shift(static_cast<size_t>(outs[0].numel()));
-    reduce_loop<T>(x, s.reduced, shift.data(),
-                   make_reducer<T, double>(-kInf, IdentityMap{}, fold::Max{}, [](double m, int64_t) {
-                     return std::isinf(m) ? 0.0 : m;
-                   }));
+    reduce_loop<T>(
+        x, s.reduced, shift.data(),
+        make_reducer<T, double>(-kInf, IdentityMap{}, fold::Max{},
+                                [](double m, int64_t) { return std::isinf(m) ? 0.0 : m; }));
     const double* sh = shift.data();
     reduce_loop<T>(
         x, s.reduced, outs[0].data_ptr<T>(),
@@ -353,7 +361,8 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     auto as_out = [](double a, int64_t) { return static_cast<T>(a); };
     auto magnitude = [](auto v, auto) { return kernels::abs_any(v); };
     if (p == 2) {
-      run(0.0, [](auto v, auto) { return v * v; }, fold::Add{},
+      run(
+          0.0, [](auto v, auto) { return v * v; }, fold::Add{},
           [](double a, int64_t) { return static_cast<T>(std::sqrt(a)); });
     } else if (p == 1) {
       run(0.0, magnitude, fold::Add{}, as_out);
@@ -362,16 +371,20 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     } else if (p == -kInf) {
       run(kInf, magnitude, fold::Min{}, as_out);
     } else if (p == 0) {  // the number of non-zeros (NaN counts)
-      run(0.0, [](auto v, auto) {
-        using X = decltype(v);
-        if constexpr (std::is_arithmetic_v<X>) {
-          return X(v != 0 ? 1 : 0);
-        } else {
-          const X one(1.0), zero(0.0);
-          return vec::select(v > zero, one,
-                             vec::select(v < zero, one, vec::select(vec::isnan_mask(v), one, zero)));
-        }
-      }, fold::Add{}, as_out);
+      run(
+          0.0,
+          [](auto v, auto) {
+            using X = decltype(v);
+            if constexpr (std::is_arithmetic_v<X>) {
+              return X(v != 0 ? 1 : 0);
+            } else {
+              const X one(1.0), zero(0.0);
+              return vec::select(
+                  v > zero, one,
+                  vec::select(v < zero, one, vec::select(vec::isnan_mask(v), one, zero)));
+            }
+          },
+          fold::Add{}, as_out);
     } else {  // pow in the input's precision, summed in double
       reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
                      make_reducer_in<T, T, T>(
@@ -386,13 +399,13 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& norm_op = register_op(
-    {.name = "norm",
-     .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
-     .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim", "p"},
-     .meta = norm_meta,
-     .kernel = norm_kernel});
+const OpDef& norm_op =
+    register_op({.name = "norm",
+                 .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim", "p"},
+                 .meta = norm_meta,
+                 .kernel = norm_kernel});
 
 // ---- all, any ----
 

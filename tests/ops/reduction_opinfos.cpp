@@ -48,7 +48,10 @@ const std::vector<DimsCase>& dims_cases() {
       {"_keepdim",
        {},
        true,
-       {{"0-d", {}}, {"[4, 5]", {4, 5}}, {"empty [3, 0]", {3, 0}}, {"strided [3, 4, 6]", {3, 4, 6}, kS}}},
+       {{"0-d", {}},
+        {"[4, 5]", {4, 5}},
+        {"empty [3, 0]", {3, 0}},
+        {"strided [3, 4, 6]", {3, 4, 6}, kS}}},
       {"_dim_last",
        {-1},
        false,
@@ -164,12 +167,11 @@ std::vector<Sample> make_samples(const DimsCase& dc, DType dt, const SampleRule&
     if (rule.prepare) t = rule.prepare(t);
     out.push_back({s.name, {t}});
     if (rule.nans && is_floating(dt) && t.numel() > 1)
-      out.push_back({s.name + " with NaN", {with_nans(make_tensor_for_test(
-                                              s.sizes, dt, r.lo, r.hi, s.layout, seed))}});
+      out.push_back({s.name + " with NaN",
+                     {with_nans(make_tensor_for_test(s.sizes, dt, r.lo, r.hi, s.layout, seed))}});
     if (rule.ties && t.numel() > 1)
-      out.push_back({s.name + " with ties", {rewrite(t.clone(), [](double x, int64_t) {
-                       return std::round(x / 3);
-                     })}});
+      out.push_back({s.name + " with ties",
+                     {rewrite(t.clone(), [](double x, int64_t) { return std::round(x / 3); })}});
   }
   return out;
 }
@@ -254,27 +256,38 @@ using ReduceCall = std::function<void(const Tensor&, IntList)>;
 std::vector<ErrorCase> dim_errors(const ReduceCall& call) {
   return {
       expect_error<IndexError>("dim out of range", "dimension out of range",
-                               [=] { call(zeros({2, 3}), {2}); }),
+                               [=] {
+                                 call(zeros({2, 3}), {2});
+                               }),
       expect_error<IndexError>("negative dim out of range", "dimension out of range",
-                               [=] { call(zeros({2, 3}), {-3}); }),
+                               [=] {
+                                 call(zeros({2, 3}), {-3});
+                               }),
       expect_error<IndexError>("duplicate dim", "appears more than once",
-                               [=] { call(zeros({2, 3}), {1, -1}); }),
+                               [=] {
+                                 call(zeros({2, 3}), {1, -1});
+                               }),
   };
 }
 std::vector<ErrorCase> floating_errors(const ReduceCall& call) {
   auto e = dim_errors(call);
-  e.push_back(expect_error<DTypeError>("integer input", "expected a floating-point input",
-                                       [=] { call(zeros({2, 3}, DType::Int64), {}); }));
+  e.push_back(expect_error<DTypeError>("integer input", "expected a floating-point input", [=] {
+    call(zeros({2, 3}, DType::Int64), {});
+  }));
   e.push_back(expect_error<DTypeError>("bool input", "expected a floating-point input",
                                        [=] { call(zeros({2}, DType::Bool), {0}); }));
   return e;
 }
 std::vector<ErrorCase> nonempty_errors(const ReduceCall& call) {
   auto e = dim_errors(call);
-  e.push_back(expect_error<IndexError>("zero-size reduced dim", "cannot reduce over a zero-size",
-                                       [=] { call(zeros({2, 0}), {1}); }));
-  e.push_back(expect_error<IndexError>("empty tensor, all dims", "cannot reduce over a zero-size",
-                                       [=] { call(zeros({0, 3}), {}); }));
+  e.push_back(
+      expect_error<IndexError>("zero-size reduced dim", "cannot reduce over a zero-size", [=] {
+        call(zeros({2, 0}), {1});
+      }));
+  e.push_back(
+      expect_error<IndexError>("empty tensor, all dims", "cannot reduce over a zero-size", [=] {
+        call(zeros({0, 3}), {});
+      }));
   return e;
 }
 
@@ -322,28 +335,30 @@ const bool registered_reductions = [] {
                  .ref = ref_sum,
                  .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d); })},
                 dims_cases());
-  add_reduction({.name = "sum_dtype_float64",
-                 .covers = {"sum"},
-                 .dtypes = kAllDTypes,
-                 .fn = [](const Tensor& x, IntList d,
-                          bool k) { return sum(x, d, k, DType::Float64); },
-                 .out_dtype = [](DType) { return DType::Float64; },
-                 .ref = ref_sum,
-                 .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Float64); })},
-                {case_named(""), case_named("_dim0_keepdim")});
-  add_reduction({.name = "sum_dtype_int32",
-                 .covers = {"sum"},
-                 .dtypes = kAllDTypes,
-                 .fn = [](const Tensor& x, IntList d, bool k) { return sum(x, d, k, DType::Int32); },
-                 .out_dtype = [](DType) { return DType::Int32; },
-                 // dtype= converts the input first, so floats are truncated before summing.
-                 .ref = [](const std::vector<double>& s) {
-                   double acc = 0;
-                   for (double x : s) acc += std::trunc(x);
-                   return acc;
-                 },
-                 .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Int32); })},
-                {case_named("_dim_last")});
+  add_reduction(
+      {.name = "sum_dtype_float64",
+       .covers = {"sum"},
+       .dtypes = kAllDTypes,
+       .fn = [](const Tensor& x, IntList d, bool k) { return sum(x, d, k, DType::Float64); },
+       .out_dtype = [](DType) { return DType::Float64; },
+       .ref = ref_sum,
+       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Float64); })},
+      {case_named(""), case_named("_dim0_keepdim")});
+  add_reduction(
+      {.name = "sum_dtype_int32",
+       .covers = {"sum"},
+       .dtypes = kAllDTypes,
+       .fn = [](const Tensor& x, IntList d, bool k) { return sum(x, d, k, DType::Int32); },
+       .out_dtype = [](DType) { return DType::Int32; },
+       // dtype= converts the input first, so floats are truncated before summing.
+       .ref =
+           [](const std::vector<double>& s) {
+             double acc = 0;
+             for (double x : s) acc += std::trunc(x);
+             return acc;
+           },
+       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Int32); })},
+      {case_named("_dim_last")});
   // Products stay in range: floats near 1, small integers (whose long products are 0).
   SampleRule prod_rule{.range = [](DType d) {
     return is_floating(d) ? Range{0.95, 1.05} : Range{-2, 2};
@@ -357,16 +372,16 @@ const bool registered_reductions = [] {
                  .ref = ref_prod,
                  .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d); })},
                 dims_cases());
-  add_reduction({.name = "prod_dtype_float64",
-                 .covers = {"prod"},
-                 .dtypes = kAllDTypes,
-                 .rule = prod_rule,
-                 .fn = [](const Tensor& x, IntList d,
-                          bool k) { return prod(x, d, k, DType::Float64); },
-                 .out_dtype = [](DType) { return DType::Float64; },
-                 .ref = ref_prod,
-                 .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d, false, DType::Float64); })},
-                {case_named("_dim_last")});
+  add_reduction(
+      {.name = "prod_dtype_float64",
+       .covers = {"prod"},
+       .dtypes = kAllDTypes,
+       .rule = prod_rule,
+       .fn = [](const Tensor& x, IntList d, bool k) { return prod(x, d, k, DType::Float64); },
+       .out_dtype = [](DType) { return DType::Float64; },
+       .ref = ref_prod,
+       .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d, false, DType::Float64); })},
+      {case_named("_dim_last")});
 
   // mean: floating only; the mean of nothing is NaN.
   add_reduction({.name = "mean",
@@ -405,7 +420,9 @@ const bool registered_reductions = [] {
        .fn = [](const Tensor& x, IntList, bool) { return max(x); },
        .ref = ref_max,
        .errors = {expect_error<IndexError>("empty tensor", "max: cannot reduce over a zero-size",
-                                           [] { max(zeros({3, 0})); })}},
+                                           [] {
+                                             max(zeros({3, 0}));
+                                           })}},
       {case_named("")});
   add_reduction(
       {.name = "min_all",
@@ -424,58 +441,61 @@ const bool registered_reductions = [] {
     const auto cases = correction == 1 ? dims_cases()
                                        : std::vector<DimsCase>{case_named("_dim_last"),
                                                                case_named("_dims_first_last")};
-    add_reduction({.name = "var" + suffix,
-                   .covers = {"var"},
-                   .dtypes = kFloatDTypes,
-                   .rule = {.nans = true},
-                   .fn = [correction](const Tensor& x, IntList d,
-                                      bool k) { return var(x, d, correction, k); },
-                   .ref = [correction](const std::vector<double>& s) {
-                     return ref_var(s, correction);
-                   },
-                   .errors = floating_errors([](const Tensor& x, IntList d) { var(x, d); })},
-                  cases);
-    add_reduction({.name = "std" + suffix,
-                   .covers = {"var"},
-                   .dtypes = kFloatDTypes,
-                   .fn = [correction](const Tensor& x, IntList d,
-                                      bool k) { return kiln::std(x, d, correction, k); },
-                   .ref = [correction](const std::vector<double>& s) {
-                     return std::sqrt(ref_var(s, correction));
-                   },
-                   .errors = floating_errors([](const Tensor& x, IntList d) { kiln::std(x, d); })},
-                  cases);
+    add_reduction(
+        {.name = "var" + suffix,
+         .covers = {"var"},
+         .dtypes = kFloatDTypes,
+         .rule = {.nans = true},
+         .fn = [correction](const Tensor& x, IntList d,
+                            bool k) { return var(x, d, correction, k); },
+         .ref = [correction](const std::vector<double>& s) { return ref_var(s, correction); },
+         .errors = floating_errors([](const Tensor& x, IntList d) { var(x, d); })},
+        cases);
+    add_reduction(
+        {.name = "std" + suffix,
+         .covers = {"var"},
+         .dtypes = kFloatDTypes,
+         .fn = [correction](const Tensor& x, IntList d,
+                            bool k) { return kiln::std(x, d, correction, k); },
+         .ref = [correction](
+                    const std::vector<double>& s) { return std::sqrt(ref_var(s, correction)); },
+         .errors = floating_errors([](const Tensor& x, IntList d) { kiln::std(x, d); })},
+        cases);
   }
 
   // logsumexp: large values (no overflow thanks to the max shift), and infinities.
   add_reduction({.name = "logsumexp",
                  .covers = {"logsumexp"},
                  .dtypes = kFloatDTypes,
-                 .rule = {.range = [](DType) { return Range{-50, 50}; }, .nans = true},
+                 .rule = {.range =
+                              [](DType) {
+                                return Range{-50, 50};
+                              },
+                          .nans = true},
                  .fn = [](const Tensor& x, IntList d, bool k) { return logsumexp(x, d, k); },
                  .ref = ref_logsumexp,
                  .errors = floating_errors([](const Tensor& x, IntList d) { logsumexp(x, d); })},
                 dims_cases());
-  add_reduction(
-      {.name = "logsumexp_infinities",
-       .covers = {"logsumexp"},
-       .dtypes = kFloatDTypes,
-       .rule = {.prepare =
-                    [](Tensor t) {
-                      // Row 0 all -inf, row 1 holds +inf, row 2 one -inf, row 3 huge values.
-                      const int64_t cols = t.size(-1);
-                      return rewrite(t, [cols](double x, int64_t i) {
-                        const int64_t row = i / cols;
-                        if (row == 0 || (row == 2 && i % cols == 1)) return -kInf;
-                        if (row == 1 && i % cols == 2) return kInf;
-                        if (row == 3) return x * 1e3;
-                        return x;
-                      });
-                    }},
-       .fn = [](const Tensor& x, IntList d, bool k) { return logsumexp(x, d, k); },
-       .ref = ref_logsumexp,
-       .errors = floating_errors([](const Tensor& x, IntList d) { logsumexp(x, d); })},
-      {{"_rows", {-1}, false, {{"[5, 7]", {5, 7}}, {"transposed [6, 9]", {6, 9}, kT}}}});
+  add_reduction({.name = "logsumexp_infinities",
+                 .covers = {"logsumexp"},
+                 .dtypes = kFloatDTypes,
+                 .rule = {.prepare =
+                              [](Tensor t) {
+                                // Row 0 all -inf, row 1 holds +inf, row 2 one -inf, row 3 huge
+                                // values.
+                                const int64_t cols = t.size(-1);
+                                return rewrite(t, [cols](double x, int64_t i) {
+                                  const int64_t row = i / cols;
+                                  if (row == 0 || (row == 2 && i % cols == 1)) return -kInf;
+                                  if (row == 1 && i % cols == 2) return kInf;
+                                  if (row == 3) return x * 1e3;
+                                  return x;
+                                });
+                              }},
+                 .fn = [](const Tensor& x, IntList d, bool k) { return logsumexp(x, d, k); },
+                 .ref = ref_logsumexp,
+                 .errors = floating_errors([](const Tensor& x, IntList d) { logsumexp(x, d); })},
+                {{"_rows", {-1}, false, {{"[5, 7]", {5, 7}}, {"transposed [6, 9]", {6, 9}, kT}}}});
 
   // norm: p = 2 by default; 1, inf, -inf, 0 (count of non-zeros) and general p.
   add_reduction({.name = "norm",
@@ -486,16 +506,21 @@ const bool registered_reductions = [] {
                  .ref = [](const std::vector<double>& s) { return ref_norm(s, 2); },
                  .errors = floating_errors([](const Tensor& x, IntList d) { norm(x, 2, d); })},
                 dims_cases());
-  for (auto [p, label] : std::vector<std::pair<double, std::string>>{
-           {1, "1"}, {kInf, "inf"}, {-kInf, "neginf"}, {0, "0"}, {3, "3"}, {0.5, "0_5"}, {-1.5, "neg1_5"}}) {
+  for (auto [p, label] : std::vector<std::pair<double, std::string>>{{1, "1"},
+                                                                     {kInf, "inf"},
+                                                                     {-kInf, "neginf"},
+                                                                     {0, "0"},
+                                                                     {3, "3"},
+                                                                     {0.5, "0_5"},
+                                                                     {-1.5, "neg1_5"}}) {
     const bool inf = std::isinf(p);
     auto errors = floating_errors([p](const Tensor& x, IntList d) { norm(x, p, d); });
     if (inf) {
       errors.push_back(expect_error<IndexError>("empty tensor", "cannot reduce over a zero-size",
                                                 [p] { norm(zeros({0}), p); }));
     }
-    errors.push_back(expect_error<ValueError>("p is NaN", "p must be a number",
-                                              [] { norm(zeros({2}), kNaN); }));
+    errors.push_back(
+        expect_error<ValueError>("p is NaN", "p must be a number", [] { norm(zeros({2}), kNaN); }));
     add_reduction({.name = "norm_p" + label,
                    .covers = {"norm"},
                    .dtypes = kFloatDTypes,
@@ -503,9 +528,8 @@ const bool registered_reductions = [] {
                    .rule = {.nonempty = inf,
                             .prepare =
                                 [](Tensor t) {
-                                  return rewrite(t, [](double x, int64_t i) {
-                                    return i % 5 == 1 ? 0.0 : x;
-                                  });
+                                  return rewrite(
+                                      t, [](double x, int64_t i) { return i % 5 == 1 ? 0.0 : x; });
                                 }},
                    .fn = [p](const Tensor& x, IntList d, bool k) { return norm(x, p, d, k); },
                    .ref = [p](const std::vector<double>& s) { return ref_norm(s, p); },
@@ -532,11 +556,12 @@ const bool registered_reductions = [] {
                  .rule = {.prepare = sparse(23, true)},
                  .fn = [](const Tensor& x, IntList d, bool k) { return all(x, d, k); },
                  .out_dtype = [](DType) { return DType::Bool; },
-                 .ref = [](const std::vector<double>& s) {
-                   for (double x : s)
-                     if (x == 0) return 0.0;
-                   return 1.0;
-                 },
+                 .ref =
+                     [](const std::vector<double>& s) {
+                       for (double x : s)
+                         if (x == 0) return 0.0;
+                       return 1.0;
+                     },
                  .errors = dim_errors([](const Tensor& x, IntList d) { all(x, d); })},
                 dims_cases());
   add_reduction({.name = "any",
@@ -545,11 +570,12 @@ const bool registered_reductions = [] {
                  .rule = {.prepare = sparse(9, false)},
                  .fn = [](const Tensor& x, IntList d, bool k) { return any(x, d, k); },
                  .out_dtype = [](DType) { return DType::Bool; },
-                 .ref = [](const std::vector<double>& s) {
-                   for (double x : s)
-                     if (x != 0) return 1.0;
-                   return 0.0;
-                 },
+                 .ref =
+                     [](const std::vector<double>& s) {
+                       for (double x : s)
+                         if (x != 0) return 1.0;
+                       return 0.0;
+                     },
                  .errors = dim_errors([](const Tensor& x, IntList d) { any(x, d); })},
                 dims_cases());
   return true;
@@ -579,9 +605,13 @@ void add_index_reductions() {
     };
     info.errors = {
         expect_error<IndexError>("dim out of range", "dimension out of range",
-                                 [] { IsMax ? max(zeros({2, 3}), 2) : min(zeros({2, 3}), 2); }),
+                                 [] {
+                                   IsMax ? max(zeros({2, 3}), 2) : min(zeros({2, 3}), 2);
+                                 }),
         expect_error<IndexError>("zero-size dim", "cannot reduce over a zero-size dimension",
-                                 [] { IsMax ? max(zeros({2, 0}), 1) : min(zeros({2, 0}), 1); }),
+                                 [] {
+                                   IsMax ? max(zeros({2, 0}), 1) : min(zeros({2, 0}), 1);
+                                 }),
     };
     opinfos().push_back(info);
   }
@@ -606,9 +636,13 @@ void add_index_reductions() {
     };
     info.errors = {
         expect_error<IndexError>("dim out of range", "dimension out of range",
-                                 [] { IsMax ? argmax(zeros({2, 3}), -3) : argmin(zeros({2, 3}), -3); }),
+                                 [] {
+                                   IsMax ? argmax(zeros({2, 3}), -3) : argmin(zeros({2, 3}), -3);
+                                 }),
         expect_error<IndexError>("zero-size dim", "cannot reduce over a zero-size dimension",
-                                 [] { IsMax ? argmax(zeros({0, 3}), 0) : argmin(zeros({0, 3}), 0); }),
+                                 [] {
+                                   IsMax ? argmax(zeros({0, 3}), 0) : argmin(zeros({0, 3}), 0);
+                                 }),
         expect_error<IndexError>("empty tensor", "cannot reduce over a zero-size dimension",
                                  [] { IsMax ? argmax(zeros({0})) : argmin(zeros({0})); }),
     };
@@ -669,7 +703,10 @@ const bool registered_scans = [] {
         {"zero-size [0, 4]", {0, 4}},
         {"wide [40, 300] (column blocks)", {40, 300}}}},
       {"_dim_middle", 1, {}, {{"[3, 4, 5]", {3, 4, 5}}, {"strided [3, 4, 5]", {3, 4, 5}, kS}}},
-      {"_dtype_float64", -1, DType::Float64, {{"[5, 7]", {5, 7}}, {"transposed [6, 9]", {6, 9}, kT}}},
+      {"_dtype_float64",
+       -1,
+       DType::Float64,
+       {{"[5, 7]", {5, 7}}, {"transposed [6, 9]", {6, 9}, kT}}},
   };
   for (bool is_prod : {false, true}) {
     const std::string name = is_prod ? "cumprod" : "cumsum";
@@ -685,7 +722,8 @@ const bool registered_scans = [] {
                                                    : Range{};
         uint32_t seed = 0;
         for (const ShapeSpec& s : sc.shapes)
-          out.push_back({s.name, {make_tensor_for_test(s.sizes, dt, r.lo, r.hi, s.layout, ++seed)}});
+          out.push_back(
+              {s.name, {make_tensor_for_test(s.sizes, dt, r.lo, r.hi, s.layout, ++seed)}});
         return out;
       };
       info.fn = [sc, is_prod](const std::vector<Tensor>& in) {
@@ -696,9 +734,10 @@ const bool registered_scans = [] {
         const DType out = sc.dtype ? *sc.dtype : sum_dtype(in[0].dtype);
         return std::vector<Ref>{scan_ref(in[0], sc.dim, out, is_prod)};
       };
-      info.errors = {expect_error<IndexError>("dim out of range", "dimension out of range", [is_prod] {
-        is_prod ? cumprod(zeros({2, 3}), 2) : cumsum(zeros({2, 3}), -3);
-      })};
+      info.errors = {
+          expect_error<IndexError>("dim out of range", "dimension out of range", [is_prod] {
+            is_prod ? cumprod(zeros({2, 3}), 2) : cumsum(zeros({2, 3}), -3);
+          })};
       opinfos().push_back(info);
     }
   }

@@ -148,7 +148,8 @@ void run_units(int64_t units, int64_t width, int64_t num_red, int64_t work, cons
   const int64_t per_unit = width * nt;
   std::unique_ptr<Acc[]> partial(new Acc[static_cast<size_t>(units * per_unit)]);
   std::fill(partial.get(), partial.get() + units * per_unit, identity);
-#pragma omp parallel num_threads(static_cast<int>(nt))
+  const int threads = static_cast<int>(nt);
+#pragma omp parallel num_threads(threads)
   {
     const int64_t nth = omp_get_num_threads(), tid = omp_get_thread_num();
     const int64_t chunk = (num_red + nth - 1) / nth;
@@ -206,7 +207,8 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
             const T* base = xp + off;
             Acc* a = acc + (o - o0);
             if (one_row) {
-              for (int64_t i = 0; i < len; ++i) r.row(a[i], base + i * kept_step + rb, re - rb, o + i);
+              for (int64_t i = 0; i < len; ++i)
+                r.row(a[i], base + i * kept_step + rb, re - rb, o + i);
             } else {
               for (int64_t i = 0; i < len; ++i)
                 for_each_run(p.red, rb, re, [&](int64_t roff, int64_t rlen) {
@@ -301,30 +303,40 @@ vec::Vec<Acc> part(vec::Vec<C> v, int k) {
 // The identities of max and min.
 template <typename T>
 T lowest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-  else return std::numeric_limits<T>::lowest();
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    return -std::numeric_limits<T>::infinity();
+  else
+    return std::numeric_limits<T>::lowest();
 }
 template <typename T>
 T highest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-  else return std::numeric_limits<T>::max();
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    return std::numeric_limits<T>::infinity();
+  else
+    return std::numeric_limits<T>::max();
 }
 
 // Scalar and Vec forms of the math a reducer's map uses.
 template <typename X>
 X abs_any(X x) {
-  if constexpr (std::is_arithmetic_v<X>) return std::abs(x);
-  else return vec::abs(x);
+  if constexpr (std::is_arithmetic_v<X>)
+    return std::abs(x);
+  else
+    return vec::abs(x);
 }
 template <typename X>
 X exp_any(X x) {
-  if constexpr (std::is_arithmetic_v<X>) return std::exp(x);
-  else return vec::exp(x);
+  if constexpr (std::is_arithmetic_v<X>)
+    return std::exp(x);
+  else
+    return vec::exp(x);
 }
 template <typename X>
 X pow_any(X x, X y) {
-  if constexpr (std::is_arithmetic_v<X>) return std::pow(x, y);
-  else return vec::pow(x, y);
+  if constexpr (std::is_arithmetic_v<X>)
+    return std::pow(x, y);
+  else
+    return vec::pow(x, y);
 }
 
 // Folds: associative, commutative combinations, each for scalars and Vecs.
@@ -335,7 +347,8 @@ struct Add {
     if constexpr (std::is_integral_v<A>)  // wraps on overflow, as PyTorch's integer sums do
       return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
                             static_cast<std::make_unsigned_t<A>>(b));
-    else return a + b;
+    else
+      return a + b;
   }
 };
 struct Mul {
@@ -344,7 +357,8 @@ struct Mul {
     if constexpr (std::is_integral_v<A>)
       return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
                             static_cast<std::make_unsigned_t<A>>(b));
-    else return a * b;
+    else
+      return a * b;
   }
 };
 // max and min propagate NaN.
@@ -392,7 +406,9 @@ struct Or {
 // Passes each element through unchanged.
 struct IdentityMap {
   template <typename X>
-  X operator()(X x, X) const { return x; }
+  X operator()(X x, X) const {
+    return x;
+  }
 };
 
 // A reducer: each element of T is converted to C, goes through map(x, param) (param: this
@@ -534,8 +550,7 @@ inline bool arg_better(T v, T b) {
 // x (contiguous) viewed as [outer, n, inner], reduced over n (n >= 1): writes the best value
 // (when `values` is non-null) and its index for each (outer, inner) position.
 template <bool IsMax, typename T>
-void arg_reduce(const T* xp, int64_t outer, int64_t n, int64_t inner, T* values,
-                int64_t* indices) {
+void arg_reduce(const T* xp, int64_t outer, int64_t n, int64_t inner, T* values, int64_t* indices) {
   using A = ArgAcc<T>;
   auto merge = [](const A& a, const A& b) {
     if (a.i < 0) return b;
@@ -611,8 +626,7 @@ template <typename T, typename Acc, typename Fold>
 void scan(const T* xp, T* out, int64_t outer, int64_t n, int64_t inner, Acc identity, Fold fold) {
   const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock, units = outer * blocks;
   const int64_t per_unit = std::max<int64_t>(1, n * std::min(inner, kColumnBlock));
-  parallel_range(units, std::max<int64_t>(1, kParallelGrain / per_unit), [&](int64_t ub,
-                                                                              int64_t ue) {
+  auto run = [&](int64_t ub, int64_t ue) {
     Acc acc[kColumnBlock];
     for (int64_t u = ub; u < ue; ++u) {
       const int64_t q = u / blocks, j0 = (u % blocks) * kColumnBlock;
@@ -636,7 +650,8 @@ void scan(const T* xp, T* out, int64_t outer, int64_t n, int64_t inner, Acc iden
         }
       }
     }
-  });
+  };
+  parallel_range(units, std::max<int64_t>(1, kParallelGrain / per_unit), run);
 }
 
 }  // namespace kiln::kernels
