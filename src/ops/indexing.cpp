@@ -35,9 +35,10 @@ void select_rows(const Tensor& x_in, const Tensor& index, const Tensor& out, int
     kernels::parallel_range(outer * n, line_grain(inner), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t o = r / n, j = r % n;
-        std::memcpy(dst + static_cast<size_t>(r) * row_bytes,
-                    src + static_cast<size_t>(o * rows_in + static_cast<int64_t>(idx[j])) * row_bytes,
-                    row_bytes);
+        std::memcpy(
+            dst + static_cast<size_t>(r) * row_bytes,
+            src + static_cast<size_t>(o * rows_in + static_cast<int64_t>(idx[j])) * row_bytes,
+            row_bytes);
       }
     });
   });
@@ -103,8 +104,8 @@ int64_t check_scatter_gather(const OpCall& c, const char* op, const Tensor* src)
   check_index_dtype(op, index, /*allow_int32=*/false);
   const int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), op);
   KILN_CHECK(index.dim() == x.dim(), ShapeError, op,
-             ": index must have as many dims as the input; got index of shape ",
-             index.shape_str(), " and input of shape ", x.shape_str());
+             ": index must have as many dims as the input; got index of shape ", index.shape_str(),
+             " and input of shape ", x.shape_str());
   if (src) {
     KILN_CHECK(src->dtype() == x.dtype(), DTypeError, op,
                ": expected self and src to have the same dtype, got ", x.dtype(), " and ",
@@ -117,9 +118,9 @@ int64_t check_scatter_gather(const OpCall& c, const char* op, const Tensor* src)
     const bool fits_x = d == dim || index.size(d) <= x.size(d);
     const bool fits_src = !src || index.size(d) <= src->size(d);
     KILN_CHECK(fits_x && fits_src, ShapeError, op, ": index of shape ", index.shape_str(),
-               " must be no larger than the input ", x.shape_str(),
-               " apart from dimension ", dim, src ? " and no larger than src " : "",
-               src ? src->shape_str() : "", " (mismatch at dim ", d, ")");
+               " must be no larger than the input ", x.shape_str(), " apart from dimension ", dim,
+               src ? " and no larger than src " : "", src ? src->shape_str() : "",
+               " (mismatch at dim ", d, ")");
   }
   return dim;
 }
@@ -141,21 +142,23 @@ void gather_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T* xp = x.data_ptr<T>();
     const int64_t* ip = index.data_ptr<int64_t>();
     T* op = out.data_ptr<T>();
-    kernels::parallel_range(num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
-      for_each_line<3>(index.sizes(), dim, {index.strides(), x.strides(), out.strides()}, b, e,
-                       [&](const std::array<int64_t, 3>& off, const Shape&) {
-                         for (int64_t k = 0; k < len; ++k)
-                           op[off[2] + k * os] = xp[off[1] + ip[off[0] + k * is] * xs];
-                       });
-    });
+    kernels::parallel_range(
+        num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
+          for_each_line<3>(index.sizes(), dim, {index.strides(), x.strides(), out.strides()}, b, e,
+                           [&](const std::array<int64_t, 3>& off, const Shape&) {
+                             for (int64_t k = 0; k < len; ++k)
+                               op[off[2] + k * os] = xp[off[1] + ip[off[0] + k * is] * xs];
+                           });
+        });
   });
 }
-const OpDef& gather_op = register_op({.name = "gather",
-                                      .schema = "gather(Tensor self, int dim, Tensor index) -> Tensor",
-                                      .kind = OpKind::Extern,
-                                      .attr_names = {"dim"},
-                                      .meta = gather_meta,
-                                      .kernel = gather_kernel});
+const OpDef& gather_op =
+    register_op({.name = "gather",
+                 .schema = "gather(Tensor self, int dim, Tensor index) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim"},
+                 .meta = gather_meta,
+                 .kernel = gather_kernel});
 
 int scatter_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, c.op.name.data(), &c.in(2));
@@ -180,22 +183,23 @@ void scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T* sp = src.data_ptr<T>();
     const int64_t* ip = index.data_ptr<int64_t>();
     T* op = out.data_ptr<T>();
-    kernels::parallel_range(num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
-      for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b, e,
-                       [&](const std::array<int64_t, 3>& off, const Shape&) {
-                         for (int64_t k = 0; k < len; ++k) {
-                           T& dst = op[off[2] + ip[off[0] + k * is] * os];
-                           const T v = sp[off[1] + k * ss];
-                           if constexpr (!Accumulate) {
-                             dst = v;
-                           } else if constexpr (std::is_same_v<T, bool>) {
-                             dst = dst || v;
-                           } else {
-                             dst += v;
-                           }
-                         }
-                       });
-    });
+    kernels::parallel_range(
+        num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
+          for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b,
+                           e, [&](const std::array<int64_t, 3>& off, const Shape&) {
+                             for (int64_t k = 0; k < len; ++k) {
+                               T& dst = op[off[2] + ip[off[0] + k * is] * os];
+                               const T v = sp[off[1] + k * ss];
+                               if constexpr (!Accumulate) {
+                                 dst = v;
+                               } else if constexpr (std::is_same_v<T, bool>) {
+                                 dst = dst || v;
+                               } else {
+                                 dst += v;
+                               }
+                             }
+                           });
+        });
   });
 }
 const OpDef& scatter_op =
@@ -227,7 +231,8 @@ int index_add_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   const Scalar& alpha = c.attrs.scalar(1);
   KILN_CHECK(is_floating(x.dtype()) || !alpha.is_floating(), DTypeError,
              "index_add: for integral input tensors alpha must not be a floating point number, "
-             "got ", alpha);
+             "got ",
+             alpha);
   const int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), "index_add");
   const Shape xs = sizes_1d(x), ss = sizes_1d(source);
   bool ok = xs.size() == ss.size() && ss[dim] == index.numel();
@@ -282,7 +287,8 @@ void index_add_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 const OpDef& index_add_op = register_op(
     {.name = "index_add",
-     .schema = "index_add(Tensor self, int dim, Tensor index, Tensor source, Scalar alpha) -> Tensor",
+     .schema =
+         "index_add(Tensor self, int dim, Tensor index, Tensor source, Scalar alpha) -> Tensor",
      .kind = OpKind::Extern,
      .attr_names = {"dim", "alpha"},
      .meta = index_add_meta,
@@ -381,8 +387,7 @@ void one_hot_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t* idx = idx_t.data_ptr<int64_t>();
   const int64_t n = idx_t.numel();
   for (int64_t i = 0; i < n; ++i) {
-    KILN_CHECK(idx[i] >= 0, IndexError, "one_hot: class values must be non-negative, got ",
-               idx[i]);
+    KILN_CHECK(idx[i] >= 0, IndexError, "one_hot: class values must be non-negative, got ", idx[i]);
     KILN_CHECK(idx[i] < classes, IndexError, "one_hot: class values must be smaller than ",
                "num_classes (", classes, "), got ", idx[i]);
   }

@@ -36,11 +36,13 @@ inline void strided_copy(const Tensor& dst, const Tensor& src) {
 template <typename F>
 void dispatch_index(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
     default:
-      throw DTypeError(detail::concat(op, ": index must be an int64 or int32 tensor, got dtype ",
-                                      dt));
+      throw DTypeError(
+          detail::concat(op, ": index must be an int64 or int32 tensor, got dtype ", dt));
   }
 }
 
@@ -78,8 +80,8 @@ inline void check_index_bounds(const char* op, const Tensor& index, int64_t size
 // lines [begin, end) in row-major order, calling f(offsets, coords): offsets[k] is the element
 // offset of the line's start under strides[k], coords its multi-index. `sizes` has >= 1 dim.
 template <size_t N, typename F>
-void for_each_line(IntList sizes, int64_t dim, const std::array<IntList, N>& strides,
-                   int64_t begin, int64_t end, F&& f) {
+void for_each_line(IntList sizes, int64_t dim, const std::array<IntList, N>& strides, int64_t begin,
+                   int64_t end, F&& f) {
   const int64_t nd = sizes.ssize();
   Shape coords(static_cast<size_t>(nd), 0);
   std::array<int64_t, N> off{};

@@ -67,8 +67,8 @@ void cat_contiguous(const std::vector<Tensor>& ins, const Tensor& out, int64_t d
   kernels::parallel_range(out.numel(), kParallelGrain * 4, [&](int64_t b, int64_t e) {
     for (int64_t pos = b; pos < e;) {
       const int64_t o = pos / row, within = pos % row;
-      const size_t i = static_cast<size_t>(
-          std::upper_bound(prefix.begin(), prefix.end(), within) - prefix.begin() - 1);
+      const size_t i = static_cast<size_t>(std::upper_bound(prefix.begin(), prefix.end(), within) -
+                                           prefix.begin() - 1);
       const int64_t seg = prefix[i + 1] - prefix[i], at = within - prefix[i];
       const int64_t n = std::min(e - pos, seg - at);
       std::memcpy(dst + pos * isz, src[i] + (o * seg + at) * isz, static_cast<size_t>(n * isz));
@@ -133,7 +133,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   KILN_CHECK(split_size > 0 || n == 0, ValueError,
              "split: split_size can only be 0 if the dimension's size is 0, but dim ", d,
              " has size ", n);
-  const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
+  const int64_t pieces =
+      split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   out.reserve(static_cast<size_t>(pieces));
   for (int64_t i = 0; i < pieces; ++i) {

@@ -31,21 +31,22 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     T* op = out.data_ptr<T>();
-    kernels::parallel_range(num_lines(x.sizes(), last), line_grain(cols), [&](int64_t b, int64_t e) {
-      for_each_line<2>(x.sizes(), last, {x.strides(), out.strides()}, b, e,
-                       [&](const std::array<int64_t, 2>& off, const Shape& coords) {
-                         const int64_t row = coords[last - 1];
-                         // Columns [keep_lo, keep_hi) are kept.
-                         int64_t keep_lo = Lower ? 0 : row + diagonal;
-                         int64_t keep_hi = Lower ? row + diagonal + 1 : cols;
-                         keep_lo = std::clamp<int64_t>(keep_lo, 0, cols);
-                         keep_hi = std::clamp<int64_t>(keep_hi, keep_lo, cols);
-                         T* o = op + off[1];
-                         for (int64_t j = 0; j < keep_lo; ++j) o[j] = T(0);
-                         for (int64_t j = keep_lo; j < keep_hi; ++j) o[j] = xp[off[0] + j * xs];
-                         for (int64_t j = keep_hi; j < cols; ++j) o[j] = T(0);
-                       });
-    });
+    kernels::parallel_range(
+        num_lines(x.sizes(), last), line_grain(cols), [&](int64_t b, int64_t e) {
+          for_each_line<2>(x.sizes(), last, {x.strides(), out.strides()}, b, e,
+                           [&](const std::array<int64_t, 2>& off, const Shape& coords) {
+                             const int64_t row = coords[last - 1];
+                             // Columns [keep_lo, keep_hi) are kept.
+                             int64_t keep_lo = Lower ? 0 : row + diagonal;
+                             int64_t keep_hi = Lower ? row + diagonal + 1 : cols;
+                             keep_lo = std::clamp<int64_t>(keep_lo, 0, cols);
+                             keep_hi = std::clamp<int64_t>(keep_hi, keep_lo, cols);
+                             T* o = op + off[1];
+                             for (int64_t j = 0; j < keep_lo; ++j) o[j] = T(0);
+                             for (int64_t j = keep_lo; j < keep_hi; ++j) o[j] = xp[off[0] + j * xs];
+                             for (int64_t j = keep_hi; j < cols; ++j) o[j] = T(0);
+                           });
+        });
   });
 }
 const OpDef& tril_op = register_op({.name = "tril",
@@ -69,8 +70,7 @@ Shape repeat_sizes(const Tensor& x, IntList repeats) {
   const int64_t lead = repeats.ssize() - x.dim();
   Shape sizes;
   for (int64_t d = 0; d < repeats.ssize(); ++d) {
-    KILN_CHECK(repeats[d] >= 0, ValueError, "repeat: repeats must be non-negative, got ",
-               repeats);
+    KILN_CHECK(repeats[d] >= 0, ValueError, "repeat: repeats must be non-negative, got ", repeats);
     sizes.push_back(repeats[d] * (d < lead ? 1 : x.size(d - lead)));
   }
   checked_numel(sizes, "repeat");
@@ -179,21 +179,21 @@ void roll_kernel(const OpCall& c, std::span<Tensor> outs) {
                  strided_view(x, sizes, x.strides(), x_off));
   }
 }
-const OpDef& roll_op = register_op({.name = "roll",
-                                    .schema = "roll(Tensor self, int[] shifts, int[] dims) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"shifts", "dims"},
-                                    .meta = roll_meta,
-                                    .kernel = roll_kernel});
+const OpDef& roll_op =
+    register_op({.name = "roll",
+                 .schema = "roll(Tensor self, int[] shifts, int[] dims) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"shifts", "dims"},
+                 .meta = roll_meta,
+                 .kernel = roll_kernel});
 
 // ---- pad (constant): inputs [x]; attrs [pad, value] ----
 // pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
 Shape padded_sizes(const Tensor& x, IntList pad) {
   KILN_CHECK(pad.size() % 2 == 0, ValueError, "pad: padding length must be divisible by 2, got ",
              pad);
-  KILN_CHECK(pad.ssize() / 2 <= x.dim(), ValueError, "pad: padding ", pad, " pads ",
-             pad.size() / 2, " dims but the input has only ", x.dim(), " (shape ",
-             x.shape_str(), ")");
+  KILN_CHECK(pad.ssize() / 2 <= x.dim(), ValueError, "pad: padding ", pad, " pads ", pad.size() / 2,
+             " dims but the input has only ", x.dim(), " (shape ", x.shape_str(), ")");
   Shape sizes = x.sizes();
   for (int64_t i = 0; i < pad.ssize() / 2; ++i) {
     const int64_t d = x.dim() - 1 - i;
@@ -254,7 +254,8 @@ Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
     // Rolls the flattened tensor, as PyTorch.
     KILN_CHECK(shifts.size() == 1, ShapeError,
                "roll: without dims, shifts must hold exactly one value, got ", shifts);
-    if (x.dim() == 0) return ops::call(ops::roll_op, {x}, {ops::ints_attr(shifts), std::vector<int64_t>{0}});
+    if (x.dim() == 0)
+      return ops::call(ops::roll_op, {x}, {ops::ints_attr(shifts), std::vector<int64_t>{0}});
     Tensor flat = x.reshape({-1});
     return ops::call(ops::roll_op, {flat}, {ops::ints_attr(shifts), std::vector<int64_t>{0}})
         .view(x.sizes());

@@ -80,13 +80,13 @@ void sort_kernel(const OpCall& c, std::span<Tensor> outs) {
     });
   });
 }
-const OpDef& sort_op =
-    register_op({.name = "sort",
-                 .schema = "sort(Tensor self, int dim, bool descending) -> (Tensor values, Tensor indices)",
-                 .kind = OpKind::Extern,
-                 .attr_names = {"dim", "descending"},
-                 .meta = sort_meta,
-                 .kernel = sort_kernel});
+const OpDef& sort_op = register_op(
+    {.name = "sort",
+     .schema = "sort(Tensor self, int dim, bool descending) -> (Tensor values, Tensor indices)",
+     .kind = OpKind::Extern,
+     .attr_names = {"dim", "descending"},
+     .meta = sort_meta,
+     .kernel = sort_kernel});
 
 // ---- topk: inputs [x]; attrs [k, dim, largest, sorted] -> (values, int64 indices) ----
 int topk_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -96,8 +96,8 @@ int topk_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   const int64_t dim = wrap_dim(c.attrs.i(1), x.dim(), "topk");
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   KILN_CHECK(k >= (x.dim() == 0 ? 1 : 0) && k <= n, IndexError, "topk: k (", k,
-             ") is out of range for dimension ", dim, " with size ", n, " (shape ",
-             x.shape_str(), ")");
+             ") is out of range for dimension ", dim, " with size ", n, " (shape ", x.shape_str(),
+             ")");
   Shape sizes = x.sizes();
   if (x.dim() > 0) sizes[dim] = k;
   out[0] = {x.dtype(), sizes};
@@ -132,13 +132,13 @@ void topk_kernel(const OpCall& c, std::span<Tensor> outs) {
     }
   });
 }
-const OpDef& topk_op = register_op(
-    {.name = "topk",
-     .schema = "topk(Tensor self, int k, int dim, bool largest, bool sorted) -> (Tensor values, Tensor indices)",
-     .kind = OpKind::Extern,
-     .attr_names = {"k", "dim", "largest", "sorted"},
-     .meta = topk_meta,
-     .kernel = topk_kernel});
+const OpDef& topk_op = register_op({.name = "topk",
+                                    .schema = "topk(Tensor self, int k, int dim, bool largest, "
+                                              "bool sorted) -> (Tensor values, Tensor indices)",
+                                    .kind = OpKind::Extern,
+                                    .attr_names = {"k", "dim", "largest", "sorted"},
+                                    .meta = topk_meta,
+                                    .kernel = topk_kernel});
 
 }  // namespace
 }  // namespace ops
@@ -152,8 +152,7 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
   return sort(x, dim, descending).second;
 }
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest,
-                               bool sorted) {
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   std::array<Tensor, kMaxOpOutputs> outs;
   const Tensor in[] = {x};
   dispatch(ops::topk_op, in, {k, dim, largest, sorted}, outs);
