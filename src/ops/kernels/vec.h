@@ -61,12 +61,23 @@ KILN_SCALAR_MATH(cos, cos(a.v))
 KILN_SCALAR_MATH(tan, tan(a.v))
 KILN_SCALAR_MATH(tanh, tanh(a.v))
 KILN_SCALAR_MATH(erf, erf(a.v))
-KILN_SCALAR_MATH(floor, floor(a.v))
-KILN_SCALAR_MATH(ceil, ceil(a.v))
-KILN_SCALAR_MATH(trunc, trunc(a.v))
 KILN_SCALAR_MATH(abs, abs(a.v))
 #undef KILN_SCALAR_MATH
-template <typename T> Vec<T> round_even(Vec<T> a) { return std::nearbyint(a.v); }
+// Rounding is the identity on integers; going through double would lose int64 values >= 2^53.
+#define KILN_SCALAR_ROUNDING(name, expr)                                \
+  template <typename T>                                                 \
+  Vec<T> name(Vec<T> a) {                                               \
+    if constexpr (std::is_integral_v<T>) {                              \
+      return a;                                                         \
+    } else {                                                            \
+      return static_cast<T>(expr);                                      \
+    }                                                                   \
+  }
+KILN_SCALAR_ROUNDING(floor, std::floor(a.v))
+KILN_SCALAR_ROUNDING(ceil, std::ceil(a.v))
+KILN_SCALAR_ROUNDING(trunc, std::trunc(a.v))
+KILN_SCALAR_ROUNDING(round_even, std::nearbyint(a.v))
+#undef KILN_SCALAR_ROUNDING
 template <typename T> Vec<T> pow(Vec<T> a, Vec<T> b) { return static_cast<T>(std::pow(a.v, b.v)); }
 template <typename T> Vec<T> atan2(Vec<T> a, Vec<T> b) { return static_cast<T>(std::atan2(a.v, b.v)); }
 
