@@ -72,7 +72,8 @@ class Formatter {
   // The element padded on the left to the common width.
   std::string format(const Element& e) const {
     std::string s = raw(e);
-    if (static_cast<int>(s.size()) < width_) s.insert(0, static_cast<size_t>(width_) - s.size(), ' ');
+    if (static_cast<int>(s.size()) < width_)
+      s.insert(0, static_cast<size_t>(width_) - s.size(), ' ');
     return s;
   }
 
@@ -138,8 +139,7 @@ struct Printer {
     const int64_t nd = t.dim();
     if (nd == 0) return fmt.format(read_element(t, base, {}));
     if (d == nd - 1) {  // a row: elements wrapped to the line width
-      const int64_t per_line =
-          std::max<int64_t>(1, (opt.linewidth - indent) / (fmt.width() + 2));
+      const int64_t per_line = std::max<int64_t>(1, (opt.linewidth - indent) / (fmt.width() + 2));
       std::vector<std::string> data;
       for (int64_t i : shown(t.size(d))) {
         if (i < 0) {
@@ -151,7 +151,9 @@ struct Printer {
       }
       std::string s = "[";
       for (size_t k = 0; k < data.size(); ++k) {
-        if (k > 0) s += static_cast<int64_t>(k) % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ";
+        if (k > 0)
+          s +=
+              static_cast<int64_t>(k) % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ";
         s += data[k];
       }
       return s + "]";
@@ -198,7 +200,8 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 void set_printoptions(const PrintOptions& options) {
   KILN_CHECK(options.precision >= 0 && options.threshold >= 0 && options.edgeitems >= 0 &&
                  options.linewidth > 0,
-             ValueError, "set_printoptions: precision, threshold and edgeitems must be "
+             ValueError,
+             "set_printoptions: precision, threshold and edgeitems must be "
              "non-negative and linewidth positive");
   std::lock_guard<std::mutex> lock(g_print_mu);
   g_print_options = options;

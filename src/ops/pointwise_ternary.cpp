@@ -25,6 +25,7 @@ void copy_kernel(const OpCall& c, std::span<Tensor> outs) {
       src.sizes() == out.sizes()) {
     const char* s = static_cast<const char*>(src.data_ptr());
     char* d = static_cast<char*>(out.data_ptr());
+    if (s == d) return;  // x.copy_(x): nothing to move (and memcpy must not overlap)
     const int64_t isz = out.element_size();
     kernels::parallel_range(out.numel(), kParallelGrain * 4, [&](int64_t b, int64_t e) {
       std::memcpy(d + b * isz, s + b * isz, static_cast<size_t>((e - b) * isz));
@@ -132,7 +133,8 @@ struct addcdiv_fn {
 int lerp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   for (int k = 0; k < 2; ++k)
     KILN_CHECK(is_floating(c.in(k).dtype()), DTypeError, "lerp: ", k == 0 ? "start" : "end",
-               " must be floating, got dtype ", c.in(k).dtype(), " (not supported for integer or bool dtypes)");
+               " must be floating, got dtype ", c.in(k).dtype(),
+               " (not supported for integer or bool dtypes)");
   return pointwise_meta<Dtypes::Floating>(c, out);
 }
 const OpDef& lerp_op = register_op({.name = "lerp",

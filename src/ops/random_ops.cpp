@@ -139,7 +139,8 @@ int randint_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   KILN_CHECK(low < high, ValueError, "randint: expects low < high, got low=", low, ", high=", high);
   KILN_CHECK(c.attrs.dtype(1) != DType::Bool, DTypeError, "randint: dtype bool is not supported");
   if (c.attrs.dtype(1) == DType::Int32) {
-    constexpr int64_t lo32 = std::numeric_limits<int32_t>::min(), hi32 = std::numeric_limits<int32_t>::max();
+    constexpr int64_t lo32 = std::numeric_limits<int32_t>::min();
+    constexpr int64_t hi32 = std::numeric_limits<int32_t>::max();
     KILN_CHECK(low >= lo32 && high - 1 <= hi32, ValueError, "randint: [", low, ", ", high,
                ") is out of the range of dtype int32");
   }
@@ -235,15 +236,18 @@ Attrs draw_attrs(const OpDef& op, IntList sizes, DType dtype, AttrValue a, AttrV
 }  // namespace
 
 Tensor rand(IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::uniform_op, {}, draw_attrs(ops::uniform_op, sizes, dtype, 0.0, 1.0, gen, "rand"));
+  const Attrs attrs = draw_attrs(ops::uniform_op, sizes, dtype, 0.0, 1.0, gen, "rand");
+  return dispatch1(ops::uniform_op, {}, attrs);
 }
 Tensor randn(IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::normal_op, {}, draw_attrs(ops::normal_op, sizes, dtype, 0.0, 1.0, gen, "randn"));
+  const Attrs attrs = draw_attrs(ops::normal_op, sizes, dtype, 0.0, 1.0, gen, "randn");
+  return dispatch1(ops::normal_op, {}, attrs);
 }
 Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.sizes(), t.dtype(), gen); }
 Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.sizes(), t.dtype(), gen); }
 Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::randint_op, {}, draw_attrs(ops::randint_op, sizes, dtype, low, high, gen, "randint"));
+  const Attrs attrs = draw_attrs(ops::randint_op, sizes, dtype, low, high, gen, "randint");
+  return dispatch1(ops::randint_op, {}, attrs);
 }
 Tensor bernoulli(const Tensor& p, Generator* gen) {
   std::array<OutputMeta, kMaxOpOutputs> metas;
@@ -257,10 +261,14 @@ Tensor bernoulli(IntList sizes, double p, DType dtype, Generator* gen) {
   return bernoulli(full(sizes, p, dtype), gen);
 }
 Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {
-  return dispatch_into(ops::uniform_op, {}, draw_attrs(ops::uniform_op, self.sizes(), self.dtype(), from, to, gen, "uniform_"), self);
+  const Attrs attrs =
+      draw_attrs(ops::uniform_op, self.sizes(), self.dtype(), from, to, gen, "uniform_");
+  return dispatch_into(ops::uniform_op, {}, attrs, self);
 }
 Tensor& normal_(Tensor& self, double mean, double std, Generator* gen) {
-  return dispatch_into(ops::normal_op, {}, draw_attrs(ops::normal_op, self.sizes(), self.dtype(), mean, std, gen, "normal_"), self);
+  const Attrs attrs =
+      draw_attrs(ops::normal_op, self.sizes(), self.dtype(), mean, std, gen, "normal_");
+  return dispatch_into(ops::normal_op, {}, attrs, self);
 }
 
 }  // namespace kiln

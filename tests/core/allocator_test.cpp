@@ -85,7 +85,8 @@ TEST(Allocator, CachedMemoryStaysUsable) {
 }
 
 TEST(Allocator, SixtyFourByteAlignment) {
-  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, kMiB / 8, kMiB + 5, 5 * kMiB}) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, kMiB / 8,
+                    kMiB + 5, 5 * kMiB}) {
     for (DType d : {DType::Bool, DType::Int32, DType::Float64}) {
       Tensor t = empty({n}, d);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % 64, 0u) << n << " " << d;

@@ -13,11 +13,11 @@ const DType kAll[] = {B, I32, I64, F32, F64};
 
 // promote_types, row x column.
 const DType kPromote[5][5] = {
-    {B, I32, I64, F32, F64},        //
-    {I32, I32, I64, F32, F64},      //
-    {I64, I64, I64, F32, F64},      //
-    {F32, F32, F32, F32, F64},      //
-    {F64, F64, F64, F64, F64},      //
+    {B, I32, I64, F32, F64},    //
+    {I32, I32, I64, F32, F64},  //
+    {I64, I64, I64, F32, F64},  //
+    {F32, F32, F32, F32, F64},  //
+    {F64, F64, F64, F64, F64},  //
 };
 // A dimmed tensor (row) with a 0-d tensor (column).
 const DType kDimWithZeroDim[5][5] = {
@@ -29,18 +29,18 @@ const DType kDimWithZeroDim[5][5] = {
 };
 // A tensor (row) with the numbers true, 2 and 2.5.
 const DType kWithNumber[5][3] = {
-    {B, I64, F32},      //
-    {I32, I32, F32},    //
-    {I64, I64, F32},    //
-    {F32, F32, F32},    //
-    {F64, F64, F64},    //
+    {B, I64, F32},    //
+    {I32, I32, F32},  //
+    {I64, I64, F32},  //
+    {F32, F32, F32},  //
+    {F64, F64, F64},  //
 };
 const bool kCanCast[5][5] = {
-    {true, true, true, true, true},      //
-    {false, true, true, true, true},     //
-    {false, true, true, true, true},     //
-    {false, false, false, true, true},   //
-    {false, false, false, true, true},   //
+    {true, true, true, true, true},     //
+    {false, true, true, true, true},    //
+    {false, true, true, true, true},    //
+    {false, false, false, true, true},  //
+    {false, false, false, true, true},  //
 };
 
 Scalar number(int k) { return k == 0 ? Scalar(true) : k == 1 ? Scalar(2) : Scalar(2.5); }
@@ -113,13 +113,15 @@ TEST(DTypes, CppNumbersCountOnlyByCategory) {
   for (int i = 0; i < 5; ++i)
     for (int k = 0; k < 3; ++k) {
       Tensor a = ones({3}, kAll[i]);
-      EXPECT_EQ(mul(a, wrap_scalar(number(k))).dtype(), kWithNumber[i][k]) << kAll[i] << " * " << number(k);
+      EXPECT_EQ(mul(a, wrap_scalar(number(k))).dtype(), kWithNumber[i][k])
+          << kAll[i] << " * " << number(k);
       EXPECT_EQ(mul(wrap_scalar(number(k)), a).dtype(), kWithNumber[i][k]);
       EXPECT_EQ((a * number(k)).dtype(), kWithNumber[i][k]);
       EXPECT_EQ((number(k) * a).dtype(), kWithNumber[i][k]);
       // 0-d tensors outrank numbers the same way.
       Tensor s = ones({}, kAll[i]);
-      EXPECT_EQ((s * number(k)).dtype(), kWithNumber[i][k]) << "0-d " << kAll[i] << " * " << number(k);
+      EXPECT_EQ((s * number(k)).dtype(), kWithNumber[i][k])
+          << "0-d " << kAll[i] << " * " << number(k);
     }
   // Numbers among themselves: int64, or float32 for a double.
   EXPECT_EQ(mul(wrap_scalar(2), wrap_scalar(true)).dtype(), I64);
@@ -175,7 +177,8 @@ TEST(DTypes, ClampBoundsPromote) {
   EXPECT_EQ(clamp(ones({2}, I32), 0, 3).dtype(), I32);
   EXPECT_EQ(clamp(ones({2}, B), 0, 3).dtype(), I64);
   EXPECT_EQ(clamp(ones({2}, F64), 0, 3).dtype(), F64);
-  EXPECT_EQ(clamp(ones({2}, I64), std::nullopt, 2.5).to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(clamp(ones({2}, I64), std::nullopt, 2.5).to_vector<double>(),
+            (std::vector<double>{1, 1}));
   Tensor x = ones({2}, I64);
   EXPECT_THROW(clamp_(x, 0.5, std::nullopt), DTypeError);
 }

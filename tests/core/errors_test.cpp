@@ -31,7 +31,9 @@ TEST(Errors, InPlaceOpsValidateBeforeWriting) {
   expect_untouched<ShapeError>(x, "cannot change", [&] { x.add_(ones({2, 2, 3})); });
   expect_untouched<ShapeError>(x, "copy_", [&] { x.copy_(ones({3, 2})); });
   expect_untouched<DTypeError>(x, "mask", [&] { masked_fill_(x, ones({2, 3}), 1); });
-  expect_untouched<ShapeError>(x, "masked_fill", [&] { masked_fill_(x, ones({4, 2, 3}, DType::Bool), 1); });
+  expect_untouched<ShapeError>(x, "masked_fill", [&] {
+    masked_fill_(x, ones({4, 2, 3}, DType::Bool), 1);
+  });
   expect_untouched<ValueError>(x, "clamp", [&] { clamp_(x, std::nullopt, std::nullopt); });
   expect_untouched<DTypeError>(x, "lerp", [&] { lerp_(x, ones({3}, DType::Int64), 0.5); });
   Tensor i = arange(6, DType::Int64);
@@ -50,9 +52,8 @@ TEST(Errors, IntegerDivisionByZeroWritesNothing) {
   ASSERT_NE(fd, nullptr);
   std::vector<Tensor> ins = {arange(4), tensor({1, 2, 0, 4})};
   expect_untouched<ValueError>(out, "division by zero", [&] { dispatch_into(*fd, ins, {}, out); });
-  expect_untouched<ValueError>(out, "division by zero", [&] {
-    dispatch_into(*find_op("remainder"), ins, {}, out);
-  });
+  expect_untouched<ValueError>(out, "division by zero",
+                               [&] { dispatch_into(*find_op("remainder"), ins, {}, out); });
   // In place into the dividend itself.
   Tensor a = arange(1, 5);
   expect_untouched<ValueError>(a, "division by zero", [&] {
@@ -94,7 +95,8 @@ TEST(Errors, RandomOpsLeaveTheGeneratorAlone) {
 TEST(Errors, ViewsAndFactoriesValidateArguments) {
   const MemoryStats before = memory_stats();
   EXPECT_THROW(ones({4}).as_strided({2}, {4}), IndexError);
-  EXPECT_THROW(ones({4}).as_strided({3}, {std::numeric_limits<int64_t>::max() / 2 + 1}), IndexError);
+  EXPECT_THROW(ones({4}).as_strided({3}, {std::numeric_limits<int64_t>::max() / 2 + 1}),
+               IndexError);
   EXPECT_THROW(ones({4}).expand({-3}), ShapeError);
   EXPECT_THROW(ones({2, 3}).t().view({6}), ShapeError);
   EXPECT_THROW(zeros({-1}), ValueError);

@@ -46,7 +46,8 @@ inline Words philox4x32(Words ctr, uint32_t key0, uint32_t key1, int rounds = 10
 inline Words element_words(uint64_t seed, uint64_t offset, uint64_t i) {
   const uint64_t c = offset + i;
   Words ctr{{static_cast<uint32_t>(c & 0xFFFFFFFFu), static_cast<uint32_t>(c >> 32), 0u, 0u}};
-  return philox4x32(ctr, static_cast<uint32_t>(seed & 0xFFFFFFFFu), static_cast<uint32_t>(seed >> 32));
+  return philox4x32(ctr, static_cast<uint32_t>(seed & 0xFFFFFFFFu),
+                    static_cast<uint32_t>(seed >> 32));
 }
 
 inline double unit24(uint32_t w) { return std::ldexp(static_cast<double>(w >> 8), -24); }
@@ -57,7 +58,8 @@ inline double unit53(uint32_t a, uint32_t b) {
 
 // Each distribution's value for element i; `is_double` selects the float64 formulas. The value
 // returned is already rounded to the dtype (float32 values are exactly representable in double).
-inline double uniform(uint64_t seed, uint64_t offset, uint64_t i, bool is_double, double from, double to) {
+inline double uniform(uint64_t seed, uint64_t offset, uint64_t i, bool is_double, double from,
+                      double to) {
   const Words r = element_words(seed, offset, i);
   const double u = is_double ? unit53(r.w[0], r.w[1]) : unit24(r.w[0]);
   const double v = std::fma(u, to - from, from);
@@ -71,7 +73,8 @@ inline double uniform(uint64_t seed, uint64_t offset, uint64_t i, bool is_double
   return vf > top ? top : vf;
 }
 
-inline double normal(uint64_t seed, uint64_t offset, uint64_t i, bool is_double, double mean, double stdev) {
+inline double normal(uint64_t seed, uint64_t offset, uint64_t i, bool is_double, double mean,
+                     double stdev) {
   const Words r = element_words(seed, offset, i);
   double u1, u2;
   if (is_double) {

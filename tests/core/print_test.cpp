@@ -19,7 +19,8 @@ TEST(Print, FloatFixedPadsToTheWidestValue) {
   EXPECT_EQ(to_string(f32({1.0f, 2.5f, -3.25f})), "tensor([ 1.0000,  2.5000, -3.2500])");
   EXPECT_EQ(to_string(f32({0.125f, 0.5f})), "tensor([0.1250, 0.5000])");
   // 4 decimals, rounded.
-  EXPECT_EQ(to_string(f64({3.14159265, -0.00015})), "tensor([ 3.1416e+00, -1.5000e-04], dtype=float64)");
+  EXPECT_EQ(to_string(f64({3.14159265, -0.00015})),
+            "tensor([ 3.1416e+00, -1.5000e-04], dtype=float64)");
   EXPECT_EQ(to_string(f64({3.14159265, 0.25})), "tensor([3.1416, 0.2500], dtype=float64)");
 }
 
@@ -28,7 +29,8 @@ TEST(Print, IntegerValuedFloatsPrintWithATrailingPoint) {
   EXPECT_EQ(to_string(f32({0, 100})), "tensor([  0., 100.])");
   EXPECT_EQ(to_string(f32({0, -0.0f})), "tensor([0., -0.])");
   EXPECT_EQ(to_string(zeros({3})), "tensor([0., 0., 0.])");
-  EXPECT_EQ(to_string(ones({2, 2}, DType::Float64)), "tensor([[1., 1.],\n        [1., 1.]], dtype=float64)");
+  EXPECT_EQ(to_string(ones({2, 2}, DType::Float64)),
+            "tensor([[1., 1.],\n        [1., 1.]], dtype=float64)");
 }
 
 TEST(Print, ScientificNotation) {
@@ -50,7 +52,8 @@ TEST(Print, NanAndInfinity) {
   // Non-finite values do not set the width (PyTorch measures the finite non-zero ones).
   EXPECT_EQ(to_string(f32({static_cast<float>(kNaN), 1.0f})), "tensor([nan, 1.])");
   EXPECT_EQ(to_string(f32({-static_cast<float>(kInf), 1.0f})), "tensor([-inf, 1.])");
-  EXPECT_EQ(to_string(f32({-static_cast<float>(kInf), 1.0f, 2.5f})), "tensor([  -inf, 1.0000, 2.5000])");
+  EXPECT_EQ(to_string(f32({-static_cast<float>(kInf), 1.0f, 2.5f})),
+            "tensor([  -inf, 1.0000, 2.5000])");
   EXPECT_EQ(to_string(f32({static_cast<float>(kNaN)})), "tensor([nan])");
   EXPECT_EQ(to_string(f64({kNaN, kInf, -kInf})), "tensor([nan, inf, -inf], dtype=float64)");
   EXPECT_EQ(to_string(f32({-static_cast<float>(kNaN), 0.0f})), "tensor([nan, 0.])");
@@ -85,7 +88,8 @@ TEST(Print, MultiDimensional) {
             "        [[4, 5],\n"
             "         [6, 7]]])");
   // Non-contiguous tensors print in logical order.
-  EXPECT_EQ(to_string(arange(6).view({2, 3}).t()), "tensor([[0, 3],\n        [1, 4],\n        [2, 5]])");
+  EXPECT_EQ(to_string(arange(6).view({2, 3}).t()),
+            "tensor([[0, 3],\n        [1, 4],\n        [2, 5]])");
   EXPECT_EQ(to_string(ones({1, 1, 1})), "tensor([[[1.]]])");
 }
 

@@ -165,7 +165,8 @@ TEST(RandomStatistics, Uniform) {
     const auto v = rand({kN}, dt, &g).to_vector<double>();
     for (double x : v) ASSERT_TRUE(x >= 0 && x < 1) << x;
     const Moments m = moments(v);
-    // sd of the mean: sqrt(1/12 / N) = 0.00091; of the variance: sqrt((1/80 - 1/144) / N) = 0.00024.
+    // sd of the mean: sqrt(1/12 / N) = 0.00091; of the variance: sqrt((1/80 - 1/144) / N) =
+    // 0.00024.
     EXPECT_NEAR(m.mean, 0.5, 0.006);
     EXPECT_NEAR(m.var, 1.0 / 12, 0.0016);
     const auto w = [&] {

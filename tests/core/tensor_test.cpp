@@ -37,7 +37,6 @@ TEST(Tensor, ItemAndBool) {
   EXPECT_THROW(ones({2}).item<float>(), ValueError);
 }
 
-
 TEST(Tensor, ContiguityAndStrides) {
   EXPECT_TRUE(zeros({}).is_contiguous());
   EXPECT_EQ(zeros({}).numel(), 1);
@@ -139,6 +138,29 @@ TEST(Tensor, IntegerRoundingIsExact) {
   EXPECT_EQ(abs(tensor(std::vector<int64_t>{-big})).item<int64_t>(), big);
   EXPECT_EQ(clamp(tensor(std::vector<int64_t>{big}), 0, big).item<int64_t>(), big);
   EXPECT_EQ(sign(tensor(std::vector<int64_t>{-big})).item<int64_t>(), -1);
+}
+
+// Integer arithmetic wraps around in two's complement, as in PyTorch.
+TEST(Tensor, IntegerOverflowWraps) {
+  const int32_t max32 = std::numeric_limits<int32_t>::max(),
+                min32 = std::numeric_limits<int32_t>::min();
+  const int64_t max64 = std::numeric_limits<int64_t>::max(),
+                min64 = std::numeric_limits<int64_t>::min();
+  Tensor a = tensor(std::vector<int32_t>{max32, min32, max32});
+  EXPECT_EQ((a + 1).to_vector<int32_t>(), (std::vector<int32_t>{min32, min32 + 1, min32}));
+  EXPECT_EQ((a - 1).to_vector<int32_t>(), (std::vector<int32_t>{max32 - 1, max32, max32 - 1}));
+  EXPECT_EQ((a * 2).to_vector<int32_t>(), (std::vector<int32_t>{-2, 0, -2}));
+  EXPECT_EQ(neg(a).to_vector<int32_t>(), (std::vector<int32_t>{-max32, min32, -max32}));
+  EXPECT_EQ(abs(a).to_vector<int32_t>(), (std::vector<int32_t>{max32, min32, max32}));
+  Tensor b = tensor(std::vector<int64_t>{max64, min64});
+  EXPECT_EQ(add(b, b).to_vector<int64_t>(), (std::vector<int64_t>{-2, 0}));
+  EXPECT_EQ(mul(b, b).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(add(b, b, 3).to_vector<int64_t>(), (std::vector<int64_t>{-4, 0}));  // 4 * b mod 2^64
+  EXPECT_EQ(floor_divide(b, tensor(std::vector<int64_t>{-1, -1})).to_vector<int64_t>(),
+            (std::vector<int64_t>{-max64, min64}));
+  Tensor c = tensor(std::vector<int64_t>{5});
+  c.copy_(c);  // copying onto itself is a no-op
+  EXPECT_EQ(c.item<int64_t>(), 5);
 }
 
 TEST(Tensor, RegistryListsEveryOpOnce) {

@@ -81,7 +81,9 @@ std::vector<Sample> promotion_samples(DType dt, double lo, double hi, double lo2
                                       const std::function<bool(DType)>& supported,
                                       bool numbers_float = true, bool numbers_int = true) {
   std::vector<Sample> out;
-  auto a = [&](std::vector<int64_t> s) { return make_tensor_for_test(s, dt, lo, hi, Layout::Contiguous, 5); };
+  auto a = [&](std::vector<int64_t> s) {
+    return make_tensor_for_test(s, dt, lo, hi, Layout::Contiguous, 5);
+  };
   auto keep = [&](Sample s) {
     std::vector<Ref> refs;
     for (const Tensor& t : s.inputs) refs.push_back(Ref::of(t));
@@ -89,7 +91,9 @@ std::vector<Sample> promotion_samples(DType dt, double lo, double hi, double lo2
   };
   for (DType o : others) {
     if (o == dt) continue;
-    auto b = [&](std::vector<int64_t> s) { return make_tensor_for_test(s, o, lo2, hi2, Layout::Contiguous, 6); };
+    auto b = [&](std::vector<int64_t> s) {
+      return make_tensor_for_test(s, o, lo2, hi2, Layout::Contiguous, 6);
+    };
     keep({"[2, 3] x [3] " + dname(o), {a({2, 3}), b({3})}});
     keep({"[3] x [2, 3] " + dname(o), {a({3}), b({2, 3})}});
     keep({"[2, 3] x 0-d " + dname(o), {a({2, 3}), b({})}});
@@ -97,7 +101,8 @@ std::vector<Sample> promotion_samples(DType dt, double lo, double hi, double lo2
   }
   std::vector<std::pair<std::string, Tensor>> numbers = {{"true", wrap_scalar(true)}};
   const double mid = std::round((lo2 + hi2) / 2 + (hi2 - lo2) / 5);
-  if (numbers_int) numbers.push_back({"int", wrap_scalar(static_cast<int64_t>(mid == 0 ? 1 : mid))});
+  if (numbers_int)
+    numbers.push_back({"int", wrap_scalar(static_cast<int64_t>(mid == 0 ? 1 : mid))});
   if (numbers_float) numbers.push_back({"double", wrap_scalar(mid + 0.375)});
   for (auto& [n, num] : numbers) {
     keep({"[2, 3] x number " + n, {a({2, 3}), num}});
@@ -120,7 +125,8 @@ ErrorCase wrong_out_shape(std::string op, std::vector<Tensor> ins, Attrs attrs =
 
 // ================================ unary ================================
 
-const std::vector<double> kSpecial = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-30, 1e30};
+const std::vector<double> kSpecial = {kNaN, kInf, -kInf, 0.0,   -0.0, 1.0,
+                                      -1.0, 0.5,  -2.5,  1e-30, 1e30};
 
 struct UnarySpec {
   std::string name;
@@ -145,8 +151,8 @@ std::vector<Sample> unary_op_samples(const UnarySpec& s, DType dt) {
   }
   if (!is_floating(dt)) {
     // Integer extremes of the domain, stored exactly.
-    out.push_back({"integer range", {ints({static_cast<int64_t>(s.lo), static_cast<int64_t>(s.hi), 0, 1},
-                                          dt)}});
+    out.push_back({"integer range",
+                   {ints({static_cast<int64_t>(s.lo), static_cast<int64_t>(s.hi), 0, 1}, dt)}});
   }
   return out;
 }
@@ -161,22 +167,23 @@ OpInfo unary_info(UnarySpec s) {
   info.fn = [call](const std::vector<Tensor>& in) { return std::vector<Tensor>{call(in[0])}; };
   auto f = s.f;
   auto r = s.result;
-  info.ref = [f, r](const std::vector<Ref>& in) { return std::vector<Ref>{elementwise(in, r, lift(f))}; };
+  info.ref = [f, r](const std::vector<Ref>& in) {
+    return std::vector<Ref>{elementwise(in, r, lift(f))};
+  };
   info.rtol32 = s.rtol32;
   info.atol32 = s.atol32;
   std::string opname = s.opdef;
   info.errors.push_back(wrong_out_shape(opname, {ones({3})},
                                         opname == "gelu" ? Attrs{std::string("none")} : Attrs{}));
   if (s.result == Result::Float) {
-    info.errors.push_back(expect_error<DTypeError>(
-        "float result into an int64 output", "can't be cast", [opname] {
+    info.errors.push_back(
+        expect_error<DTypeError>("float result into an int64 output", "can't be cast", [opname] {
           Attrs attrs = opname == "gelu" ? Attrs{std::string("none")} : Attrs{};
           run_into(opname.c_str(), {ones({3}, DType::Int64)}, attrs, zeros({3}, DType::Int64));
         }));
   } else if (s.result == Result::Promote) {
-    info.errors.push_back(expect_error<DTypeError>("bool input", "bool", [call] {
-      call(ones({3}, DType::Bool));
-    }));
+    info.errors.push_back(
+        expect_error<DTypeError>("bool input", "bool", [call] { call(ones({3}, DType::Bool)); }));
   }
   return info;
 }
@@ -196,56 +203,171 @@ double ref_gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 
-const std::vector<double> kHalves = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999, -3.5001, kNaN, kInf, -kInf, -0.0};
+const std::vector<double> kHalves = {0.5,    1.5,     2.5,  -0.5, -1.5,  -2.5,
+                                     2.4999, -3.5001, kNaN, kInf, -kInf, -0.0};
 
 std::vector<UnarySpec> unary_specs() {
   const auto& all = kAllDTypes;
   const auto& num = kNumericDTypes;
   std::vector<UnarySpec> v = {
-      {"neg", "neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, Result::Promote, num},
-      {"abs", "abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, Result::Promote, num},
-      {"sign", "sign", [](const Tensor& x) { return sign(x); }, ref_sign, Result::Promote, num},
-      {"relu", "relu", [](const Tensor& x) { return relu(x); }, [](double x) { return std::isnan(x) ? x : x < 0 ? 0.0 : x; },
+      {"neg", "neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; },
        Result::Promote, num},
-      {"floor", "floor", [](const Tensor& x) { return floor(x); }, [](double x) { return std::floor(x); }, Result::Promote, num},
-      {"ceil", "ceil", [](const Tensor& x) { return ceil(x); }, [](double x) { return std::ceil(x); }, Result::Promote, num},
-      {"round", "round", [](const Tensor& x) { return round(x); }, ref_round_half_even, Result::Promote, num, -5, 5,
-       kHalves},
-      {"trunc", "trunc", [](const Tensor& x) { return trunc(x); }, [](double x) { return std::trunc(x); }, Result::Promote, num},
-      {"exp", "exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, Result::Float, all, -5, 5,
+      {"abs", "abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); },
+       Result::Promote, num},
+      {"sign", "sign", [](const Tensor& x) { return sign(x); }, ref_sign, Result::Promote, num},
+      {"relu", "relu", [](const Tensor& x) { return relu(x); },
+       [](double x) { return std::isnan(x) ? x
+                             : x < 0       ? 0.0
+                                           : x; }, Result::Promote, num},
+      {"floor", "floor", [](const Tensor& x) { return floor(x); },
+       [](double x) { return std::floor(x); }, Result::Promote, num},
+      {"ceil", "ceil", [](const Tensor& x) { return ceil(x); },
+       [](double x) { return std::ceil(x); }, Result::Promote, num},
+      {"round", "round", [](const Tensor& x) { return round(x); }, ref_round_half_even,
+       Result::Promote, num, -5, 5, kHalves},
+      {"trunc", "trunc", [](const Tensor& x) { return trunc(x); },
+       [](double x) { return std::trunc(x); }, Result::Promote, num},
+      {"exp",
+       "exp",
+       [](const Tensor& x) { return exp(x); },
+       [](double x) { return std::exp(x); },
+       Result::Float,
+       all,
+       -5,
+       5,
        {kNaN, kInf, -kInf, 0.0, -0.0, 100.0, -100.0, 700.0, -750.0, 1e-30}},
-      {"exp2", "exp2", [](const Tensor& x) { return exp2(x); }, [](double x) { return std::exp2(x); }, Result::Float, all,
-       -5, 5, {kNaN, kInf, -kInf, 0.0, -0.0, 130.0, -130.0, 1030.0, -1080.0, 0.5}},
-      {"expm1", "expm1", [](const Tensor& x) { return expm1(x); }, [](double x) { return std::expm1(x); }, Result::Float,
-       all, -5, 5, {kNaN, kInf, -kInf, 0.0, -0.0, 1e-10, -1e-10, 100.0, -100.0, 1e-30}},
-      {"log", "log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, Result::Float, all, 0.05,
-       10, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 1e-30, 1e30, 2.0}},
-      {"log2", "log2", [](const Tensor& x) { return log2(x); }, [](double x) { return std::log2(x); }, Result::Float, all,
-       0.05, 10, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 1e-30, 1e30, 1024.0}},
-      {"log1p", "log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, Result::Float,
-       all, -0.9, 10, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, -2.0, 1e-10, 1e-30, 1e30}},
-      {"sqrt", "sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, Result::Float, all, 0,
-       10, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1e-30, 1e30, 2.0}},
-      {"rsqrt", "rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1.0 / std::sqrt(x); },
-       Result::Float, all, 0.05, 10, {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1e-30, 1e30, 4.0}},
-      {"reciprocal", "reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1.0 / x; },
-       Result::Float, all},
-      {"sin", "sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, Result::Float, all, -7, 7,
+      {"exp2",
+       "exp2",
+       [](const Tensor& x) { return exp2(x); },
+       [](double x) { return std::exp2(x); },
+       Result::Float,
+       all,
+       -5,
+       5,
+       {kNaN, kInf, -kInf, 0.0, -0.0, 130.0, -130.0, 1030.0, -1080.0, 0.5}},
+      {"expm1",
+       "expm1",
+       [](const Tensor& x) { return expm1(x); },
+       [](double x) { return std::expm1(x); },
+       Result::Float,
+       all,
+       -5,
+       5,
+       {kNaN, kInf, -kInf, 0.0, -0.0, 1e-10, -1e-10, 100.0, -100.0, 1e-30}},
+      {"log",
+       "log",
+       [](const Tensor& x) { return log(x); },
+       [](double x) { return std::log(x); },
+       Result::Float,
+       all,
+       0.05,
+       10,
+       {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 1e-30, 1e30, 2.0}},
+      {"log2",
+       "log2",
+       [](const Tensor& x) { return log2(x); },
+       [](double x) { return std::log2(x); },
+       Result::Float,
+       all,
+       0.05,
+       10,
+       {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1.0, 1e-30, 1e30, 1024.0}},
+      {"log1p",
+       "log1p",
+       [](const Tensor& x) { return log1p(x); },
+       [](double x) { return std::log1p(x); },
+       Result::Float,
+       all,
+       -0.9,
+       10,
+       {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, -2.0, 1e-10, 1e-30, 1e30}},
+      {"sqrt",
+       "sqrt",
+       [](const Tensor& x) { return sqrt(x); },
+       [](double x) { return std::sqrt(x); },
+       Result::Float,
+       all,
+       0,
+       10,
+       {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1e-30, 1e30, 2.0}},
+      {"rsqrt",
+       "rsqrt",
+       [](const Tensor& x) { return rsqrt(x); },
+       [](double x) { return 1.0 / std::sqrt(x); },
+       Result::Float,
+       all,
+       0.05,
+       10,
+       {kNaN, kInf, -kInf, 0.0, -0.0, -1.0, 1e-30, 1e30, 4.0}},
+      {"reciprocal", "reciprocal", [](const Tensor& x) { return reciprocal(x); },
+       [](double x) { return 1.0 / x; }, Result::Float, all},
+      {"sin",
+       "sin",
+       [](const Tensor& x) { return sin(x); },
+       [](double x) { return std::sin(x); },
+       Result::Float,
+       all,
+       -7,
+       7,
        {kNaN, kInf, -kInf, 0.0, -0.0, M_PI, -M_PI / 2, 1e-30, 100.0}},
-      {"cos", "cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, Result::Float, all, -7, 7,
+      {"cos",
+       "cos",
+       [](const Tensor& x) { return cos(x); },
+       [](double x) { return std::cos(x); },
+       Result::Float,
+       all,
+       -7,
+       7,
        {kNaN, kInf, -kInf, 0.0, -0.0, M_PI, M_PI / 2, 1e-30, 100.0}},
       // Poles of tan are avoided: |x| < 1.4 (and integer inputs never hit one).
-      {"tan", "tan", [](const Tensor& x) { return tan(x); }, [](double x) { return std::tan(x); }, Result::Float, all, -1.4,
-       1.4, {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 1e-30, 3.0}},
-      {"tanh", "tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, Result::Float, all},
-      {"erf", "erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, Result::Float, all, -3, 3},
-      {"sigmoid", "sigmoid", [](const Tensor& x) { return sigmoid(x); }, ref_sigmoid, Result::Float, all, -10, 10,
+      {"tan",
+       "tan",
+       [](const Tensor& x) { return tan(x); },
+       [](double x) { return std::tan(x); },
+       Result::Float,
+       all,
+       -1.4,
+       1.4,
+       {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 1e-30, 3.0}},
+      {"tanh", "tanh", [](const Tensor& x) { return tanh(x); },
+       [](double x) { return std::tanh(x); }, Result::Float, all},
+      {"erf", "erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); },
+       Result::Float, all, -3, 3},
+      {"sigmoid",
+       "sigmoid",
+       [](const Tensor& x) { return sigmoid(x); },
+       ref_sigmoid,
+       Result::Float,
+       all,
+       -10,
+       10,
        {kNaN, kInf, -kInf, 0.0, -0.0, 50.0, -50.0, 1e-30, 1e30, -1e30}},
-      {"silu", "silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x / (1.0 + std::exp(-x)); },
-       Result::Float, all, -10, 10, {kNaN, kInf, 0.0, -0.0, 50.0, -50.0, 1e-30, 1e30}},
-      {"gelu", "gelu", [](const Tensor& x) { return gelu(x); }, ref_gelu, Result::Float, all, -5, 5,
+      {"silu",
+       "silu",
+       [](const Tensor& x) { return silu(x); },
+       [](double x) { return x / (1.0 + std::exp(-x)); },
+       Result::Float,
+       all,
+       -10,
+       10,
+       {kNaN, kInf, 0.0, -0.0, 50.0, -50.0, 1e-30, 1e30}},
+      {"gelu",
+       "gelu",
+       [](const Tensor& x) { return gelu(x); },
+       ref_gelu,
+       Result::Float,
+       all,
+       -5,
+       5,
        {kNaN, kInf, 0.0, -0.0, 10.0, -10.0, 1e-30, 1e30}},
-      {"gelu_tanh", "gelu", [](const Tensor& x) { return gelu(x, "tanh"); }, ref_gelu_tanh, Result::Float, all, -5, 5,
+      {"gelu_tanh",
+       "gelu",
+       [](const Tensor& x) { return gelu(x, "tanh"); },
+       ref_gelu_tanh,
+       Result::Float,
+       all,
+       -5,
+       5,
        {kNaN, kInf, 0.0, -0.0, 10.0, -10.0, 1e-30, 1e30, -1e30}},
   };
   return v;
@@ -288,17 +410,20 @@ const bool kInplaceUnaryRegistered = [] {
       Tensor& r = call(x);
       EXPECT_TRUE(r.is_same(x)) << "an in-place op must return its tensor";
       if (x.numel()) {
-      EXPECT_GT(x.impl()->storage()->version(), version) << "version not bumped";
-    }
+        EXPECT_GT(x.impl()->storage()->version(), version) << "version not bumped";
+      }
       return std::vector<Tensor>{x};
     };
     auto f = u.f;
-    info.ref = [f](const std::vector<Ref>& in) { return std::vector<Ref>{inplace(in, Result::Promote, lift(f))}; };
+    info.ref = [f](const std::vector<Ref>& in) {
+      return std::vector<Ref>{inplace(in, Result::Promote, lift(f))};
+    };
     if (u.dtypes == kFloatDTypes) {
-      info.errors.push_back(expect_error<DTypeError>("int tensor in place", "can't be cast", [call] {
-        Tensor x = ones({3}, DType::Int64);
-        call(x);
-      }));
+      info.errors.push_back(
+          expect_error<DTypeError>("int tensor in place", "can't be cast", [call] {
+            Tensor x = ones({3}, DType::Int64);
+            call(x);
+          }));
     }
     info.errors.push_back(expect_error<ValueError>("expanded tensor in place", "expanded", [call] {
       Tensor x = ones({1}, DType::Float32).expand({4});
@@ -312,7 +437,8 @@ const bool kInplaceUnaryRegistered = [] {
 // ---- nan_to_num ----
 double nan_to_num_ref(double x, DType dt, double nan, std::optional<double> posinf,
                       std::optional<double> neginf) {
-  const double mx = dt == DType::Float32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
+  const double mx =
+      dt == DType::Float32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
   if (std::isnan(x)) return nan;
   if (x == kInf) return posinf.value_or(mx);
   if (x == -kInf) return neginf.value_or(-mx);
@@ -329,11 +455,15 @@ void register_nan_to_num(std::string name, double nan, std::optional<double> pos
     if (is_floating(dt)) {
       s.push_back({"special values", {floats(kSpecial, dt)}});
       s.push_back({"special values [2, 11] transposed",
-                   {floats([] {
-                      std::vector<double> v = kSpecial;
-                      v.insert(v.end(), kSpecial.rbegin(), kSpecial.rend());
-                      return v;
-                    }(), dt).view({11, 2}).t()}});
+                   {floats(
+                        [] {
+                          std::vector<double> v = kSpecial;
+                          v.insert(v.end(), kSpecial.rbegin(), kSpecial.rend());
+                          return v;
+                        }(),
+                        dt)
+                        .view({11, 2})
+                        .t()}});
     }
     return s;
   };
@@ -346,11 +476,13 @@ void register_nan_to_num(std::string name, double nan, std::optional<double> pos
       return cast_to(nan_to_num_ref(x, dt, nan, posinf, neginf), dt);
     })};
   };
-  info.errors.push_back(wrong_out_shape("nan_to_num", {ones({3})}, Attrs{0.0, AttrValue(), AttrValue()}));
-  info.errors.push_back(expect_error<DTypeError>("int input through the OpDef", "not supported", [] {
-    run_into("nan_to_num", {ones({3}, DType::Int64)}, Attrs{0.0, AttrValue(), AttrValue()},
-             zeros({3}, DType::Int64));
-  }));
+  info.errors.push_back(
+      wrong_out_shape("nan_to_num", {ones({3})}, Attrs{0.0, AttrValue(), AttrValue()}));
+  info.errors.push_back(
+      expect_error<DTypeError>("int input through the OpDef", "not supported", [] {
+        run_into("nan_to_num", {ones({3}, DType::Int64)}, Attrs{0.0, AttrValue(), AttrValue()},
+                 zeros({3}, DType::Int64));
+      }));
   RegisterOpInfo{std::move(info)};
 }
 const bool kNanToNumRegistered = [] {
@@ -383,7 +515,8 @@ const bool kPredicatesRegistered = [] {
   info.samples = [](DType dt) { return unary_samples(dt); };
   info.fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{!in[0]}; };
   info.ref = [](const std::vector<Ref>& in) {
-    return std::vector<Ref>{elementwise(in, Result::Bool, lift([](double x) { return x == 0 ? 1.0 : 0.0; }))};
+    return std::vector<Ref>{
+        elementwise(in, Result::Bool, lift([](double x) { return x == 0 ? 1.0 : 0.0; }))};
   };
   info.errors.push_back(wrong_out_shape("logical_not", {ones({3})}));
   RegisterOpInfo{std::move(info)};
@@ -397,8 +530,8 @@ double clamp_ref(double x, std::optional<double> lo, std::optional<double> hi) {
   if (hi && x > *hi) x = *hi;
   return x;
 }
-std::vector<Ref> clamp_refs(const std::vector<Ref>& in, std::optional<Scalar> lo, std::optional<Scalar> hi,
-                            bool in_place) {
+std::vector<Ref> clamp_refs(const std::vector<Ref>& in, std::optional<Scalar> lo,
+                            std::optional<Scalar> hi, bool in_place) {
   // The bounds take part in type promotion as C++ numbers.
   std::vector<Ref> ops = {in[0]};
   for (const auto& b : {lo, hi})
@@ -423,23 +556,23 @@ void register_clamp(std::string name, std::optional<Scalar> lo, std::optional<Sc
     return s;
   };
   info.fn = [=](const std::vector<Tensor>& in) {
-    if (!in_place) return std::vector<Tensor>{use_clip ? clip(in[0], lo, hi) : clamp(in[0], lo, hi)};
+    if (!in_place)
+      return std::vector<Tensor>{use_clip ? clip(in[0], lo, hi) : clamp(in[0], lo, hi)};
     Tensor x = in[0];
     Tensor& r = x.clamp_(lo, hi);
     EXPECT_TRUE(r.is_same(x));
     return std::vector<Tensor>{x};
   };
   info.ref = [=](const std::vector<Ref>& in) { return clamp_refs(in, lo, hi, in_place); };
-  info.errors.push_back(expect_error<ValueError>("neither bound", "at least one", [] {
-    clamp(ones({2}), std::nullopt, std::nullopt);
-  }));
-  info.errors.push_back(expect_error<DTypeError>("bool tensor", "bool", [] {
-    clamp(ones({2}, DType::Bool), true, std::nullopt);
-  }));
-  info.errors.push_back(expect_error<DTypeError>("in place on int64 with a float bound", "can't be cast", [] {
-    Tensor x = ones({2}, DType::Int64);
-    clamp_(x, 0.5, std::nullopt);
-  }));
+  info.errors.push_back(expect_error<ValueError>(
+      "neither bound", "at least one", [] { clamp(ones({2}), std::nullopt, std::nullopt); }));
+  info.errors.push_back(expect_error<DTypeError>(
+      "bool tensor", "bool", [] { clamp(ones({2}, DType::Bool), true, std::nullopt); }));
+  info.errors.push_back(
+      expect_error<DTypeError>("in place on int64 with a float bound", "can't be cast", [] {
+        Tensor x = ones({2}, DType::Int64);
+        clamp_(x, 0.5, std::nullopt);
+      }));
   RegisterOpInfo{std::move(info)};
 }
 const bool kClampRegistered = [] {
@@ -474,12 +607,14 @@ struct BinarySpec {
 
 std::vector<Sample> binary_op_samples(const BinarySpec& s, DType dt) {
   std::vector<Sample> out = binary_samples(dt, s.lo, s.hi, s.lo2, s.hi2);
-  for (Sample& p : promotion_samples(dt, s.lo, s.hi, s.lo2, s.hi2, kAllDTypes, s.supported,
-                                     s.numbers_float))
+  for (Sample& p :
+       promotion_samples(dt, s.lo, s.hi, s.lo2, s.hi2, kAllDTypes, s.supported, s.numbers_float))
     out.push_back(std::move(p));
   if (is_floating(dt) && !s.special_a.empty()) {
-    const int64_t n = static_cast<int64_t>(s.special_a.size()), m = static_cast<int64_t>(s.special_b.size());
-    out.push_back({"special values crossed", {floats(s.special_a, dt).view({n, 1}), floats(s.special_b, dt).view({1, m})}});
+    const int64_t n = static_cast<int64_t>(s.special_a.size()),
+                  m = static_cast<int64_t>(s.special_b.size());
+    out.push_back({"special values crossed",
+                   {floats(s.special_a, dt).view({n, 1}), floats(s.special_b, dt).view({1, m})}});
   }
   if (s.divisor)
     for (Sample& p : out) p.inputs[1] = no_int_zeros(p.inputs[1]);
@@ -493,15 +628,20 @@ OpInfo binary_info(BinarySpec s) {
   info.dtypes = s.dtypes;
   info.samples = [s](DType dt) { return binary_op_samples(s, dt); };
   auto call = s.call;
-  info.fn = [call](const std::vector<Tensor>& in) { return std::vector<Tensor>{call(in[0], in[1])}; };
+  info.fn = [call](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{call(in[0], in[1])};
+  };
   auto f = s.f;
   auto r = s.result;
-  info.ref = [f, r](const std::vector<Ref>& in) { return std::vector<Ref>{elementwise(in, r, lift(f))}; };
+  info.ref = [f, r](const std::vector<Ref>& in) {
+    return std::vector<Ref>{elementwise(in, r, lift(f))};
+  };
   info.errors = s.errors;
   const DType dt = s.dtypes.back();
-  info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [call, dt] {
-    call(ones({2, 3}, dt), ones({4}, dt));
-  }));
+  info.errors.push_back(
+      expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [call, dt] {
+        call(ones({2, 3}, dt), ones({4}, dt));
+      }));
   return info;
 }
 
@@ -529,16 +669,24 @@ double int_pow_ref(double a, double b) {
   for (int64_t i = 0; i < static_cast<int64_t>(b); ++i) r *= a;
   return r;
 }
-double max_ref(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b); }
-double min_ref(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b); }
+double max_ref(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+}
+double min_ref(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
+}
 double b2d(bool b) { return b ? 1.0 : 0.0; }
 
-ErrorCase bool_unsupported(const char* what, std::function<Tensor(const Tensor&, const Tensor&)> call,
+ErrorCase bool_unsupported(const char* what,
+                           std::function<Tensor(const Tensor&, const Tensor&)> call,
                            std::string needle = "bool") {
-  return expect_error<DTypeError>(what, needle, [call] { call(ones({3}, DType::Bool), ones({3}, DType::Bool)); });
+  return expect_error<DTypeError>(what, needle,
+                                  [call] { call(ones({3}, DType::Bool), ones({3}, DType::Bool)); });
 }
-ErrorCase float_unsupported(const char* what, std::function<Tensor(const Tensor&, const Tensor&)> call) {
-  return expect_error<DTypeError>(what, "float32", [call] { call(ones({3}), ones({3}, DType::Int64)); });
+ErrorCase float_unsupported(const char* what,
+                            std::function<Tensor(const Tensor&, const Tensor&)> call) {
+  return expect_error<DTypeError>(what, "float32",
+                                  [call] { call(ones({3}), ones({3}, DType::Int64)); });
 }
 ErrorCase int_div_by_zero(std::function<Tensor(const Tensor&, const Tensor&)> call) {
   return expect_error<ValueError>("integer division by zero", "division by zero", [call] {
@@ -555,73 +703,246 @@ std::vector<BinarySpec> binary_specs() {
   auto add2 = [](double a, double b) { return a + b; };
   auto sub2 = [](double a, double b) { return a - b; };
   std::vector<BinarySpec> v;
-  v.push_back({"add", {"add"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return add(a, b); }, add2,
-               Result::Promote, any_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB});
-  v.push_back({"add_alpha", {"add"}, kNumericDTypes, [](const Tensor& a, const Tensor& b) { return add(a, b, 3); },
-               [](double a, double b) { return a + 3 * b; }, Result::Promote, numeric_dtype});
-  v.push_back({"add_float_alpha", {"add"}, kFloatDTypes, [](const Tensor& a, const Tensor& b) { return add(a, b, -0.5); },
-               [](double a, double b) { return a - 0.5 * b; }, Result::Promote,
+  v.push_back({"add",
+               {"add"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return add(a, b); },
+               add2,
+               Result::Promote,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB});
+  v.push_back({"add_alpha",
+               {"add"},
+               kNumericDTypes,
+               [](const Tensor& a, const Tensor& b) { return add(a, b, 3); },
+               [](double a, double b) { return a + 3 * b; },
+               Result::Promote,
+               numeric_dtype});
+  v.push_back({"add_float_alpha",
+               {"add"},
+               kFloatDTypes,
+               [](const Tensor& a, const Tensor& b) { return add(a, b, -0.5); },
+               [](double a, double b) { return a - 0.5 * b; },
+               Result::Promote,
                [](DType d) { return is_floating(d); }});
-  v.push_back({"add_bool_alpha", {"add"}, {DType::Bool}, [](const Tensor& a, const Tensor& b) { return add(a, b, true); },
-               [](double a, double b) { return a + b; }, Result::Promote, any_dtype});
+  v.push_back({"add_bool_alpha",
+               {"add"},
+               {DType::Bool},
+               [](const Tensor& a, const Tensor& b) { return add(a, b, true); },
+               [](double a, double b) { return a + b; },
+               Result::Promote,
+               any_dtype});
   v.back().errors.push_back(expect_error<DTypeError>("float alpha with int inputs", "alpha", [] {
     add(ones({2}, DType::Int32), ones({2}, DType::Int32), 0.5);
   }));
   v.back().errors.push_back(expect_error<DTypeError>("int alpha with bool inputs", "alpha", [] {
     add(ones({2}, DType::Bool), ones({2}, DType::Bool), 2);
   }));
-  v.push_back({"sub", {"sub"}, kNumericDTypes, [](const Tensor& a, const Tensor& b) { return sub(a, b); }, sub2,
-               Result::Promote, numeric_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB,
-               false, {bool_unsupported("bool - bool", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
-                                        "logical_xor")}});
-  v.push_back({"sub_alpha", {"sub"}, kNumericDTypes, [](const Tensor& a, const Tensor& b) { return sub(a, b, 2); },
-               [](double a, double b) { return a - 2 * b; }, Result::Promote, numeric_dtype});
-  v.push_back({"mul", {"mul"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return mul(a, b); },
-               [](double a, double b) { return a * b; }, Result::Promote, any_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB});
+  v.push_back({"sub",
+               {"sub"},
+               kNumericDTypes,
+               [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+               sub2,
+               Result::Promote,
+               numeric_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB,
+               false,
+               {bool_unsupported(
+                   "bool - bool", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+                   "logical_xor")}});
+  v.push_back({"sub_alpha",
+               {"sub"},
+               kNumericDTypes,
+               [](const Tensor& a, const Tensor& b) { return sub(a, b, 2); },
+               [](double a, double b) { return a - 2 * b; },
+               Result::Promote,
+               numeric_dtype});
+  v.push_back({"mul",
+               {"mul"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+               [](double a, double b) { return a * b; },
+               Result::Promote,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB});
   // True division: integers (zero divisors included) become float32.
-  v.push_back({"div", {"div"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return div(a, b); },
-               [](double a, double b) { return a / b; }, Result::Float, any_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB});
-  v.back().errors.push_back(expect_error<DTypeError>("float result into an int output", "can't be cast", [] {
-    run_into("div", {ones({2}, DType::Int64), ones({2}, DType::Int64)}, {}, zeros({2}, DType::Int64));
-  }));
-  v.push_back({"div_floor", {"floor_divide"}, kNumericDTypes,
-               [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }, floor_div_ref, Result::Promote,
-               numeric_dtype, -9, 9, -4, 4, kSpecialA, kSpecialB, true,
-               {int_div_by_zero([](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }),
-                bool_unsupported("bool // bool", [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }),
-                expect_error<ValueError>("unknown rounding mode", "rounding_mode", [] {
-                  div(ones({2}), ones({2}), "round");
-                })}});
-  v.push_back({"floor_divide", {"floor_divide"}, kNumericDTypes,
-               [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }, floor_div_ref, Result::Promote,
-               numeric_dtype, -9, 9, -4, 4, {}, {}, true,
-               {int_div_by_zero([](const Tensor& a, const Tensor& b) { return floor_divide(a, b); })}});
-  v.push_back({"div_trunc", {"trunc_divide"}, kNumericDTypes,
-               [](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); }, trunc_div_ref, Result::Promote,
-               numeric_dtype, -9, 9, -4, 4, kSpecialA, kSpecialB, true,
-               {int_div_by_zero([](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); }),
-                bool_unsupported("bool trunc-div bool",
-                                 [](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); })}});
-  v.push_back({"remainder", {"remainder"}, kNumericDTypes, [](const Tensor& a, const Tensor& b) { return remainder(a, b); },
-               remainder_ref, Result::Promote, numeric_dtype, -9, 9, -4, 4, kSpecialA, kSpecialB, true,
+  v.push_back({"div",
+               {"div"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return div(a, b); },
+               [](double a, double b) { return a / b; },
+               Result::Float,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB});
+  v.back().errors.push_back(
+      expect_error<DTypeError>("float result into an int output", "can't be cast", [] {
+        run_into("div", {ones({2}, DType::Int64), ones({2}, DType::Int64)}, {},
+                 zeros({2}, DType::Int64));
+      }));
+  v.push_back(
+      {"div_floor",
+       {"floor_divide"},
+       kNumericDTypes,
+       [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); },
+       floor_div_ref,
+       Result::Promote,
+       numeric_dtype,
+       -9,
+       9,
+       -4,
+       4,
+       kSpecialA,
+       kSpecialB,
+       true,
+       {int_div_by_zero([](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }),
+        bool_unsupported("bool // bool",
+                         [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); }),
+        expect_error<ValueError>("unknown rounding mode", "rounding_mode",
+                                 [] { div(ones({2}), ones({2}), "round"); })}});
+  v.push_back(
+      {"floor_divide",
+       {"floor_divide"},
+       kNumericDTypes,
+       [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); },
+       floor_div_ref,
+       Result::Promote,
+       numeric_dtype,
+       -9,
+       9,
+       -4,
+       4,
+       {},
+       {},
+       true,
+       {int_div_by_zero([](const Tensor& a, const Tensor& b) { return floor_divide(a, b); })}});
+  v.push_back(
+      {"div_trunc",
+       {"trunc_divide"},
+       kNumericDTypes,
+       [](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); },
+       trunc_div_ref,
+       Result::Promote,
+       numeric_dtype,
+       -9,
+       9,
+       -4,
+       4,
+       kSpecialA,
+       kSpecialB,
+       true,
+       {int_div_by_zero([](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); }),
+        bool_unsupported("bool trunc-div bool",
+                         [](const Tensor& a, const Tensor& b) { return div(a, b, "trunc"); })}});
+  v.push_back({"remainder",
+               {"remainder"},
+               kNumericDTypes,
+               [](const Tensor& a, const Tensor& b) { return remainder(a, b); },
+               remainder_ref,
+               Result::Promote,
+               numeric_dtype,
+               -9,
+               9,
+               -4,
+               4,
+               kSpecialA,
+               kSpecialB,
+               true,
                {int_div_by_zero([](const Tensor& a, const Tensor& b) { return remainder(a, b); }),
-                bool_unsupported("bool % bool", [](const Tensor& a, const Tensor& b) { return remainder(a, b); })}});
+                bool_unsupported("bool % bool", [](const Tensor& a, const Tensor& b) {
+                  return remainder(a, b);
+                })}});
   // pow with tensor exponents: float bases kept positive (real results); integer exponents >= 0
   // here, negative integer exponents in their own OpInfo.
-  v.push_back({"pow", {"pow"}, kNumericDTypes, [](const Tensor& a, const Tensor& b) { return pow(a, b); },
-               [](double a, double b) { return std::pow(a, b); }, Result::Promote, numeric_dtype, 0.25, 3, 0, 4,
+  v.push_back({"pow",
+               {"pow"},
+               kNumericDTypes,
+               [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+               [](double a, double b) { return std::pow(a, b); },
+               Result::Promote,
+               numeric_dtype,
+               0.25,
+               3,
+               0,
+               4,
                {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, -2.0, 0.5},
-               {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 2.0, 3.0, 0.5, -2.5}, false,
-               {bool_unsupported("bool ** bool", [](const Tensor& a, const Tensor& b) { return pow(a, b); })}});
-  v.push_back({"pow_int_negative_exponents", {"pow"}, {DType::Int32, DType::Int64},
-               [](const Tensor& a, const Tensor& b) { return pow(a, b); }, int_pow_ref, Result::Promote,
-               integral_dtype, -3, 3, -4, 4, {}, {}, false, {}, false});
-  v.push_back({"maximum", {"maximum"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
-               max_ref, Result::Promote, any_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB});
-  v.push_back({"minimum", {"minimum"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
-               min_ref, Result::Promote, any_dtype, -5, 5, -5, 5, kSpecialA, kSpecialB});
-  v.push_back({"atan2", {"atan2"}, kAllDTypes, [](const Tensor& a, const Tensor& b) { return atan2(a, b); },
-               [](double a, double b) { return std::atan2(a, b); }, Result::Float, any_dtype, -5, 5, -5, 5, kSpecialA,
+               {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 2.0, 3.0, 0.5, -2.5},
+               false,
+               {bool_unsupported("bool ** bool",
+                                 [](const Tensor& a, const Tensor& b) { return pow(a, b); })}});
+  v.push_back({"pow_int_negative_exponents",
+               {"pow"},
+               {DType::Int32, DType::Int64},
+               [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+               int_pow_ref,
+               Result::Promote,
+               integral_dtype,
+               -3,
+               3,
+               -4,
+               4,
+               {},
+               {},
+               false,
+               {},
+               false});
+  v.push_back({"maximum",
+               {"maximum"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+               max_ref,
+               Result::Promote,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB});
+  v.push_back({"minimum",
+               {"minimum"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+               min_ref,
+               Result::Promote,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
+               kSpecialB});
+  v.push_back({"atan2",
+               {"atan2"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return atan2(a, b); },
+               [](double a, double b) { return std::atan2(a, b); },
+               Result::Float,
+               any_dtype,
+               -5,
+               5,
+               -5,
+               5,
+               kSpecialA,
                kSpecialB});
   struct Cmp {
     const char* name;
@@ -637,10 +958,23 @@ std::vector<BinarySpec> binary_specs() {
            {"ge", ge, [](double a, double b) { return b2d(a >= b); }},
            {"logical_and", logical_and, [](double a, double b) { return b2d(a != 0 && b != 0); }},
            {"logical_or", logical_or, [](double a, double b) { return b2d(a != 0 || b != 0); }},
-           {"logical_xor", logical_xor, [](double a, double b) { return b2d((a != 0) != (b != 0)); }},
+           {"logical_xor", logical_xor,
+            [](double a, double b) { return b2d((a != 0) != (b != 0)); }},
        }) {
     // Small integer ranges so that equal values actually occur.
-    v.push_back({c.name, {c.name}, kAllDTypes, c.call, c.f, Result::Bool, any_dtype, -2, 2, -2, 2, kSpecialA, kSpecialB});
+    v.push_back({c.name,
+                 {c.name},
+                 kAllDTypes,
+                 c.call,
+                 c.f,
+                 Result::Bool,
+                 any_dtype,
+                 -2,
+                 2,
+                 -2,
+                 2,
+                 kSpecialA,
+                 kSpecialB});
   }
   struct Bit {
     const char* name;
@@ -649,19 +983,38 @@ std::vector<BinarySpec> binary_specs() {
   };
   for (const Bit& b : std::vector<Bit>{
            {"bitwise_and", bitwise_and,
-            [](double a, double b) { return double(static_cast<int64_t>(a) & static_cast<int64_t>(b)); }},
+            [](double a, double b) {
+              return double(static_cast<int64_t>(a) & static_cast<int64_t>(b));
+            }},
            {"bitwise_or", bitwise_or,
-            [](double a, double b) { return double(static_cast<int64_t>(a) | static_cast<int64_t>(b)); }},
+            [](double a, double b) {
+              return double(static_cast<int64_t>(a) | static_cast<int64_t>(b));
+            }},
            {"bitwise_xor", bitwise_xor,
-            [](double a, double b) { return double(static_cast<int64_t>(a) ^ static_cast<int64_t>(b)); }},
+            [](double a, double b) {
+              return double(static_cast<int64_t>(a) ^ static_cast<int64_t>(b));
+            }},
        }) {
     auto call = b.call;
-    v.push_back({b.name, {b.name}, {DType::Bool, DType::Int32, DType::Int64}, call, b.f, Result::Promote,
-                 integral_dtype, -40, 40, -40, 40, {}, {}, false,
-                 {float_unsupported("float operand", call),
-                  expect_error<DTypeError>("float C++ number", "float32",
-                                           [call] { call(ones({2}, DType::Int32), wrap_scalar(1.5)); })},
-                 false});
+    v.push_back(
+        {b.name,
+         {b.name},
+         {DType::Bool, DType::Int32, DType::Int64},
+         call,
+         b.f,
+         Result::Promote,
+         integral_dtype,
+         -40,
+         40,
+         -40,
+         40,
+         {},
+         {},
+         false,
+         {float_unsupported("float operand", call),
+          expect_error<DTypeError>("float C++ number", "float32",
+                                   [call] { call(ones({2}, DType::Int32), wrap_scalar(1.5)); })},
+         false});
   }
   return v;
 }
@@ -672,7 +1025,8 @@ const bool kBinaryRegistered = [] {
 }();
 
 // ---- pow with a C++ number exponent or base ----
-void register_pow_scalar(std::string name, Scalar exponent, std::vector<DType> dtypes, double lo, double hi) {
+void register_pow_scalar(std::string name, Scalar exponent, std::vector<DType> dtypes, double lo,
+                         double hi) {
   OpInfo info;
   info.name = name;
   info.covers = {"pow"};
@@ -688,11 +1042,14 @@ void register_pow_scalar(std::string name, Scalar exponent, std::vector<DType> d
   info.ref = [exponent](const std::vector<Ref>& in) {
     std::vector<Ref> ops = {in[0], Ref{{}, {exponent.to_double()}, exponent.dtype(), true}};
     Ref r = elementwise(ops, Result::Promote, lift([](double a, double b) {
-      return std::floor(b) == b && b >= 0 && std::fabs(a) < 1e6 ? int_pow_ref(a, b) : std::pow(a, b);
-    }));
+                          return std::floor(b) == b && b >= 0 && std::fabs(a) < 1e6
+                                     ? int_pow_ref(a, b)
+                                     : std::pow(a, b);
+                        }));
     return std::vector<Ref>{r, r};
   };
-  info.errors.push_back(expect_error<ValueError>("int tensor to a negative int power", "negative integer powers",
+  info.errors.push_back(expect_error<ValueError>("int tensor to a negative int power",
+                                                 "negative integer powers",
                                                  [] { pow(ones({2}, DType::Int64), -2); }));
   info.errors.push_back(expect_error<DTypeError>("bool tensor to a bool power", "bool",
                                                  [] { pow(ones({2}, DType::Bool), true); }));
@@ -710,15 +1067,18 @@ const bool kPowScalarRegistered = [] {
   info.covers = {"pow"};
   info.dtypes = kNumericDTypes;
   info.samples = [](DType dt) { return unary_samples(dt, 0, 6); };
-  info.fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{pow(2, in[0]), pow(1.5, in[0])}; };
+  info.fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{pow(2, in[0]), pow(1.5, in[0])};
+  };
   info.ref = [](const std::vector<Ref>& in) {
     Ref two{{}, {2.0}, DType::Int64, true}, onehalf{{}, {1.5}, DType::Float64, true};
     const bool int_result = !is_floating(expected_result_type({two, in[0]}));
-    return std::vector<Ref>{elementwise({two, in[0]}, Result::Promote,
-                                        int_result ? lift(int_pow_ref)
-                                                   : lift([](double a, double b) { return std::pow(a, b); })),
-                            elementwise({onehalf, in[0]}, Result::Promote,
-                                        lift([](double a, double b) { return std::pow(a, b); }))};
+    return std::vector<Ref>{
+        elementwise({two, in[0]}, Result::Promote,
+                    int_result ? lift(int_pow_ref)
+                               : lift([](double a, double b) { return std::pow(a, b); })),
+        elementwise({onehalf, in[0]}, Result::Promote,
+                    lift([](double a, double b) { return std::pow(a, b); }))};
   };
   info.errors.push_back(expect_error<DTypeError>("bool base and bool exponent", "bool",
                                                  [] { pow(true, ones({2}, DType::Bool)); }));
@@ -731,7 +1091,8 @@ const bool kPowScalarRegistered = [] {
 // self (written in place) against others of every dtype whose promotion with self's can be
 // written back; self in several layouts.
 std::vector<Sample> inplace_binary_samples(DType dt, double lo, double hi, double lo2, double hi2,
-                                           const std::function<bool(DType)>& supported, bool divisor) {
+                                           const std::function<bool(DType)>& supported,
+                                           bool divisor) {
   auto a = [&](std::vector<int64_t> s, Layout l = Layout::Contiguous) {
     return make_tensor_for_test(s, dt, lo, hi, l, 11);
   };
@@ -753,7 +1114,8 @@ std::vector<Sample> inplace_binary_samples(DType dt, double lo, double hi, doubl
     keep({"[4, 5] += [5]" + on, {a({4, 5}), b({5})}});
     keep({"[4, 5] += 0-d" + on, {a({4, 5}), b({})}});
     keep({"transposed [6, 9] += [6, 1]" + on, {a({6, 9}, Layout::Transposed), b({6, 1})}});
-    keep({"strided [3, 4, 5] += transposed [3, 4, 5]" + on, {a({3, 4, 5}, Layout::Strided), b({3, 4, 5}, Layout::Transposed)}});
+    keep({"strided [3, 4, 5] += transposed [3, 4, 5]" + on,
+          {a({3, 4, 5}, Layout::Strided), b({3, 4, 5}, Layout::Transposed)}});
     keep({"0-d += 0-d" + on, {a({}), b({})}});
     keep({"empty [2, 0] += [1]" + on, {a({2, 0}), b({1})}});
     keep({"large [300, 200] += [200]" + on, {a({300, 200}), b({200})}});
@@ -802,41 +1164,52 @@ void register_inplace_binary(InplaceBinary s) {
   };
   auto f = s.f;
   auto r = s.result;
-  info.ref = [f, r](const std::vector<Ref>& in) { return std::vector<Ref>{inplace(in, r, lift(f))}; };
-  info.errors.push_back(expect_error<ShapeError>("in place would change the shape", "cannot change", [call] {
-    Tensor x = ones({3});
-    call(x, ones({2, 3}));
-  }));
-  info.errors.push_back(expect_error<ValueError>("in place into an expanded tensor", "expanded", [call] {
-    Tensor x = ones({1, 3}).expand({4, 3});
-    call(x, ones({4, 3}));
-  }));
-  info.errors.push_back(expect_error<DTypeError>("in place needing a narrowing cast", "can't be cast", [call] {
-    Tensor x = ones({3}, DType::Int64);
-    call(x, ones({3}, DType::Float32));
-  }));
+  info.ref = [f, r](const std::vector<Ref>& in) {
+    return std::vector<Ref>{inplace(in, r, lift(f))};
+  };
+  info.errors.push_back(
+      expect_error<ShapeError>("in place would change the shape", "cannot change", [call] {
+        Tensor x = ones({3});
+        call(x, ones({2, 3}));
+      }));
+  info.errors.push_back(
+      expect_error<ValueError>("in place into an expanded tensor", "expanded", [call] {
+        Tensor x = ones({1, 3}).expand({4, 3});
+        call(x, ones({4, 3}));
+      }));
+  info.errors.push_back(
+      expect_error<DTypeError>("in place needing a narrowing cast", "can't be cast", [call] {
+        Tensor x = ones({3}, DType::Int64);
+        call(x, ones({3}, DType::Float32));
+      }));
   RegisterOpInfo{std::move(info)};
 }
 
 const bool kInplaceBinaryRegistered = [] {
-  register_inplace_binary({"add_", "add", kAllDTypes, [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); },
+  register_inplace_binary({"add_", "add", kAllDTypes,
+                           [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); },
                            [](double a, double b) { return a + b; }, Result::Promote});
   register_inplace_binary({"add_alpha_", "add", kNumericDTypes,
                            [](Tensor& a, const Tensor& b) -> Tensor& { return a.add_(b, 2); },
-                           [](double a, double b) { return a + 2 * b; }, Result::Promote, numeric_dtype});
+                           [](double a, double b) { return a + 2 * b; }, Result::Promote,
+                           numeric_dtype});
   register_inplace_binary({"sub_", "sub", kNumericDTypes,
                            [](Tensor& a, const Tensor& b) -> Tensor& { return a.sub_(b, 3); },
-                           [](double a, double b) { return a - 3 * b; }, Result::Promote, numeric_dtype});
-  register_inplace_binary({"mul_", "mul", kAllDTypes, [](Tensor& a, const Tensor& b) -> Tensor& { return a.mul_(b); },
+                           [](double a, double b) { return a - 3 * b; }, Result::Promote,
+                           numeric_dtype});
+  register_inplace_binary({"mul_", "mul", kAllDTypes,
+                           [](Tensor& a, const Tensor& b) -> Tensor& { return a.mul_(b); },
                            [](double a, double b) { return a * b; }, Result::Promote});
-  register_inplace_binary({"div_", "div", kFloatDTypes, [](Tensor& a, const Tensor& b) -> Tensor& { return a.div_(b); },
+  register_inplace_binary({"div_", "div", kFloatDTypes,
+                           [](Tensor& a, const Tensor& b) -> Tensor& { return a.div_(b); },
                            [](double a, double b) { return a / b; }, Result::Float});
   register_inplace_binary({"operator_plus_eq", "add", kAllDTypes,
                            [](Tensor& a, const Tensor& b) -> Tensor& { return a += b; },
                            [](double a, double b) { return a + b; }, Result::Promote});
   register_inplace_binary({"operator_minus_eq", "sub", kNumericDTypes,
                            [](Tensor& a, const Tensor& b) -> Tensor& { return a -= b; },
-                           [](double a, double b) { return a - b; }, Result::Promote, numeric_dtype});
+                           [](double a, double b) { return a - b; }, Result::Promote,
+                           numeric_dtype});
   register_inplace_binary({"operator_times_eq", "mul", kAllDTypes,
                            [](Tensor& a, const Tensor& b) -> Tensor& { return a *= b; },
                            [](double a, double b) { return a * b; }, Result::Promote});
@@ -857,38 +1230,51 @@ const bool kInplaceScalarRegistered = [] {
     std::vector<Tensor> out;
     auto fresh = [&] { return in[0].clone(); };
     Tensor t;
-    t = fresh(); out.push_back(t.add_(2));
-    t = fresh(); out.push_back(t.mul_(-1.5));
-    t = fresh(); out.push_back(t.div_(4));
-    t = fresh(); out.push_back(t += 1.25);
-    t = fresh(); out.push_back(t -= 3);
-    t = fresh(); out.push_back(t *= 2);
-    t = fresh(); out.push_back(t /= 0.5);
-    t = fresh(); out.push_back(pow_(t, 2));
-    t = fresh(); out.push_back(pow_(t, 0.5));
+    t = fresh();
+    out.push_back(t.add_(2));
+    t = fresh();
+    out.push_back(t.mul_(-1.5));
+    t = fresh();
+    out.push_back(t.div_(4));
+    t = fresh();
+    out.push_back(t += 1.25);
+    t = fresh();
+    out.push_back(t -= 3);
+    t = fresh();
+    out.push_back(t *= 2);
+    t = fresh();
+    out.push_back(t /= 0.5);
+    t = fresh();
+    out.push_back(pow_(t, 2));
+    t = fresh();
+    out.push_back(pow_(t, 0.5));
     return out;
   };
   info.ref = [](const std::vector<Ref>& in) {
     const DType dt = in[0].dtype;
     auto m = [&](UnaryFn f) { return map(in[0], dt, [&](double x) { return cast_to(f(x), dt); }); };
-    return std::vector<Ref>{m([](double x) { return x + 2; }),    m([](double x) { return x * -1.5; }),
-                            m([](double x) { return x / 4; }),    m([](double x) { return x + 1.25; }),
-                            m([](double x) { return x - 3; }),    m([](double x) { return x * 2; }),
-                            m([](double x) { return x / 0.5; }),  m([](double x) { return x * x; }),
-                            m([](double x) { return std::sqrt(x); })};
+    return std::vector<Ref>{
+        m([](double x) { return x + 2; }),       m([](double x) { return x * -1.5; }),
+        m([](double x) { return x / 4; }),       m([](double x) { return x + 1.25; }),
+        m([](double x) { return x - 3; }),       m([](double x) { return x * 2; }),
+        m([](double x) { return x / 0.5; }),     m([](double x) { return x * x; }),
+        m([](double x) { return std::sqrt(x); })};
   };
-  info.errors.push_back(expect_error<DTypeError>("int tensor divided in place", "can't be cast", [] {
-    Tensor x = ones({2}, DType::Int32);
-    x.div_(2);
-  }));
-  info.errors.push_back(expect_error<DTypeError>("int tensor times a float in place", "can't be cast", [] {
-    Tensor x = ones({2}, DType::Int32);
-    x *= 0.5;
-  }));
-  info.errors.push_back(expect_error<DTypeError>("int tensor to a float power in place", "can't be cast", [] {
-    Tensor x = ones({2}, DType::Int32);
-    pow_(x, 0.5);
-  }));
+  info.errors.push_back(
+      expect_error<DTypeError>("int tensor divided in place", "can't be cast", [] {
+        Tensor x = ones({2}, DType::Int32);
+        x.div_(2);
+      }));
+  info.errors.push_back(
+      expect_error<DTypeError>("int tensor times a float in place", "can't be cast", [] {
+        Tensor x = ones({2}, DType::Int32);
+        x *= 0.5;
+      }));
+  info.errors.push_back(
+      expect_error<DTypeError>("int tensor to a float power in place", "can't be cast", [] {
+        Tensor x = ones({2}, DType::Int32);
+        pow_(x, 0.5);
+      }));
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -928,10 +1314,11 @@ const bool kOutRegistered = [] {
     Tensor o = zeros({3});
     add_out(o, ones({2, 3}), ones({3}));
   }));
-  info.errors.push_back(expect_error<DTypeError>("float result into an int out", "can't be cast", [] {
-    Tensor o = zeros({3}, DType::Int64);
-    mul_out(o, ones({3}), ones({3}));
-  }));
+  info.errors.push_back(
+      expect_error<DTypeError>("float result into an int out", "can't be cast", [] {
+        Tensor o = zeros({3}, DType::Int64);
+        mul_out(o, ones({3}), ones({3}));
+      }));
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -954,8 +1341,8 @@ const bool kOperatorsRegistered = [] {
   };
   arith.fn = [](const std::vector<Tensor>& in) {
     const Tensor &a = in[0], &b = in[1];
-    return std::vector<Tensor>{a + b, a - b, a * b, a / b, a % b, -a,
-                               a + 2, a - 1.5, a * 3, a / 2, a % 3, 2 + a, 2.5 - a, 3 * a, 1 / b};
+    return std::vector<Tensor>{a + b, a - b, a * b, a / b, a % b,   -a,    a + 2, a - 1.5,
+                               a * 3, a / 2, a % 3, 2 + a, 2.5 - a, 3 * a, 1 / b};
   };
   arith.ref = [](const std::vector<Ref>& in) {
     const Ref &a = in[0], &b = in[1];
@@ -985,7 +1372,8 @@ const bool kOperatorsRegistered = [] {
         elementwise({num(1, false), b}, Result::Float, div2),
     };
   };
-  arith.errors.push_back(expect_error<DTypeError>("-bool", "bool", [] { return -ones({2}, DType::Bool); }));
+  arith.errors.push_back(
+      expect_error<DTypeError>("-bool", "bool", [] { return -ones({2}, DType::Bool); }));
   arith.errors.push_back(expect_error<ValueError>("int % 0", "division by zero",
                                                   [] { return ones({2}, DType::Int32) % 0; }));
   arith.errors.push_back(expect_error<ShapeError>("[2] + [3]", "cannot be broadcast",
@@ -1000,14 +1388,15 @@ const bool kOperatorsRegistered = [] {
   cmp.samples = [](DType dt) { return binary_samples(dt, -2, 2, -2, 2); };
   cmp.fn = [](const std::vector<Tensor>& in) {
     const Tensor &a = in[0], &b = in[1];
-    return std::vector<Tensor>{a == b, a != b, a < b, a <= b, a > b, a >= b,
-                               a == 1, a != 0, a < 0.5, a <= 1, a > -1.5, a >= true};
+    return std::vector<Tensor>{a == b, a != b, a<b, a <= b, a> b,       a >= b,
+                               a == 1, a != 0, a<0.5, a <= 1, a> - 1.5, a >= true};
   };
   cmp.ref = [](const std::vector<Ref>& in) {
     const Ref &a = in[0], &b = in[1];
     auto num = [](double v, DType d) { return Ref{{}, {v}, d, true}; };
     auto c = [](const Ref& x, const Ref& y, std::function<bool(double, double)> f) {
-      return elementwise({x, y}, Result::Bool, lift([f](double p, double q) { return b2d(f(p, q)); }));
+      return elementwise({x, y}, Result::Bool,
+                         lift([f](double p, double q) { return b2d(f(p, q)); }));
     };
     auto eqf = [](double p, double q) { return p == q; };
     auto nef = [](double p, double q) { return p != q; };
@@ -1015,10 +1404,18 @@ const bool kOperatorsRegistered = [] {
     auto lef = [](double p, double q) { return p <= q; };
     auto gtf = [](double p, double q) { return p > q; };
     auto gef = [](double p, double q) { return p >= q; };
-    return std::vector<Ref>{c(a, b, eqf), c(a, b, nef), c(a, b, ltf), c(a, b, lef), c(a, b, gtf), c(a, b, gef),
-                            c(a, num(1, DType::Int64), eqf), c(a, num(0, DType::Int64), nef),
-                            c(a, num(0.5, DType::Float64), ltf), c(a, num(1, DType::Int64), lef),
-                            c(a, num(-1.5, DType::Float64), gtf), c(a, num(1, DType::Bool), gef)};
+    return std::vector<Ref>{c(a, b, eqf),
+                            c(a, b, nef),
+                            c(a, b, ltf),
+                            c(a, b, lef),
+                            c(a, b, gtf),
+                            c(a, b, gef),
+                            c(a, num(1, DType::Int64), eqf),
+                            c(a, num(0, DType::Int64), nef),
+                            c(a, num(0.5, DType::Float64), ltf),
+                            c(a, num(1, DType::Int64), lef),
+                            c(a, num(-1.5, DType::Float64), gtf),
+                            c(a, num(1, DType::Bool), gef)};
   };
   cmp.errors.push_back(expect_error<ShapeError>("[2] == [3]", "cannot be broadcast",
                                                 [] { return ones({2}) == ones({3}); }));
@@ -1035,11 +1432,15 @@ const bool kOperatorsRegistered = [] {
   bits.ref = [](const std::vector<Ref>& in) {
     auto i = [](double x) { return static_cast<int64_t>(x); };
     return std::vector<Ref>{
-        elementwise(in, Result::Promote, lift([i](double a, double b) { return double(i(a) & i(b)); })),
-        elementwise(in, Result::Promote, lift([i](double a, double b) { return double(i(a) | i(b)); })),
-        elementwise(in, Result::Promote, lift([i](double a, double b) { return double(i(a) ^ i(b)); }))};
+        elementwise(in, Result::Promote,
+                    lift([i](double a, double b) { return double(i(a) & i(b)); })),
+        elementwise(in, Result::Promote,
+                    lift([i](double a, double b) { return double(i(a) | i(b)); })),
+        elementwise(in, Result::Promote,
+                    lift([i](double a, double b) { return double(i(a) ^ i(b)); }))};
   };
-  bits.errors.push_back(expect_error<DTypeError>("float & float", "float32", [] { return ones({2}) & ones({2}); }));
+  bits.errors.push_back(
+      expect_error<DTypeError>("float & float", "float32", [] { return ones({2}) & ones({2}); }));
   RegisterOpInfo{std::move(bits)};
   return true;
 }();
@@ -1055,17 +1456,19 @@ const bool kWhereRegistered = [] {
     auto c = [](std::vector<int64_t> s, Layout l = Layout::Contiguous) {
       return make_tensor_for_test(s, DType::Bool, 0, 1, l, 21);
     };
-    auto x = [&](std::vector<int64_t> s, DType d, Layout l = Layout::Contiguous, uint32_t seed = 22) {
-      return make_tensor_for_test(s, d, -5, 5, l, seed);
-    };
+    auto x = [&](std::vector<int64_t> s, DType d, Layout l = Layout::Contiguous,
+                 uint32_t seed = 22) { return make_tensor_for_test(s, d, -5, 5, l, seed); };
     std::vector<Sample> s = {
         {"same shape", {c({4, 5}), x({4, 5}, dt), x({4, 5}, dt, Layout::Contiguous, 23)}},
         {"broadcast condition [5]", {c({5}), x({4, 5}, dt), x({4, 5}, dt, Layout::Contiguous, 23)}},
-        {"broadcast all three", {c({3, 1, 1}), x({1, 4, 1}, dt), x({5}, dt, Layout::Contiguous, 23)}},
+        {"broadcast all three",
+         {c({3, 1, 1}), x({1, 4, 1}, dt), x({5}, dt, Layout::Contiguous, 23)}},
         {"0-d operands", {c({3}), x({}, dt), x({}, dt, Layout::Contiguous, 23)}},
         {"all 0-d", {c({}), x({}, dt), x({}, dt, Layout::Contiguous, 23)}},
         {"empty", {c({0, 3}), x({0, 3}, dt), x({3}, dt)}},
-        {"non-contiguous", {c({6, 9}, Layout::Transposed), x({6, 9}, dt, Layout::Strided), x({6, 9}, dt, Layout::Transposed)}},
+        {"non-contiguous",
+         {c({6, 9}, Layout::Transposed), x({6, 9}, dt, Layout::Strided),
+          x({6, 9}, dt, Layout::Transposed)}},
         {"large", {c({300, 200}), x({300, 200}, dt), x({200}, dt)}},
     };
     for (DType o : kAllDTypes)
@@ -1075,7 +1478,9 @@ const bool kWhereRegistered = [] {
       }
     return s;
   };
-  info.fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{where(in[0], in[1], in[2])}; };
+  info.fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{where(in[0], in[1], in[2])};
+  };
   info.ref = [](const std::vector<Ref>& in) {
     const DType out = expected_result_type({in[1], in[2]});
     return std::vector<Ref>{zip(in, out, [out](const std::vector<double>& v) {
@@ -1084,9 +1489,9 @@ const bool kWhereRegistered = [] {
   };
   info.errors.push_back(expect_error<DTypeError>("float condition", "condition must be a bool",
                                                  [] { where(ones({2}), ones({2}), ones({2})); }));
-  info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [] {
-    where(ones({2}, DType::Bool), ones({3}), ones({2}));
-  }));
+  info.errors.push_back(
+      expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast",
+                               [] { where(ones({2}, DType::Bool), ones({3}), ones({2})); }));
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -1099,35 +1504,40 @@ double lerp_ref(double s, double e, double w) {
 
 const bool kLerpRegistered = [] {
   auto samples = [](DType dt) {
-    auto t = [&](std::vector<int64_t> s, double lo, double hi, uint32_t seed, Layout l = Layout::Contiguous) {
+    auto t = [&](std::vector<int64_t> s, double lo, double hi, uint32_t seed,
+                 Layout l = Layout::Contiguous) {
       return make_tensor_for_test(s, dt, lo, hi, l, seed);
     };
     return std::vector<Sample>{
         {"same shape", {t({4, 5}, -5, 5, 1), t({4, 5}, -5, 5, 2), t({4, 5}, -0.5, 1.5, 3)}},
         {"broadcast weight", {t({4, 5}, -5, 5, 1), t({4, 5}, -5, 5, 2), t({5}, 0, 1, 3)}},
         {"broadcast all", {t({3, 1}, -5, 5, 1), t({1, 4}, -5, 5, 2), t({}, 0, 1, 3)}},
-        {"non-contiguous", {t({6, 9}, -5, 5, 1, Layout::Transposed), t({6, 9}, -5, 5, 2, Layout::Strided),
-                            t({6, 9}, 0, 1, 3)}},
+        {"non-contiguous",
+         {t({6, 9}, -5, 5, 1, Layout::Transposed), t({6, 9}, -5, 5, 2, Layout::Strided),
+          t({6, 9}, 0, 1, 3)}},
         {"empty", {t({0}, -5, 5, 1), t({0}, -5, 5, 2), t({0}, 0, 1, 3)}},
         {"large", {t({300, 200}, -5, 5, 1), t({300, 200}, -5, 5, 2), t({200}, 0, 1, 3)}},
-        {"special", {floats({kNaN, kInf, 0.0, 1.0, -2.0}, dt), floats({1.0, 1.0, kInf, kNaN, 4.0}, dt),
-                     floats({0.5, 0.0, 0.25, 0.75, 1.0}, dt)}},
+        {"special",
+         {floats({kNaN, kInf, 0.0, 1.0, -2.0}, dt), floats({1.0, 1.0, kInf, kNaN, 4.0}, dt),
+          floats({0.5, 0.0, 0.25, 0.75, 1.0}, dt)}},
     };
   };
   auto errors = [](OpInfo& info) {
     info.errors.push_back(expect_error<DTypeError>("integer inputs", "not supported", [] {
       lerp(ones({2}, DType::Int64), ones({2}, DType::Int64), 0.5);
     }));
-    info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [] {
-      lerp(ones({2}), ones({3}), 0.5);
-    }));
+    info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast",
+                                                   "cannot be broadcast",
+                                                   [] { lerp(ones({2}), ones({3}), 0.5); }));
   };
   OpInfo t;
   t.name = "lerp";
   t.covers = {"lerp"};
   t.dtypes = kFloatDTypes;
   t.samples = samples;
-  t.fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{lerp(in[0], in[1], in[2])}; };
+  t.fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{lerp(in[0], in[1], in[2])};
+  };
   t.ref = [](const std::vector<Ref>& in) {
     return std::vector<Ref>{elementwise(in, Result::Promote, [](const std::vector<double>& v) {
       return lerp_ref(v[0], v[1], v[2]);
@@ -1161,15 +1571,17 @@ const bool kLerpRegistered = [] {
     return std::vector<Ref>{w(0.3), w(0.75), w(0.75)};
   };
   errors(s);
-  s.errors.push_back(expect_error<ShapeError>("lerp_ that would change the shape", "cannot change", [] {
-    Tensor x = ones({3});
-    lerp_(x, ones({2, 3}), 0.5);
-  }));
+  s.errors.push_back(
+      expect_error<ShapeError>("lerp_ that would change the shape", "cannot change", [] {
+        Tensor x = ones({3});
+        lerp_(x, ones({2, 3}), 0.5);
+      }));
   RegisterOpInfo{std::move(s)};
   return true;
 }();
 
-void register_addc(std::string name, bool is_div, Scalar value, std::vector<DType> dtypes, bool in_place) {
+void register_addc(std::string name, bool is_div, Scalar value, std::vector<DType> dtypes,
+                   bool in_place) {
   OpInfo info;
   info.name = name;
   info.covers = {is_div ? "addcdiv" : "addcmul"};
@@ -1177,15 +1589,17 @@ void register_addc(std::string name, bool is_div, Scalar value, std::vector<DTyp
   info.samples = [is_div](DType dt) {
     // Divisors stay away from zero: [0.5, 4] with either sign.
     const double lo2 = is_div ? 0.5 : -5, hi2 = is_div ? 4 : 5;
-    auto t = [&](std::vector<int64_t> s, double lo, double hi, uint32_t seed, Layout l = Layout::Contiguous) {
+    auto t = [&](std::vector<int64_t> s, double lo, double hi, uint32_t seed,
+                 Layout l = Layout::Contiguous) {
       return make_tensor_for_test(s, dt, lo, hi, l, seed);
     };
     std::vector<Sample> v = {
         {"same shape", {t({4, 5}, -5, 5, 1), t({4, 5}, -5, 5, 2), t({4, 5}, lo2, hi2, 3)}},
         {"broadcast", {t({4, 5}, -5, 5, 1), t({5}, -5, 5, 2), t({4, 1}, lo2, hi2, 3)}},
         {"0-d operands", {t({3}, -5, 5, 1), t({}, -5, 5, 2), t({}, lo2, hi2, 3)}},
-        {"non-contiguous", {t({6, 9}, -5, 5, 1, Layout::Transposed), t({6, 9}, -5, 5, 2, Layout::Strided),
-                            t({6, 9}, lo2, hi2, 3, Layout::Transposed)}},
+        {"non-contiguous",
+         {t({6, 9}, -5, 5, 1, Layout::Transposed), t({6, 9}, -5, 5, 2, Layout::Strided),
+          t({6, 9}, lo2, hi2, 3, Layout::Transposed)}},
         {"empty", {t({2, 0}, -5, 5, 1), t({1}, -5, 5, 2), t({1}, lo2, hi2, 3)}},
         {"large", {t({300, 200}, -5, 5, 1), t({300, 200}, -5, 5, 2), t({200}, lo2, hi2, 3)}},
     };
@@ -1195,7 +1609,8 @@ void register_addc(std::string name, bool is_div, Scalar value, std::vector<DTyp
   };
   info.fn = [is_div, value, in_place](const std::vector<Tensor>& in) {
     if (!in_place)
-      return std::vector<Tensor>{is_div ? addcdiv(in[0], in[1], in[2], value) : addcmul(in[0], in[1], in[2], value)};
+      return std::vector<Tensor>{is_div ? addcdiv(in[0], in[1], in[2], value)
+                                        : addcmul(in[0], in[1], in[2], value)};
     Tensor x = in[0];
     Tensor& r = is_div ? addcdiv_(x, in[1], in[2], value) : addcmul_(x, in[1], in[2], value);
     EXPECT_TRUE(r.is_same(x));
@@ -1205,8 +1620,11 @@ void register_addc(std::string name, bool is_div, Scalar value, std::vector<DTyp
     const DType dt = expected_result_type(in);
     // The value is converted to the computation's dtype first (as PyTorch's kernels do).
     const double v = cast_to(value.to_double(), dt);
-    auto f = [is_div, v](const std::vector<double>& x) { return is_div ? x[0] + v * x[1] / x[2] : x[0] + v * x[1] * x[2]; };
-    return std::vector<Ref>{in_place ? inplace(in, Result::Promote, f) : elementwise(in, Result::Promote, f)};
+    auto f = [is_div, v](const std::vector<double>& x) {
+      return is_div ? x[0] + v * x[1] / x[2] : x[0] + v * x[1] * x[2];
+    };
+    return std::vector<Ref>{in_place ? inplace(in, Result::Promote, f)
+                                     : elementwise(in, Result::Promote, f)};
   };
   if (is_div) {
     info.errors.push_back(expect_error<DTypeError>("integer division", "integer division", [] {
@@ -1217,15 +1635,18 @@ void register_addc(std::string name, bool is_div, Scalar value, std::vector<DTyp
       addcmul(ones({2}, DType::Bool), ones({2}, DType::Bool), ones({2}, DType::Bool));
     }));
   }
-  info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [] {
-    addcmul(ones({2}), ones({3}), ones({2}));
-  }));
+  info.errors.push_back(expect_error<ShapeError>("shapes that don't broadcast",
+                                                 "cannot be broadcast",
+                                                 [] { addcmul(ones({2}), ones({3}), ones({2})); }));
   if (in_place) {
-    info.errors.push_back(expect_error<ShapeError>("in place would change the shape", "cannot change", [is_div] {
-      Tensor x = ones({3});
-      if (is_div) addcdiv_(x, ones({2, 3}), ones({3}));
-      else addcmul_(x, ones({2, 3}), ones({3}));
-    }));
+    info.errors.push_back(
+        expect_error<ShapeError>("in place would change the shape", "cannot change", [is_div] {
+          Tensor x = ones({3});
+          if (is_div)
+            addcdiv_(x, ones({2, 3}), ones({3}));
+          else
+            addcmul_(x, ones({2, 3}), ones({3}));
+        }));
   }
   RegisterOpInfo{std::move(info)};
 }
@@ -1260,7 +1681,8 @@ void register_masked_fill(std::string name, Scalar value, bool in_place) {
         {"0-d mask", {x({4, 5}), m({})}},
         {"0-d tensor", {x({}), m({})}},
         {"empty", {x({0, 5}), m({5})}},
-        {"non-contiguous tensor and mask", {x({6, 9}, Layout::Transposed), m({6, 9}, Layout::Strided)}},
+        {"non-contiguous tensor and mask",
+         {x({6, 9}, Layout::Transposed), m({6, 9}, Layout::Strided)}},
         {"strided tensor", {x({2, 3, 5}, Layout::Strided), m({3, 5}, Layout::Transposed)}},
         {"large", {x({300, 200}), m({300, 200})}},
     };
@@ -1275,19 +1697,21 @@ void register_masked_fill(std::string name, Scalar value, bool in_place) {
   info.ref = [value](const std::vector<Ref>& in) {
     const DType dt = in[0].dtype;
     const double v = cast_to(value.to_double(), dt);
-    return std::vector<Ref>{zip(in, dt, [v](const std::vector<double>& x) { return x[1] != 0 ? v : x[0]; })};
+    return std::vector<Ref>{
+        zip(in, dt, [v](const std::vector<double>& x) { return x[1] != 0 ? v : x[0]; })};
   };
-  info.errors.push_back(expect_error<DTypeError>("float mask", "mask must be a bool", [] {
-    masked_fill(ones({3}), ones({3}), 0);
-  }));
-  info.errors.push_back(expect_error<ShapeError>("mask larger than the tensor", "cannot be broadcast", [] {
-    masked_fill(ones({3}), ones({2, 3}, DType::Bool), 0);
-  }));
+  info.errors.push_back(expect_error<DTypeError>("float mask", "mask must be a bool",
+                                                 [] { masked_fill(ones({3}), ones({3}), 0); }));
+  info.errors.push_back(
+      expect_error<ShapeError>("mask larger than the tensor", "cannot be broadcast", [] {
+        masked_fill(ones({3}), ones({2, 3}, DType::Bool), 0);
+      }));
   if (in_place) {
-    info.errors.push_back(expect_error<ValueError>("in place into an expanded tensor", "expanded", [] {
-      Tensor x = ones({1, 3}).expand({2, 3});
-      masked_fill_(x, ones({2, 3}, DType::Bool), 0);
-    }));
+    info.errors.push_back(
+        expect_error<ValueError>("in place into an expanded tensor", "expanded", [] {
+          Tensor x = ones({1, 3}).expand({2, 3});
+          masked_fill_(x, ones({2, 3}, DType::Bool), 0);
+        }));
   }
   RegisterOpInfo{std::move(info)};
 }
@@ -1321,7 +1745,8 @@ const bool kCopyRegistered = [] {
       v.push_back({"broadcast [5]" + on, {d({4, 5}), s({5})}});
       v.push_back({"broadcast 0-d" + on, {d({4, 5}), s({})}});
       v.push_back({"into transposed" + on, {d({6, 9}, Layout::Transposed), s({6, 9})}});
-      v.push_back({"into strided from transposed" + on, {d({3, 4, 5}, Layout::Strided), s({3, 4, 5}, Layout::Transposed)}});
+      v.push_back({"into strided from transposed" + on,
+                   {d({3, 4, 5}, Layout::Strided), s({3, 4, 5}, Layout::Transposed)}});
       v.push_back({"0-d" + on, {d({}), s({})}});
       v.push_back({"empty" + on, {d({0, 3}), s({3})}});
       v.push_back({"large" + on, {d({400, 300}), s({400, 300})}});
@@ -1341,10 +1766,11 @@ const bool kCopyRegistered = [] {
     Ref r = zip(in, dt, [dt](const std::vector<double>& v) { return cast_to(v[1], dt); });
     return std::vector<Ref>{r};
   };
-  info.errors.push_back(expect_error<ShapeError>("source that doesn't broadcast", "cannot be broadcast", [] {
-    Tensor x = zeros({3});
-    x.copy_(ones({2, 3}));
-  }));
+  info.errors.push_back(
+      expect_error<ShapeError>("source that doesn't broadcast", "cannot be broadcast", [] {
+        Tensor x = zeros({3});
+        x.copy_(ones({2, 3}));
+      }));
   info.errors.push_back(expect_error<ValueError>("into an expanded tensor", "expanded", [] {
     Tensor x = zeros({1, 3}).expand({2, 3});
     x.copy_(ones({2, 3}));
@@ -1375,12 +1801,12 @@ const bool kCopyRegistered = [] {
     for (size_t i = 0; i + 1 < b.v.size(); ++i) b.v[i] = in[0].v[i + 1];
     return std::vector<Ref>{a, b};
   };
-  overlap.errors.push_back(expect_error<ShapeError>("overlapping source of the wrong shape", "cannot be broadcast",
-                                                    [] {
-                                                      Tensor a = zeros({4});
-                                                      Tensor d = a.slice(0, 1);
-                                                      d.copy_(a);
-                                                    }));
+  overlap.errors.push_back(
+      expect_error<ShapeError>("overlapping source of the wrong shape", "cannot be broadcast", [] {
+        Tensor a = zeros({4});
+        Tensor d = a.slice(0, 1);
+        d.copy_(a);
+      }));
   RegisterOpInfo{std::move(overlap)};
 
   // fill_ / zero_ with values of each category, through every layout.

@@ -28,10 +28,11 @@ struct State {
   const char* name;
   uint64_t seed, offset;
 };
-const State kStates[] = {{"seed 0", 0, 0},
-                         {"seed 1234", 1234, 17},
-                         {"high seed, offset near 2^32", 0x9E3779B97F4A7C15ULL, (uint64_t{1} << 32) - 100},
-                         {"offset near 2^64", 42, ~uint64_t{0} - 50}};
+const State kStates[] = {
+    {"seed 0", 0, 0},
+    {"seed 1234", 1234, 17},
+    {"high seed, offset near 2^32", 0x9E3779B97F4A7C15ULL, (uint64_t{1} << 32) - 100},
+    {"offset near 2^64", 42, ~uint64_t{0} - 50}};
 
 // Expected values of a draw: element i of the flattened result.
 Ref expected(const Ref& shape_of, DType dt, const std::function<double(uint64_t)>& value) {
@@ -50,9 +51,7 @@ Tensor transposed_zeros(const Shape& sizes, DType dt) {
 }
 
 // Every random OpInfo compares exactly.
-void exact(OpInfo& info) {
-  info.rtol32 = info.atol32 = info.rtol64 = info.atol64 = 0;
-}
+void exact(OpInfo& info) { info.rtol32 = info.atol32 = info.rtol64 = info.atol64 = 0; }
 
 const bool kUniformRegistered = [] {
   for (const State& st : kStates) {
@@ -88,7 +87,9 @@ const bool kUniformRegistered = [] {
       const bool dbl = dt == DType::Float64;
       const uint64_t n = static_cast<uint64_t>(numel(in[0]));
       auto draw = [&](uint64_t k, double from, double to) {
-        return expected(in[0], dt, [&](uint64_t i) { return pr::uniform(seed, offset + k * n, i, dbl, from, to); });
+        return expected(in[0], dt, [&](uint64_t i) {
+          return pr::uniform(seed, offset + k * n, i, dbl, from, to);
+        });
       };
       return std::vector<Ref>{draw(0, 0, 1), draw(1, 0, 1), draw(2, -2.5, 3.0), draw(3, 5.0, 5.0),
                               draw(4, -1e-3, 1e-3)};
@@ -97,8 +98,10 @@ const bool kUniformRegistered = [] {
       Tensor t = empty({3});
       uniform_(t, 1.0, 0.0);
     }));
-    info.errors.push_back(expect_error<DTypeError>("int dtype", "floating", [] { rand({3}, DType::Int64); }));
-    info.errors.push_back(expect_error<ValueError>("negative size", "non-negative", [] { rand({-1}); }));
+    info.errors.push_back(
+        expect_error<DTypeError>("int dtype", "floating", [] { rand({3}, DType::Int64); }));
+    info.errors.push_back(
+        expect_error<ValueError>("negative size", "non-negative", [] { rand({-1}); }));
     info.errors.push_back(expect_error<ValueError>("into an expanded tensor", "expanded", [] {
       Tensor t = zeros({1}).expand({4});
       uniform_(t);
@@ -134,7 +137,9 @@ const bool kNormalRegistered = [] {
       const bool dbl = dt == DType::Float64;
       const uint64_t n = static_cast<uint64_t>(numel(in[0]));
       auto draw = [&](uint64_t k, double mean, double sd) {
-        return expected(in[0], dt, [&](uint64_t i) { return pr::normal(seed, offset + k * n, i, dbl, mean, sd); });
+        return expected(in[0], dt, [&](uint64_t i) {
+          return pr::normal(seed, offset + k * n, i, dbl, mean, sd);
+        });
       };
       return std::vector<Ref>{draw(0, 0, 1), draw(1, 0, 1), draw(2, 3.0, 0.25), draw(3, -1.5, 0.0)};
     };
@@ -142,7 +147,8 @@ const bool kNormalRegistered = [] {
       Tensor t = empty({3});
       normal_(t, 0.0, -1.0);
     }));
-    info.errors.push_back(expect_error<DTypeError>("int dtype", "floating", [] { randn({3}, DType::Int32); }));
+    info.errors.push_back(
+        expect_error<DTypeError>("int dtype", "floating", [] { randn({3}, DType::Int32); }));
     RegisterOpInfo{std::move(info)};
   }
   return true;
@@ -161,12 +167,13 @@ const bool kRandintRegistered = [] {
       Generator g(seed);
       g.set_offset(offset);
       const DType dt = in[0].dtype();
-      std::vector<Tensor> out = {randint(-7, 13, in[0].sizes(), dt, &g), randint(0, 1, in[0].sizes(), dt, &g),
+      std::vector<Tensor> out = {randint(-7, 13, in[0].sizes(), dt, &g),
+                                 randint(0, 1, in[0].sizes(), dt, &g),
                                  randint(-2147483648LL, 2147483647LL, in[0].sizes(), dt, &g)};
       if (dt != DType::Int32) {
         // The full int64 span (high - low overflows int64 but not as unsigned).
-        out.push_back(randint(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-                              in[0].sizes(), dt, &g));
+        out.push_back(randint(std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), in[0].sizes(), dt, &g));
       }
       return out;
     };
@@ -177,16 +184,20 @@ const bool kRandintRegistered = [] {
         return expected(in[0], dt, [&](uint64_t i) {
           const int64_t v = pr::randint(seed, offset + k * n, i, lo, hi);
           // The conversion to a floating dtype rounds (exactly as a C++ cast does).
-          return dt == DType::Float32 ? static_cast<double>(static_cast<float>(v)) : static_cast<double>(v);
+          return dt == DType::Float32 ? static_cast<double>(static_cast<float>(v))
+                                      : static_cast<double>(v);
         });
       };
       std::vector<Ref> out = {draw(0, -7, 13), draw(1, 0, 1), draw(2, -2147483648LL, 2147483647LL)};
       if (dt != DType::Int32)
-        out.push_back(draw(3, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+        out.push_back(
+            draw(3, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
       return out;
     };
-    info.errors.push_back(expect_error<ValueError>("low == high", "low < high", [] { randint(3, 3, {2}); }));
-    info.errors.push_back(expect_error<DTypeError>("bool dtype", "bool", [] { randint(0, 2, {2}, DType::Bool); }));
+    info.errors.push_back(
+        expect_error<ValueError>("low == high", "low < high", [] { randint(3, 3, {2}); }));
+    info.errors.push_back(
+        expect_error<DTypeError>("bool dtype", "bool", [] { randint(0, 2, {2}, DType::Bool); }));
     info.errors.push_back(expect_error<ValueError>("range beyond int32", "out of the range", [] {
       randint(0, int64_t{1} << 40, {2}, DType::Int32);
     }));
@@ -224,16 +235,20 @@ const bool kBernoulliRegistered = [] {
     info.ref = [=](const std::vector<Ref>& in) {
       const uint64_t n = static_cast<uint64_t>(numel(in[0]));
       const double p03 = cast_to(0.3, in[0].dtype);
-      Ref a = expected(in[0], in[0].dtype, [&](uint64_t i) { return pr::bernoulli(seed, offset, i, in[0].v[i]); });
-      Ref b = expected(in[0], in[0].dtype, [&](uint64_t i) { return pr::bernoulli(seed, offset + n, i, p03); });
+      Ref a = expected(in[0], in[0].dtype,
+                       [&](uint64_t i) { return pr::bernoulli(seed, offset, i, in[0].v[i]); });
+      Ref b = expected(in[0], in[0].dtype,
+                       [&](uint64_t i) { return pr::bernoulli(seed, offset + n, i, p03); });
       return std::vector<Ref>{a, b};
     };
-    info.errors.push_back(expect_error<ValueError>("p > 1", "[0, 1]", [] { bernoulli(full({2}, 1.5)); }));
-    info.errors.push_back(expect_error<ValueError>("NaN p", "[0, 1]", [] {
-      bernoulli(full({2}, std::numeric_limits<double>::quiet_NaN()));
-    }));
-    info.errors.push_back(expect_error<ValueError>("scalar p < 0", "[0, 1]", [] { bernoulli({2}, -0.5); }));
-    info.errors.push_back(expect_error<DTypeError>("int p", "floating", [] { bernoulli(ones({2}, DType::Int64)); }));
+    info.errors.push_back(
+        expect_error<ValueError>("p > 1", "[0, 1]", [] { bernoulli(full({2}, 1.5)); }));
+    info.errors.push_back(expect_error<ValueError>(
+        "NaN p", "[0, 1]", [] { bernoulli(full({2}, std::numeric_limits<double>::quiet_NaN())); }));
+    info.errors.push_back(
+        expect_error<ValueError>("scalar p < 0", "[0, 1]", [] { bernoulli({2}, -0.5); }));
+    info.errors.push_back(
+        expect_error<DTypeError>("int p", "floating", [] { bernoulli(ones({2}, DType::Int64)); }));
     RegisterOpInfo{std::move(info)};
   }
   return true;

@@ -40,7 +40,7 @@ struct ViewSpec {
   std::function<Tensor(const Tensor&)> call;
   IndexMap src;
   SharePredicate shares = always;
-  bool writable = true;  // false for views with self-overlap (expand, stride 0)
+  bool writable = true;                // false for views with self-overlap (expand, stride 0)
   bool contiguous_input_only = false;  // as_strided addresses storage, not logical elements
   std::vector<ErrorCase> errors = {};
 };
@@ -95,7 +95,9 @@ void register_view(ViewSpec v) {
   info.dtypes = kAllDTypes;
   const Index in_sizes = v.in_sizes;
   const bool contiguous_only = v.contiguous_input_only;
-  info.samples = [in_sizes, contiguous_only](DType dt) { return layouts(in_sizes, dt, contiguous_only); };
+  info.samples = [in_sizes, contiguous_only](DType dt) {
+    return layouts(in_sizes, dt, contiguous_only);
+  };
   const auto call = v.call;
   const SharePredicate shares = v.shares;
   const bool writable = v.writable;
@@ -108,7 +110,8 @@ void register_view(ViewSpec v) {
     Tensor values = view.clone();
     if (view.numel() > 0 && base.numel() > 0) {
       EXPECT_EQ(view.impl()->storage() == base.impl()->storage(), expect_share)
-          << "storage sharing of " << view.shape_str() << " with strides " << IntList(view.strides());
+          << "storage sharing of " << view.shape_str() << " with strides "
+          << IntList(view.strides());
     }
     if (writable && view.numel() > 0) {
       const DType dt = base.dtype();
@@ -116,7 +119,8 @@ void register_view(ViewSpec v) {
       view.copy_(written_values(out_sizes, dt));
       if (expect_share) {
         for (int64_t j = 0; j < numel_of(out_sizes); ++j)
-          expected[ravel(in_sizes, src(row_major_index(out_sizes, j)))] = cast_to(written_value(j, dt), dt);
+          expected[ravel(in_sizes, src(row_major_index(out_sizes, j)))] =
+              cast_to(written_value(j, dt), dt);
       }
       EXPECT_EQ(base.to_vector<double>(), expected) << "the base after writing through the result";
     }
@@ -124,7 +128,8 @@ void register_view(ViewSpec v) {
   };
   info.ref = [=](const std::vector<Ref>& in) {
     Ref values = Ref::zeros(out_sizes, in[0].dtype);
-    for (int64_t j = 0; j < values.numel(); ++j) values.v[j] = in[0].at(src(row_major_index(out_sizes, j)));
+    for (int64_t j = 0; j < values.numel(); ++j)
+      values.v[j] = in[0].at(src(row_major_index(out_sizes, j)));
     return std::vector<Ref>{values};
   };
   info.errors = v.errors;
@@ -195,186 +200,657 @@ IndexMap diag(int64_t offset, int64_t d1, int64_t d2, int64_t ndim) {
 const bool kViewsRegistered = [] {
   std::vector<ViewSpec> v;
   // ---- view / reshape ----
-  v.push_back({"view", {"view"}, {3, 4}, {2, 6}, [](const Tensor& x) { return x.contiguous().view({2, 6}); },
-               identity_flat({3, 4}, {2, 6}), when_contiguous, true, false,
+  v.push_back({"view",
+               {"view"},
+               {3, 4},
+               {2, 6},
+               [](const Tensor& x) {
+                 return x.contiguous().view({2, 6});
+               },
+               identity_flat({3, 4}, {2, 6}),
+               when_contiguous,
+               true,
+               false,
                {expect_error<ShapeError>("view of a transposed tensor", "not compatible",
-                                         [] { ones({3, 4}).t().view({12}); }),
-                expect_error<ShapeError>("size mismatch", "invalid for input of size", [] { ones({3, 4}).view({5}); }),
-                expect_error<ShapeError>("two inferred dims", "only one dimension", [] { ones({4}).view({-1, -1}); }),
-                expect_error<ShapeError>("negative size", "invalid size", [] { ones({4}).view({-2, -2}); })}});
-  v.push_back({"view_infer", {"view"}, {2, 3, 4}, {4, 6}, [](const Tensor& x) { return x.contiguous().view({-1, 6}); },
-               identity_flat({2, 3, 4}, {4, 6}), when_contiguous, true, false,
-               {expect_error<ShapeError>("inferred dim that doesn't divide", "invalid", [] { ones({7}).view({-1, 2}); })}});
-  v.push_back({"view_contiguous_input", {"view"}, {2, 3, 4}, {6, 2, 2}, [](const Tensor& x) { return x.view({6, 2, 2}); },
-               identity_flat({2, 3, 4}, {6, 2, 2}), always, true, true,
-               {expect_error<ShapeError>("zero-size to nonzero", "invalid", [] { ones({0, 3}).view({1}); })}});
+                                         [] {
+                                           ones({3, 4}).t().view({12});
+                                         }),
+                expect_error<ShapeError>("size mismatch", "invalid for input of size",
+                                         [] {
+                                           ones({3, 4}).view({5});
+                                         }),
+                expect_error<ShapeError>("two inferred dims", "only one dimension",
+                                         [] {
+                                           ones({4}).view({-1, -1});
+                                         }),
+                expect_error<ShapeError>("negative size", "invalid size", [] {
+                  ones({4}).view({-2, -2});
+                })}});
+  v.push_back({"view_infer",
+               {"view"},
+               {2, 3, 4},
+               {4, 6},
+               [](const Tensor& x) {
+                 return x.contiguous().view({-1, 6});
+               },
+               identity_flat({2, 3, 4}, {4, 6}),
+               when_contiguous,
+               true,
+               false,
+               {expect_error<ShapeError>("inferred dim that doesn't divide", "invalid", [] {
+                 ones({7}).view({-1, 2});
+               })}});
+  v.push_back({"view_contiguous_input",
+               {"view"},
+               {2, 3, 4},
+               {6, 2, 2},
+               [](const Tensor& x) {
+                 return x.view({6, 2, 2});
+               },
+               identity_flat({2, 3, 4}, {6, 2, 2}),
+               always,
+               true,
+               true,
+               {expect_error<ShapeError>("zero-size to nonzero", "invalid", [] {
+                 ones({0, 3}).view({1});
+               })}});
   // A view that merges only the dims a non-contiguous tensor keeps contiguous: [4, 6] sliced to
   // every other row, then [2, 2, 6] -> [2, 12] is possible without a copy ([2, 2] rows are not).
-  v.push_back({"view_noncontiguous_compatible", {"view", "slice"}, {2, 3, 8}, {2, 3, 2, 2},
-               [](const Tensor& x) { return x.slice(2, 0, 4).view({2, 3, 2, 2}); },
-               [](const Index& o) { return Index{o[0], o[1], o[2] * 2 + o[3]}; }, always, true, true,
-               {expect_error<ShapeError>("merge across a gap", "not compatible",
-                                         [] { ones({2, 8}).slice(1, 0, 4).view({8}); })}});
-  v.push_back({"view_0d", {"view"}, {}, {1, 1}, [](const Tensor& x) { return x.view({1, 1}); },
-               [](const Index&) { return Index{}; }, always, true, true,
-               {expect_error<ShapeError>("0-d as two elements", "invalid", [] { scalar_tensor(1).view({2}); })}});
-  v.push_back({"view_to_0d", {"view"}, {1, 1}, {}, [](const Tensor& x) { return x.view({}); },
-               [](const Index&) { return Index{0, 0}; }, always, true, false,
-               {expect_error<ShapeError>("2 elements as 0-d", "invalid", [] { ones({2}).view({}); })}});
-  v.push_back({"reshape", {"view"}, {3, 4}, {2, 2, 3}, [](const Tensor& x) { return x.reshape({2, -1, 3}); },
-               identity_flat({3, 4}, {2, 2, 3}), evenly_spaced, true, false,
-               {expect_error<ShapeError>("size mismatch", "invalid for input of size", [] { ones({3, 4}).t().reshape({5}); })}});
-  v.push_back({"reshape_copies", {"view", "copy"}, {3, 4}, {12}, [](const Tensor& x) { return x.t().reshape({12}); },
-               [](const Index& o) { return Index{o[0] % 3, o[0] / 3}; },
-               [](const Tensor& x) { return evenly_spaced(x.t()); }, true, false,
-               {expect_error<ShapeError>("two inferred dims", "only one dimension", [] { ones({4}).reshape({-1, -1}); })}});
-  v.push_back({"flatten", {"view"}, {2, 3, 4}, {2, 12}, [](const Tensor& x) { return x.flatten(1); },
-               identity_flat({2, 3, 4}, {2, 12}), evenly_spaced, true, false,
-               {expect_error<ValueError>("start after end", "cannot come after", [] { ones({2, 3, 4}).flatten(2, 1); }),
-                expect_error<IndexError>("dim out of range", "out of range", [] { ones({2, 3}).flatten(0, 2); })}});
-  v.push_back({"flatten_all", {"view"}, {2, 3, 4}, {24}, [](const Tensor& x) { return x.flatten(); },
-               identity_flat({2, 3, 4}, {24}), evenly_spaced, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({2}).flatten(-3); })}});
-  v.push_back({"flatten_0d", {"view"}, {}, {1}, [](const Tensor& x) { return x.flatten(); },
-               [](const Index&) { return Index{}; }, always, true, true,
-               {expect_error<IndexError>("0-d dim out of range", "out of range", [] { scalar_tensor(1).flatten(0, 1); })}});
-  v.push_back({"unflatten", {"view"}, {2, 12}, {2, 3, 4}, [](const Tensor& x) { return x.unflatten(1, {3, -1}); },
-               identity_flat({2, 12}, {2, 3, 4}), always, true, false,
-               {expect_error<ShapeError>("sizes that don't multiply up", "don't multiply", [] { ones({2, 12}).unflatten(1, {5, 2}); }),
-                expect_error<ShapeError>("empty sizes", "non-empty", [] { ones({2, 12}).unflatten(1, {}); })}});
+  v.push_back({"view_noncontiguous_compatible",
+               {"view", "slice"},
+               {2, 3, 8},
+               {2, 3, 2, 2},
+               [](const Tensor& x) {
+                 return x.slice(2, 0, 4).view({2, 3, 2, 2});
+               },
+               [](const Index& o) {
+                 return Index{o[0], o[1], o[2] * 2 + o[3]};
+               },
+               always,
+               true,
+               true,
+               {expect_error<ShapeError>("merge across a gap", "not compatible", [] {
+                 ones({2, 8}).slice(1, 0, 4).view({8});
+               })}});
+  v.push_back({"view_0d",
+               {"view"},
+               {},
+               {1, 1},
+               [](const Tensor& x) {
+                 return x.view({1, 1});
+               },
+               [](const Index&) { return Index{}; },
+               always,
+               true,
+               true,
+               {expect_error<ShapeError>("0-d as two elements", "invalid",
+                                         [] { scalar_tensor(1).view({2}); })}});
+  v.push_back(
+      {"view_to_0d",
+       {"view"},
+       {1, 1},
+       {},
+       [](const Tensor& x) { return x.view({}); },
+       [](const Index&) {
+         return Index{0, 0};
+       },
+       always,
+       true,
+       false,
+       {expect_error<ShapeError>("2 elements as 0-d", "invalid", [] { ones({2}).view({}); })}});
+  v.push_back({"reshape",
+               {"view"},
+               {3, 4},
+               {2, 2, 3},
+               [](const Tensor& x) {
+                 return x.reshape({2, -1, 3});
+               },
+               identity_flat({3, 4}, {2, 2, 3}),
+               evenly_spaced,
+               true,
+               false,
+               {expect_error<ShapeError>("size mismatch", "invalid for input of size", [] {
+                 ones({3, 4}).t().reshape({5});
+               })}});
+  v.push_back({"reshape_copies",
+               {"view", "copy"},
+               {3, 4},
+               {12},
+               [](const Tensor& x) { return x.t().reshape({12}); },
+               [](const Index& o) {
+                 return Index{o[0] % 3, o[0] / 3};
+               },
+               [](const Tensor& x) { return evenly_spaced(x.t()); },
+               true,
+               false,
+               {expect_error<ShapeError>("two inferred dims", "only one dimension", [] {
+                 ones({4}).reshape({-1, -1});
+               })}});
+  v.push_back({"flatten",
+               {"view"},
+               {2, 3, 4},
+               {2, 12},
+               [](const Tensor& x) { return x.flatten(1); },
+               identity_flat({2, 3, 4}, {2, 12}),
+               evenly_spaced,
+               true,
+               false,
+               {expect_error<ValueError>("start after end", "cannot come after",
+                                         [] {
+                                           ones({2, 3, 4}).flatten(2, 1);
+                                         }),
+                expect_error<IndexError>("dim out of range", "out of range", [] {
+                  ones({2, 3}).flatten(0, 2);
+                })}});
+  v.push_back({"flatten_all",
+               {"view"},
+               {2, 3, 4},
+               {24},
+               [](const Tensor& x) { return x.flatten(); },
+               identity_flat({2, 3, 4}, {24}),
+               evenly_spaced,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range",
+                                         [] { ones({2}).flatten(-3); })}});
+  v.push_back({"flatten_0d",
+               {"view"},
+               {},
+               {1},
+               [](const Tensor& x) { return x.flatten(); },
+               [](const Index&) { return Index{}; },
+               always,
+               true,
+               true,
+               {expect_error<IndexError>("0-d dim out of range", "out of range",
+                                         [] { scalar_tensor(1).flatten(0, 1); })}});
+  v.push_back({"unflatten",
+               {"view"},
+               {2, 12},
+               {2, 3, 4},
+               [](const Tensor& x) {
+                 return x.unflatten(1, {3, -1});
+               },
+               identity_flat({2, 12}, {2, 3, 4}),
+               always,
+               true,
+               false,
+               {expect_error<ShapeError>("sizes that don't multiply up", "don't multiply",
+                                         [] {
+                                           ones({2, 12}).unflatten(1, {5, 2});
+                                         }),
+                expect_error<ShapeError>("empty sizes", "non-empty", [] {
+                  ones({2, 12}).unflatten(1, {});
+                })}});
   // ---- permute, transpose, t, mT ----
-  v.push_back({"permute", {"permute"}, {2, 3, 4}, {4, 2, 3}, [](const Tensor& x) { return x.permute({2, 0, 1}); },
-               permuted({2, 0, 1}), always, true, false,
-               {expect_error<ShapeError>("too few dims", "doesn't match", [] { ones({2, 3}).permute({0}); }),
-                expect_error<IndexError>("repeated dim", "repeats", [] { ones({2, 3}).permute({1, 1}); }),
-                expect_error<IndexError>("dim out of range", "out of range", [] { ones({2, 3}).permute({0, 2}); })}});
-  v.push_back({"permute_negative", {"permute"}, {2, 3, 4}, {3, 4, 2}, [](const Tensor& x) { return x.permute({-2, -1, 0}); },
-               permuted({1, 2, 0}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({2, 3}).permute({-3, 0}); })}});
-  v.push_back({"transpose", {"permute"}, {2, 3, 4}, {4, 3, 2}, [](const Tensor& x) { return x.transpose(0, -1); },
-               permuted({2, 1, 0}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({2, 3}).transpose(0, 2); })}});
-  v.push_back({"t", {"permute"}, {3, 5}, {5, 3}, [](const Tensor& x) { return x.t(); }, permuted({1, 0}),
-               always, true, false,
-               {expect_error<ShapeError>("3-d", "<= 2 dimensions", [] { ones({2, 3, 4}).t(); })}});
-  v.push_back({"t_1d", {"permute"}, {5}, {5}, [](const Tensor& x) { return x.t(); }, permuted({0}), always,
-               true, false, {expect_error<ShapeError>("4-d", "<= 2 dimensions", [] { ones({1, 2, 3, 4}).t(); })}});
-  v.push_back({"mT", {"permute"}, {2, 3, 4}, {2, 4, 3}, [](const Tensor& x) { return x.mT(); }, permuted({0, 2, 1}),
-               always, true, false,
+  v.push_back({"permute",
+               {"permute"},
+               {2, 3, 4},
+               {4, 2, 3},
+               [](const Tensor& x) {
+                 return x.permute({2, 0, 1});
+               },
+               permuted({2, 0, 1}),
+               always,
+               true,
+               false,
+               {expect_error<ShapeError>("too few dims", "doesn't match",
+                                         [] {
+                                           ones({2, 3}).permute({0});
+                                         }),
+                expect_error<IndexError>("repeated dim", "repeats",
+                                         [] {
+                                           ones({2, 3}).permute({1, 1});
+                                         }),
+                expect_error<IndexError>("dim out of range", "out of range", [] {
+                  ones({2, 3}).permute({0, 2});
+                })}});
+  v.push_back({"permute_negative",
+               {"permute"},
+               {2, 3, 4},
+               {3, 4, 2},
+               [](const Tensor& x) {
+                 return x.permute({-2, -1, 0});
+               },
+               permuted({1, 2, 0}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({2, 3}).permute({-3, 0});
+               })}});
+  v.push_back({"transpose",
+               {"permute"},
+               {2, 3, 4},
+               {4, 3, 2},
+               [](const Tensor& x) { return x.transpose(0, -1); },
+               permuted({2, 1, 0}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({2, 3}).transpose(0, 2);
+               })}});
+  v.push_back({"t",
+               {"permute"},
+               {3, 5},
+               {5, 3},
+               [](const Tensor& x) { return x.t(); },
+               permuted({1, 0}),
+               always,
+               true,
+               false,
+               {expect_error<ShapeError>("3-d", "<= 2 dimensions", [] {
+                 ones({2, 3, 4}).t();
+               })}});
+  v.push_back({"t_1d",
+               {"permute"},
+               {5},
+               {5},
+               [](const Tensor& x) { return x.t(); },
+               permuted({0}),
+               always,
+               true,
+               false,
+               {expect_error<ShapeError>("4-d", "<= 2 dimensions", [] {
+                 ones({1, 2, 3, 4}).t();
+               })}});
+  v.push_back({"mT",
+               {"permute"},
+               {2, 3, 4},
+               {2, 4, 3},
+               [](const Tensor& x) { return x.mT(); },
+               permuted({0, 2, 1}),
+               always,
+               true,
+               false,
                {expect_error<ShapeError>("1-d", ">= 2 dimensions", [] { ones({3}).mT(); })}});
   // ---- expand ----
-  v.push_back({"expand", {"expand"}, {3, 1}, {2, 3, 4}, [](const Tensor& x) { return x.expand({2, -1, 4}); },
-               expanded({3, 1}, {2, 3, 4}), always, false, false,
-               {expect_error<ShapeError>("non-singleton mismatch", "must match", [] { ones({3, 1}).expand({4, 4}); }),
-                expect_error<ShapeError>("fewer sizes than dims", "greater or equal", [] { ones({3, 1}).expand({3}); }),
-                expect_error<ShapeError>("-1 in a new leading dim", "not allowed", [] { ones({3}).expand({-1, 3}); }),
-                expect_error<ShapeError>("negative size", "size", [] { ones({1}).expand({-2}); })}});
-  v.push_back({"expand_as", {"expand"}, {4}, {3, 4}, [](const Tensor& x) { return x.expand_as(zeros({3, 4})); },
-               expanded({4}, {3, 4}), always, false, false,
-               {expect_error<ShapeError>("mismatch", "must match", [] { ones({4}).expand_as(zeros({4, 3})); })}});
-  v.push_back({"expand_0d", {"expand"}, {}, {2, 3}, [](const Tensor& x) { return x.expand({2, 3}); },
-               [](const Index&) { return Index{}; }, always, false, false,
-               {expect_error<ShapeError>("expand to zero from 2", "must match", [] { ones({2}).expand({0}); })}});
+  v.push_back(
+      {"expand",
+       {"expand"},
+       {3, 1},
+       {2, 3, 4},
+       [](const Tensor& x) {
+         return x.expand({2, -1, 4});
+       },
+       expanded({3, 1}, {2, 3, 4}),
+       always,
+       false,
+       false,
+       {expect_error<ShapeError>("non-singleton mismatch", "must match",
+                                 [] {
+                                   ones({3, 1}).expand({4, 4});
+                                 }),
+        expect_error<ShapeError>("fewer sizes than dims", "greater or equal",
+                                 [] {
+                                   ones({3, 1}).expand({3});
+                                 }),
+        expect_error<ShapeError>("-1 in a new leading dim", "not allowed",
+                                 [] {
+                                   ones({3}).expand({-1, 3});
+                                 }),
+        expect_error<ShapeError>("negative size", "size", [] { ones({1}).expand({-2}); })}});
+  v.push_back({"expand_as",
+               {"expand"},
+               {4},
+               {3, 4},
+               [](const Tensor& x) {
+                 return x.expand_as(zeros({3, 4}));
+               },
+               expanded({4}, {3, 4}),
+               always,
+               false,
+               false,
+               {expect_error<ShapeError>("mismatch", "must match", [] {
+                 ones({4}).expand_as(zeros({4, 3}));
+               })}});
+  v.push_back({"expand_0d",
+               {"expand"},
+               {},
+               {2, 3},
+               [](const Tensor& x) {
+                 return x.expand({2, 3});
+               },
+               [](const Index&) { return Index{}; },
+               always,
+               false,
+               false,
+               {expect_error<ShapeError>("expand to zero from 2", "must match",
+                                         [] { ones({2}).expand({0}); })}});
   // ---- slice, narrow, select, operator[] ----
-  v.push_back({"slice", {"slice"}, {5, 6}, {5, 2}, [](const Tensor& x) { return x.slice(1, 1, 5, 2); },
-               sliced(1, 1, 2), always, true, false,
-               {expect_error<ValueError>("zero step", "step must be positive", [] { ones({4}).slice(0, 0, 4, 0); }),
-                expect_error<IndexError>("dim out of range", "out of range", [] { ones({4}).slice(1, 0, 4); }),
-                expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).slice(0, 0, 1); })}});
-  v.push_back({"slice_negative_bounds", {"slice"}, {7, 3}, {2, 3}, [](const Tensor& x) { return x.slice(0, -5, -1, 2); },
-               sliced(0, 2, 2), always, true, false,
-               {expect_error<ValueError>("negative step", "step must be positive", [] { ones({4}).slice(0, 0, 4, -1); })}});
-  v.push_back({"slice_clamped_bounds", {"slice"}, {4, 3}, {4, 3}, [](const Tensor& x) { return x.slice(0, -100, 100); },
-               sliced(0, 0, 1), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({4}).slice(-2); })}});
-  v.push_back({"slice_empty", {"slice"}, {4, 3}, {0, 3}, [](const Tensor& x) { return x.slice(0, 3, 1); },
-               sliced(0, 0, 1), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({4}).slice(3); })}});
-  v.push_back({"narrow", {"slice"}, {4, 6}, {4, 3}, [](const Tensor& x) { return x.narrow(-1, 2, 3); },
-               sliced(1, 2, 1), always, true, false,
-               {expect_error<IndexError>("past the end", "exceeds", [] { ones({4}).narrow(0, 2, 3); }),
-                expect_error<IndexError>("start out of range", "out of range", [] { ones({4}).narrow(0, 5, 0); }),
-                expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).narrow(0, 0, 1); })}});
-  v.push_back({"narrow_negative_start", {"slice"}, {6}, {2}, [](const Tensor& x) { return x.narrow(0, -3, 2); },
-               sliced(0, 3, 1), always, true, false,
-               {expect_error<IndexError>("negative length", "exceeds", [] { ones({4}).narrow(0, 0, -1); })}});
-  v.push_back({"select", {"select"}, {3, 4, 5}, {3, 5}, [](const Tensor& x) { return x.select(1, 2); },
-               selected(1, 2), always, true, false,
-               {expect_error<IndexError>("index out of range", "out of bounds", [] { ones({3, 4}).select(1, 4); }),
-                expect_error<IndexError>("negative index out of range", "out of bounds", [] { ones({3, 4}).select(0, -4); }),
-                expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).select(0, 0); }),
-                expect_error<IndexError>("dim out of range", "out of range", [] { ones({3}).select(1, 0); })}});
-  v.push_back({"select_negative", {"select"}, {3, 4}, {3}, [](const Tensor& x) { return x.select(-1, -1); },
-               selected(1, 3), always, true, false,
-               {expect_error<IndexError>("index out of range", "out of bounds", [] { ones({3, 4}).select(-1, 4); })}});
-  v.push_back({"index_operator", {"select"}, {3, 4}, {4}, [](const Tensor& x) { return x[1]; }, selected(0, 1),
-               always, true, false,
-               {expect_error<IndexError>("index out of range", "out of bounds", [] { ones({3, 4})[3]; })}});
-  // ---- squeeze, unsqueeze ----
-  v.push_back({"squeeze", {"squeeze"}, {1, 3, 1, 4}, {3, 4}, [](const Tensor& x) { return x.squeeze(); },
-               reshaped_ones({}, {0, 2}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({1, 3}).squeeze(2); })}});
-  v.push_back({"squeeze_dim", {"squeeze"}, {1, 3, 1, 4}, {1, 3, 4}, [](const Tensor& x) { return x.squeeze(-2); },
-               reshaped_ones({}, {2}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({1, 3}).squeeze(-3); })}});
-  v.push_back({"squeeze_non_singleton", {"squeeze"}, {2, 3}, {2, 3}, [](const Tensor& x) { return x.squeeze(1); },
-               reshaped_ones({}, {}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({2, 3}).squeeze(5); })}});
-  v.push_back({"unsqueeze", {"unsqueeze"}, {3, 4}, {3, 1, 4}, [](const Tensor& x) { return x.unsqueeze(1); },
-               reshaped_ones({1}, {}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({3, 4}).unsqueeze(3); })}});
-  v.push_back({"unsqueeze_last", {"unsqueeze"}, {3, 4}, {3, 4, 1}, [](const Tensor& x) { return x.unsqueeze(-1); },
-               reshaped_ones({2}, {}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({3, 4}).unsqueeze(-4); })}});
-  v.push_back({"unsqueeze_0d", {"unsqueeze"}, {}, {1}, [](const Tensor& x) { return x.unsqueeze(0); },
-               reshaped_ones({0}, {}), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { scalar_tensor(1).unsqueeze(2); })}});
-  // ---- as_strided (storage-relative: contiguous inputs) ----
-  v.push_back({"as_strided", {"as_strided"}, {4, 5}, {3, 2}, [](const Tensor& x) { return x.as_strided({3, 2}, {6, 2}, 1); },
-               [](const Index& o) { return row_major_index({4, 5}, 1 + o[0] * 6 + o[1] * 2); }, always, true,
+  v.push_back({"slice",
+               {"slice"},
+               {5, 6},
+               {5, 2},
+               [](const Tensor& x) { return x.slice(1, 1, 5, 2); },
+               sliced(1, 1, 2),
+               always,
                true,
-               {expect_error<IndexError>("out of bounds", "out of bounds", [] { ones({4, 5}).as_strided({4, 5}, {5, 1}, 1); }),
-                expect_error<ValueError>("negative size", "negative size", [] { ones({4}).as_strided({-1}, {1}); }),
-                expect_error<ValueError>("negative stride", "negative stride", [] { ones({4}).as_strided({2}, {-1}); }),
-                expect_error<ShapeError>("length mismatch", "same length", [] { ones({4}).as_strided({2}, {1, 1}); }),
-                expect_error<IndexError>("stride overflowing int64", "out of bounds", [] {
-                  ones({4}).as_strided({3}, {std::numeric_limits<int64_t>::max() / 2 + 1});
-                }),
-                expect_error<IndexError>("size overflowing int64", "out of bounds", [] {
-                  ones({4}).as_strided({std::numeric_limits<int64_t>::max(), 2}, {1, 2});
-                }),
-                expect_error<ValueError>("negative offset", "negative storage offset", [] {
-                  ones({4}).as_strided({2}, {1}, -1);
-                })}});
-  v.push_back({"as_strided_overlapping", {"as_strided"}, {6}, {3, 3}, [](const Tensor& x) { return x.as_strided({3, 3}, {1, 1}); },
-               [](const Index& o) { return Index{o[0] + o[1]}; }, always, false, true,
-               {expect_error<IndexError>("past the end", "out of bounds", [] { ones({6}).as_strided({3, 3}, {2, 1}); })}});
-  v.push_back({"as_strided_keeps_offset", {"as_strided", "slice"}, {10}, {2, 2},
-               [](const Tensor& x) { return x.slice(0, 3).as_strided({2, 2}, {3, 1}); },
-               [](const Index& o) { return Index{3 + o[0] * 3 + o[1]}; }, always, true, true,
-               {expect_error<IndexError>("offset past the end", "out of bounds", [] { ones({4}).as_strided({1}, {1}, 4); })}});
-  v.push_back({"as_strided_empty", {"as_strided"}, {4}, {0, 3}, [](const Tensor& x) { return x.as_strided({0, 3}, {100, 100}); },
-               [](const Index& o) { return o; }, always, true, true,
-               {expect_error<IndexError>("out of bounds", "out of bounds", [] { ones({4}).as_strided({2}, {4}); })}});
+               false,
+               {expect_error<ValueError>("zero step", "step must be positive",
+                                         [] { ones({4}).slice(0, 0, 4, 0); }),
+                expect_error<IndexError>("dim out of range", "out of range",
+                                         [] { ones({4}).slice(1, 0, 4); }),
+                expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).slice(0, 0, 1); })}});
+  v.push_back({"slice_negative_bounds",
+               {"slice"},
+               {7, 3},
+               {2, 3},
+               [](const Tensor& x) { return x.slice(0, -5, -1, 2); },
+               sliced(0, 2, 2),
+               always,
+               true,
+               false,
+               {expect_error<ValueError>("negative step", "step must be positive",
+                                         [] { ones({4}).slice(0, 0, 4, -1); })}});
+  v.push_back({"slice_clamped_bounds",
+               {"slice"},
+               {4, 3},
+               {4, 3},
+               [](const Tensor& x) { return x.slice(0, -100, 100); },
+               sliced(0, 0, 1),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range",
+                                         [] { ones({4}).slice(-2); })}});
+  v.push_back(
+      {"slice_empty",
+       {"slice"},
+       {4, 3},
+       {0, 3},
+       [](const Tensor& x) { return x.slice(0, 3, 1); },
+       sliced(0, 0, 1),
+       always,
+       true,
+       false,
+       {expect_error<IndexError>("dim out of range", "out of range", [] { ones({4}).slice(3); })}});
+  v.push_back(
+      {"narrow",
+       {"slice"},
+       {4, 6},
+       {4, 3},
+       [](const Tensor& x) { return x.narrow(-1, 2, 3); },
+       sliced(1, 2, 1),
+       always,
+       true,
+       false,
+       {expect_error<IndexError>("past the end", "exceeds", [] { ones({4}).narrow(0, 2, 3); }),
+        expect_error<IndexError>("start out of range", "out of range",
+                                 [] { ones({4}).narrow(0, 5, 0); }),
+        expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).narrow(0, 0, 1); })}});
+  v.push_back({"narrow_negative_start",
+               {"slice"},
+               {6},
+               {2},
+               [](const Tensor& x) { return x.narrow(0, -3, 2); },
+               sliced(0, 3, 1),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("negative length", "exceeds",
+                                         [] { ones({4}).narrow(0, 0, -1); })}});
+  v.push_back({"select",
+               {"select"},
+               {3, 4, 5},
+               {3, 5},
+               [](const Tensor& x) { return x.select(1, 2); },
+               selected(1, 2),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("index out of range", "out of bounds",
+                                         [] {
+                                           ones({3, 4}).select(1, 4);
+                                         }),
+                expect_error<IndexError>("negative index out of range", "out of bounds",
+                                         [] {
+                                           ones({3, 4}).select(0, -4);
+                                         }),
+                expect_error<IndexError>("0-d", "0-d", [] { scalar_tensor(1).select(0, 0); }),
+                expect_error<IndexError>("dim out of range", "out of range",
+                                         [] { ones({3}).select(1, 0); })}});
+  v.push_back({"select_negative",
+               {"select"},
+               {3, 4},
+               {3},
+               [](const Tensor& x) { return x.select(-1, -1); },
+               selected(1, 3),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("index out of range", "out of bounds", [] {
+                 ones({3, 4}).select(-1, 4);
+               })}});
+  v.push_back({"index_operator",
+               {"select"},
+               {3, 4},
+               {4},
+               [](const Tensor& x) { return x[1]; },
+               selected(0, 1),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("index out of range", "out of bounds", [] {
+                 ones({3, 4})[3];
+               })}});
+  // ---- squeeze, unsqueeze ----
+  v.push_back({"squeeze",
+               {"squeeze"},
+               {1, 3, 1, 4},
+               {3, 4},
+               [](const Tensor& x) { return x.squeeze(); },
+               reshaped_ones({}, {0, 2}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({1, 3}).squeeze(2);
+               })}});
+  v.push_back({"squeeze_dim",
+               {"squeeze"},
+               {1, 3, 1, 4},
+               {1, 3, 4},
+               [](const Tensor& x) { return x.squeeze(-2); },
+               reshaped_ones({}, {2}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({1, 3}).squeeze(-3);
+               })}});
+  v.push_back({"squeeze_non_singleton",
+               {"squeeze"},
+               {2, 3},
+               {2, 3},
+               [](const Tensor& x) { return x.squeeze(1); },
+               reshaped_ones({}, {}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({2, 3}).squeeze(5);
+               })}});
+  v.push_back({"unsqueeze",
+               {"unsqueeze"},
+               {3, 4},
+               {3, 1, 4},
+               [](const Tensor& x) { return x.unsqueeze(1); },
+               reshaped_ones({1}, {}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({3, 4}).unsqueeze(3);
+               })}});
+  v.push_back({"unsqueeze_last",
+               {"unsqueeze"},
+               {3, 4},
+               {3, 4, 1},
+               [](const Tensor& x) { return x.unsqueeze(-1); },
+               reshaped_ones({2}, {}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({3, 4}).unsqueeze(-4);
+               })}});
+  v.push_back({"unsqueeze_0d",
+               {"unsqueeze"},
+               {},
+               {1},
+               [](const Tensor& x) { return x.unsqueeze(0); },
+               reshaped_ones({0}, {}),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range",
+                                         [] { scalar_tensor(1).unsqueeze(2); })}});
+  // ---- as_strided (storage-relative: contiguous inputs) ----
+  v.push_back(
+      {"as_strided",
+       {"as_strided"},
+       {4, 5},
+       {3, 2},
+       [](const Tensor& x) {
+         return x.as_strided({3, 2}, {6, 2}, 1);
+       },
+       [](const Index& o) {
+         return row_major_index({4, 5}, 1 + o[0] * 6 + o[1] * 2);
+       },
+       always,
+       true,
+       true,
+       {expect_error<IndexError>("out of bounds", "out of bounds",
+                                 [] {
+                                   ones({4, 5}).as_strided({4, 5}, {5, 1}, 1);
+                                 }),
+        expect_error<ValueError>("negative size", "negative size",
+                                 [] { ones({4}).as_strided({-1}, {1}); }),
+        expect_error<ValueError>("negative stride", "negative stride",
+                                 [] { ones({4}).as_strided({2}, {-1}); }),
+        expect_error<ShapeError>("length mismatch", "same length",
+                                 [] {
+                                   ones({4}).as_strided({2}, {1, 1});
+                                 }),
+        expect_error<IndexError>(
+            "stride overflowing int64", "out of bounds",
+            [] { ones({4}).as_strided({3}, {std::numeric_limits<int64_t>::max() / 2 + 1}); }),
+        expect_error<IndexError>(
+            "size overflowing int64", "out of bounds",
+            [] {
+              ones({4}).as_strided({std::numeric_limits<int64_t>::max(), 2}, {1, 2});
+            }),
+        expect_error<ValueError>("negative offset", "negative storage offset",
+                                 [] { ones({4}).as_strided({2}, {1}, -1); })}});
+  v.push_back({"as_strided_overlapping",
+               {"as_strided"},
+               {6},
+               {3, 3},
+               [](const Tensor& x) {
+                 return x.as_strided({3, 3}, {1, 1});
+               },
+               [](const Index& o) { return Index{o[0] + o[1]}; },
+               always,
+               false,
+               true,
+               {expect_error<IndexError>("past the end", "out of bounds", [] {
+                 ones({6}).as_strided({3, 3}, {2, 1});
+               })}});
+  v.push_back({"as_strided_keeps_offset",
+               {"as_strided", "slice"},
+               {10},
+               {2, 2},
+               [](const Tensor& x) {
+                 return x.slice(0, 3).as_strided({2, 2}, {3, 1});
+               },
+               [](const Index& o) { return Index{3 + o[0] * 3 + o[1]}; },
+               always,
+               true,
+               true,
+               {expect_error<IndexError>("offset past the end", "out of bounds",
+                                         [] { ones({4}).as_strided({1}, {1}, 4); })}});
+  v.push_back({"as_strided_empty",
+               {"as_strided"},
+               {4},
+               {0, 3},
+               [](const Tensor& x) {
+                 return x.as_strided({0, 3}, {100, 100});
+               },
+               [](const Index& o) { return o; },
+               always,
+               true,
+               true,
+               {expect_error<IndexError>("out of bounds", "out of bounds",
+                                         [] { ones({4}).as_strided({2}, {4}); })}});
   // ---- diagonal ----
-  v.push_back({"diagonal", {"diagonal"}, {4, 5}, {4}, [](const Tensor& x) { return x.diagonal(); }, diag(0, 0, 1, 2),
-               always, true, false,
+  v.push_back({"diagonal",
+               {"diagonal"},
+               {4, 5},
+               {4},
+               [](const Tensor& x) { return x.diagonal(); },
+               diag(0, 0, 1, 2),
+               always,
+               true,
+               false,
                {expect_error<ShapeError>("1-d", "at least 2 dims", [] { ones({3}).diagonal(); }),
-                expect_error<ValueError>("same dims", "cannot be the same", [] { ones({3, 3}).diagonal(0, 1, 1); })}});
-  v.push_back({"diagonal_offset", {"diagonal"}, {4, 5}, {3}, [](const Tensor& x) { return x.diagonal(2); },
-               diag(2, 0, 1, 2), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({3, 3}).diagonal(0, 0, 2); })}});
-  v.push_back({"diagonal_negative_offset", {"diagonal"}, {4, 5}, {3}, [](const Tensor& x) { return x.diagonal(-1); },
-               diag(-1, 0, 1, 2), always, true, false,
-               {expect_error<ShapeError>("0-d", "at least 2 dims", [] { scalar_tensor(1).diagonal(); })}});
-  v.push_back({"diagonal_offset_past_end", {"diagonal"}, {4, 5}, {0}, [](const Tensor& x) { return x.diagonal(7); },
-               diag(7, 0, 1, 2), always, true, false,
-               {expect_error<ValueError>("same dims (negative)", "cannot be the same", [] { ones({3, 3}).diagonal(0, -1, 1); })}});
-  v.push_back({"diagonal_batched", {"diagonal"}, {3, 2, 4}, {2, 3}, [](const Tensor& x) { return x.diagonal(0, 2, 0); },
-               diag(0, 2, 0, 3), always, true, false,
-               {expect_error<IndexError>("dim out of range", "out of range", [] { ones({3, 3}).diagonal(0, 0, -3); })}});
+                expect_error<ValueError>("same dims", "cannot be the same", [] {
+                  ones({3, 3}).diagonal(0, 1, 1);
+                })}});
+  v.push_back({"diagonal_offset",
+               {"diagonal"},
+               {4, 5},
+               {3},
+               [](const Tensor& x) { return x.diagonal(2); },
+               diag(2, 0, 1, 2),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({3, 3}).diagonal(0, 0, 2);
+               })}});
+  v.push_back(
+      {"diagonal_negative_offset",
+       {"diagonal"},
+       {4, 5},
+       {3},
+       [](const Tensor& x) { return x.diagonal(-1); },
+       diag(-1, 0, 1, 2),
+       always,
+       true,
+       false,
+       {expect_error<ShapeError>("0-d", "at least 2 dims", [] { scalar_tensor(1).diagonal(); })}});
+  v.push_back({"diagonal_offset_past_end",
+               {"diagonal"},
+               {4, 5},
+               {0},
+               [](const Tensor& x) { return x.diagonal(7); },
+               diag(7, 0, 1, 2),
+               always,
+               true,
+               false,
+               {expect_error<ValueError>("same dims (negative)", "cannot be the same", [] {
+                 ones({3, 3}).diagonal(0, -1, 1);
+               })}});
+  v.push_back({"diagonal_batched",
+               {"diagonal"},
+               {3, 2, 4},
+               {2, 3},
+               [](const Tensor& x) { return x.diagonal(0, 2, 0); },
+               diag(0, 2, 0, 3),
+               always,
+               true,
+               false,
+               {expect_error<IndexError>("dim out of range", "out of range", [] {
+                 ones({3, 3}).diagonal(0, 0, -3);
+               })}});
   // ---- contiguous / clone ----
-  v.push_back({"contiguous", {"copy"}, {3, 4}, {3, 4}, [](const Tensor& x) {
+  v.push_back({"contiguous",
+               {"copy"},
+               {3, 4},
+               {3, 4},
+               [](const Tensor& x) {
                  Tensor c = x.contiguous();
                  EXPECT_TRUE(c.is_contiguous());
                  if (x.is_contiguous()) {
@@ -382,20 +858,39 @@ const bool kViewsRegistered = [] {
                  }
                  return c;
                },
-               [](const Index& o) { return o; }, when_contiguous, true, false,
-               {expect_error<ShapeError>("contiguous copy then a bad view", "invalid",
-                                         [] { zeros({2, 3}).t().contiguous().view({7}); })}});
-  v.push_back({"clone", {"copy"}, {3, 4}, {3, 4}, [](const Tensor& x) {
+               [](const Index& o) { return o; },
+               when_contiguous,
+               true,
+               false,
+               {expect_error<ShapeError>("contiguous copy then a bad view", "invalid", [] {
+                 zeros({2, 3}).t().contiguous().view({7});
+               })}});
+  v.push_back({"clone",
+               {"copy"},
+               {3, 4},
+               {3, 4},
+               [](const Tensor& x) {
                  Tensor c = x.clone();
                  EXPECT_TRUE(c.is_contiguous());
                  EXPECT_FALSE(c.is_same(x));
                  return c;
                },
-               [](const Index& o) { return o; }, never, true, false,
+               [](const Index& o) { return o; },
+               never,
+               true,
+               false,
                {expect_error<Error>("undefined tensor", "undefined", [] { Tensor().clone(); })}});
-  v.push_back({"detach", {"view"}, {3, 4}, {3, 4}, [](const Tensor& x) { return x.detach(); },
-               [](const Index& o) { return o; }, always, true, false,
-               {expect_error<ShapeError>("detach then bad view", "invalid", [] { ones({3}).detach().view({2}); })}});
+  v.push_back({"detach",
+               {"view"},
+               {3, 4},
+               {3, 4},
+               [](const Tensor& x) { return x.detach(); },
+               [](const Index& o) { return o; },
+               always,
+               true,
+               false,
+               {expect_error<ShapeError>("detach then bad view", "invalid",
+                                         [] { ones({3}).detach().view({2}); })}});
   for (ViewSpec& s : v) register_view(std::move(s));
   return true;
 }();
@@ -409,7 +904,9 @@ const bool kToDtypeRegistered = [] {
   info.dtypes = kAllDTypes;
   info.samples = [](DType dt) {
     auto s = layouts({3, 4}, dt, false);
-    s.push_back({"special", {tensor(std::vector<double>{0.0, -0.0, 0.5, -0.5, 1.75, -1.75, 3.0, 1e9}).to(dt)}});
+    s.push_back(
+        {"special",
+         {tensor(std::vector<double>{0.0, -0.0, 0.5, -0.5, 1.75, -1.75, 3.0, 1e9}).to(dt)}});
     s.push_back({"0-d", {make_tensor_for_test({}, dt, -9, 9)}});
     s.push_back({"empty", {make_tensor_for_test({0, 2}, dt)}});
     return s;
@@ -437,7 +934,8 @@ const bool kToDtypeRegistered = [] {
     }
     return out;
   };
-  info.errors.push_back(expect_error<Error>("undefined tensor", "undefined", [] { Tensor().to(DType::Int32); }));
+  info.errors.push_back(
+      expect_error<Error>("undefined tensor", "undefined", [] { Tensor().to(DType::Int32); }));
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -451,7 +949,7 @@ Tensor carrier(DType dt) { return zeros({}, dt); }
 struct FactoryCase {
   std::function<Tensor(DType)> make;
   Index sizes;
-  std::function<double(int64_t)> value;  // element i (row-major) before the cast to the dtype
+  std::function<double(int64_t)> value;       // element i (row-major) before the cast to the dtype
   std::optional<DType> dtype = std::nullopt;  // when the factory picks its own dtype
 };
 
@@ -461,7 +959,9 @@ void register_factory(std::string name, std::string covers, std::vector<DType> d
   info.name = name;
   info.covers = {covers};
   info.dtypes = dtypes;
-  info.samples = [](DType dt) { return std::vector<Sample>{{"dtype " + std::string(dtype_name(dt)), {carrier(dt)}}}; };
+  info.samples = [](DType dt) {
+    return std::vector<Sample>{{"dtype " + std::string(dtype_name(dt)), {carrier(dt)}}};
+  };
   info.fn = [cases](const std::vector<Tensor>& in) {
     std::vector<Tensor> out;
     for (const FactoryCase& c : cases) {
@@ -490,17 +990,43 @@ const bool kFactoriesRegistered = [] {
   register_factory(
       "full", "full", kAllDTypes,
       {
-          {[](DType d) { return zeros({2, 3}, d); }, {2, 3}, constant(0)},
+          {[](DType d) {
+             return zeros({2, 3}, d);
+           },
+           {2, 3},
+           constant(0)},
           {[](DType d) { return ones({4}, d); }, {4}, constant(1)},
           {[](DType d) { return ones({}, d); }, {}, constant(1)},
-          {[](DType d) { return zeros({3, 0, 2}, d); }, {3, 0, 2}, constant(0)},
-          {[](DType d) { return full({2, 2}, -7.5, d); }, {2, 2}, constant(-7.5)},
+          {[](DType d) {
+             return zeros({3, 0, 2}, d);
+           },
+           {3, 0, 2},
+           constant(0)},
+          {[](DType d) {
+             return full({2, 2}, -7.5, d);
+           },
+           {2, 2},
+           constant(-7.5)},
           {[](DType d) { return full({3}, 42, d); }, {3}, constant(42)},
           {[](DType d) { return full({3}, true, d); }, {3}, constant(1)},
-          {[](DType d) { return full({500, 300}, 3, d); }, {500, 300}, constant(3)},
-          {[](DType d) { return zeros_like(zeros({2, 5}, d)); }, {2, 5}, constant(0)},
-          {[](DType d) { return ones_like(zeros({2, 5}).t(), d); }, {5, 2}, constant(1)},
-          {[](DType d) { return full_like(zeros({3}, DType::Float64), 2.5, d); }, {3}, constant(2.5)},
+          {[](DType d) {
+             return full({500, 300}, 3, d);
+           },
+           {500, 300},
+           constant(3)},
+          {[](DType d) {
+             return zeros_like(zeros({2, 5}, d));
+           },
+           {2, 5},
+           constant(0)},
+          {[](DType d) {
+             return ones_like(zeros({2, 5}).t(), d);
+           },
+           {5, 2},
+           constant(1)},
+          {[](DType d) { return full_like(zeros({3}, DType::Float64), 2.5, d); },
+           {3},
+           constant(2.5)},
           {[](DType d) { return scalar_tensor(-3, d); }, {}, constant(-3)},
           // dtype inferred from the value: float -> float32, int -> int64, bool -> bool
           {[](DType) { return full({2}, 1.5); }, {2}, constant(1.5), DType::Float32},
@@ -508,34 +1034,63 @@ const bool kFactoriesRegistered = [] {
           {[](DType) { return full({2}, false); }, {2}, constant(0), DType::Bool},
           {[](DType) { return zeros({2}); }, {2}, constant(0), DType::Float32},
           {[](DType) { return scalar_tensor(2.5); }, {}, constant(2.5), DType::Float32},
-          {[](DType) { return full_like(zeros({2}, DType::Int32), 7); }, {2}, constant(7), DType::Int32},
+          {[](DType) { return full_like(zeros({2}, DType::Int32), 7); },
+           {2},
+           constant(7),
+           DType::Int32},
       },
-      {expect_error<ValueError>("negative size", "non-negative", [] { zeros({2, -1}); }),
+      {expect_error<ValueError>("negative size", "non-negative",
+                                [] {
+                                  zeros({2, -1});
+                                }),
        expect_error<ValueError>("negative size (full)", "non-negative", [] { full({-3}, 1.0); }),
-       expect_error<ValueError>("overflowing numel", "overflows", [] { zeros({int64_t{1} << 40, int64_t{1} << 40}); })});
+       expect_error<ValueError>("overflowing numel", "overflows", [] {
+         zeros({int64_t{1} << 40, int64_t{1} << 40});
+       })});
 
   register_factory(
       "arange", "arange", kNumericDTypes,
       {
           {[](DType d) { return arange(5, d); }, {5}, [](int64_t i) { return double(i); }},
           {[](DType d) { return arange(1, 10, 3, d); }, {3}, [](int64_t i) { return 1.0 + 3 * i; }},
-          {[](DType d) { return arange(10, 0, -3, d); }, {4}, [](int64_t i) { return 10.0 - 3 * i; }},
+          {[](DType d) { return arange(10, 0, -3, d); },
+           {4},
+           [](int64_t i) { return 10.0 - 3 * i; }},
           {[](DType d) { return arange(-4, 4, 1, d); }, {8}, [](int64_t i) { return -4.0 + i; }},
           {[](DType d) { return arange(5, 5, 1, d); }, {0}, [](int64_t i) { return 0.0; }},
-          {[](DType d) { return arange(0, 1000, 1, d); }, {1000}, [](int64_t i) { return double(i); }},
+          {[](DType d) { return arange(0, 1000, 1, d); },
+           {1000},
+           [](int64_t i) { return double(i); }},
           // Integer dtypes get the float values truncated.
-          {[](DType d) { return arange(-1.5, 2.5, 0.5, d); }, {8}, [](int64_t i) { return -1.5 + 0.5 * i; }},
+          {[](DType d) { return arange(-1.5, 2.5, 0.5, d); },
+           {8},
+           [](int64_t i) { return -1.5 + 0.5 * i; }},
           {[](DType) { return arange(5); }, {5}, [](int64_t i) { return double(i); }, DType::Int64},
-          {[](DType) { return arange(1, 4); }, {3}, [](int64_t i) { return 1.0 + i; }, DType::Int64},
-          {[](DType) { return arange(0, 1, 0.1); }, {10}, [](int64_t i) { return 0.1 * i; }, DType::Float32},
-          {[](DType) { return arange(0.0, 1.0, 0.3); }, {4}, [](int64_t i) { return 0.3 * i; }, DType::Float32},
-          {[](DType) { return arange(2.5); }, {3}, [](int64_t i) { return double(i); }, DType::Float32},
-          {[](DType) { return arange(1, 2, 0.25, DType::Float64); }, {4}, [](int64_t i) { return 1 + 0.25 * i; },
+          {[](DType) { return arange(1, 4); },
+           {3},
+           [](int64_t i) { return 1.0 + i; },
+           DType::Int64},
+          {[](DType) { return arange(0, 1, 0.1); },
+           {10},
+           [](int64_t i) { return 0.1 * i; },
+           DType::Float32},
+          {[](DType) { return arange(0.0, 1.0, 0.3); },
+           {4},
+           [](int64_t i) { return 0.3 * i; },
+           DType::Float32},
+          {[](DType) { return arange(2.5); },
+           {3},
+           [](int64_t i) { return double(i); },
+           DType::Float32},
+          {[](DType) { return arange(1, 2, 0.25, DType::Float64); },
+           {4},
+           [](int64_t i) { return 1 + 0.25 * i; },
            DType::Float64},
       },
       {expect_error<ValueError>("zero step", "step must be nonzero", [] { arange(0, 5, 0); }),
        expect_error<ValueError>("step away from end", "inconsistent", [] { arange(0, 5, -1); }),
-       expect_error<ValueError>("infinite end", "finite", [] { arange(0.0, std::numeric_limits<double>::infinity()); }),
+       expect_error<ValueError>("infinite end", "finite",
+                                [] { arange(0.0, std::numeric_limits<double>::infinity()); }),
        expect_error<DTypeError>("bool dtype", "bool", [] { arange(3, DType::Bool); })});
 
   register_factory(
@@ -543,17 +1098,26 @@ const bool kFactoriesRegistered = [] {
       {
           {[](DType d) { return linspace(0, 10, 6, d); }, {6}, [](int64_t i) { return 2.0 * i; }},
           {[](DType d) { return linspace(-4, 4, 9, d); }, {9}, [](int64_t i) { return -4.0 + i; }},
-          {[](DType d) { return linspace(5, -5, 3, d); }, {3}, [](int64_t i) { return 5.0 - 5 * i; }},
+          {[](DType d) { return linspace(5, -5, 3, d); },
+           {3},
+           [](int64_t i) { return 5.0 - 5 * i; }},
           {[](DType d) { return linspace(3, 7, 1, d); }, {1}, [](int64_t) { return 3.0; }},
           {[](DType d) { return linspace(3, 7, 0, d); }, {0}, [](int64_t) { return 0.0; }},
-          {[](DType) { return linspace(0, 1, 7); }, {7}, [](int64_t i) { return i / 6.0; }, DType::Float32},
-          {[](DType) { return linspace(-2.5, 1.25, 1001, DType::Float64); }, {1001},
-           [](int64_t i) { return -2.5 + 3.75 * i / 1000.0; }, DType::Float64},
+          {[](DType) { return linspace(0, 1, 7); },
+           {7},
+           [](int64_t i) { return i / 6.0; },
+           DType::Float32},
+          {[](DType) { return linspace(-2.5, 1.25, 1001, DType::Float64); },
+           {1001},
+           [](int64_t i) { return -2.5 + 3.75 * i / 1000.0; },
+           DType::Float64},
       },
       {expect_error<ValueError>("negative steps", "non-negative", [] { linspace(0, 1, -1); }),
        expect_error<DTypeError>("bool dtype", "bool", [] { linspace(0, 1, 3, DType::Bool); })});
 
-  auto eye_value = [](int64_t n, int64_t m) { return [m](int64_t i) { return i / m == i % m ? 1.0 : 0.0; }; };
+  auto eye_value = [](int64_t n, int64_t m) {
+    return [m](int64_t i) { return i / m == i % m ? 1.0 : 0.0; };
+  };
   register_factory(
       "eye", "eye", kAllDTypes,
       {
@@ -595,10 +1159,12 @@ const bool kHostDataRegistered = [] {
     };
     return std::vector<Ref>{r({2, 2}, {1, 0, -2, 3.5}), r({3}, {1, 2, 3}), r({3}, {4, -5, 6})};
   };
-  info.errors.push_back(expect_error<ShapeError>("values that don't fill the shape", "cannot fill", [] {
-    tensor(std::vector<float>{1, 2, 3}, {2, 2});
-  }));
-  info.errors.push_back(expect_error<ValueError>("null data", "null", [] { from_blob(nullptr, {2}, DType::Float32); }));
+  info.errors.push_back(
+      expect_error<ShapeError>("values that don't fill the shape", "cannot fill", [] {
+        tensor(std::vector<float>{1, 2, 3}, {2, 2});
+      }));
+  info.errors.push_back(expect_error<ValueError>("null data", "null",
+                                                 [] { from_blob(nullptr, {2}, DType::Float32); }));
   RegisterOpInfo{std::move(info)};
   return true;
 }();
