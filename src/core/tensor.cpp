@@ -88,6 +88,9 @@ void TensorImpl::materialize() {
 
 Tensor make_tensor(IntList sizes, DType dtype) {
   int64_t n = checked_numel(sizes, "empty");
+  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / itemsize(dtype), ValueError,
+             "empty: ", n, " elements of dtype ", dtype, " (shape ", sizes,
+             ") need more bytes than int64 can count");
   auto storage = Storage::allocate(static_cast<size_t>(n) * itemsize(dtype));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes.shape(),
                                              contiguous_strides(sizes), dtype));

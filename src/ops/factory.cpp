@@ -38,6 +38,7 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
   return static_cast<int64_t>(std::ceil((e - s) / st));
 }
 int arange_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.attrs.dtype(3) != DType::Bool, DTypeError, "arange: dtype bool is not supported");
   int64_t n = arange_length(c.attrs.scalar(0), c.attrs.scalar(1), c.attrs.scalar(2));
   return one_output(out, c.attrs.dtype(3), Shape{n});
 }
@@ -59,6 +60,7 @@ void arange_kernel(const OpCall& c, std::span<Tensor> outs) {
 int linspace_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.i(2) >= 0, ValueError, "linspace: number of steps must be non-negative, got ",
              c.attrs.i(2));
+  KILN_CHECK(c.attrs.dtype(3) != DType::Bool, DTypeError, "linspace: dtype bool is not supported");
   return one_output(out, c.attrs.dtype(3), Shape{c.attrs.i(2)});
 }
 void linspace_kernel(const OpCall& c, std::span<Tensor> outs) {
@@ -70,8 +72,9 @@ void linspace_kernel(const OpCall& c, std::span<Tensor> outs) {
     T* p = out.data_ptr<T>();
     const int64_t half = n / 2;
     for (int64_t i = 0; i < n; ++i) {
-      double v = i < half ? a + step * static_cast<double>(i)
-                          : b - step * static_cast<double>(n - 1 - i);
+      // (A single step is `start`, as in PyTorch.)
+      double v = i < half || n == 1 ? a + step * static_cast<double>(i)
+                                    : b - step * static_cast<double>(n - 1 - i);
       p[i] = static_cast<T>(v);
     }
   });

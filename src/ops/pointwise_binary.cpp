@@ -87,8 +87,8 @@ const OpDef& div_op = register_op({.name = "div",
 
 // Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
 // touching the output.
-void check_integer_divisor(const OpCall& c, DType dt) {
-  if (is_floating(dt)) return;
+void check_integer_divisor(const OpCall& c, DType dt, int64_t out_numel) {
+  if (is_floating(dt) || out_numel == 0) return;  // an empty result divides nothing
   Tensor b = cast(c.in(1), dt);
   KILN_DISPATCH_ALL(dt, c.op.name.data(), [&]<typename T>() {
     for (T v : b.to_vector<T>())
@@ -152,7 +152,7 @@ struct remainder_fn {
 };
 template <template <typename> class Fn>
 void int_div_kernel(const OpCall& c, std::span<Tensor> outs) {
-  check_integer_divisor(c, outs[0].dtype());
+  check_integer_divisor(c, outs[0].dtype(), outs[0].numel());
   scalar_map_kernel<Fn, Dtypes::Numeric>(c, outs);
 }
 const OpDef& floor_divide_op = register_op({.name = "floor_divide",

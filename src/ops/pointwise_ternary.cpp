@@ -16,6 +16,7 @@ void convert_into(const Tensor& out, const Tensor& src) {
       src.sizes() == out.sizes()) {
     const char* s = static_cast<const char*>(src.data_ptr());
     char* d = static_cast<char*>(out.data_ptr());
+    if (s == d) return;  // x.copy_(x): nothing to move (and memcpy must not overlap)
     const int64_t isz = out.element_size();
     kernels::parallel_range(out.numel(), kParallelGrain * 4, [&](int64_t b, int64_t e) {
       std::memcpy(d + b * isz, s + b * isz, static_cast<size_t>((e - b) * isz));
@@ -141,10 +142,19 @@ struct addcdiv_fn {
   explicit addcdiv_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
   Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a / b; }
 };
+// Interpolation is defined between floating endpoints only (as PyTorch): integer endpoints
+// must not be promoted to float by a floating weight.
+int lerp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  for (int k = 0; k < 2; ++k)
+    KILN_CHECK(is_floating(c.in(k).dtype()), DTypeError, "lerp: ", k == 0 ? "start" : "end",
+               " must be floating, got dtype ", c.in(k).dtype(),
+               " (not supported for integer or bool dtypes)");
+  return pointwise_meta<Dtypes::Floating>(c, out);
+}
 const OpDef& lerp_op = register_op({.name = "lerp",
                                     .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
                                     .kind = OpKind::Pointwise,
-                                    .meta = pointwise_meta<Dtypes::Floating>,
+                                    .meta = lerp_meta,
                                     .kernel = map_kernel<lerp_fn, Dtypes::Floating>});
 const OpDef& addcmul_op = register_op({.name = "addcmul",
                                        .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
@@ -172,6 +182,7 @@ Tensor& fill_(Tensor& self, const Scalar& value) { return ops::call_into(self, o
 Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
+  KILN_CHECK(x.defined(), Error, "to: the tensor is undefined");
   if (x.dtype() == dtype) return x;
   return ops::call(ops::to_copy_op, {x}, {dtype});
 }

@@ -101,16 +101,24 @@ struct clamp_fn {
     return x;
   }
 };
+// The bounds take part in type promotion as C++ numbers do (as in PyTorch): an integer tensor
+// clamped by a floating bound gives a float32 result, and its in-place form is an error.
 int clamp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.has(0) || c.attrs.has(1), ValueError,
              "clamp: at least one of min and max must be given");
   DType dt = c.in(0).dtype();
-  check_supported(c, Dtypes::Numeric, dt);
-  for (int k = 0; k < 2; ++k) {
-    KILN_CHECK(!c.attrs.has(k) || is_floating(dt) || !c.attrs.scalar(k).is_floating(),
-               DTypeError, "clamp: a floating-point bound (", c.attrs.scalar(k),
-               ") cannot clamp an integer tensor of dtype ", dt);
+  if (!is_floating(dt)) {
+    std::optional<DType> bounds;  // the bounds' own promotion: bool, int64 or default float
+    for (int k = 0; k < 2; ++k) {
+      if (!c.attrs.has(k)) continue;
+      const Scalar& b = c.attrs.scalar(k);
+      DType bt = b.is_floating() ? kDefaultFloat : b.dtype();
+      bounds = bounds ? promote_types(*bounds, bt) : bt;
+    }
+    // A lower tier only matters when its category is higher (see ops::result_type).
+    if (dt == DType::Bool || is_floating(*bounds)) dt = promote_types(dt, *bounds);
   }
+  check_supported(c, Dtypes::Numeric, dt);
   return one_output(out, dt, c.in(0).sizes());
 }
 const OpDef& clamp_op = register_op({.name = "clamp",

@@ -99,7 +99,8 @@ void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T top = hi > lo ? std::nextafter(hi, lo) : hi;  // keep results below `to`
     generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
       double u = std::is_same_v<T, float> ? double(u24(r[0])) : u53(r[0], r[1]);
-      T v = static_cast<T>(from + u * (to - from));
+      // fma: one rounding, whatever the compiler's contraction settings (docs/random.md).
+      T v = static_cast<T>(std::fma(u, to - from, from));
       return v > top ? top : v;
     });
   });
@@ -127,27 +128,34 @@ void normal_kernel(const OpCall& c, std::span<Tensor> outs) {
         u2 = u53(r[2], r[3]);
       }
       double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-      return static_cast<T>(mean + stdev * z);
+      return static_cast<T>(std::fma(stdev, z, mean));
     });
   });
 }
 
 // randint: attrs [size, dtype, low, high, seed, offset]
 int randint_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
-  KILN_CHECK(c.attrs.i(2) < c.attrs.i(3), ValueError, "randint: expects low < high, got low=",
-             c.attrs.i(2), ", high=", c.attrs.i(3));
+  const int64_t low = c.attrs.i(2), high = c.attrs.i(3);
+  KILN_CHECK(low < high, ValueError, "randint: expects low < high, got low=", low, ", high=", high);
   KILN_CHECK(c.attrs.dtype(1) != DType::Bool, DTypeError, "randint: dtype bool is not supported");
+  if (c.attrs.dtype(1) == DType::Int32) {
+    constexpr int64_t lo32 = std::numeric_limits<int32_t>::min();
+    constexpr int64_t hi32 = std::numeric_limits<int32_t>::max();
+    KILN_CHECK(low >= lo32 && high - 1 <= hi32, ValueError, "randint: [", low, ", ", high,
+               ") is out of the range of dtype int32");
+  }
   checked_numel(c.attrs.ints(0), "randint");
   return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
 }
 void randint_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t low = c.attrs.i(2);
-  const uint64_t range = static_cast<uint64_t>(c.attrs.i(3) - low);
+  // high - low in unsigned arithmetic: the full int64 span does not overflow.
+  const uint64_t range = static_cast<uint64_t>(c.attrs.i(3)) - static_cast<uint64_t>(low);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
   KILN_DISPATCH_NUMERIC(outs[0].dtype(), "randint", [&]<typename T>() {
     generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
       uint64_t w = (uint64_t{r[0]} << 32) | r[1];
-      return static_cast<T>(low + static_cast<int64_t>(w % range));
+      return static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + w % range));
     });
   });
 }
@@ -215,25 +223,36 @@ std::pair<int64_t, int64_t> reserve(Generator* g, IntList sizes, const char* op)
   uint64_t offset = gen.advance(static_cast<uint64_t>(n));
   return {static_cast<int64_t>(gen.seed()), static_cast<int64_t>(offset)};
 }
-Attrs draw_attrs(IntList sizes, DType dtype, AttrValue a, AttrValue b, Generator* gen,
-                 const char* op) {
-  auto [seed, offset] = reserve(gen, sizes, op);
+// Attrs [size, dtype, a, b, seed, offset] of a draw. The call is validated by the op's meta
+// before counters are reserved, so an invalid call leaves the generator untouched.
+Attrs draw_attrs(const OpDef& op, IntList sizes, DType dtype, AttrValue a, AttrValue b,
+                 Generator* gen, const char* name) {
+  std::array<OutputMeta, kMaxOpOutputs> metas;
+  const Attrs probe = {ops::ints_attr(sizes), dtype, a, b, int64_t{0}, int64_t{0}};
+  op.meta(OpCall{op, {}, probe}, metas);
+  auto [seed, offset] = reserve(gen, sizes, name);
   return {ops::ints_attr(sizes), dtype, std::move(a), std::move(b), seed, offset};
 }
 }  // namespace
 
 Tensor rand(IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::uniform_op, {}, draw_attrs(sizes, dtype, 0.0, 1.0, gen, "rand"));
+  const Attrs attrs = draw_attrs(ops::uniform_op, sizes, dtype, 0.0, 1.0, gen, "rand");
+  return dispatch1(ops::uniform_op, {}, attrs);
 }
 Tensor randn(IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::normal_op, {}, draw_attrs(sizes, dtype, 0.0, 1.0, gen, "randn"));
+  const Attrs attrs = draw_attrs(ops::normal_op, sizes, dtype, 0.0, 1.0, gen, "randn");
+  return dispatch1(ops::normal_op, {}, attrs);
 }
 Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.sizes(), t.dtype(), gen); }
 Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.sizes(), t.dtype(), gen); }
 Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator* gen) {
-  return dispatch1(ops::randint_op, {}, draw_attrs(sizes, dtype, low, high, gen, "randint"));
+  const Attrs attrs = draw_attrs(ops::randint_op, sizes, dtype, low, high, gen, "randint");
+  return dispatch1(ops::randint_op, {}, attrs);
 }
 Tensor bernoulli(const Tensor& p, Generator* gen) {
+  std::array<OutputMeta, kMaxOpOutputs> metas;
+  const Attrs probe = {int64_t{0}, int64_t{0}};
+  ops::bernoulli_op.meta(OpCall{ops::bernoulli_op, {&p, 1}, probe}, metas);  // validate first
   auto [seed, offset] = reserve(gen, p.sizes(), "bernoulli");
   return ops::call(ops::bernoulli_op, {p}, {seed, offset});
 }
@@ -242,10 +261,14 @@ Tensor bernoulli(IntList sizes, double p, DType dtype, Generator* gen) {
   return bernoulli(full(sizes, p, dtype), gen);
 }
 Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {
-  return dispatch_into(ops::uniform_op, {}, draw_attrs(self.sizes(), self.dtype(), from, to, gen, "uniform_"), self);
+  const Attrs attrs =
+      draw_attrs(ops::uniform_op, self.sizes(), self.dtype(), from, to, gen, "uniform_");
+  return dispatch_into(ops::uniform_op, {}, attrs, self);
 }
 Tensor& normal_(Tensor& self, double mean, double std, Generator* gen) {
-  return dispatch_into(ops::normal_op, {}, draw_attrs(self.sizes(), self.dtype(), mean, std, gen, "normal_"), self);
+  const Attrs attrs =
+      draw_attrs(ops::normal_op, self.sizes(), self.dtype(), mean, std, gen, "normal_");
+  return dispatch_into(ops::normal_op, {}, attrs, self);
 }
 
 }  // namespace kiln

@@ -45,6 +45,8 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& sizes) {
   const auto& old_strides = x.strides();
   Shape strides(sizes.size(), 0);
   if (x.numel() == 0) return contiguous_strides(sizes);
+  // A 0-d tensor is one element: any shape of one element views it (all strides 1).
+  if (x.dim() == 0) return Shape(sizes.size(), 1);
   int64_t view_d = sizes.ssize() - 1;
   int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
@@ -126,6 +128,8 @@ Shape expanded(const Tensor& x, IntList sizes, Shape* strides) {
     }
     int64_t have = x.size(d - off);
     if (want == -1) want = have;
+    KILN_CHECK(want >= 0, ShapeError, "expand: invalid size ", want, " at dim ", d, " (target ",
+               sizes, ", tensor ", x.shape_str(), ")");
     KILN_CHECK(have == want || have == 1, ShapeError, "expand: the expanded size ", want,
                " must match the existing size ", have, " at non-singleton dim ", d,
                " (target ", sizes, ", tensor ", x.shape_str(), ")");
@@ -264,14 +268,21 @@ void check_as_strided(const OpCall& c) {
   int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : x.storage_offset();
   KILN_CHECK(offset >= 0, ValueError, "as_strided: negative storage offset ", offset);
   int64_t last = offset;
-  bool empty = false;
+  bool empty = false, overflow = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
     KILN_CHECK(sizes[i] >= 0, ValueError, "as_strided: negative size in ", IntList(sizes));
     KILN_CHECK(strides[i] >= 0, ValueError, "as_strided: negative stride in ", IntList(strides));
     empty = empty || sizes[i] == 0;
-    if (sizes[i] > 0) last += (sizes[i] - 1) * strides[i];
+    int64_t extent = 0;
+    // Huge sizes/strides must not wrap around into an in-bounds-looking element.
+    if (sizes[i] > 0) {
+      overflow = overflow || __builtin_mul_overflow(sizes[i] - 1, strides[i], &extent) ||
+                 __builtin_add_overflow(last, extent, &last);
+    }
   }
   if (empty) return;
+  KILN_CHECK(!overflow, IndexError, "as_strided: sizes ", IntList(sizes), " and strides ",
+             IntList(strides), " reach beyond the int64 range: out of bounds for any storage");
   int64_t capacity = x.impl()->has_storage()
                          ? static_cast<int64_t>(x.impl()->storage()->nbytes()) / x.element_size()
                          : INT64_MAX;
@@ -421,7 +432,11 @@ Tensor Tensor::squeeze(int64_t dim) const {
 }
 Tensor Tensor::unsqueeze(int64_t dim) const { return ops::call(ops::unsqueeze_op, {*this}, {dim}); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
+  if (dim() == 0) {
+    wrap_dim(start_dim, 0, "flatten");
+    wrap_dim(end_dim, 0, "flatten");
+    return reshape({1});
+  }
   int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
   KILN_CHECK(s <= e, ValueError, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
   std::vector<int64_t> sizes;
@@ -461,7 +476,10 @@ Tensor Tensor::as_strided(IntList sizes, IntList strides, std::optional<int64_t>
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   return ops::call(ops::diagonal_op, {*this}, {offset, dim1, dim2});
 }
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  KILN_CHECK(defined(), Error, "contiguous: the tensor is undefined");
+  return is_contiguous() ? *this : clone();
+}
 Tensor Tensor::clone() const { return ops::call(ops::to_copy_op, {*this}, {dtype()}); }
 Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(impl_->storage(), storage_offset(), sizes(), strides(),

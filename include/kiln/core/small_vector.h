@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iosfwd>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -26,7 +27,8 @@ class SmallVector {
   SmallVector() = default;
   explicit SmallVector(size_t n, T value = T()) { assign(n, value); }
   SmallVector(std::initializer_list<T> init) { assign(init.begin(), init.end()); }
-  template <typename It>
+  // (Constrained so that SmallVector(n, value) with two ints is the count form.)
+  template <std::input_iterator It>
   SmallVector(It first, It last) {
     assign(first, last);
   }
@@ -47,7 +49,7 @@ class SmallVector {
   }
   ~SmallVector() { release(); }
 
-  template <typename It>
+  template <std::input_iterator It>
   void assign(It first, It last) {
     size_t n = static_cast<size_t>(std::distance(first, last));
     clear();

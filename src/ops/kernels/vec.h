@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -30,11 +31,25 @@ struct Vec {
   void store(T* p) const { *p = v; }
   T lane(int) const { return v; }
 };
-template <typename T> Vec<T> operator+(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v + b.v); }
-template <typename T> Vec<T> operator-(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v - b.v); }
-template <typename T> Vec<T> operator*(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v * b.v); }
+// Integer +, -, * and negation wrap around in two's complement (as PyTorch's do) rather than
+// being undefined on overflow: they are computed in the unsigned type.
+template <typename T>
+inline constexpr bool kWraps = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <typename T, typename F>
+T arith(T a, T b, F f) {
+  if constexpr (kWraps<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return static_cast<T>(f(a, b));
+  }
+}
+template <typename T> Vec<T> operator+(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::plus()); }
+template <typename T> Vec<T> operator-(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::minus()); }
+template <typename T>
+Vec<T> operator*(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::multiplies()); }
 template <typename T> Vec<T> operator/(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v / b.v); }
-template <typename T> Vec<T> operator-(Vec<T> a) { return static_cast<T>(-a.v); }
+template <typename T> Vec<T> operator-(Vec<T> a) { return arith(T(0), a.v, std::minus<>()); }
 template <typename T> bool operator<(Vec<T> a, Vec<T> b) { return a.v < b.v; }
 template <typename T> bool operator>(Vec<T> a, Vec<T> b) { return a.v > b.v; }
 template <typename T> Vec<T> select(bool m, Vec<T> a, Vec<T> b) { return m ? a : b; }
@@ -62,12 +77,30 @@ KILN_SCALAR_MATH(cos, cos(a.v))
 KILN_SCALAR_MATH(tan, tan(a.v))
 KILN_SCALAR_MATH(tanh, tanh(a.v))
 KILN_SCALAR_MATH(erf, erf(a.v))
-KILN_SCALAR_MATH(floor, floor(a.v))
-KILN_SCALAR_MATH(ceil, ceil(a.v))
-KILN_SCALAR_MATH(trunc, trunc(a.v))
-KILN_SCALAR_MATH(abs, abs(a.v))
 #undef KILN_SCALAR_MATH
-template <typename T> Vec<T> round_even(Vec<T> a) { return std::nearbyint(a.v); }
+template <typename T>
+Vec<T> abs(Vec<T> a) {
+  if constexpr (kWraps<T>) {
+    return a.v < 0 ? -a : a;  // abs(INT_MIN) wraps to INT_MIN, as in PyTorch
+  } else {
+    return static_cast<T>(std::abs(a.v));
+  }
+}
+// Rounding is the identity on integers; going through double would lose int64 values >= 2^53.
+#define KILN_SCALAR_ROUNDING(name, expr)                                \
+  template <typename T>                                                 \
+  Vec<T> name(Vec<T> a) {                                               \
+    if constexpr (std::is_integral_v<T>) {                              \
+      return a;                                                         \
+    } else {                                                            \
+      return static_cast<T>(expr);                                      \
+    }                                                                   \
+  }
+KILN_SCALAR_ROUNDING(floor, std::floor(a.v))
+KILN_SCALAR_ROUNDING(ceil, std::ceil(a.v))
+KILN_SCALAR_ROUNDING(trunc, std::trunc(a.v))
+KILN_SCALAR_ROUNDING(round_even, std::nearbyint(a.v))
+#undef KILN_SCALAR_ROUNDING
 template <typename T> Vec<T> pow(Vec<T> a, Vec<T> b) { return static_cast<T>(std::pow(a.v, b.v)); }
 template <typename T> Vec<T> atan2(Vec<T> a, Vec<T> b) { return static_cast<T>(std::atan2(a.v, b.v)); }
 
