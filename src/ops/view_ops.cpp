@@ -480,7 +480,10 @@ Tensor Tensor::contiguous() const {
   KILN_CHECK(defined(), Error, "contiguous: the tensor is undefined");
   return is_contiguous() ? *this : clone();
 }
-Tensor Tensor::clone() const { return ops::call(ops::to_copy_op, {*this}, {dtype()}); }
+Tensor Tensor::clone() const {
+  KILN_CHECK(defined(), Error, "clone: the tensor is undefined");
+  return ops::call(ops::to_copy_op, {*this}, {dtype()});
+}
 Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(impl_->storage(), storage_offset(), sizes(), strides(),
                                              dtype()));

@@ -866,7 +866,7 @@ const bool kViewsRegistered = [] {
                  zeros({2, 3}).t().contiguous().view({7});
                })}});
   v.push_back({"clone",
-               {"copy"},
+               {"to_copy"},
                {3, 4},
                {3, 4},
                [](const Tensor& x) {
@@ -900,7 +900,7 @@ const bool kViewsRegistered = [] {
 const bool kToDtypeRegistered = [] {
   OpInfo info;
   info.name = "to_dtype";
-  info.covers = {"copy"};
+  info.covers = {"to_copy"};
   info.dtypes = kAllDTypes;
   info.samples = [](DType dt) {
     auto s = layouts({3, 4}, dt, false);
