@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "kiln/core/error.h"
 
@@ -20,13 +21,55 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+// Small blocks (<= 64 KiB) come in power-of-two classes and are recycled through a per-thread
+// free list: an eager op on a small tensor allocates its output every call, and malloc's
+// aligned path (plus its bin consolidation) was the largest cost of W6's 100-op chain.
+constexpr int kNumSmallClasses = 11;  // 64 B .. 64 KiB
+constexpr size_t kSmallCacheDepth = 64;
+int small_class(size_t nbytes) {
+  size_t c = 64;
+  for (int k = 0; k < kNumSmallClasses; ++k, c <<= 1)
+    if (nbytes <= c) return k;
+  return -1;
+}
+size_t small_class_bytes(int cls) { return size_t{64} << cls; }
+
+// Set once a thread's cache is destroyed: storages freed later in that thread's exit (static
+// tensors) go straight to free(). A trivially destructible thread_local is always readable.
+thread_local bool tls_small_cache_gone = false;
+struct SmallCache {
+  std::vector<void*> lists[kNumSmallClasses];
+  ~SmallCache() {
+    tls_small_cache_gone = true;
+    for (auto& l : lists)
+      for (void* p : l) std::free(p);
+  }
+};
+SmallCache* small_cache() {
+  if (tls_small_cache_gone) return nullptr;
+  thread_local SmallCache cache;
+  return &cache;
+}
+
 class HostAllocator {
  public:
   void* allocate(size_t nbytes) {
     if (nbytes == 0) nbytes = 1;
     void* p;
     if (nbytes < kLargeBlockBytes) {
-      p = std::aligned_alloc(kAlignment, round_up(nbytes, kAlignment));
+      int cls = small_class(nbytes);
+      if (cls >= 0) {
+        SmallCache* cache = small_cache();
+        auto* list = cache ? &cache->lists[cls] : nullptr;
+        p = list && !list->empty() ? list->back() : nullptr;
+        if (p) {
+          list->pop_back();
+        } else {
+          p = std::aligned_alloc(kAlignment, small_class_bytes(cls));
+        }
+      } else {
+        p = std::aligned_alloc(kAlignment, round_up(nbytes, kAlignment));
+      }
       if (!p) throw_oom(nbytes);
       account(static_cast<int64_t>(nbytes));
       return p;
@@ -63,8 +106,14 @@ class HostAllocator {
     if (!p) return;
     if (nbytes == 0) nbytes = 1;
     if (nbytes < kLargeBlockBytes) {
-      std::free(p);
       allocated_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
+      int cls = small_class(nbytes);
+      SmallCache* cache = cls >= 0 ? small_cache() : nullptr;
+      if (cache && cache->lists[cls].size() < kSmallCacheDepth) {
+        cache->lists[cls].push_back(p);
+        return;
+      }
+      std::free(p);
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);

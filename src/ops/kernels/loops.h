@@ -31,6 +31,29 @@ inline Shape broadcast_byte_strides(const Tensor& t, IntList sizes) {
   return s;
 }
 
+// Copies n elements of `isz` bytes between strided locations (typed loops: no memcpy call
+// per element).
+inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
+                         int64_t n, int64_t isz) {
+  auto typed = [&]<typename T>() {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<T*>(dst + i * dst_stride) = *reinterpret_cast<const T*>(src + i * src_stride);
+  };
+  switch (isz) {
+    case 1: return typed.template operator()<uint8_t>();
+    case 2: return typed.template operator()<uint16_t>();
+    case 4: return typed.template operator()<uint32_t>();
+    case 8: return typed.template operator()<uint64_t>();
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(dst + i * dst_stride, src + i * src_stride, static_cast<size_t>(isz));
+  }
+}
+// Writes n copies of the element at src into dst.
+inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
+  strided_copy(dst, isz, src, 0, n, isz);
+}
+
 // Splits [0, n) across threads when n is large; calls f(begin, end) on each piece.
 template <typename F>
 void parallel_range(int64_t n, int64_t grain, F&& f) {
@@ -55,6 +78,28 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
                     Body&& body, int64_t grain = kParallelGrain) {
   const int64_t numel = out.numel();
   if (numel == 0) return;
+  // Fast path: every operand contiguous with the output's shape — one flat run.
+  bool flat = out.is_contiguous();
+  for (size_t k = 0; k + 1 < N && flat; ++k)
+    flat = inputs[k]->is_contiguous() && inputs[k]->sizes() == out.sizes();
+  if (flat) {
+    std::array<char*, N> base;
+    std::array<int64_t, N> isz;
+    base[0] = static_cast<char*>(out.data_ptr());
+    isz[0] = out.element_size();
+    for (size_t k = 1; k < N; ++k) {
+      base[k] = static_cast<char*>(inputs[k - 1]->data_ptr());
+      isz[k] = inputs[k - 1]->element_size();
+    }
+    parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; j += kBlock) {
+        std::array<char*, N> ptrs;
+        for (size_t k = 0; k < N; ++k) ptrs[k] = base[k] + j * isz[k];
+        body(ptrs, std::min(kBlock, end - j));
+      }
+    });
+    return;
+  }
   std::array<char*, N> base;
   std::array<int64_t, N> isz;
   std::array<Shape, N> strides;
@@ -93,6 +138,10 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
 
   parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
     alignas(64) char buffers[N][kBlock * 8];
+    // A broadcast (stride 0) input is expanded into its buffer once and reused while its
+    // source element stays the same.
+    std::array<const char*, N> filled_from{};
+    std::array<int64_t, N> filled_n{};
     // Multi-index of `begin` (innermost first).
     Shape idx(static_cast<size_t>(nd), 0);
     int64_t rem = begin;
@@ -116,20 +165,23 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
           char* p = row[k] + j * st[k][0];
           if (st[k][0] == isz[k]) {
             ptrs[k] = p;
-          } else {
-            ptrs[k] = buffers[k];
-            if (k > 0) {  // gather input (stride 0 broadcasts one value)
-              for (int64_t i = 0; i < n; ++i)
-                std::memcpy(buffers[k] + i * isz[k], p + i * st[k][0], static_cast<size_t>(isz[k]));
+            continue;
+          }
+          ptrs[k] = buffers[k];
+          if (k == 0) continue;  // the output is scattered after the body
+          if (st[k][0] == 0) {
+            if (filled_from[k] != p || filled_n[k] < n) {
+              broadcast_fill(buffers[k], p, n, isz[k]);
+              filled_from[k] = p;
+              filled_n[k] = n;
             }
+          } else {
+            strided_copy(buffers[k], isz[k], p, st[k][0], n, isz[k]);
           }
         }
         body(ptrs, n);
-        if (ptrs[0] != row[0] + j * st[0][0]) {  // scatter the output
-          char* p = row[0] + j * st[0][0];
-          for (int64_t i = 0; i < n; ++i)
-            std::memcpy(p + i * st[0][0], buffers[0] + i * isz[0], static_cast<size_t>(isz[0]));
-        }
+        if (ptrs[0] != row[0] + j * st[0][0])
+          strided_copy(row[0] + j * st[0][0], st[0][0], buffers[0], isz[0], n, isz[0]);
       }
       pos += run;
       idx[0] += run;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Second command of the README: install what is missing, build, and run the whole test suite.
+#   scripts/test.sh          Release build: unit + conformance tests, install/find_package check
+#   scripts/test.sh --asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+
+preset=release
+[ "${1:-}" = "--asan" ] && preset=asan
+
+start=$(date +%s)
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
+ctest --preset "$preset" -j2
+
+if [ "$preset" = release ]; then
+  # The library must be usable through find_package(Kiln) after cmake --install.
+  prefix=$(mktemp -d)
+  trap 'rm -rf "$prefix"' EXIT
+  cmake --install build/release --prefix "$prefix" >/dev/null
+  cmake -S examples/find_package -B "$prefix/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$prefix/consumer" >/dev/null
+  "$prefix/consumer/consumer"
+fi
+echo "[test] $preset: passed in $(( $(date +%s) - start )) s"
