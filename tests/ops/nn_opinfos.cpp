@@ -236,9 +236,6 @@ std::vector<Sample> norm_samples(DType dt, bool has_w, bool has_b) {
   };
 }
 
-std::optional<Tensor> opt_at(const std::vector<Tensor>& in, bool present, size_t i) {
-  return present ? std::optional<Tensor>(in[i]) : std::nullopt;
-}
 IntList trailing(const Tensor& x, int64_t k) {
   return IntList(x.sizes().data() + x.dim() - k, static_cast<size_t>(k));
 }
@@ -380,6 +377,469 @@ KILN_OPINFO({
     .rtol32 = 1e-5, .atol32 = 2e-5,
     .errors = rms_norm_errors(),
 });
+
+// ---- losses ----
+// Element of `r` for an index `idx` of a shape whose trailing dims r's dims align with
+// (size-1 dims of r broadcast).
+double at_aligned(const Ref& r, const std::vector<int64_t>& idx) {
+  std::vector<int64_t> ri(static_cast<size_t>(r.dim()));
+  const int64_t off = static_cast<int64_t>(idx.size()) - r.dim();
+  for (int64_t d = 0; d < r.dim(); ++d) ri[d] = r.sizes[d] == 1 ? 0 : idx[off + d];
+  return r.at(ri);
+}
+
+Ref reduce_ref(const Ref& loss, const std::vector<bool>& kept, const std::string& reduction) {
+  if (reduction == "none") return loss;
+  double total = 0, count = 0;
+  for (size_t i = 0; i < loss.v.size(); ++i) {
+    total += loss.v[i];
+    count += kept[i] ? 1 : 0;
+  }
+  return Ref{{}, {reduction == "sum" ? total : total / count}, loss.dtype};
+}
+
+// cross_entropy (log_softmax = true) or nll_loss on class-index targets.
+Ref ref_class_loss(const Ref& scores, const Ref& target, bool log_softmax, int64_t ignore_index,
+                   double smoothing, const std::string& reduction) {
+  const int64_t class_dim = scores.dim() == 1 ? 0 : 1, C = scores.sizes[class_dim];
+  Ref loss = Ref::zeros(target.sizes, scores.dtype);
+  std::vector<bool> kept(static_cast<size_t>(loss.numel()));
+  for (int64_t p = 0; p < loss.numel(); ++p) {
+    const std::vector<int64_t> tidx = target.unravel(p);
+    auto score = [&](int64_t c) {
+      std::vector<int64_t> idx = tidx;
+      idx.insert(idx.begin() + class_dim, c);
+      return scores.at(idx);
+    };
+    double lse = 0;
+    if (log_softmax) {
+      double mx = -kInf;
+      for (int64_t c = 0; c < C; ++c) mx = std::max(mx, score(c));
+      double sum = 0;
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(score(c) - mx);
+      lse = mx + std::log(sum);
+    }
+    const int64_t t = static_cast<int64_t>(target.v[p]);
+    kept[p] = t != ignore_index;
+    if (!kept[p]) continue;
+    double uniform = 0;
+    for (int64_t c = 0; c < C; ++c) uniform -= score(c) - lse;
+    loss.v[p] = (1 - smoothing) * -(score(t) - lse) + smoothing / C * uniform;
+  }
+  return reduce_ref(loss, kept, reduction);
+}
+
+Tensor targets(std::vector<int64_t> values, std::vector<int64_t> sizes) {
+  return tensor<int64_t>(values, sizes);
+}
+// Deterministic targets in [0, classes) for `count` rows, every 7th one ignored (-100).
+Tensor many_targets(int64_t count, int64_t classes) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back(i % 7 == 3 ? -100 : (i * 37 + 11) % classes);
+  return targets(v, {count});
+}
+
+std::vector<Sample> class_loss_samples(DType dt) {
+  return {
+      {"[4, 5], one ignored", {mk({4, 5}, dt), targets({0, 4, -100, 2}, {4})}},
+      {"[C] with a 0-d target", {mk({6}, dt), targets({3}, {})}},
+      {"[N, C, d] [3, 4, 2]", {mk({3, 4, 2}, dt), targets({0, 3, -100, 1, 2, 2}, {3, 2})}},
+      {"transposed [5, 3]",
+       {mk({5, 3}, dt, -3, 3, Layout::Transposed), targets({2, 0, 1, 1, 2}, {5})}},
+      {"class 1 targets [4, 3]", {mk({4, 3}, dt), targets({1, 1, 0, 2}, {4})}},
+      {"all ignored [2, 3]", {mk({2, 3}, dt), targets({-100, -100}, {2})}},
+      {"large logits [8, 10]",
+       {mk({8, 10}, dt, -50, 50), targets({0, 1, 2, 3, 4, 5, 6, 9}, {8})}},
+      {"no rows [0, 4]", {mk({0, 4}, dt), targets({}, {0})}},
+      {"threaded [300, 257]", {mk({300, 257}, dt), many_targets(300, 257)}},
+  };
+}
+
+std::vector<ErrorCase> class_loss_errors(
+    const std::string& op,
+    std::function<Tensor(const Tensor&, const Tensor&, const std::string&)> f) {
+  return {
+      expect_error<DTypeError>("float target", op + ": expected int64 class indices",
+                               [=] { f(ones({2, 3}), ones({2}), "mean"); }),
+      expect_error<DTypeError>("int32 target", "int64 class indices",
+                               [=] { f(ones({2, 3}), ones({2}, DType::Int32), "mean"); }),
+      expect_error<DTypeError>("int scores", "expected floating scores",
+                               [=] { f(ones({2, 3}, DType::Int64), targets({0, 1}, {2}), "mean"); }),
+      expect_error<ShapeError>("target length", "target of shape [3] does not match scores of shape [2, 3]",
+                               [=] { f(ones({2, 3}), targets({0, 1, 2}, {3}), "mean"); }),
+      expect_error<ShapeError>("[C] scores need a 0-d target", "a 0-d target",
+                               [=] { f(ones({3}), targets({0}, {1}), "mean"); }),
+      expect_error<ShapeError>("0-d scores", "0-d tensor",
+                               [=] { f(ones({}), targets({0}, {}), "mean"); }),
+      expect_error<ValueError>("bad reduction", "reduction must be",
+                               [=] { f(ones({2, 3}), targets({0, 1}, {2}), "avg"); }),
+      expect_error<IndexError>("class index too large", op + ": a target class index is out of range",
+                               [=] { f(ones({2, 3}), targets({0, 3}, {2}), "mean"); }),
+      expect_error<IndexError>("negative class index", "out of range",
+                               [=] { f(ones({2, 3}), targets({-1, 0}, {2}), "sum"); }),
+  };
+}
+
+struct ClassLossVariant {
+  std::string name;
+  bool log_softmax;
+  std::string reduction;
+  double smoothing;
+  int64_t ignore_index;
+};
+
+void register_class_loss(const ClassLossVariant& v) {
+  auto call = [v](const Tensor& s, const Tensor& t, const std::string& reduction) {
+    return v.log_softmax ? cross_entropy(s, t, v.ignore_index, v.smoothing, reduction)
+                         : nll_loss(s, t, v.ignore_index, reduction);
+  };
+  const std::string op = v.log_softmax ? "cross_entropy" : "nll_loss";
+  auto errors = class_loss_errors(op, call);
+  if (v.log_softmax)
+    errors.push_back(expect_error<ValueError>(
+        "label_smoothing above 1", "label_smoothing must be in [0, 1]",
+        [] { cross_entropy(ones({2, 3}), targets({0, 1}, {2}), -100, 1.5); }));
+  opinfos().push_back(OpInfo{
+      .name = v.name,
+      .covers = v.log_softmax ? std::vector<std::string>{"log_softmax", "gather", "sum"}
+                              : std::vector<std::string>{"gather", "sum"},
+      .dtypes = kF,
+      .samples = class_loss_samples,
+      .fn = [call, v](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{call(in[0], in[1], v.reduction)};
+      },
+      .ref = [v](const std::vector<Ref>& in) {
+        return std::vector<Ref>{ref_class_loss(in[0], in[1], v.log_softmax, v.ignore_index,
+                                               v.smoothing, v.reduction)};
+      },
+      .rtol32 = 1e-5, .atol32 = 1e-5,
+      .errors = errors,
+  });
+}
+
+[[maybe_unused]] const bool kClassLossesRegistered = [] {
+  for (const ClassLossVariant& v : std::vector<ClassLossVariant>{
+           {"cross_entropy_mean", true, "mean", 0.0, -100},
+           {"cross_entropy_sum", true, "sum", 0.0, -100},
+           {"cross_entropy_none", true, "none", 0.0, -100},
+           {"cross_entropy_smoothing_mean", true, "mean", 0.2, -100},
+           {"cross_entropy_smoothing_sum", true, "sum", 0.1, -100},
+           {"cross_entropy_smoothing_none", true, "none", 0.3, -100},
+           {"cross_entropy_ignore_index_1", true, "mean", 0.0, 1},
+           {"nll_loss_mean", false, "mean", 0.0, -100},
+           {"nll_loss_sum", false, "sum", 0.0, -100},
+           {"nll_loss_none", false, "none", 0.0, -100},
+           {"nll_loss_ignore_index_2", false, "mean", 0.0, 2},
+       })
+    register_class_loss(v);
+  return true;
+}();
+
+Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
+  const DType dt = a.dtype == DType::Float64 || b.dtype == DType::Float64 ? DType::Float64
+                                                                           : DType::Float32;
+  Ref sq = zip({a, b}, dt, [](const std::vector<double>& x) { return (x[0] - x[1]) * (x[0] - x[1]); });
+  return reduce_ref(sq, std::vector<bool>(static_cast<size_t>(sq.numel()), true), reduction);
+}
+
+[[maybe_unused]] const bool kMseRegistered = [] {
+  for (std::string reduction : {"mean", "sum", "none"}) {
+    opinfos().push_back(OpInfo{
+        .name = "mse_loss_" + reduction,
+        .covers = {"sub", "mul", "sum", "mean"},
+        .dtypes = kF,
+        .samples = [](DType dt) {
+          return std::vector<Sample>{
+              {"[4, 5]", {mk({4, 5}, dt), mk({4, 5}, dt, -3, 3, Layout::Contiguous, 1)}},
+              {"broadcast [3, 1] x [1, 4]", {mk({3, 1}, dt), mk({1, 4}, dt)}},
+              {"0-d", {mk({}, dt), mk({}, dt, -3, 3, Layout::Contiguous, 1)}},
+              {"transposed [6, 9]", {mk({6, 9}, dt, -3, 3, Layout::Transposed), mk({6, 9}, dt)}},
+              {"empty [0, 3]", {mk({0, 3}, dt), mk({0, 3}, dt)}},
+              {"threaded [300, 257]", {mk({300, 257}, dt), mk({300, 257}, dt, -3, 3, Layout::Contiguous, 2)}},
+          };
+        },
+        .fn = [reduction](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{mse_loss(in[0], in[1], reduction)};
+        },
+        .ref = [reduction](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_mse(in[0], in[1], reduction)};
+        },
+        .rtol32 = 1e-5, .atol32 = 1e-5,
+        .errors = {
+            expect_error<ShapeError>("shapes do not broadcast", "mse_loss: shapes [2, 3], [4]",
+                                     [reduction] { mse_loss(ones({2, 3}), ones({4}), reduction); }),
+            expect_error<DTypeError>("int input", "expected floating tensors",
+                                     [reduction] { mse_loss(ones({2}, DType::Int64), ones({2}), reduction); }),
+            expect_error<ValueError>("bad reduction", "reduction must be",
+                                     [] { mse_loss(ones({2}), ones({2}), "max"); }),
+        },
+    });
+  }
+  return true;
+}();
+
+// ---- dropout ----
+std::vector<Sample> dropout_samples(DType dt) {
+  return {
+      {"[4, 5]", {mk({4, 5}, dt)}},
+      {"0-d", {mk({}, dt)}},
+      {"empty [0, 3]", {mk({0, 3}, dt)}},
+      {"transposed [6, 9]", {mk({6, 9}, dt, -3, 3, Layout::Transposed)}},
+      {"threaded [300, 257]", {mk({300, 257}, dt)}},
+  };
+}
+std::vector<ErrorCase> dropout_errors() {
+  return {
+      expect_error<ValueError>("p above 1", "dropout: probability must be in [0, 1], got 1.5",
+                               [] { dropout(ones({3}), 1.5); }),
+      expect_error<ValueError>("negative p", "probability must be in [0, 1]",
+                               [] { dropout(ones({3}), -0.1); }),
+      expect_error<DTypeError>("int input while training", "floating",
+                               [] { dropout(ones({3}, DType::Int64), 0.5); }),
+  };
+}
+
+KILN_OPINFO({
+    .name = "dropout_kept_values_scaled",
+    .covers = {"bernoulli", "mul"},
+    .dtypes = kF,
+    .samples = dropout_samples,
+    .fn = [](const std::vector<Tensor>& in) {
+      // Every element is either dropped (0) or kept and scaled by 1 / (1 - p).
+      Generator gen(1234);
+      const Tensor& x = in[0];
+      Tensor y = dropout(x, 0.3, true, &gen);
+      Tensor scaled_back = y * 0.7;
+      Tensor ok = logical_or(y == Scalar(0), abs(scaled_back - x) <= abs(x) * 1e-5);
+      return std::vector<Tensor>{ok, Tensor(scalar_tensor(y.sizes() == x.sizes()))};
+    },
+    .ref = [](const std::vector<Ref>& in) {
+      Ref all_true = map(in[0], DType::Bool, [](double) { return 1.0; });
+      return std::vector<Ref>{all_true, Ref{{}, {1.0}, DType::Bool}};
+    },
+    .errors = dropout_errors(),
+});
+
+KILN_OPINFO({
+    .name = "dropout_identity",
+    .covers = {},
+    .dtypes = kF,
+    .samples = dropout_samples,
+    .fn = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{dropout(in[0], 0.5, false), dropout(in[0], 0.0, true)};
+    },
+    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{in[0], in[0]}; },
+    .errors = dropout_errors(),
+});
+
+KILN_OPINFO({
+    .name = "dropout_p1_zeros",
+    .covers = {},
+    .dtypes = kF,
+    .samples = dropout_samples,
+    .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{dropout(in[0], 1.0)}; },
+    .ref = [](const std::vector<Ref>& in) {
+      return std::vector<Ref>{map(in[0], in[0].dtype, [](double) { return 0.0; })};
+    },
+    .errors = dropout_errors(),
+});
+
+TEST(Dropout, DropsAboutPAndIsReproducible) {
+  Tensor x = ones({200000});
+  Generator g1(7), g2(7);
+  Tensor a = dropout(x, 0.25, true, &g1), b = dropout(x, 0.25, true, &g2);
+  std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  EXPECT_EQ(va, vb);
+  int64_t zeros_count = 0;
+  double total = 0;
+  for (float v : va) {
+    zeros_count += v == 0.0f;
+    total += v;
+  }
+  EXPECT_NEAR(static_cast<double>(zeros_count) / va.size(), 0.25, 0.01);
+  EXPECT_NEAR(total / va.size(), 1.0, 0.02);  // the scaling keeps the mean
+  Tensor c = dropout(x, 0.25, true, &g1);      // the generator advanced: a new mask
+  EXPECT_NE(c.to_vector<float>(), va);
+}
+
+// ---- scaled_dot_product_attention ----
+// Inputs q, k, v [, mask]; batch dims of q, k, v broadcast.
+Ref ref_sdpa(const std::vector<Ref>& in, bool causal, std::optional<double> scale_opt,
+             bool zero_weights = false) {
+  const Ref &q = in[0], &k = in[1], &v = in[2];
+  const Ref* mask = in.size() > 3 ? &in[3] : nullptr;
+  const int64_t L = q.sizes[q.dim() - 2], E = q.sizes.back(), S = k.sizes[k.dim() - 2];
+  const int64_t Ev = v.sizes.back();
+  const double scale = scale_opt.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  Ref qb{std::vector<int64_t>(q.sizes.begin(), q.sizes.end() - 2), {}},
+      kb{std::vector<int64_t>(k.sizes.begin(), k.sizes.end() - 2), {}},
+      vb{std::vector<int64_t>(v.sizes.begin(), v.sizes.end() - 2), {}};
+  std::vector<int64_t> out_sizes = broadcast({&qb, &kb, &vb});
+  const size_t nb = out_sizes.size();
+  out_sizes.push_back(L);
+  out_sizes.push_back(Ev);
+  Ref out = Ref::zeros(out_sizes, q.dtype);
+  std::vector<double> w(static_cast<size_t>(S));
+  for (int64_t o = 0; o < out.numel(); o += Ev) {
+    std::vector<int64_t> idx = out.unravel(o);
+    const int64_t i = idx[nb];
+    auto with = [&](int64_t a, int64_t b) {
+      std::vector<int64_t> r(idx.begin(), idx.begin() + static_cast<int64_t>(nb));
+      r.push_back(a);
+      r.push_back(b);
+      return r;
+    };
+    double mx = -kInf;
+    for (int64_t j = 0; j < S; ++j) {
+      double s = 0;
+      for (int64_t e = 0; e < E; ++e) s += at_aligned(q, with(i, e)) * at_aligned(k, with(j, e));
+      s *= scale;
+      if (causal && j > i) s = -kInf;
+      if (mask && mask->dtype == DType::Bool && at_aligned(*mask, with(i, j)) == 0) s = -kInf;
+      if (mask && mask->dtype != DType::Bool) s += at_aligned(*mask, with(i, j));
+      w[j] = s;
+      mx = std::max(mx, s);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < S; ++j) sum += std::exp(w[j] - mx);
+    for (int64_t j = 0; j < S; ++j) w[j] = zero_weights ? 0.0 : std::exp(w[j] - mx) / sum;
+    for (int64_t c = 0; c < Ev; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < S; ++j) acc += w[j] * at_aligned(v, with(j, c));
+      out.v[o + c] = acc;
+    }
+  }
+  return out;
+}
+
+std::vector<Sample> sdpa_samples(DType dt, int mask_kind /* 0 none, 1 bool, 2 float */) {
+  auto s = [&](std::string name, std::vector<int64_t> qs, std::vector<int64_t> ks,
+               std::vector<int64_t> vs, std::vector<int64_t> ms, bool k_transposed = false) {
+    std::vector<Tensor> in{mk(qs, dt, -2, 2, Layout::Contiguous, 1),
+                           mk(ks, dt, -2, 2, k_transposed ? Layout::Transposed : Layout::Contiguous, 2),
+                           mk(vs, dt, -2, 2, Layout::Contiguous, 3)};
+    if (mask_kind == 1) in.push_back(make_tensor_for_test(ms, DType::Bool, 0, 1, Layout::Contiguous, 4));
+    if (mask_kind == 2) in.push_back(mk(ms, dt, -2, 2, Layout::Contiguous, 4));
+    return Sample{name, in};
+  };
+  return {
+      s("[2, 3, 5, 4] x [2, 3, 6, 4], value dim 7", {2, 3, 5, 4}, {2, 3, 6, 4}, {2, 3, 6, 7}, {5, 6}),
+      s("2-d [5, 4] x [6, 4]", {5, 4}, {6, 4}, {6, 3}, {5, 6}),
+      s("broadcast batch", {2, 3, 5, 4}, {3, 6, 4}, {1, 6, 4}, {1, 6}),
+      s("query longer than key [7, 4] x [3, 4]", {7, 4}, {3, 4}, {3, 2}, {7, 3}),
+      s("single query [1, 8] x [5, 8]", {1, 8}, {5, 8}, {5, 8}, {1, 5}),
+      s("transposed key [2, 6, 4] x [2, 6, 4]", {2, 6, 4}, {2, 6, 4}, {2, 6, 4}, {2, 6, 6}, true),
+      s("larger [2, 4, 33, 16]", {2, 4, 33, 16}, {2, 4, 33, 16}, {2, 4, 33, 16}, {33, 33}),
+  };
+}
+
+std::vector<ErrorCase> sdpa_errors() {
+  using O = std::optional<Tensor>;
+  return {
+      expect_error<ShapeError>("1-d query", "need at least 2 dims",
+                               [] { scaled_dot_product_attention(ones({4}), ones({3, 4}), ones({3, 4})); }),
+      expect_error<ShapeError>("embedding dims differ", "differ in the embedding dim (4 != 5)",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 5}), ones({3, 4})); }),
+      expect_error<ShapeError>("key/value lengths differ", "differ in the sequence dim (3 != 2)",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({2, 4})); }),
+      expect_error<DTypeError>("dtypes differ", "share one floating dtype",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}, DType::Float64), ones({3, 4})); }),
+      expect_error<DTypeError>("int inputs", "share one floating dtype",
+                               [] { scaled_dot_product_attention(ones({2, 4}, DType::Int64), ones({3, 4}, DType::Int64), ones({3, 4}, DType::Int64)); }),
+      expect_error<ValueError>("mask and is_causal", "not both",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({2, 3})), 0.0, true); }),
+      expect_error<DTypeError>("int mask", "attn_mask must be bool",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({2, 3}, DType::Int64))); }),
+      expect_error<ShapeError>("mask shape", "attn_mask of shape [3, 3] cannot be broadcast",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({3, 3}))); }),
+      expect_error<ValueError>("dropout_p above 1", "dropout_p must be in [0, 1]",
+                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(), 2.0); }),
+  };
+}
+
+KILN_OPINFO({
+    .name = "scaled_dot_product_attention",
+    .covers = {"matmul", "softmax"},
+    .dtypes = kF,
+    .samples = [](DType dt) { return sdpa_samples(dt, 0); },
+    .fn = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2])};
+    },
+    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
+    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .errors = sdpa_errors(),
+});
+
+KILN_OPINFO({
+    .name = "scaled_dot_product_attention_causal_scaled",
+    .covers = {"matmul", "softmax", "masked_fill"},
+    .dtypes = kF,
+    .samples = [](DType dt) { return sdpa_samples(dt, 0); },
+    .fn = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{
+          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true),
+          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true, 0.3)};
+    },
+    .ref = [](const std::vector<Ref>& in) {
+      return std::vector<Ref>{ref_sdpa(in, true, {}), ref_sdpa(in, true, 0.3)};
+    },
+    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .errors = sdpa_errors(),
+});
+
+KILN_OPINFO({
+    .name = "scaled_dot_product_attention_bool_mask",
+    .covers = {"matmul", "softmax", "where"},
+    .dtypes = kF,
+    .samples = [](DType dt) { return sdpa_samples(dt, 1); },
+    .fn = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
+    },
+    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
+    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .errors = sdpa_errors(),
+});
+
+KILN_OPINFO({
+    .name = "scaled_dot_product_attention_float_mask",
+    .covers = {"matmul", "softmax", "add"},
+    .dtypes = kF,
+    .samples = [](DType dt) { return sdpa_samples(dt, 2); },
+    .fn = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
+    },
+    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
+    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .errors = sdpa_errors(),
+});
+
+KILN_OPINFO({
+    .name = "scaled_dot_product_attention_dropout_all",
+    .covers = {"matmul", "softmax"},
+    .dtypes = kF,
+    .samples = [](DType dt) { return sdpa_samples(dt, 0); },
+    .fn = [](const std::vector<Tensor>& in) {
+      // dropout_p = 1 drops every attention weight.
+      return std::vector<Tensor>{
+          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 1.0)};
+    },
+    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {}, true)}; },
+    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .errors = sdpa_errors(),
+});
+
+TEST(ScaledDotProductAttention, DropoutKeepsRowsUnbiased) {
+  // With dropout_p = 0.5 on a uniform attention (all scores equal) and value rows of ones,
+  // each output is (kept count) * 2 / S; across many rows the mean stays 1.
+  Generator gen(3);
+  const int64_t L = 2000, S = 64;
+  Tensor q = zeros({L, 8}), k = zeros({S, 8}), v = ones({S, 1});
+  Tensor out = scaled_dot_product_attention(q, k, v, std::nullopt, 0.5, false, {}, &gen);
+  std::vector<float> o = out.to_vector<float>();
+  double mean = 0;
+  for (float x : o) mean += x;
+  EXPECT_NEAR(mean / L, 1.0, 0.02);
+}
 
 }  // namespace
 }  // namespace kiln::testing
