@@ -6,7 +6,6 @@
 #include <ostream>
 
 #include "kiln/ops/op.h"
-#include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -157,8 +156,7 @@ int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOu
     std::array<Tensor, kMaxOpOutputs> tmp;
     for (int i = 0; i < n; ++i) tmp[i] = make_tensor(metas[i].sizes, metas[i].dtype);
     op.kernel(call, std::span<Tensor>(tmp.data(), static_cast<size_t>(n)));
-    for (int i = 0; i < n; ++i) copy_(outputs[static_cast<size_t>(i)], tmp[i]);
-    return n;  // copy_ bumped the versions
+    for (int i = 0; i < n; ++i) ops::convert_into(outputs[static_cast<size_t>(i)], tmp[i]);
   }
   for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)].impl()->storage()->bump_version();
   return n;

@@ -61,7 +61,7 @@ DType result_type(std::span<const Tensor> inputs) {
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = make_tensor(t.sizes(), dtype);
-  copy_(out, t);
+  convert_into(out, t);
   return out;
 }
 

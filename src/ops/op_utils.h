@@ -14,8 +14,11 @@ Shape broadcast_shapes(const char* op, std::span<const Tensor> inputs);
 // PyTorch's result_type: tensors with dims outrank 0-d tensors, which outrank wrapped C++
 // numbers; a lower rank only matters when its category (bool < int < float) is higher.
 DType result_type(std::span<const Tensor> inputs);
-// `t` converted to dtype (t itself when it already has it).
+// `t` converted to dtype (t itself when it already has it). For use inside kernels: it runs
+// the conversion directly, not through dispatch.
 Tensor cast(const Tensor& t, DType dtype);
+// Writes src, broadcast to out's shape and converted to out's dtype, into out (a kernel).
+void convert_into(const Tensor& out, const Tensor& src);
 // Sorted, de-duplicated, wrapped dims; all dims when `dims` is empty.
 SmallVector<int64_t, 6> reduction_dims(IntList dims, int64_t ndim, const char* op);
 // "op: ... got tensor of shape [2, 3] and dtype float32"-style description.

@@ -9,18 +9,9 @@
 namespace kiln {
 namespace ops {
 
-// ---- copy: out (self's shape and dtype) = src broadcast and cast ----
-int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
-  const Tensor& self = c.in(0);
-  const Tensor& src = c.in(1);
-  Shape b = broadcast_shapes("copy_", c.inputs);
-  KILN_CHECK(b == self.sizes(), ShapeError, "copy_: source of shape ", src.shape_str(),
-             " cannot be broadcast to the destination's shape ", self.shape_str());
-  return one_output(out, self.dtype(), self.sizes());
-}
-void copy_kernel(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& out = outs[0];
-  const Tensor& src = c.in(1);
+// Writes src (broadcast to out's shape) into out, converting the dtype. Kernels call this
+// directly (never through dispatch) when they need an operand in another dtype.
+void convert_into(const Tensor& out, const Tensor& src) {
   if (src.dtype() == out.dtype() && src.is_contiguous() && out.is_contiguous() &&
       src.sizes() == out.sizes()) {
     const char* s = static_cast<const char*>(src.data_ptr());
@@ -37,6 +28,29 @@ void copy_kernel(const OpCall& c, std::span<Tensor> outs) {
     });
   });
 }
+
+// ---- to_copy: a new contiguous tensor with x's values in dtype (clone, to(dtype)) ----
+int to_copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.attrs.dtype(0), c.in(0).sizes());
+}
+void to_copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(0)); }
+const OpDef& to_copy_op = register_op({.name = "to_copy",
+                                       .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
+                                       .kind = OpKind::Pointwise,
+                                       .attr_names = {"dtype"},
+                                       .meta = to_copy_meta,
+                                       .kernel = to_copy_kernel});
+
+// ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
+int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& self = c.in(0);
+  const Tensor& src = c.in(1);
+  Shape b = broadcast_shapes("copy_", c.inputs);
+  KILN_CHECK(b == self.sizes(), ShapeError, "copy_: source of shape ", src.shape_str(),
+             " cannot be broadcast to the destination's shape ", self.shape_str());
+  return one_output(out, self.dtype(), self.sizes());
+}
+void copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(1)); }
 const OpDef& copy_op = register_op({.name = "copy",
                                     .schema = "copy(Tensor self, Tensor src) -> Tensor",
                                     .kind = OpKind::Pointwise,
@@ -159,7 +173,7 @@ Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  return ops::call(ops::copy_op, {empty(x.sizes(), dtype), x});
+  return ops::call(ops::to_copy_op, {x}, {dtype});
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {

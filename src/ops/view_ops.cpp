@@ -352,7 +352,7 @@ KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) ->
              "dim1", "dim2")
 #undef KILN_VIEW_OP
 
-extern const OpDef& copy_op;  // pointwise_ternary.cpp
+extern const OpDef& to_copy_op;  // pointwise_ternary.cpp
 
 bool can_view(const Tensor& x, IntList sizes) {
   return view_strides(x, infer_size(sizes, x.numel(), "reshape", x)).has_value();
@@ -462,7 +462,7 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   return ops::call(ops::diagonal_op, {*this}, {offset, dim1, dim2});
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-Tensor Tensor::clone() const { return ops::call(ops::copy_op, {*this, *this}); }
+Tensor Tensor::clone() const { return ops::call(ops::to_copy_op, {*this}, {dtype()}); }
 Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(impl_->storage(), storage_offset(), sizes(), strides(),
                                              dtype()));

@@ -194,12 +194,18 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
 }
 
 // out[i] = f(in[i]...) with every operand of type T, using Vec<T> (f takes and returns Vec<T>).
+// Outputs at least this large are written with non-temporal stores (they cannot stay in the
+// caches anyway, and skipping the read-for-ownership saves memory bandwidth).
+inline constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;
+
 template <typename T, typename F, typename... Ins>
 void map_vec(const Tensor& out, F f, const Ins&... ins) {
   constexpr size_t N = sizeof...(Ins) + 1;
+  const bool stream = out.numel() * static_cast<int64_t>(sizeof(T)) >= kStreamingStoreBytes;
   pointwise_loop<N>(out, {&ins...}, [&](const std::array<char*, N>& p, int64_t n) {
     [&]<size_t... I>(std::index_sequence<I...>) {
-      vec::map<T>(f, reinterpret_cast<T*>(p[0]), n, reinterpret_cast<const T*>(p[I + 1])...);
+      vec::map<T>(f, stream, reinterpret_cast<T*>(p[0]), n,
+                  reinterpret_cast<const T*>(p[I + 1])...);
     }(std::make_index_sequence<N - 1>{});
   });
 }
