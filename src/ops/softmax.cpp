@@ -10,7 +10,6 @@
 #include <omp.h>
 
 #include "kiln/ops/reduction.h"
-#include "ops/kernels/fast_exp.h"
 #include "ops/kernels/loops.h"
 #include "ops/op_utils.h"
 
@@ -71,7 +70,7 @@ void softmax_row(const T* x, T* y, int64_t n) {
   V s0(T(0)), s1(T(0));
   i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
-    const V e0 = vec::exp_fast(V::load(x + i) - vmx), e1 = vec::exp_fast(V::load(x + i + W) - vmx);
+    const V e0 = vec::exp(V::load(x + i) - vmx), e1 = vec::exp(V::load(x + i + W) - vmx);
     if constexpr (!Log) {
       e0.store(y + i);
       e1.store(y + i + W);
@@ -80,14 +79,14 @@ void softmax_row(const T* x, T* y, int64_t n) {
     s1 = s1 + e1;
   }
   for (; i + W <= n; i += W) {
-    const V e = vec::exp_fast(V::load(x + i) - vmx);
+    const V e = vec::exp(V::load(x + i) - vmx);
     if constexpr (!Log) e.store(y + i);
     s0 = s0 + e;
   }
   T sum = reduce_lanes(s0 + s1, false);
   if (i < n) {  // the tail through the same vector exp, so no element depends on its position
     alignas(64) T e[W];
-    vec::exp_fast(load_partial(x + i, n - i, T(0)) - vmx).store(e);
+    vec::exp(load_partial(x + i, n - i, T(0)) - vmx).store(e);
     for (int64_t j = 0; j < n - i; ++j) sum += e[j];
     if constexpr (!Log) std::memcpy(y + i, e, static_cast<size_t>(n - i) * sizeof(T));
   }
@@ -144,7 +143,7 @@ void exp_rows(const T* x, T* y, int64_t inner, int64_t r0, int64_t r1, const T* 
     const T* row = x + r * inner;
     T* out = y + r * inner;
     each_vector<T>(inner, [&](int64_t j, int64_t n) {
-      const Vec<T> e = vec::exp_fast(load_n(row + j, n) - load_n(mx + j, n));
+      const Vec<T> e = vec::exp(load_n(row + j, n) - load_n(mx + j, n));
       if constexpr (!Log) store_n(e, out + j, n);
       store_n(load_n(sum + j, n) + e, sum + j, n);
     });
