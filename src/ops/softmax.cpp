@@ -1,7 +1,8 @@
 // softmax and log_softmax along one dim, numerically stable (the row max is subtracted before
 // exp). The common case — the last dim of a contiguous tensor — has a dedicated row kernel:
 // one pass for the max, one computing exp(x - max) into the output while summing, one scaling
-// it (the row is in cache for the last two). Other dims view the tensor as [outer, dim, inner]
+// it (the row is in cache for the last two). Outputs much larger than the caches are written
+// only in the last pass, with streaming stores. Other dims view the tensor as [outer, dim, inner]
 // and run the same three passes over whole inner rows, vectorised along inner.
 #include <cstring>
 #include <limits>
@@ -18,6 +19,11 @@ namespace ops {
 namespace {
 
 using vec::Vec;
+
+// Outputs at least this large are written with streaming stores.
+constexpr int64_t kStreamBytes = int64_t{8} << 20;
+// Rows up to this long are staged in a stack buffer when streaming (softmax).
+constexpr int64_t kRowBuffer = 4096;
 
 // The first `rem` lanes from p, the rest `fill`.
 template <typename T>
@@ -46,9 +52,35 @@ T reduce_lanes(Vec<T> v, bool take_max) {
   return r;
 }
 
-// softmax (or log_softmax) of one contiguous row of n elements.
+// A full-vector store that bypasses the caches (for outputs far larger than them: it saves
+// reading each destination line before overwriting it). `p` must be 32-byte aligned.
+template <typename T>
+inline void store_stream(Vec<T> v, T* p) {
+#ifdef KILN_VEC_AVX2
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_stream_ps(p, v.v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    _mm256_stream_pd(p, v.v);
+  } else {
+    v.store(p);
+  }
+#else
+  v.store(p);
+#endif
+}
+
+// Orders streaming stores before whatever follows (another thread reading the output).
+inline void stream_fence() {
+#ifdef KILN_VEC_AVX2
+  _mm_sfence();
+#endif
+}
+
+// softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is
+// written once, with streaming stores, in the last pass; softmax then keeps exp(x - max) in
+// `buf` (room for kRowBuffer elements) instead of in y.
 template <typename T, bool Log>
-void softmax_row(const T* x, T* y, int64_t n) {
+void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
   using V = Vec<T>;
   constexpr int64_t W = V::width;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -65,42 +97,53 @@ void softmax_row(const T* x, T* y, int64_t n) {
   if (i < n) m1 = vmax(m1, load_partial(x + i, n - i, kNegInf));
   const T mx = reduce_lanes(vmax(vmax(m0, m1), vmax(m2, m3)), true);
 
-  // Pass 2: exp(x - max), stored (softmax) and summed.
+  // Pass 2: exp(x - max) summed (and, for softmax, kept in y or buf).
+  stream = stream && reinterpret_cast<uintptr_t>(y) % 32 == 0 && (Log || n <= kRowBuffer);
+  T* e_out = stream ? buf : y;  // where softmax keeps exp(x - max) until pass 3
+  const bool keep = !Log;
   const V vmx(mx);
   V s0(T(0)), s1(T(0));
   i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
     const V e0 = vec::exp(V::load(x + i) - vmx), e1 = vec::exp(V::load(x + i + W) - vmx);
-    if constexpr (!Log) {
-      e0.store(y + i);
-      e1.store(y + i + W);
+    if (keep) {
+      e0.store(e_out + i);
+      e1.store(e_out + i + W);
     }
     s0 = s0 + e0;
     s1 = s1 + e1;
   }
   for (; i + W <= n; i += W) {
     const V e = vec::exp(V::load(x + i) - vmx);
-    if constexpr (!Log) e.store(y + i);
+    if (keep) e.store(e_out + i);
     s0 = s0 + e;
   }
   T sum = reduce_lanes(s0 + s1, false);
+  alignas(64) T tail[W];
   if (i < n) {  // the tail through the same vector exp, so no element depends on its position
-    alignas(64) T e[W];
-    vec::exp(load_partial(x + i, n - i, T(0)) - vmx).store(e);
-    for (int64_t j = 0; j < n - i; ++j) sum += e[j];
-    if constexpr (!Log) std::memcpy(y + i, e, static_cast<size_t>(n - i) * sizeof(T));
+    vec::exp(load_partial(x + i, n - i, T(0)) - vmx).store(tail);
+    for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
   }
 
   // Pass 3: normalise.
-  i = 0;
+  const int64_t full = n - n % W;
   if constexpr (Log) {
     const V shift(mx), log_sum(std::log(sum));
-    for (; i + W <= n; i += W) ((V::load(x + i) - shift) - log_sum).store(y + i);
-    if (i < n) store_partial((load_partial(x + i, n - i, T(0)) - shift) - log_sum, y + i, n - i);
+    auto f = [&](V v) { return (v - shift) - log_sum; };
+    if (stream) {
+      for (i = 0; i < full; i += W) store_stream(f(V::load(x + i)), y + i);
+    } else {
+      for (i = 0; i < full; i += W) f(V::load(x + i)).store(y + i);
+    }
+    if (full < n) store_partial(f(load_partial(x + full, n - full, T(0))), y + full, n - full);
   } else {
     const V inv(T(1) / sum);
-    for (; i + W <= n; i += W) (V::load(y + i) * inv).store(y + i);
-    if (i < n) store_partial(load_partial(y + i, n - i, T(0)) * inv, y + i, n - i);
+    if (stream) {
+      for (i = 0; i < full; i += W) store_stream(V::load(buf + i) * inv, y + i);
+    } else {
+      for (i = 0; i < full; i += W) (V::load(y + i) * inv).store(y + i);
+    }
+    if (full < n) store_partial(V::load(tail) * inv, y + full, n - full);
   }
 }
 
@@ -242,10 +285,13 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     if (inner == 1) {
+      const bool stream = out.numel() * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
       kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / d),
                               [&](int64_t b, int64_t e) {
+                                alignas(64) T buf[kRowBuffer];
                                 for (int64_t r = b; r < e; ++r)
-                                  softmax_row<T, Log>(xp + r * d, yp + r * d, d);
+                                  softmax_row<T, Log>(xp + r * d, yp + r * d, d, stream, buf);
+                                if (stream) stream_fence();
                               });
       return;
     }

@@ -92,6 +92,7 @@ std::vector<Sample> softmax_samples(DType dt) {
       s("row of one [5, 1]", mk({5, 1}, dt), 1),
       s("empty [2, 0, 3]", mk({2, 0, 3}, dt), 1),
       s("empty [2, 0, 3]", mk({2, 0, 3}, dt), 2),
+      s("streamed output, rows of mixed alignment [2100, 1001]", mk({2100, 1001}, dt), 1),
       s("threaded rows [300, 257]", mk({300, 257}, dt, -3, 3, Layout::Contiguous, 3), -1),
       s("threaded columns [257, 300]", mk({257, 300}, dt, -3, 3, Layout::Contiguous, 4), 0),
       s("rows split across threads [3, 600, 70]", mk({3, 600, 70}, dt), 1),
