@@ -12,6 +12,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/stream_store.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -151,23 +152,29 @@ Moments<T> row_moments(const T* x, int64_t n) {
   return total;
 }
 
-// y = (x - mean) * rstd [* w] [+ b] over a row, vectorised.
+// y = (x - mean) * rstd [* w] [+ b] over a row, vectorised; `stream` writes the full vectors
+// with streaming stores (when y is aligned for them).
 template <typename T, bool HasW, bool HasB>
-void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b) {
+void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b,
+                   bool stream) {
   using V = Vec<T>;
   constexpr int64_t W = V::width;
   // (x - mean) * rstd rather than x * rstd - mean * rstd, which cancels badly when |mean| is
   // large against the spread.
-  const V scale(rstd), shift(mean);
-  auto f = [&](V v, int64_t j, auto load) {
-    V r = (v - shift) * scale;
-    if constexpr (HasW) r = r * load(w + j);
-    if constexpr (HasB) r = r + load(b + j);
+  const V vmean(mean), vrstd(rstd);
+  auto f = [&](int64_t j) {
+    V r = (V::load(x + j) - vmean) * vrstd;
+    if constexpr (HasW) r = r * V::load(w + j);
+    if constexpr (HasB) r = r + V::load(b + j);
     return r;
   };
-  int64_t i = 0;
-  for (; i + W <= n; i += W) f(V::load(x + i), i, [](const T* p) { return V::load(p); }).store(y + i);
-  for (; i < n; ++i) {  // scalar tail, same arithmetic
+  const int64_t full = n - n % W;
+  if (stream && vec::stream_aligned(y)) {
+    for (int64_t i = 0; i < full; i += W) vec::store_stream(f(i), y + i);
+  } else {
+    for (int64_t i = 0; i < full; i += W) f(i).store(y + i);
+  }
+  for (int64_t i = full; i < n; ++i) {  // scalar tail, same arithmetic
     T r = (x[i] - mean) * rstd;
     if constexpr (HasW) r = r * w[i];
     if constexpr (HasB) r = r + b[i];
@@ -206,6 +213,7 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     T* rstd_p = outs[2].data_ptr<T>();
     const T* wp = has_w ? w.data_ptr<T>() : nullptr;
     const T* bp = has_b ? b.data_ptr<T>() : nullptr;
+    const bool stream = x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
     auto run = [&]<bool HasW, bool HasB>() {
       kernels::parallel_range(rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
                               [&](int64_t r0, int64_t r1) {
@@ -219,8 +227,9 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
           const T rstd = T(1) / std::sqrt(var + eps);
           mean_p[r] = m.mean;
           rstd_p[r] = rstd;
-          normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp);
+          normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream);
         }
+        if (stream) vec::stream_fence();
       });
     };
     if (has_w && has_b) run.template operator()<true, true>();
@@ -258,6 +267,7 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     T* yp = outs[0].data_ptr<T>();
     T* rstd_p = outs[1].data_ptr<T>();
     const T* wp = has_w ? w.data_ptr<T>() : nullptr;
+    const bool stream = x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
     kernels::parallel_range(rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
                             [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -277,9 +287,10 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
         for (; i < n; ++i) ss += row[i] * row[i];
         const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
         rstd_p[r] = rstd;
-        if (has_w) normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr);
-        else normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr);
+        if (has_w) normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream);
+        else normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr, stream);
       }
+      if (stream) vec::stream_fence();
     });
   });
 }

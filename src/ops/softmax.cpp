@@ -12,6 +12,7 @@
 
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/stream_store.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -20,8 +21,6 @@ namespace {
 
 using vec::Vec;
 
-// Outputs at least this large are written with streaming stores.
-constexpr int64_t kStreamBytes = int64_t{8} << 20;
 // Rows up to this long are staged in a stack buffer when streaming (softmax).
 constexpr int64_t kRowBuffer = 4096;
 
@@ -52,30 +51,6 @@ T reduce_lanes(Vec<T> v, bool take_max) {
   return r;
 }
 
-// A full-vector store that bypasses the caches (for outputs far larger than them: it saves
-// reading each destination line before overwriting it). `p` must be 32-byte aligned.
-template <typename T>
-inline void store_stream(Vec<T> v, T* p) {
-#ifdef KILN_VEC_AVX2
-  if constexpr (std::is_same_v<T, float>) {
-    _mm256_stream_ps(p, v.v);
-  } else if constexpr (std::is_same_v<T, double>) {
-    _mm256_stream_pd(p, v.v);
-  } else {
-    v.store(p);
-  }
-#else
-  v.store(p);
-#endif
-}
-
-// Orders streaming stores before whatever follows (another thread reading the output).
-inline void stream_fence() {
-#ifdef KILN_VEC_AVX2
-  _mm_sfence();
-#endif
-}
-
 // softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is
 // written once, with streaming stores, in the last pass; softmax then keeps exp(x - max) in
 // `buf` (room for kRowBuffer elements) instead of in y.
@@ -98,7 +73,7 @@ void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
   const T mx = reduce_lanes(vmax(vmax(m0, m1), vmax(m2, m3)), true);
 
   // Pass 2: exp(x - max) summed (and, for softmax, kept in y or buf).
-  stream = stream && reinterpret_cast<uintptr_t>(y) % 32 == 0 && (Log || n <= kRowBuffer);
+  stream = stream && vec::stream_aligned(y) && (Log || n <= kRowBuffer);
   T* e_out = stream ? buf : y;  // where softmax keeps exp(x - max) until pass 3
   const bool keep = !Log;
   const V vmx(mx);
@@ -131,7 +106,7 @@ void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
     const V shift(mx), log_sum(std::log(sum));
     auto f = [&](V v) { return (v - shift) - log_sum; };
     if (stream) {
-      for (i = 0; i < full; i += W) store_stream(f(V::load(x + i)), y + i);
+      for (i = 0; i < full; i += W) vec::store_stream(f(V::load(x + i)), y + i);
     } else {
       for (i = 0; i < full; i += W) f(V::load(x + i)).store(y + i);
     }
@@ -139,7 +114,7 @@ void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
   } else {
     const V inv(T(1) / sum);
     if (stream) {
-      for (i = 0; i < full; i += W) store_stream(V::load(buf + i) * inv, y + i);
+      for (i = 0; i < full; i += W) vec::store_stream(V::load(buf + i) * inv, y + i);
     } else {
       for (i = 0; i < full; i += W) (V::load(y + i) * inv).store(y + i);
     }
@@ -285,13 +260,13 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     if (inner == 1) {
-      const bool stream = out.numel() * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
+      const bool stream = out.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
       kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / d),
                               [&](int64_t b, int64_t e) {
                                 alignas(64) T buf[kRowBuffer];
                                 for (int64_t r = b; r < e; ++r)
                                   softmax_row<T, Log>(xp + r * d, yp + r * d, d, stream, buf);
-                                if (stream) stream_fence();
+                                if (stream) vec::stream_fence();
                               });
       return;
     }
