@@ -234,6 +234,7 @@ std::vector<Sample> norm_samples(DType dt, bool has_w, bool has_b) {
       s("no rows [0, 8]", mk({0, 8}, dt), 1),
       s("empty rows [3, 0]", mk({3, 0}, dt), 1),
       s("threaded [300, 257]", mk({300, 257}, dt, -3, 3, Layout::Contiguous, 3), 1),
+      s("streamed output, rows of mixed alignment [2100, 1001]", mk({2100, 1001}, dt), 1),
   };
 }
 
