@@ -506,7 +506,14 @@ void register_class_loss(const ClassLossVariant& v) {
       .covers = v.log_softmax ? std::vector<std::string>{"log_softmax", "gather", "sum"}
                               : std::vector<std::string>{"gather", "sum"},
       .dtypes = kF,
-      .samples = class_loss_samples,
+      .samples = [v](DType dt) {
+        // The samples mark ignored targets with -100: use this variant's ignore_index.
+        std::vector<Sample> samples = class_loss_samples(dt);
+        for (Sample& sample : samples)
+          sample.inputs[1] = masked_fill(sample.inputs[1], sample.inputs[1] == Scalar(-100),
+                                         v.ignore_index);
+        return samples;
+      },
       .fn = [call, v](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{call(in[0], in[1], v.reduction)};
       },
