@@ -58,6 +58,68 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
   }
 }
 
+// Products this small cost less as vector loops than a BLAS call's fixed overhead (which
+// dominates batches of tiny matrices, e.g. attention over short sequences).
+constexpr int64_t kTinyGemmWork = 16 * 16 * 16;
+
+// The tiny kernel takes b with contiguous rows and c rows of 1, 2, 4 or 8 whole vectors.
+template <typename T>
+bool tiny_gemm_applies(int64_t n, int64_t m, int64_t k, int64_t bcs) {
+  constexpr int64_t W = vec::Vec<T>::width;
+  const int64_t nv = m / W;
+  return n * m * k <= kTinyGemmWork && (bcs == 1 || k <= 1) && m % W == 0 &&
+         (nv == 1 || nv == 2 || nv == 4 || nv == 8);
+}
+
+// Rows [i0, i0 + R) of c (contiguous, NV vectors wide) = alpha * a @ b + beta * c, with the
+// R x NV accumulators in registers (R rows at once hide the FMA latency).
+template <typename T, int NV, int R>
+inline void tiny_gemm_rows(int64_t i0, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
+                           const T* b, int64_t brs, T beta, T* c) {
+  using V = vec::Vec<T>;
+  constexpr int64_t W = V::width, m = NV * W;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = V(T(0));
+  for (int64_t p = 0; p < k; ++p) {
+    V brow[NV];
+    for (int q = 0; q < NV; ++q) brow[q] = V::load(b + p * brs + q * W);
+    for (int r = 0; r < R; ++r) {
+      const V arp(a[(i0 + r) * ars + p * acs]);
+      for (int q = 0; q < NV; ++q) acc[r][q] = vec::fmadd(arp, brow[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) {
+      T* dst = c + (i0 + r) * m + q * W;
+      V out = acc[r][q] * V(alpha);
+      if (beta != T(0)) out = vec::fmadd(V(beta), V::load(dst), out);
+      out.store(dst);
+    }
+}
+
+// c (contiguous [n, m]) = alpha * a @ b + beta * c for b with contiguous rows and m = NV
+// vectors: each row of c accumulates a(i, p) * row p of b.
+template <typename T, int NV>
+void tiny_gemm(int64_t n, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs, const T* b,
+               int64_t brs, T beta, T* c) {
+  constexpr int R = NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+  int64_t i = 0;
+  for (; i + R <= n; i += R) tiny_gemm_rows<T, NV, R>(i, k, alpha, a, ars, acs, b, brs, beta, c);
+  for (; i < n; ++i) tiny_gemm_rows<T, NV, 1>(i, k, alpha, a, ars, acs, b, brs, beta, c);
+}
+
+template <typename T>
+void tiny_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
+               const T* b, int64_t brs, T beta, T* c) {
+  switch (m / vec::Vec<T>::width) {
+    case 1: return tiny_gemm<T, 1>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 2: return tiny_gemm<T, 2>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 4: return tiny_gemm<T, 4>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    default: return tiny_gemm<T, 8>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+  }
+}
+
 // How gemm reads a rows x cols matrix with element strides (rs, cs): row-major with leading
 // dim `ld`, or column-major (passed as the transpose of a row-major matrix). Size-1 dims may
 // have any stride.
@@ -188,12 +250,19 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
   }
   std::vector<int64_t> off_a, off_b;
   batch_offsets(batch, a, b, off_a, off_b);
-  const auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
-                   b.data + off_b[i], lb.ld, beta, out + i * n * m, m);
-  };
   const int64_t work = n * m * k;
+  const bool tiny = tiny_gemm_applies<T>(n, m, k, b.cs());
+  const auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (tiny) {
+        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i],
+                     b.rs(), beta, out + i * n * m);
+      } else {
+        blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
+                     b.data + off_b[i], lb.ld, beta, out + i * n * m, m);
+      }
+    }
+  };
   if (work < kSmallGemmWork) {
     // BLAS runs single-threaded inside the parallel region (OpenMP build of OpenBLAS).
     kernels::parallel_range(count, std::max<int64_t>(1, kSmallGemmWork / 4 / work), run);
