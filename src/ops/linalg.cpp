@@ -50,11 +50,11 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const auto bi = [](int64_t v) { return static_cast<blasint>(v); };
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta,
-                c, bi(ldc));
+    cblas_sgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c,
+                bi(ldc));
   } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta,
-                c, bi(ldc));
+    cblas_dgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c,
+                bi(ldc));
   }
 }
 
@@ -113,10 +113,14 @@ template <typename T>
 void tiny_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
                const T* b, int64_t brs, T beta, T* c) {
   switch (m / vec::Vec<T>::width) {
-    case 1: return tiny_gemm<T, 1>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    case 2: return tiny_gemm<T, 2>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    case 4: return tiny_gemm<T, 4>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    default: return tiny_gemm<T, 8>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 1:
+      return tiny_gemm<T, 1>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 2:
+      return tiny_gemm<T, 2>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 4:
+      return tiny_gemm<T, 4>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    default:
+      return tiny_gemm<T, 8>(n, k, alpha, a, ars, acs, b, brs, beta, c);
   }
 }
 
@@ -255,8 +259,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
   const auto run = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (tiny) {
-        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i],
-                     b.rs(), beta, out + i * n * m);
+        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i], b.rs(),
+                     beta, out + i * n * m);
       } else {
         blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
                      b.data + off_b[i], lb.ld, beta, out + i * n * m, m);
@@ -280,8 +284,8 @@ Shape broadcast_batch(const char* op, const Tensor& a, const Tensor& b) {
     const int64_t da = d - (nb - na), db = d - (nb - nbd);
     const int64_t sa = da >= 0 ? a.size(da) : 1, sb = db >= 0 ? b.size(db) : 1;
     KILN_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": the batch dims of shapes ",
-               a.shape_str(), " and ", b.shape_str(), " cannot be broadcast (size ", sa, " vs ",
-               sb, " at batch dim ", d, ")");
+               a.shape_str(), " and ", b.shape_str(), " cannot be broadcast (size ", sa, " vs ", sb,
+               " at batch dim ", d, ")");
     out[d] = sa == 1 ? sb : sa;
   }
   return out;
@@ -362,8 +366,8 @@ void bmm_kernel(const OpCall& c, std::span<Tensor> outs) {
 // ---- addmm: beta * self + alpha * (a @ b), self broadcast to [n, m]; attrs [beta, alpha] ----
 int addmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   const Tensor &self = c.in(0), &a = c.in(1), &b = c.in(2);
-  KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError,
-             "addmm: expected 2-D matrices, got shapes ", a.shape_str(), " and ", b.shape_str());
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: expected 2-D matrices, got shapes ",
+             a.shape_str(), " and ", b.shape_str());
   check_dtypes("addmm", a, b);
   KILN_CHECK(self.dtype() == a.dtype(), DTypeError, "addmm: self has dtype ", self.dtype(),
              " but the matrices have dtype ", a.dtype());
@@ -443,8 +447,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   KILN_CHECK(x.dim() >= 1, ShapeError, "linear: input must have at least 1 dimension, got shape ",
              x.shape_str());
   KILN_CHECK(x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ", x.shape_str(),
-             " has ", x.size(-1), " features but weight of shape ", weight.shape_str(),
-             " expects ", weight.size(1));
+             " has ", x.size(-1), " features but weight of shape ", weight.shape_str(), " expects ",
+             weight.size(1));
   if (!bias) return matmul(x, weight.t());
   // With a bias, fold the leading dims into rows so the bias rides along in one addmm.
   if (x.dim() == 2) return addmm(*bias, x, weight.t());

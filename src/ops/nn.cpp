@@ -30,13 +30,15 @@ void check_normalized_shape(const char* op, const Tensor& x, IntList normalized_
   bool ok = x.dim() >= normalized_shape.ssize();
   for (int64_t i = 0; ok && i < normalized_shape.ssize(); ++i)
     ok = x.size(x.dim() - normalized_shape.ssize() + i) == normalized_shape[i];
-  KILN_CHECK(ok, ShapeError, op, ": normalized_shape ", normalized_shape,
-             " expects an input of shape [*, ", [&] {
-               std::string s;
-               for (int64_t d : normalized_shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-               return s;
-             }(),
-             "], got ", x.shape_str());
+  KILN_CHECK(
+      ok, ShapeError, op, ": normalized_shape ", normalized_shape,
+      " expects an input of shape [*, ",
+      [&] {
+        std::string s;
+        for (int64_t d : normalized_shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+        return s;
+      }(),
+      "], got ", x.shape_str());
   KILN_CHECK(is_floating(x.dtype()), DTypeError, op,
              ": expected a floating input (float32 or float64), got dtype ", x.dtype());
 }
@@ -189,8 +191,8 @@ int layer_norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   const IntList shape = c.attrs.ints(0);
   check_normalized_shape("layer_norm", x, shape);
   const bool has_w = c.attrs.b(2), has_b = c.attrs.b(3);
-  KILN_CHECK(c.inputs.size() == size_t{1} + has_w + has_b, Error,
-             "layer_norm: expected ", 1 + has_w + has_b, " inputs, got ", c.inputs.size());
+  KILN_CHECK(c.inputs.size() == size_t{1} + has_w + has_b, Error, "layer_norm: expected ",
+             1 + has_w + has_b, " inputs, got ", c.inputs.size());
   if (has_w) check_param("layer_norm", "weight", c.in(1), x, shape);
   if (has_b) check_param("layer_norm", "bias", c.in(1 + has_w), x, shape);
   out[0] = {x.dtype(), x.sizes()};
@@ -213,29 +215,35 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     T* rstd_p = outs[2].data_ptr<T>();
     const T* wp = has_w ? w.data_ptr<T>() : nullptr;
     const T* bp = has_b ? b.data_ptr<T>() : nullptr;
-    const bool stream = x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+    const bool stream =
+        x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
     auto run = [&]<bool HasW, bool HasB>() {
-      kernels::parallel_range(rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
-                              [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          if (n == 0) {  // statistics of an empty row, as mean() of nothing
-            mean_p[r] = rstd_p[r] = std::numeric_limits<T>::quiet_NaN();
-            continue;
-          }
-          const Moments<T> m = row_moments(xp + r * n, n);
-          const T var = std::max(m.m2 / static_cast<T>(n), T(0));
-          const T rstd = T(1) / std::sqrt(var + eps);
-          mean_p[r] = m.mean;
-          rstd_p[r] = rstd;
-          normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream);
-        }
-        if (stream) vec::stream_fence();
-      });
+      kernels::parallel_range(
+          rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              if (n == 0) {  // statistics of an empty row, as mean() of nothing
+                mean_p[r] = rstd_p[r] = std::numeric_limits<T>::quiet_NaN();
+                continue;
+              }
+              const Moments<T> m = row_moments(xp + r * n, n);
+              const T var = std::max(m.m2 / static_cast<T>(n), T(0));
+              const T rstd = T(1) / std::sqrt(var + eps);
+              mean_p[r] = m.mean;
+              rstd_p[r] = rstd;
+              normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream);
+            }
+            if (stream) vec::stream_fence();
+          });
     };
-    if (has_w && has_b) run.template operator()<true, true>();
-    else if (has_w) run.template operator()<true, false>();
-    else if (has_b) run.template operator()<false, true>();
-    else run.template operator()<false, false>();
+    if (has_w && has_b)
+      run.template operator()<true, true>();
+    else if (has_w)
+      run.template operator()<true, false>();
+    else if (has_b)
+      run.template operator()<false, true>();
+    else
+      run.template operator()<false, false>();
   });
 }
 
@@ -267,31 +275,36 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
     T* yp = outs[0].data_ptr<T>();
     T* rstd_p = outs[1].data_ptr<T>();
     const T* wp = has_w ? w.data_ptr<T>() : nullptr;
-    const bool stream = x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
-    kernels::parallel_range(rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
-                            [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* row = xp + r * n;
-        V s[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
-        int64_t i = 0;
-        for (; i + 4 * W <= n; i += 4 * W)
-          for (int a = 0; a < 4; ++a) {
-            const V v = V::load(row + i + a * W);
-            s[a] = vec::fmadd(v, v, s[a]);
+    const bool stream =
+        x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+    kernels::parallel_range(
+        rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* row = xp + r * n;
+            V s[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
+            int64_t i = 0;
+            for (; i + 4 * W <= n; i += 4 * W)
+              for (int a = 0; a < 4; ++a) {
+                const V v = V::load(row + i + a * W);
+                s[a] = vec::fmadd(v, v, s[a]);
+              }
+            for (; i + W <= n; i += W) {
+              const V v = V::load(row + i);
+              s[0] = vec::fmadd(v, v, s[0]);
+            }
+            T ss = lane_sum((s[0] + s[1]) + (s[2] + s[3]));
+            for (; i < n; ++i) ss += row[i] * row[i];
+            const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
+            rstd_p[r] = rstd;
+            if (has_w)
+              normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream);
+            else
+              normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr,
+                                             stream);
           }
-        for (; i + W <= n; i += W) {
-          const V v = V::load(row + i);
-          s[0] = vec::fmadd(v, v, s[0]);
-        }
-        T ss = lane_sum((s[0] + s[1]) + (s[2] + s[3]));
-        for (; i < n; ++i) ss += row[i] * row[i];
-        const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
-        rstd_p[r] = rstd;
-        if (has_w) normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream);
-        else normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr, stream);
-      }
-      if (stream) vec::stream_fence();
-    });
+          if (stream) vec::stream_fence();
+        });
   });
 }
 
@@ -346,8 +359,8 @@ Reduction parse_reduction(const char* op, const std::string& r) {
   if (r == "mean") return Reduction::Mean;
   if (r == "sum") return Reduction::Sum;
   if (r == "none") return Reduction::None;
-  throw ValueError(detail::concat(op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"",
-                                  r, "\""));
+  throw ValueError(
+      detail::concat(op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"", r, "\""));
 }
 
 // Checks class-index targets against [N, C, d1...] (or [C]) scores; returns the class dim.
@@ -387,9 +400,12 @@ std::pair<Tensor, Tensor> picked_nll(const char* op, const Tensor& log_probs, co
 
 Tensor reduce_loss(const Tensor& loss, const Tensor& keep, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return loss;
-    case Reduction::Sum: return sum(loss);
-    case Reduction::Mean: return sum(loss) / sum(keep, {}, false, loss.dtype());  // 0/0 = NaN
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return sum(loss) / sum(keep, {}, false, loss.dtype());  // 0/0 = NaN
   }
   return loss;
 }
@@ -431,9 +447,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   const Tensor diff = input - target;
   const Tensor sq = diff * diff;
   switch (r) {
-    case Reduction::None: return sq;
-    case Reduction::Sum: return sum(sq);
-    case Reduction::Mean: return mean(sq);
+    case Reduction::None:
+      return sq;
+    case Reduction::Sum:
+      return sum(sq);
+    case Reduction::Mean:
+      return mean(sq);
   }
   return sq;
 }
@@ -443,8 +462,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
-  KILN_CHECK(is_floating(x.dtype()), DTypeError,
-             "dropout: expected a floating input, got dtype ", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, "dropout: expected a floating input, got dtype ",
+             x.dtype());
   if (p == 1.0) return zeros_like(x);
   // The kept elements are scaled by 1 / (1 - p) so the expectation is unchanged.
   Tensor scale = bernoulli(x.sizes(), 1.0 - p, x.dtype(), generator);
@@ -458,14 +477,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     Generator* generator) {
   const char* op = "scaled_dot_product_attention";
   KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,
-             ": query, key and value need at least 2 dims [..., L, E], got shapes ",
-             q.shape_str(), ", ", k.shape_str(), " and ", v.shape_str());
-  KILN_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(),
-             DTypeError, op, ": query, key and value must share one floating dtype, got ",
-             q.dtype(), ", ", k.dtype(), " and ", v.dtype());
+             ": query, key and value need at least 2 dims [..., L, E], got shapes ", q.shape_str(),
+             ", ", k.shape_str(), " and ", v.shape_str());
+  KILN_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), DTypeError,
+             op, ": query, key and value must share one floating dtype, got ", q.dtype(), ", ",
+             k.dtype(), " and ", v.dtype());
   KILN_CHECK(q.size(-1) == k.size(-1), ShapeError, op, ": query of shape ", q.shape_str(),
-             " and key of shape ", k.shape_str(), " differ in the embedding dim (",
-             q.size(-1), " != ", k.size(-1), ")");
+             " and key of shape ", k.shape_str(), " differ in the embedding dim (", q.size(-1),
+             " != ", k.size(-1), ")");
   KILN_CHECK(k.size(-2) == v.size(-2), ShapeError, op, ": key of shape ", k.shape_str(),
              " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(-2),
              " != ", v.size(-2), ")");

@@ -139,8 +139,10 @@ inline Vec<T> load_n(const T* p, int64_t n, T fill = T(0)) {
 }
 template <typename T>
 inline void store_n(Vec<T> v, T* p, int64_t n) {
-  if (n == Vec<T>::width) v.store(p);
-  else store_partial(v, p, n);
+  if (n == Vec<T>::width)
+    v.store(p);
+  else
+    store_partial(v, p, n);
 }
 
 // mx = max(mx, rows [r0, r1) of x), column-wise.
@@ -260,7 +262,8 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     if (inner == 1) {
-      const bool stream = out.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+      const bool stream =
+          out.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
       kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / d),
                               [&](int64_t b, int64_t e) {
                                 alignas(64) T buf[kRowBuffer];
@@ -271,8 +274,8 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
       return;
     }
     const int64_t threads = omp_get_max_threads();
-    const bool split_slices = threads > 1 && !omp_in_parallel() && outer < 2 * threads &&
-                              d * inner >= kParallelGrain;
+    const bool split_slices =
+        threads > 1 && !omp_in_parallel() && outer < 2 * threads && d * inner >= kParallelGrain;
     if (split_slices) {
       std::vector<T> scratch(static_cast<size_t>((threads + 1) * 2 * inner));
       for (int64_t o = 0; o < outer; ++o)
@@ -280,11 +283,14 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
                                        scratch.data());
       return;
     }
-    // Whole slices per thread, each with its own scratch.
-    std::vector<T> scratch(static_cast<size_t>(threads * 2 * inner));
+    // Whole slices per thread, each with its own scratch (one, when already inside a parallel
+    // region: parallel_range then runs on the calling thread).
+    const bool nested = omp_in_parallel();
+    std::vector<T> scratch(static_cast<size_t>((nested ? 1 : threads) * 2 * inner));
     kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / (d * inner)),
                             [&](int64_t b, int64_t e) {
-                              T* mine = scratch.data() + omp_get_thread_num() * 2 * inner;
+                              const int64_t slot = nested ? 0 : omp_get_thread_num();
+                              T* mine = scratch.data() + slot * 2 * inner;
                               for (int64_t o = b; o < e; ++o)
                                 softmax_slice<T, Log>(xp + o * d * inner, yp + o * d * inner, d,
                                                       inner, mine, mine + inner);

@@ -85,12 +85,10 @@ std::vector<Sample> matmul_samples(DType dt) {
       {"transposed b [5, 7] @ [7, 6]", {mk({5, 7}, dt), mk({7, 6}, dt, T)}},
       {"both transposed [6, 3] @ [3, 9]", {mk({6, 3}, dt, T), mk({3, 9}, dt, T)}},
       {"strided (packed) [4, 6] @ [6, 5]", {mk({4, 6}, dt, S), mk({6, 5}, dt, S)}},
-      {"expanded column [3, 4] @ [4, 5]",
-       {mk({3, 1}, dt).expand({3, 4}), mk({4, 5}, dt)}},
+      {"expanded column [3, 4] @ [4, 5]", {mk({3, 1}, dt).expand({3, 4}), mk({4, 5}, dt)}},
       {"batched [2, 3, 4] @ [2, 4, 5]", {mk({2, 3, 4}, dt), mk({2, 4, 5}, dt)}},
       {"batched transposed [3, 4, 5] @ [3, 5, 2]", {mk({3, 4, 5}, dt, T), mk({3, 5, 2}, dt)}},
-      {"batched mT [3, 4, 5] @ [3, 5, 6]",
-       {mk({3, 5, 4}, dt).mT(), mk({3, 6, 5}, dt).mT()}},
+      {"batched mT [3, 4, 5] @ [3, 5, 6]", {mk({3, 5, 4}, dt).mT(), mk({3, 6, 5}, dt).mT()}},
       {"batched strided [2, 3, 4] @ [2, 4, 3]", {mk({2, 3, 4}, dt, S), mk({2, 4, 3}, dt, S)}},
       {"broadcast batch [2, 1, 3, 4] @ [5, 4, 6]", {mk({2, 1, 3, 4}, dt), mk({5, 4, 6}, dt)}},
       {"broadcast batch [3, 4, 5] @ [5, 2] (folded)", {mk({3, 4, 5}, dt), mk({5, 2}, dt)}},
@@ -153,10 +151,11 @@ std::vector<Sample> addmm_samples(DType dt) {
       {"bias [4]", {mk({4}, dt, Layout::Contiguous, 5), mk({3, 5}, dt), mk({5, 4}, dt, T)}},
       {"column [3, 1]", {mk({3, 1}, dt, Layout::Contiguous, 5), mk({3, 5}, dt, T), mk({5, 4}, dt)}},
       {"0-d self", {mk({}, dt, Layout::Contiguous, 5), mk({3, 5}, dt), mk({5, 4}, dt)}},
-      {"tiny kernel [5, 8]", {mk({5, 8}, dt, Layout::Contiguous, 5), mk({5, 3}, dt), mk({3, 8}, dt)}},
-      {"transposed self [6, 7]",
-       {mk({6, 7}, dt, T, 5), mk({6, 8}, dt), mk({8, 7}, dt)}},
-      {"zero inner [3, 0] @ [0, 4]", {mk({3, 4}, dt, Layout::Contiguous, 5), mk({3, 0}, dt), mk({0, 4}, dt)}},
+      {"tiny kernel [5, 8]",
+       {mk({5, 8}, dt, Layout::Contiguous, 5), mk({5, 3}, dt), mk({3, 8}, dt)}},
+      {"transposed self [6, 7]", {mk({6, 7}, dt, T, 5), mk({6, 8}, dt), mk({8, 7}, dt)}},
+      {"zero inner [3, 0] @ [0, 4]",
+       {mk({3, 4}, dt, Layout::Contiguous, 5), mk({3, 0}, dt), mk({0, 4}, dt)}},
       {"zero rows", {mk({4}, dt), mk({0, 5}, dt), mk({5, 4}, dt)}},
       {"large", {mk({90}, dt), mk({100, 80}, dt), mk({80, 90}, dt)}},
   };
@@ -169,9 +168,8 @@ Tensor nan_tensor(std::vector<int64_t> sizes, DType dt) {
 std::vector<Sample> linear_samples(DType dt, bool with_bias) {
   auto s = [&](std::string name, std::vector<int64_t> x, int64_t out, bool x_transposed = false) {
     const int64_t in = x.back();
-    std::vector<Tensor> inputs = {
-        mk(x, dt, x_transposed ? Layout::Transposed : Layout::Contiguous),
-        mk({out, in}, dt, Layout::Contiguous, 2)};
+    std::vector<Tensor> inputs = {mk(x, dt, x_transposed ? Layout::Transposed : Layout::Contiguous),
+                                  mk({out, in}, dt, Layout::Contiguous, 2)};
     if (with_bias) inputs.push_back(mk({out}, dt, Layout::Contiguous, 3));
     return Sample{name, inputs};
   };
@@ -194,14 +192,22 @@ std::vector<ErrorCase> shared_product_errors(const std::string& op,
                                              std::function<Tensor(Tensor, Tensor)> f) {
   return {
       expect_error<DTypeError>("int64 operands", "floating",
-                               [=] { f(ones({2, 3}, DType::Int64), ones({3, 2}, DType::Int64)); }),
+                               [=] {
+                                 f(ones({2, 3}, DType::Int64), ones({3, 2}, DType::Int64));
+                               }),
       expect_error<DTypeError>("bool operands", "floating",
-                               [=] { f(ones({2, 3}, DType::Bool), ones({3, 2}, DType::Bool)); }),
+                               [=] {
+                                 f(ones({2, 3}, DType::Bool), ones({3, 2}, DType::Bool));
+                               }),
       expect_error<DTypeError>("mixed float32/float64", "same dtype",
-                               [=] { f(ones({2, 3}), ones({3, 2}, DType::Float64)); }),
+                               [=] {
+                                 f(ones({2, 3}), ones({3, 2}, DType::Float64));
+                               }),
       expect_error<ShapeError>("inner dims differ",
                                op + ": shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)",
-                               [=] { f(ones({2, 3}), ones({4, 5})); }),
+                               [=] {
+                                 f(ones({2, 3}), ones({4, 5}));
+                               }),
   };
 }
 
@@ -211,83 +217,102 @@ KILN_OPINFO({
     .dtypes = kF,
     .samples = matmul_samples,
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{matmul(in[0], in[1])}; },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
-    .errors = [] {
-      auto e = shared_product_errors("matmul", [](Tensor a, Tensor b) { return matmul(a, b); });
-      e.push_back(expect_error<ShapeError>("0-d operand", "at least 1 dimension",
-                                           [] { matmul(ones({}), ones({3})); }));
-      e.push_back(expect_error<ShapeError>("batch dims do not broadcast",
-                                           "batch dims of shapes [2, 3, 4] and [5, 4, 6]",
-                                           [] { matmul(ones({2, 3, 4}), ones({5, 4, 6})); }));
-      e.push_back(expect_error<ShapeError>("vector length mismatch",
-                                           "shapes [3] and [4] cannot be multiplied (3 != 4)",
-                                           [] { matmul(ones({3}), ones({4})); }));
-      e.push_back(expect_error<ShapeError>("matrix-vector mismatch",
-                                           "shapes [2, 3] and [4] cannot be multiplied",
-                                           [] { matmul(ones({2, 3}), ones({4})); }));
-      return e;
-    }(),
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        [] {
+          auto e = shared_product_errors("matmul", [](Tensor a, Tensor b) { return matmul(a, b); });
+          e.push_back(expect_error<ShapeError>("0-d operand", "at least 1 dimension",
+                                               [] { matmul(ones({}), ones({3})); }));
+          e.push_back(expect_error<ShapeError>("batch dims do not broadcast",
+                                               "batch dims of shapes [2, 3, 4] and [5, 4, 6]", [] {
+                                                 matmul(ones({2, 3, 4}), ones({5, 4, 6}));
+                                               }));
+          e.push_back(expect_error<ShapeError>("vector length mismatch",
+                                               "shapes [3] and [4] cannot be multiplied (3 != 4)",
+                                               [] { matmul(ones({3}), ones({4})); }));
+          e.push_back(expect_error<ShapeError>("matrix-vector mismatch",
+                                               "shapes [2, 3] and [4] cannot be multiplied", [] {
+                                                 matmul(ones({2, 3}), ones({4}));
+                                               }));
+          return e;
+        }(),
 });
 
 KILN_OPINFO({
     .name = "matmul_method",
     .covers = {"matmul"},
     .dtypes = kF,
-    .samples = [](DType dt) {
-      return std::vector<Sample>{{"[2, 3] @ [3, 4]", {mk({2, 3}, dt), mk({3, 4}, dt)}}};
-    },
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{{"[2, 3] @ [3, 4]", {mk({2, 3}, dt), mk({3, 4}, dt)}}};
+        },
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].matmul(in[1])}; },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
     .errors = {expect_error<ShapeError>("mismatch", "cannot be multiplied",
-                                        [] { ones({2, 3}).matmul(ones({2, 3})); })},
+                                        [] {
+                                          ones({2, 3}).matmul(ones({2, 3}));
+                                        })},
 });
 
 KILN_OPINFO({
     .name = "matmul_out",
     .covers = {"matmul"},
     .dtypes = kF,
-    .samples = [](DType dt) {
-      return std::vector<Sample>{
-          {"[3, 4] @ [4, 5]", {mk({3, 4}, dt), mk({4, 5}, dt)}},
-          {"batched [2, 3, 4] @ [4]", {mk({2, 3, 4}, dt), mk({4}, dt)}},
-          {"dot [6] @ [6]", {mk({6}, dt), mk({6}, dt)}},
-      };
-    },
-    .fn = [](const std::vector<Tensor>& in) {
-      // Into a fresh contiguous tensor, and into a transposed one (through a temporary).
-      Tensor ref = matmul(in[0], in[1]);
-      Tensor out = full(ref.sizes(), 7.0, ref.dtype());
-      Tensor& r = matmul_out(out, in[0], in[1]);
-      EXPECT_TRUE(r.is_same(out));
-      std::vector<Tensor> result{out};
-      if (ref.dim() == 2) {
-        Tensor t = zeros({ref.size(1), ref.size(0)}, ref.dtype()).t();
-        matmul_out(t, in[0], in[1]);
-        result.push_back(t);
-      }
-      return result;
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      Ref r = ref_matmul(in[0], in[1], in[0].dtype);
-      std::vector<Ref> result{r};
-      if (r.dim() == 2) result.push_back(r);
-      return result;
-    },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
-    .errors = {
-        expect_error<ShapeError>("wrong out shape", "has shape [2, 2]",
-                                 [] {
-                                   Tensor out = zeros({2, 2});
-                                   matmul_out(out, ones({2, 3}), ones({3, 4}));
-                                 }),
-        expect_error<DTypeError>("int out", "can't be cast",
-                                 [] {
-                                   Tensor out = zeros({2, 4}, DType::Int64);
-                                   matmul_out(out, ones({2, 3}), ones({3, 4}));
-                                 }),
-    },
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{
+              {"[3, 4] @ [4, 5]", {mk({3, 4}, dt), mk({4, 5}, dt)}},
+              {"batched [2, 3, 4] @ [4]", {mk({2, 3, 4}, dt), mk({4}, dt)}},
+              {"dot [6] @ [6]", {mk({6}, dt), mk({6}, dt)}},
+          };
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          // Into a fresh contiguous tensor, and into a transposed one (through a temporary).
+          Tensor ref = matmul(in[0], in[1]);
+          Tensor out = full(ref.sizes(), 7.0, ref.dtype());
+          Tensor& r = matmul_out(out, in[0], in[1]);
+          EXPECT_TRUE(r.is_same(out));
+          std::vector<Tensor> result{out};
+          if (ref.dim() == 2) {
+            Tensor t = zeros({ref.size(1), ref.size(0)}, ref.dtype()).t();
+            matmul_out(t, in[0], in[1]);
+            result.push_back(t);
+          }
+          return result;
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          Ref r = ref_matmul(in[0], in[1], in[0].dtype);
+          std::vector<Ref> result{r};
+          if (r.dim() == 2) result.push_back(r);
+          return result;
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        {
+            expect_error<ShapeError>("wrong out shape", "has shape [2, 2]",
+                                     [] {
+                                       Tensor out = zeros({2, 2});
+                                       matmul_out(out, ones({2, 3}), ones({3, 4}));
+                                     }),
+            expect_error<DTypeError>("int out", "can't be cast",
+                                     [] {
+                                       Tensor out = zeros({2, 4}, DType::Int64);
+                                       matmul_out(out, ones({2, 3}), ones({3, 4}));
+                                     }),
+        },
 });
 
 KILN_OPINFO({
@@ -296,16 +321,23 @@ KILN_OPINFO({
     .dtypes = kF,
     .samples = mm_samples,
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{mm(in[0], in[1])}; },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
-    .errors = [] {
-      auto e = shared_product_errors("mm", [](Tensor a, Tensor b) { return mm(a, b); });
-      e.push_back(expect_error<ShapeError>("3-d operand", "mm: expected 2-D tensors",
-                                           [] { mm(ones({2, 2, 3}), ones({3, 2})); }));
-      e.push_back(expect_error<ShapeError>("1-d operand", "mm: expected 2-D tensors",
-                                           [] { mm(ones({3}), ones({3, 2})); }));
-      return e;
-    }(),
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        [] {
+          auto e = shared_product_errors("mm", [](Tensor a, Tensor b) { return mm(a, b); });
+          e.push_back(expect_error<ShapeError>("3-d operand", "mm: expected 2-D tensors", [] {
+            mm(ones({2, 2, 3}), ones({3, 2}));
+          }));
+          e.push_back(expect_error<ShapeError>("1-d operand", "mm: expected 2-D tensors", [] {
+            mm(ones({3}), ones({3, 2}));
+          }));
+          return e;
+        }(),
 });
 
 KILN_OPINFO({
@@ -314,19 +346,34 @@ KILN_OPINFO({
     .dtypes = kF,
     .samples = bmm_samples,
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{bmm(in[0], in[1])}; },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
-    .errors = {
-        expect_error<ShapeError>("2-d operand", "bmm: expected 3-D tensors",
-                                 [] { bmm(ones({2, 3}), ones({3, 2})); }),
-        expect_error<ShapeError>("batch sizes differ", "does not broadcast",
-                                 [] { bmm(ones({2, 2, 3}), ones({1, 3, 2})); }),
-        expect_error<ShapeError>("inner dims differ",
-                                 "bmm: shapes [2, 2, 3] and [2, 4, 2] cannot be multiplied (3 != 4)",
-                                 [] { bmm(ones({2, 2, 3}), ones({2, 4, 2})); }),
-        expect_error<DTypeError>("int64", "floating",
-                                 [] { bmm(ones({1, 2, 2}, DType::Int64), ones({1, 2, 2}, DType::Int64)); }),
-    },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_matmul(in[0], in[1], in[0].dtype)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        {
+            expect_error<ShapeError>("2-d operand", "bmm: expected 3-D tensors",
+                                     [] {
+                                       bmm(ones({2, 3}), ones({3, 2}));
+                                     }),
+            expect_error<ShapeError>("batch sizes differ", "does not broadcast",
+                                     [] {
+                                       bmm(ones({2, 2, 3}), ones({1, 3, 2}));
+                                     }),
+            expect_error<ShapeError>(
+                "inner dims differ",
+                "bmm: shapes [2, 2, 3] and [2, 4, 2] cannot be multiplied (3 != 4)",
+                [] {
+                  bmm(ones({2, 2, 3}), ones({2, 4, 2}));
+                }),
+            expect_error<DTypeError>(
+                "int64", "floating",
+                [] {
+                  bmm(ones({1, 2, 2}, DType::Int64), ones({1, 2, 2}, DType::Int64));
+                }),
+        },
 });
 
 KILN_OPINFO({
@@ -334,21 +381,40 @@ KILN_OPINFO({
     .covers = {"addmm"},
     .dtypes = kF,
     .samples = addmm_samples,
-    .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{addmm(in[0], in[1], in[2])}; },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 1, 1)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
-    .errors = {
-        expect_error<ShapeError>("self does not broadcast", "addmm: self of shape [3]",
-                                 [] { addmm(ones({3}), ones({2, 3}), ones({3, 4})); }),
-        expect_error<ShapeError>("3-d self", "cannot be broadcast",
-                                 [] { addmm(ones({1, 2, 4}), ones({2, 3}), ones({3, 4})); }),
-        expect_error<ShapeError>("inner dims", "cannot be multiplied (3 != 2)",
-                                 [] { addmm(ones({2, 4}), ones({2, 3}), ones({2, 4})); }),
-        expect_error<DTypeError>("self dtype differs", "self has dtype float64",
-                                 [] { addmm(ones({4}, DType::Float64), ones({2, 3}), ones({3, 4})); }),
-        expect_error<DTypeError>("int", "floating",
-                                 [] { addmm(ones({4}, DType::Int64), ones({2, 3}, DType::Int64), ones({3, 4}, DType::Int64)); }),
-    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{addmm(in[0], in[1], in[2])};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 1, 1)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        {
+            expect_error<ShapeError>("self does not broadcast", "addmm: self of shape [3]",
+                                     [] {
+                                       addmm(ones({3}), ones({2, 3}), ones({3, 4}));
+                                     }),
+            expect_error<ShapeError>("3-d self", "cannot be broadcast",
+                                     [] {
+                                       addmm(ones({1, 2, 4}), ones({2, 3}), ones({3, 4}));
+                                     }),
+            expect_error<ShapeError>("inner dims", "cannot be multiplied (3 != 2)",
+                                     [] {
+                                       addmm(ones({2, 4}), ones({2, 3}), ones({2, 4}));
+                                     }),
+            expect_error<DTypeError>("self dtype differs", "self has dtype float64",
+                                     [] {
+                                       addmm(ones({4}, DType::Float64), ones({2, 3}), ones({3, 4}));
+                                     }),
+            expect_error<DTypeError>("int", "floating",
+                                     [] {
+                                       addmm(ones({4}, DType::Int64), ones({2, 3}, DType::Int64),
+                                             ones({3, 4}, DType::Int64));
+                                     }),
+        },
 });
 
 KILN_OPINFO({
@@ -356,36 +422,47 @@ KILN_OPINFO({
     .covers = {"addmm"},
     .dtypes = kF,
     .samples = addmm_samples,
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{addmm(in[0], in[1], in[2], 0.5, -2.0)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 0.5, -2.0)};
-    },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{addmm(in[0], in[1], in[2], 0.5, -2.0)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 0.5, -2.0)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
     .errors = {expect_error<ShapeError>("2-d required", "addmm: expected 2-D matrices",
-                                        [] { addmm(ones({4}), ones({3}), ones({3, 4}), 0.5, 2); })},
+                                        [] {
+                                          addmm(ones({4}), ones({3}), ones({3, 4}), 0.5, 2);
+                                        })},
 });
 
 KILN_OPINFO({
     .name = "addmm_beta0_ignores_nan",
     .covers = {"addmm"},
     .dtypes = kF,
-    .samples = [](DType dt) {
-      return std::vector<Sample>{
-          {"NaN self [3, 4]", {nan_tensor({3, 4}, dt), mk({3, 5}, dt), mk({5, 4}, dt)}},
-          {"NaN bias, zero inner", {nan_tensor({4}, dt), mk({3, 0}, dt), mk({0, 4}, dt)}},
-      };
-    },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{addmm(in[0], in[1], in[2], 0, 1.5)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 0, 1.5)};
-    },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{
+              {"NaN self [3, 4]", {nan_tensor({3, 4}, dt), mk({3, 5}, dt), mk({5, 4}, dt)}},
+              {"NaN bias, zero inner", {nan_tensor({4}, dt), mk({3, 0}, dt), mk({0, 4}, dt)}},
+          };
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{addmm(in[0], in[1], in[2], 0, 1.5)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_addmm(in[0], in[1], in[2], 0, 1.5)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
     .errors = {expect_error<ShapeError>("self does not broadcast", "cannot be broadcast",
-                                        [] { addmm(ones({5}), ones({3, 2}), ones({2, 4}), 0, 1); })},
+                                        [] {
+                                          addmm(ones({5}), ones({3, 2}), ones({2, 4}), 0, 1);
+                                        })},
 });
 
 Ref ref_linear(const std::vector<Ref>& in) {
@@ -403,13 +480,21 @@ Ref ref_linear(const std::vector<Ref>& in) {
 std::vector<ErrorCase> linear_errors() {
   return {
       expect_error<ShapeError>("1-d weight", "linear: weight must be 2-D",
-                               [] { linear(ones({2, 3}), ones({3})); }),
+                               [] {
+                                 linear(ones({2, 3}), ones({3}));
+                               }),
       expect_error<ShapeError>("feature mismatch", "has 3 features but weight of shape [4, 5]",
-                               [] { linear(ones({2, 3}), ones({4, 5})); }),
+                               [] {
+                                 linear(ones({2, 3}), ones({4, 5}));
+                               }),
       expect_error<ShapeError>("bias shape", "cannot be broadcast",
-                               [] { linear(ones({2, 3}), ones({4, 3}), ones({5})); }),
+                               [] {
+                                 linear(ones({2, 3}), ones({4, 3}), ones({5}));
+                               }),
       expect_error<DTypeError>("int input", "floating",
-                               [] { linear(ones({2, 3}, DType::Int64), ones({4, 3}, DType::Int64)); }),
+                               [] {
+                                 linear(ones({2, 3}, DType::Int64), ones({4, 3}, DType::Int64));
+                               }),
   };
 }
 
@@ -418,9 +503,13 @@ KILN_OPINFO({
     .covers = {"addmm", "matmul", "add"},
     .dtypes = kF,
     .samples = [](DType dt) { return linear_samples(dt, true); },
-    .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{linear(in[0], in[1], in[2])}; },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{linear(in[0], in[1], in[2])};
+        },
     .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_linear(in)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
     .errors = linear_errors(),
 });
 
@@ -431,7 +520,8 @@ KILN_OPINFO({
     .samples = [](DType dt) { return linear_samples(dt, false); },
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{linear(in[0], in[1])}; },
     .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_linear(in)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-4,
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
     .errors = linear_errors(),
 });
 

@@ -109,12 +109,18 @@ std::vector<ErrorCase> softmax_errors(const std::string& name,
                                       std::function<Tensor(const Tensor&, int64_t)> f) {
   return {
       expect_error<DTypeError>("int64 input", name + ": expected a floating tensor",
-                               [=] { f(ones({2, 3}, DType::Int64), 1); }),
+                               [=] {
+                                 f(ones({2, 3}, DType::Int64), 1);
+                               }),
       expect_error<DTypeError>("bool input", "floating", [=] { f(ones({2}, DType::Bool), 0); }),
       expect_error<IndexError>("dim out of range", "dimension out of range",
-                               [=] { f(ones({2, 3}), 2); }),
+                               [=] {
+                                 f(ones({2, 3}), 2);
+                               }),
       expect_error<IndexError>("negative dim out of range", "dimension out of range",
-                               [=] { f(ones({2, 3}), -3); }),
+                               [=] {
+                                 f(ones({2, 3}), -3);
+                               }),
       expect_error<IndexError>("0-d dim 1", "dimension out of range", [=] { f(ones({}), 1); }),
   };
 }
@@ -124,13 +130,16 @@ KILN_OPINFO({
     .covers = {"softmax"},
     .dtypes = kF,
     .samples = softmax_samples,
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{softmax(in[0], in[1].item<int64_t>())};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_softmax(in[0], int_of(in[1]), false)};
-    },
-    .rtol32 = 1e-5, .atol32 = 1e-6,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{softmax(in[0], in[1].item<int64_t>())};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_softmax(in[0], int_of(in[1]), false)};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 1e-6,
     .errors = softmax_errors("softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }),
 });
 
@@ -139,13 +148,16 @@ KILN_OPINFO({
     .covers = {"log_softmax"},
     .dtypes = kF,
     .samples = softmax_samples,
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{log_softmax(in[0], in[1].item<int64_t>())};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_softmax(in[0], int_of(in[1]), true)};
-    },
-    .rtol32 = 1e-5, .atol32 = 1e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{log_softmax(in[0], in[1].item<int64_t>())};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_softmax(in[0], int_of(in[1]), true)};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 1e-5,
     .errors = softmax_errors("log_softmax",
                              [](const Tensor& x, int64_t d) { return log_softmax(x, d); }),
 });
@@ -154,16 +166,20 @@ KILN_OPINFO({
     .name = "softmax_methods",
     .covers = {"softmax", "log_softmax"},
     .dtypes = kF,
-    .samples = [](DType dt) {
-      return std::vector<Sample>{{"[3, 4]", {mk({3, 4}, dt)}}};
-    },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{in[0].softmax(0), in[0].log_softmax(-1)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_softmax(in[0], 0, false), ref_softmax(in[0], -1, true)};
-    },
-    .rtol32 = 1e-5, .atol32 = 1e-5,
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{{"[3, 4]", {mk({3, 4}, dt)}}};
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{in[0].softmax(0), in[0].log_softmax(-1)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_softmax(in[0], 0, false), ref_softmax(in[0], -1, true)};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 1e-5,
     .errors = {expect_error<IndexError>("dim", "dimension out of range",
                                         [] { ones({2}).softmax(3); })},
 });
@@ -246,19 +262,33 @@ std::vector<ErrorCase> layer_norm_errors() {
   return {
       expect_error<ShapeError>("trailing dims differ",
                                "normalized_shape [5] expects an input of shape [*, 5], got [2, 3]",
-                               [] { layer_norm(ones({2, 3}), {5}); }),
+                               [] {
+                                 layer_norm(ones({2, 3}), {5});
+                               }),
       expect_error<ShapeError>("too many normalised dims", "expects an input of shape",
-                               [] { layer_norm(ones({3}), {2, 3}); }),
+                               [] {
+                                 layer_norm(ones({3}), {2, 3});
+                               }),
       expect_error<ValueError>("empty normalized_shape", "at least one dim",
-                               [] { layer_norm(ones({2, 3}), {}); }),
+                               [] {
+                                 layer_norm(ones({2, 3}), {});
+                               }),
       expect_error<ShapeError>("weight shape", "weight of shape [4] does not match",
-                               [] { layer_norm(ones({2, 3}), {3}, ones({4})); }),
+                               [] {
+                                 layer_norm(ones({2, 3}), {3}, ones({4}));
+                               }),
       expect_error<ShapeError>("bias shape", "bias of shape [1, 3] does not match",
-                               [] { layer_norm(ones({2, 3}), {3}, ones({3}), ones({1, 3})); }),
+                               [] {
+                                 layer_norm(ones({2, 3}), {3}, ones({3}), ones({1, 3}));
+                               }),
       expect_error<DTypeError>("weight dtype", "weight has dtype float64",
-                               [] { layer_norm(ones({2, 3}), {3}, ones({3}, DType::Float64)); }),
+                               [] {
+                                 layer_norm(ones({2, 3}), {3}, ones({3}, DType::Float64));
+                               }),
       expect_error<DTypeError>("int input", "expected a floating input",
-                               [] { layer_norm(ones({2, 3}, DType::Int64), {3}); }),
+                               [] {
+                                 layer_norm(ones({2, 3}, DType::Int64), {3});
+                               }),
   };
 }
 
@@ -267,14 +297,17 @@ KILN_OPINFO({
     .covers = {"layer_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, true, true); },
-    .fn = [](const std::vector<Tensor>& in) {
-      const int64_t k = in[3].item<int64_t>();
-      return std::vector<Tensor>{layer_norm(in[0], trailing(in[0], k), in[1], in[2])};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_norm(in, true, true, false, 1e-5).y};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t k = in[3].item<int64_t>();
+          return std::vector<Tensor>{layer_norm(in[0], trailing(in[0], k), in[1], in[2])};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_norm(in, true, true, false, 1e-5).y};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = layer_norm_errors(),
 });
 
@@ -283,14 +316,17 @@ KILN_OPINFO({
     .covers = {"layer_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, false, false); },
-    .fn = [](const std::vector<Tensor>& in) {
-      const int64_t k = in[1].item<int64_t>();
-      return std::vector<Tensor>{layer_norm(in[0], trailing(in[0], k))};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_norm(in, false, false, false, 1e-5).y};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t k = in[1].item<int64_t>();
+          return std::vector<Tensor>{layer_norm(in[0], trailing(in[0], k))};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_norm(in, false, false, false, 1e-5).y};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = layer_norm_errors(),
 });
 
@@ -299,14 +335,18 @@ KILN_OPINFO({
     .covers = {"layer_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, true, false); },
-    .fn = [](const std::vector<Tensor>& in) {
-      const int64_t k = in[2].item<int64_t>();
-      return std::vector<Tensor>{layer_norm(in[0], trailing(in[0], k), in[1], std::nullopt, 0.5)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_norm(in, true, false, false, 0.5).y};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t k = in[2].item<int64_t>();
+          return std::vector<Tensor>{
+              layer_norm(in[0], trailing(in[0], k), in[1], std::nullopt, 0.5)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_norm(in, true, false, false, 0.5).y};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = layer_norm_errors(),
 });
 
@@ -315,32 +355,41 @@ KILN_OPINFO({
     .covers = {"layer_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, false, true); },
-    .fn = [](const std::vector<Tensor>& in) {
-      // The op's statistics outputs (mean, rstd) too, through dispatch.
-      const int64_t k = in[2].item<int64_t>();
-      std::array<Tensor, kMaxOpOutputs> outs;
-      const OpDef* op = find_op("layer_norm");
-      const Tensor inputs[] = {in[0], in[1]};
-      const int n = dispatch(*op, inputs, {trailing(in[0], k).vec(), 1e-5, false, true}, outs);
-      EXPECT_EQ(n, 3);
-      return std::vector<Tensor>{outs[0], outs[1], outs[2]};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      NormRef r = ref_norm(in, false, true, false, 1e-5);
-      return std::vector<Ref>{r.y, r.mean, r.rstd};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          // The op's statistics outputs (mean, rstd) too, through dispatch.
+          const int64_t k = in[2].item<int64_t>();
+          std::array<Tensor, kMaxOpOutputs> outs;
+          const OpDef* op = find_op("layer_norm");
+          const Tensor inputs[] = {in[0], in[1]};
+          const int n = dispatch(*op, inputs, {trailing(in[0], k).vec(), 1e-5, false, true}, outs);
+          EXPECT_EQ(n, 3);
+          return std::vector<Tensor>{outs[0], outs[1], outs[2]};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          NormRef r = ref_norm(in, false, true, false, 1e-5);
+          return std::vector<Ref>{r.y, r.mean, r.rstd};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = layer_norm_errors(),
 });
 
 std::vector<ErrorCase> rms_norm_errors() {
   return {
       expect_error<ShapeError>("trailing dims differ", "rms_norm: normalized_shape [4]",
-                               [] { rms_norm(ones({2, 3}), {4}); }),
+                               [] {
+                                 rms_norm(ones({2, 3}), {4});
+                               }),
       expect_error<ShapeError>("weight shape", "weight of shape [2] does not match",
-                               [] { rms_norm(ones({2, 3}), {3}, ones({2})); }),
+                               [] {
+                                 rms_norm(ones({2, 3}), {3}, ones({2}));
+                               }),
       expect_error<DTypeError>("int input", "expected a floating input",
-                               [] { rms_norm(ones({2, 3}, DType::Int32), {3}); }),
+                               [] {
+                                 rms_norm(ones({2, 3}, DType::Int32), {3});
+                               }),
       expect_error<ValueError>("empty normalized_shape", "at least one dim",
                                [] { rms_norm(ones({2}), {}); }),
   };
@@ -351,16 +400,20 @@ KILN_OPINFO({
     .covers = {"rms_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, true, false); },
-    .fn = [](const std::vector<Tensor>& in) {
-      const int64_t k = in[2].item<int64_t>();
-      return std::vector<Tensor>{rms_norm(in[0], trailing(in[0], k), in[1])};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      // Default eps: the machine epsilon of the dtype.
-      const double eps = in[0].dtype == DType::Float32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
-      return std::vector<Ref>{ref_norm(in, true, false, true, eps).y};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t k = in[2].item<int64_t>();
+          return std::vector<Tensor>{rms_norm(in[0], trailing(in[0], k), in[1])};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          // Default eps: the machine epsilon of the dtype.
+          const double eps =
+              in[0].dtype == DType::Float32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
+          return std::vector<Ref>{ref_norm(in, true, false, true, eps).y};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = rms_norm_errors(),
 });
 
@@ -369,14 +422,17 @@ KILN_OPINFO({
     .covers = {"rms_norm"},
     .dtypes = kF,
     .samples = [](DType dt) { return norm_samples(dt, false, false); },
-    .fn = [](const std::vector<Tensor>& in) {
-      const int64_t k = in[1].item<int64_t>();
-      return std::vector<Tensor>{rms_norm(in[0], trailing(in[0], k), std::nullopt, 0.25)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_norm(in, false, false, true, 0.25).y};
-    },
-    .rtol32 = 1e-5, .atol32 = 2e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t k = in[1].item<int64_t>();
+          return std::vector<Tensor>{rms_norm(in[0], trailing(in[0], k), std::nullopt, 0.25)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_norm(in, false, false, true, 0.25).y};
+        },
+    .rtol32 = 1e-5,
+    .atol32 = 2e-5,
     .errors = rms_norm_errors(),
 });
 
@@ -450,8 +506,7 @@ std::vector<Sample> class_loss_samples(DType dt) {
        {mk({5, 3}, dt, -3, 3, Layout::Transposed), targets({2, 0, 1, 1, 2}, {5})}},
       {"class 1 targets [4, 3]", {mk({4, 3}, dt), targets({1, 1, 0, 2}, {4})}},
       {"all ignored [2, 3]", {mk({2, 3}, dt), targets({-100, -100}, {2})}},
-      {"large logits [8, 10]",
-       {mk({8, 10}, dt, -50, 50), targets({0, 1, 2, 3, 4, 5, 6, 9}, {8})}},
+      {"large logits [8, 10]", {mk({8, 10}, dt, -50, 50), targets({0, 1, 2, 3, 4, 5, 6, 9}, {8})}},
       {"no rows [0, 4]", {mk({0, 4}, dt), targets({}, {0})}},
       {"threaded [300, 257]", {mk({300, 257}, dt), many_targets(300, 257)}},
   };
@@ -462,23 +517,39 @@ std::vector<ErrorCase> class_loss_errors(
     std::function<Tensor(const Tensor&, const Tensor&, const std::string&)> f) {
   return {
       expect_error<DTypeError>("float target", op + ": expected int64 class indices",
-                               [=] { f(ones({2, 3}), ones({2}), "mean"); }),
+                               [=] {
+                                 f(ones({2, 3}), ones({2}), "mean");
+                               }),
       expect_error<DTypeError>("int32 target", "int64 class indices",
-                               [=] { f(ones({2, 3}), ones({2}, DType::Int32), "mean"); }),
+                               [=] {
+                                 f(ones({2, 3}), ones({2}, DType::Int32), "mean");
+                               }),
       expect_error<DTypeError>("int scores", "expected floating scores",
-                               [=] { f(ones({2, 3}, DType::Int64), targets({0, 1}, {2}), "mean"); }),
-      expect_error<ShapeError>("target length", "target of shape [3] does not match scores of shape [2, 3]",
-                               [=] { f(ones({2, 3}), targets({0, 1, 2}, {3}), "mean"); }),
+                               [=] {
+                                 f(ones({2, 3}, DType::Int64), targets({0, 1}, {2}), "mean");
+                               }),
+      expect_error<ShapeError>("target length",
+                               "target of shape [3] does not match scores of shape [2, 3]",
+                               [=] {
+                                 f(ones({2, 3}), targets({0, 1, 2}, {3}), "mean");
+                               }),
       expect_error<ShapeError>("[C] scores need a 0-d target", "a 0-d target",
                                [=] { f(ones({3}), targets({0}, {1}), "mean"); }),
       expect_error<ShapeError>("0-d scores", "0-d tensor",
                                [=] { f(ones({}), targets({0}, {}), "mean"); }),
       expect_error<ValueError>("bad reduction", "reduction must be",
-                               [=] { f(ones({2, 3}), targets({0, 1}, {2}), "avg"); }),
-      expect_error<IndexError>("class index too large", op + ": a target class index is out of range",
-                               [=] { f(ones({2, 3}), targets({0, 3}, {2}), "mean"); }),
+                               [=] {
+                                 f(ones({2, 3}), targets({0, 1}, {2}), "avg");
+                               }),
+      expect_error<IndexError>("class index too large",
+                               op + ": a target class index is out of range",
+                               [=] {
+                                 f(ones({2, 3}), targets({0, 3}, {2}), "mean");
+                               }),
       expect_error<IndexError>("negative class index", "out of range",
-                               [=] { f(ones({2, 3}), targets({-1, 0}, {2}), "sum"); }),
+                               [=] {
+                                 f(ones({2, 3}), targets({-1, 0}, {2}), "sum");
+                               }),
   };
 }
 
@@ -499,29 +570,34 @@ void register_class_loss(const ClassLossVariant& v) {
   auto errors = class_loss_errors(op, call);
   if (v.log_softmax)
     errors.push_back(expect_error<ValueError>(
-        "label_smoothing above 1", "label_smoothing must be in [0, 1]",
-        [] { cross_entropy(ones({2, 3}), targets({0, 1}, {2}), -100, 1.5); }));
+        "label_smoothing above 1", "label_smoothing must be in [0, 1]", [] {
+          cross_entropy(ones({2, 3}), targets({0, 1}, {2}), -100, 1.5);
+        }));
   opinfos().push_back(OpInfo{
       .name = v.name,
       .covers = v.log_softmax ? std::vector<std::string>{"log_softmax", "gather", "sum"}
                               : std::vector<std::string>{"gather", "sum"},
       .dtypes = kF,
-      .samples = [v](DType dt) {
-        // The samples mark ignored targets with -100: use this variant's ignore_index.
-        std::vector<Sample> samples = class_loss_samples(dt);
-        for (Sample& sample : samples)
-          sample.inputs[1] = masked_fill(sample.inputs[1], sample.inputs[1] == Scalar(-100),
-                                         v.ignore_index);
-        return samples;
-      },
-      .fn = [call, v](const std::vector<Tensor>& in) {
-        return std::vector<Tensor>{call(in[0], in[1], v.reduction)};
-      },
-      .ref = [v](const std::vector<Ref>& in) {
-        return std::vector<Ref>{ref_class_loss(in[0], in[1], v.log_softmax, v.ignore_index,
-                                               v.smoothing, v.reduction)};
-      },
-      .rtol32 = 1e-5, .atol32 = 1e-5,
+      .samples =
+          [v](DType dt) {
+            // The samples mark ignored targets with -100: use this variant's ignore_index.
+            std::vector<Sample> samples = class_loss_samples(dt);
+            for (Sample& sample : samples)
+              sample.inputs[1] =
+                  masked_fill(sample.inputs[1], sample.inputs[1] == Scalar(-100), v.ignore_index);
+            return samples;
+          },
+      .fn =
+          [call, v](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{call(in[0], in[1], v.reduction)};
+          },
+      .ref =
+          [v](const std::vector<Ref>& in) {
+            return std::vector<Ref>{ref_class_loss(in[0], in[1], v.log_softmax, v.ignore_index,
+                                                   v.smoothing, v.reduction)};
+          },
+      .rtol32 = 1e-5,
+      .atol32 = 1e-5,
       .errors = errors,
   });
 }
@@ -545,9 +621,10 @@ void register_class_loss(const ClassLossVariant& v) {
 }();
 
 Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
-  const DType dt = a.dtype == DType::Float64 || b.dtype == DType::Float64 ? DType::Float64
-                                                                           : DType::Float32;
-  Ref sq = zip({a, b}, dt, [](const std::vector<double>& x) { return (x[0] - x[1]) * (x[0] - x[1]); });
+  const DType dt =
+      a.dtype == DType::Float64 || b.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  Ref sq =
+      zip({a, b}, dt, [](const std::vector<double>& x) { return (x[0] - x[1]) * (x[0] - x[1]); });
   return reduce_ref(sq, std::vector<bool>(static_cast<size_t>(sq.numel()), true), reduction);
 }
 
@@ -557,31 +634,41 @@ Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
         .name = "mse_loss_" + reduction,
         .covers = {"sub", "mul", "sum", "mean"},
         .dtypes = kF,
-        .samples = [](DType dt) {
-          return std::vector<Sample>{
-              {"[4, 5]", {mk({4, 5}, dt), mk({4, 5}, dt, -3, 3, Layout::Contiguous, 1)}},
-              {"broadcast [3, 1] x [1, 4]", {mk({3, 1}, dt), mk({1, 4}, dt)}},
-              {"0-d", {mk({}, dt), mk({}, dt, -3, 3, Layout::Contiguous, 1)}},
-              {"transposed [6, 9]", {mk({6, 9}, dt, -3, 3, Layout::Transposed), mk({6, 9}, dt)}},
-              {"empty [0, 3]", {mk({0, 3}, dt), mk({0, 3}, dt)}},
-              {"threaded [300, 257]", {mk({300, 257}, dt), mk({300, 257}, dt, -3, 3, Layout::Contiguous, 2)}},
-          };
-        },
-        .fn = [reduction](const std::vector<Tensor>& in) {
-          return std::vector<Tensor>{mse_loss(in[0], in[1], reduction)};
-        },
-        .ref = [reduction](const std::vector<Ref>& in) {
-          return std::vector<Ref>{ref_mse(in[0], in[1], reduction)};
-        },
-        .rtol32 = 1e-5, .atol32 = 1e-5,
-        .errors = {
-            expect_error<ShapeError>("shapes do not broadcast", "mse_loss: shapes [2, 3], [4]",
-                                     [reduction] { mse_loss(ones({2, 3}), ones({4}), reduction); }),
-            expect_error<DTypeError>("int input", "expected floating tensors",
-                                     [reduction] { mse_loss(ones({2}, DType::Int64), ones({2}), reduction); }),
-            expect_error<ValueError>("bad reduction", "reduction must be",
-                                     [] { mse_loss(ones({2}), ones({2}), "max"); }),
-        },
+        .samples =
+            [](DType dt) {
+              return std::vector<Sample>{
+                  {"[4, 5]", {mk({4, 5}, dt), mk({4, 5}, dt, -3, 3, Layout::Contiguous, 1)}},
+                  {"broadcast [3, 1] x [1, 4]", {mk({3, 1}, dt), mk({1, 4}, dt)}},
+                  {"0-d", {mk({}, dt), mk({}, dt, -3, 3, Layout::Contiguous, 1)}},
+                  {"transposed [6, 9]",
+                   {mk({6, 9}, dt, -3, 3, Layout::Transposed), mk({6, 9}, dt)}},
+                  {"empty [0, 3]", {mk({0, 3}, dt), mk({0, 3}, dt)}},
+                  {"threaded [300, 257]",
+                   {mk({300, 257}, dt), mk({300, 257}, dt, -3, 3, Layout::Contiguous, 2)}},
+              };
+            },
+        .fn =
+            [reduction](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{mse_loss(in[0], in[1], reduction)};
+            },
+        .ref =
+            [reduction](const std::vector<Ref>& in) {
+              return std::vector<Ref>{ref_mse(in[0], in[1], reduction)};
+            },
+        .rtol32 = 1e-5,
+        .atol32 = 1e-5,
+        .errors =
+            {
+                expect_error<ShapeError>("shapes do not broadcast", "mse_loss: shapes [2, 3], [4]",
+                                         [reduction] {
+                                           mse_loss(ones({2, 3}), ones({4}), reduction);
+                                         }),
+                expect_error<DTypeError>(
+                    "int input", "expected floating tensors",
+                    [reduction] { mse_loss(ones({2}, DType::Int64), ones({2}), reduction); }),
+                expect_error<ValueError>("bad reduction", "reduction must be",
+                                         [] { mse_loss(ones({2}), ones({2}), "max"); }),
+            },
     });
   }
   return true;
@@ -613,19 +700,21 @@ KILN_OPINFO({
     .covers = {"bernoulli", "mul"},
     .dtypes = kF,
     .samples = dropout_samples,
-    .fn = [](const std::vector<Tensor>& in) {
-      // Every element is either dropped (0) or kept and scaled by 1 / (1 - p).
-      Generator gen(1234);
-      const Tensor& x = in[0];
-      Tensor y = dropout(x, 0.3, true, &gen);
-      Tensor scaled_back = y * 0.7;
-      Tensor ok = logical_or(y == Scalar(0), abs(scaled_back - x) <= abs(x) * 1e-5);
-      return std::vector<Tensor>{ok, Tensor(scalar_tensor(y.sizes() == x.sizes()))};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      Ref all_true = map(in[0], DType::Bool, [](double) { return 1.0; });
-      return std::vector<Ref>{all_true, Ref{{}, {1.0}, DType::Bool}};
-    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          // Every element is either dropped (0) or kept and scaled by 1 / (1 - p).
+          Generator gen(1234);
+          const Tensor& x = in[0];
+          Tensor y = dropout(x, 0.3, true, &gen);
+          Tensor scaled_back = y * 0.7;
+          Tensor ok = logical_or(y == Scalar(0), abs(scaled_back - x) <= abs(x) * 1e-5);
+          return std::vector<Tensor>{ok, Tensor(scalar_tensor(y.sizes() == x.sizes()))};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          Ref all_true = map(in[0], DType::Bool, [](double) { return 1.0; });
+          return std::vector<Ref>{all_true, Ref{{}, {1.0}, DType::Bool}};
+        },
     .errors = dropout_errors(),
 });
 
@@ -634,10 +723,14 @@ KILN_OPINFO({
     .covers = {},
     .dtypes = kF,
     .samples = dropout_samples,
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{dropout(in[0], 0.5, false), dropout(in[0], 0.0, true)};
-    },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{in[0], in[0]}; },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{dropout(in[0], 0.5, false), dropout(in[0], 0.0, true)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{in[0], in[0]};
+        },
     .errors = dropout_errors(),
 });
 
@@ -647,9 +740,10 @@ KILN_OPINFO({
     .dtypes = kF,
     .samples = dropout_samples,
     .fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{dropout(in[0], 1.0)}; },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{map(in[0], in[0].dtype, [](double) { return 0.0; })};
-    },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{map(in[0], in[0].dtype, [](double) { return 0.0; })};
+        },
     .errors = dropout_errors(),
 });
 
@@ -667,7 +761,7 @@ TEST(Dropout, DropsAboutPAndIsReproducible) {
   }
   EXPECT_NEAR(static_cast<double>(zeros_count) / va.size(), 0.25, 0.01);
   EXPECT_NEAR(total / va.size(), 1.0, 0.02);  // the scaling keeps the mean
-  Tensor c = dropout(x, 0.25, true, &g1);      // the generator advanced: a new mask
+  Tensor c = dropout(x, 0.25, true, &g1);     // the generator advanced: a new mask
   EXPECT_NE(c.to_vector<float>(), va);
 }
 
@@ -724,15 +818,18 @@ Ref ref_sdpa(const std::vector<Ref>& in, bool causal, std::optional<double> scal
 std::vector<Sample> sdpa_samples(DType dt, int mask_kind /* 0 none, 1 bool, 2 float */) {
   auto s = [&](std::string name, std::vector<int64_t> qs, std::vector<int64_t> ks,
                std::vector<int64_t> vs, std::vector<int64_t> ms, bool k_transposed = false) {
-    std::vector<Tensor> in{mk(qs, dt, -2, 2, Layout::Contiguous, 1),
-                           mk(ks, dt, -2, 2, k_transposed ? Layout::Transposed : Layout::Contiguous, 2),
-                           mk(vs, dt, -2, 2, Layout::Contiguous, 3)};
-    if (mask_kind == 1) in.push_back(make_tensor_for_test(ms, DType::Bool, 0, 1, Layout::Contiguous, 4));
+    std::vector<Tensor> in{
+        mk(qs, dt, -2, 2, Layout::Contiguous, 1),
+        mk(ks, dt, -2, 2, k_transposed ? Layout::Transposed : Layout::Contiguous, 2),
+        mk(vs, dt, -2, 2, Layout::Contiguous, 3)};
+    if (mask_kind == 1)
+      in.push_back(make_tensor_for_test(ms, DType::Bool, 0, 1, Layout::Contiguous, 4));
     if (mask_kind == 2) in.push_back(mk(ms, dt, -2, 2, Layout::Contiguous, 4));
     return Sample{name, in};
   };
   return {
-      s("[2, 3, 5, 4] x [2, 3, 6, 4], value dim 7", {2, 3, 5, 4}, {2, 3, 6, 4}, {2, 3, 6, 7}, {5, 6}),
+      s("[2, 3, 5, 4] x [2, 3, 6, 4], value dim 7", {2, 3, 5, 4}, {2, 3, 6, 4}, {2, 3, 6, 7},
+        {5, 6}),
       s("2-d [5, 4] x [6, 4]", {5, 4}, {6, 4}, {6, 3}, {5, 6}),
       s("broadcast batch", {2, 3, 5, 4}, {3, 6, 4}, {1, 6, 4}, {1, 6}),
       s("query longer than key [7, 4] x [3, 4]", {7, 4}, {3, 4}, {3, 2}, {7, 3}),
@@ -745,24 +842,54 @@ std::vector<Sample> sdpa_samples(DType dt, int mask_kind /* 0 none, 1 bool, 2 fl
 std::vector<ErrorCase> sdpa_errors() {
   using O = std::optional<Tensor>;
   return {
-      expect_error<ShapeError>("1-d query", "need at least 2 dims",
-                               [] { scaled_dot_product_attention(ones({4}), ones({3, 4}), ones({3, 4})); }),
-      expect_error<ShapeError>("embedding dims differ", "differ in the embedding dim (4 != 5)",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 5}), ones({3, 4})); }),
-      expect_error<ShapeError>("key/value lengths differ", "differ in the sequence dim (3 != 2)",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({2, 4})); }),
-      expect_error<DTypeError>("dtypes differ", "share one floating dtype",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}, DType::Float64), ones({3, 4})); }),
+      expect_error<ShapeError>(
+          "1-d query", "need at least 2 dims",
+          [] {
+            scaled_dot_product_attention(ones({4}), ones({3, 4}), ones({3, 4}));
+          }),
+      expect_error<ShapeError>(
+          "embedding dims differ", "differ in the embedding dim (4 != 5)",
+          [] {
+            scaled_dot_product_attention(ones({2, 4}), ones({3, 5}), ones({3, 4}));
+          }),
+      expect_error<ShapeError>(
+          "key/value lengths differ", "differ in the sequence dim (3 != 2)",
+          [] {
+            scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({2, 4}));
+          }),
+      expect_error<DTypeError>(
+          "dtypes differ", "share one floating dtype",
+          [] {
+            scaled_dot_product_attention(ones({2, 4}), ones({3, 4}, DType::Float64), ones({3, 4}));
+          }),
       expect_error<DTypeError>("int inputs", "share one floating dtype",
-                               [] { scaled_dot_product_attention(ones({2, 4}, DType::Int64), ones({3, 4}, DType::Int64), ones({3, 4}, DType::Int64)); }),
+                               [] {
+                                 scaled_dot_product_attention(ones({2, 4}, DType::Int64),
+                                                              ones({3, 4}, DType::Int64),
+                                                              ones({3, 4}, DType::Int64));
+                               }),
       expect_error<ValueError>("mask and is_causal", "not both",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({2, 3})), 0.0, true); }),
+                               [] {
+                                 scaled_dot_product_attention(ones({2, 4}), ones({3, 4}),
+                                                              ones({3, 4}), O(ones({2, 3})), 0.0,
+                                                              true);
+                               }),
       expect_error<DTypeError>("int mask", "attn_mask must be bool",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({2, 3}, DType::Int64))); }),
-      expect_error<ShapeError>("mask shape", "attn_mask of shape [3, 3] cannot be broadcast",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({3, 3}))); }),
-      expect_error<ValueError>("dropout_p above 1", "dropout_p must be in [0, 1]",
-                               [] { scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(), 2.0); }),
+                               [] {
+                                 scaled_dot_product_attention(ones({2, 4}), ones({3, 4}),
+                                                              ones({3, 4}),
+                                                              O(ones({2, 3}, DType::Int64)));
+                               }),
+      expect_error<ShapeError>(
+          "mask shape", "attn_mask of shape [3, 3] cannot be broadcast",
+          [] {
+            scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(ones({3, 3})));
+          }),
+      expect_error<ValueError>(
+          "dropout_p above 1", "dropout_p must be in [0, 1]",
+          [] {
+            scaled_dot_product_attention(ones({2, 4}), ones({3, 4}), ones({3, 4}), O(), 2.0);
+          }),
   };
 }
 
@@ -771,11 +898,13 @@ KILN_OPINFO({
     .covers = {"matmul", "softmax"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 0); },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2])};
-    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2])};
+        },
     .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
-    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .rtol32 = 1e-4,
+    .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
 
@@ -784,15 +913,18 @@ KILN_OPINFO({
     .covers = {"matmul", "softmax", "masked_fill"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 0); },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{
-          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true),
-          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true, 0.3)};
-    },
-    .ref = [](const std::vector<Ref>& in) {
-      return std::vector<Ref>{ref_sdpa(in, true, {}), ref_sdpa(in, true, 0.3)};
-    },
-    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{
+              scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true),
+              scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 0.0, true, 0.3)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          return std::vector<Ref>{ref_sdpa(in, true, {}), ref_sdpa(in, true, 0.3)};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
 
@@ -801,11 +933,13 @@ KILN_OPINFO({
     .covers = {"matmul", "softmax", "where"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 1); },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
-    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
+        },
     .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
-    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .rtol32 = 1e-4,
+    .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
 
@@ -814,11 +948,13 @@ KILN_OPINFO({
     .covers = {"matmul", "softmax", "add"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 2); },
-    .fn = [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
-    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2], in[3])};
+        },
     .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {})}; },
-    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .rtol32 = 1e-4,
+    .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
 
@@ -827,13 +963,16 @@ KILN_OPINFO({
     .covers = {"matmul", "softmax"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 0); },
-    .fn = [](const std::vector<Tensor>& in) {
-      // dropout_p = 1 drops every attention weight.
-      return std::vector<Tensor>{
-          scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 1.0)};
-    },
-    .ref = [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {}, true)}; },
-    .rtol32 = 1e-4, .atol32 = 1e-5,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          // dropout_p = 1 drops every attention weight.
+          return std::vector<Tensor>{
+              scaled_dot_product_attention(in[0], in[1], in[2], std::nullopt, 1.0)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) { return std::vector<Ref>{ref_sdpa(in, false, {}, true)}; },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
 
