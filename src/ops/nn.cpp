@@ -21,6 +21,10 @@ namespace {
 
 using vec::Vec;
 
+// Rows up to this long have the next row prefetched while they are normalised (longer ones
+// would be evicted again before use).
+constexpr int64_t kPrefetchRow = 4096;
+
 // ---- shared by layer_norm and rms_norm ----
 
 // Checks x's trailing dims against normalized_shape, and an affine parameter's shape and dtype.
@@ -155,10 +159,11 @@ Moments<T> row_moments(const T* x, int64_t n) {
 }
 
 // y = (x - mean) * rstd [* w] [+ b] over a row, vectorised; `stream` writes the full vectors
-// with streaming stores (when y is aligned for them).
+// with streaming stores (when y is aligned for them). `next` (or null) is the row processed
+// after this one, prefetched meanwhile.
 template <typename T, bool HasW, bool HasB>
-void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b,
-                   bool stream) {
+void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b, bool stream,
+                   const T* next) {
   using V = Vec<T>;
   constexpr int64_t W = V::width;
   // (x - mean) * rstd rather than x * rstd - mean * rstd, which cancels badly when |mean| is
@@ -171,10 +176,21 @@ void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, cons
     return r;
   };
   const int64_t full = n - n % W;
+  // One prefetch per 64-byte line of the next row, so that its statistics pass finds it in cache.
+  constexpr int64_t kLine = 64 / sizeof(T);
+  auto prefetch = [&](int64_t i) {
+    if (next && i % kLine == 0) __builtin_prefetch(next + i);
+  };
   if (stream && vec::stream_aligned(y)) {
-    for (int64_t i = 0; i < full; i += W) vec::store_stream(f(i), y + i);
+    for (int64_t i = 0; i < full; i += W) {
+      prefetch(i);
+      vec::store_stream(f(i), y + i);
+    }
   } else {
-    for (int64_t i = 0; i < full; i += W) f(i).store(y + i);
+    for (int64_t i = 0; i < full; i += W) {
+      prefetch(i);
+      f(i).store(y + i);
+    }
   }
   for (int64_t i = full; i < n; ++i) {  // scalar tail, same arithmetic
     T r = (x[i] - mean) * rstd;
@@ -231,7 +247,9 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
               const T rstd = T(1) / std::sqrt(var + eps);
               mean_p[r] = m.mean;
               rstd_p[r] = rstd;
-              normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream);
+              const T* next = r + 1 < r1 && n <= kPrefetchRow ? xp + (r + 1) * n : nullptr;
+              normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream,
+                                           next);
             }
             if (stream) vec::stream_fence();
           });
@@ -297,11 +315,13 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
             for (; i < n; ++i) ss += row[i] * row[i];
             const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
             rstd_p[r] = rstd;
+            const T* next = r + 1 < r1 && n <= kPrefetchRow ? row + n : nullptr;
             if (has_w)
-              normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream);
+              normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream,
+                                            next);
             else
               normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr,
-                                             stream);
+                                             stream, next);
           }
           if (stream) vec::stream_fence();
         });

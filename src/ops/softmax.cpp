@@ -53,9 +53,11 @@ T reduce_lanes(Vec<T> v, bool take_max) {
 
 // softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is
 // written once, with streaming stores, in the last pass; softmax then keeps exp(x - max) in
-// `buf` (room for kRowBuffer elements) instead of in y.
+// `buf` (room for kRowBuffer elements) instead of in y. `next` (or null) is the row to be
+// processed after this one: it is prefetched during pass 2, or its max pass would wait on
+// memory.
 template <typename T, bool Log>
-void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
+void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf, const T* next) {
   using V = Vec<T>;
   constexpr int64_t W = V::width;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -80,6 +82,7 @@ void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf) {
   V s0(T(0)), s1(T(0));
   i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
+    if (next) __builtin_prefetch(next + i);
     const V e0 = vec::exp(V::load(x + i) - vmx), e1 = vec::exp(V::load(x + i + W) - vmx);
     if (keep) {
       e0.store(e_out + i);
@@ -264,13 +267,14 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
     if (inner == 1) {
       const bool stream =
           out.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
-      kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / d),
-                              [&](int64_t b, int64_t e) {
-                                alignas(64) T buf[kRowBuffer];
-                                for (int64_t r = b; r < e; ++r)
-                                  softmax_row<T, Log>(xp + r * d, yp + r * d, d, stream, buf);
-                                if (stream) vec::stream_fence();
-                              });
+      kernels::parallel_range(
+          outer, std::max<int64_t>(1, kParallelGrain / 4 / d), [&](int64_t b, int64_t e) {
+            alignas(64) T buf[kRowBuffer];
+            for (int64_t r = b; r < e; ++r)
+              softmax_row<T, Log>(xp + r * d, yp + r * d, d, stream, buf,
+                                  r + 1 < e && d <= kRowBuffer ? xp + (r + 1) * d : nullptr);
+            if (stream) vec::stream_fence();
+          });
       return;
     }
     const int64_t threads = omp_get_max_threads();
