@@ -67,7 +67,7 @@ template <typename T>
 bool tiny_gemm_applies(int64_t n, int64_t m, int64_t k, int64_t bcs) {
   constexpr int64_t W = vec::Vec<T>::width;
   const int64_t nv = m / W;
-  return n * m * k <= kTinyGemmWork && (bcs == 1 || k <= 1) && m % W == 0 &&
+  return n * m * k <= kTinyGemmWork && (bcs == 1 || m == 1) && m % W == 0 &&
          (nv == 1 || nv == 2 || nv == 4 || nv == 8);
 }
 

@@ -123,6 +123,7 @@ std::vector<Sample> mm_samples(DType dt) {
       {"transposed [4, 6] @ [6, 3]", {mk({4, 6}, dt, T), mk({6, 3}, dt, T)}},
       {"strided [4, 6] @ [6, 3]", {mk({4, 6}, dt, S), mk({6, 3}, dt, S)}},
       {"column slice [4, 3] of [4, 8] @ [3, 5]", {mk({4, 8}, dt).slice(1, 2, 5), mk({3, 5}, dt)}},
+      {"outer product, strided b [3, 1] @ [1, 8]", {mk({3, 1}, dt), mk({1, 8}, dt, S)}},
       {"zero [0, 3] @ [3, 0]", {mk({0, 3}, dt), mk({3, 0}, dt)}},
       {"zero inner [2, 0] @ [0, 3]", {mk({2, 0}, dt), mk({0, 3}, dt)}},
       {"large [130, 70] @ [70, 90]", {mk({130, 70}, dt), mk({70, 90}, dt)}},
