@@ -2,7 +2,9 @@
 // place whenever their strides allow it (row-major, or column-major passed as a transpose);
 // only a matrix with no unit-stride dim is packed first. Batched products loop over the
 // (broadcast) batch calling gemm: in parallel over the batch when the matrices are small,
-// otherwise one after the other with BLAS threading each product — never both at once.
+// otherwise one after the other with BLAS threading each product — never both at once. Tiny
+// products (up to 16^3 multiply-adds) skip BLAS, whose per-call cost would dominate, for a
+// small register-blocked vector kernel.
 #include <cblas.h>
 
 #include <algorithm>
