@@ -1,64 +1,555 @@
-// Stub: these ops are not implemented yet; each throws NotImplementedError naming itself.
+// Reductions (sum, mean, prod, amax/amin, max/min along a dim, argmax/argmin, var, logsumexp,
+// norm, all/any) and scans (cumsum, cumprod): one OpDef each, with their loops in
+// kernels/reduce.h. std, and max/min over all elements, are composites.
+#include <cmath>
+#include <limits>
+
 #include "kiln/kiln.h"
+#include "ops/kernels/reduce.h"
+#include "ops/op_utils.h"
 
 namespace kiln {
+namespace ops {
+namespace {
+
+using kernels::highest_value;
+using kernels::IdentityMap;
+using kernels::lowest_value;
+using kernels::make_reducer;
+using kernels::make_reducer_in;
+using kernels::reduce_loop;
+namespace fold = kernels::fold;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---- shared argument handling ----
+// The dim-list reductions share their first attributes: 0 = dims, 1 = keepdim.
+
+struct ReduceShape {
+  std::vector<bool> reduced;  // per input dim
+  Shape out_sizes;
+  int64_t num_red = 1;  // elements folded into each output
+};
+
+ReduceShape reduce_shape(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  ReduceShape s;
+  s.reduced.assign(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : reduction_dims(c.attrs.ints(0), x.dim(), c.op.name.data()))
+    s.reduced[static_cast<size_t>(d)] = true;
+  const bool keepdim = c.attrs.b(1);
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!s.reduced[static_cast<size_t>(d)]) {
+      s.out_sizes.push_back(x.size(d));
+      continue;
+    }
+    s.num_red *= x.size(d);
+    if (keepdim) s.out_sizes.push_back(1);
+  }
+  return s;
+}
+
+void check_floating(const OpCall& c) {
+  KILN_CHECK(is_floating(c.in(0).dtype()), DTypeError, c.op.name,
+             ": expected a floating-point input but got a ", describe(c.in(0)),
+             "; convert it first, e.g. x.to(DType::Float32)");
+}
+
+// For folds without an identity (max, min, inf-norms).
+void check_nonempty(const OpCall& c, const ReduceShape& s) {
+  const Tensor& x = c.in(0);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    KILN_CHECK(!s.reduced[static_cast<size_t>(d)] || x.size(d) != 0, IndexError, c.op.name,
+               ": cannot reduce over a zero-size dimension (dim ", d, " of a ", describe(x),
+               "): the operation has no identity value");
+}
+
+// Accumulators: double for floating inputs (accurate float32 sums), int64 for the rest.
+template <typename T>
+using WideAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// ---- sum, prod ----
+
+DType sum_dtype(const OpCall& c) {
+  if (c.attrs.has(2)) return c.attrs.dtype(2);
+  const DType d = c.in(0).dtype();
+  return is_floating(d) ? d : DType::Int64;
+}
+
+int sum_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, sum_dtype(c), reduce_shape(c).out_sizes);
+}
+
+template <typename Fold, int Identity>
+void sum_prod_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const DType od = out.dtype();
+  const ReduceShape s = reduce_shape(c);
+  const char* name = c.op.name.data();
+  // Like PyTorch's dtype=, the input is converted first when the category changes; within a
+  // category the wide accumulator gives the same result without a copy.
+  Tensor x = c.in(0);
+  if (od == DType::Bool || is_floating(od) != is_floating(x.dtype())) x = cast(x, od);
+  auto run = [&]<typename T, typename O>() {
+    using Acc = WideAcc<T>;
+    auto r = make_reducer<T, O>(Acc(Identity), IdentityMap{}, Fold{},
+                                [](Acc a, int64_t) { return static_cast<O>(a); });
+    reduce_loop<T>(x, s.reduced, out.data_ptr<O>(), r);
+  };
+  if (od == DType::Bool) {
+    run.template operator()<bool, bool>();
+  } else if (is_floating(od)) {
+    KILN_DISPATCH_FLOATING(x.dtype(), name, [&]<typename T>() {
+      if (od == DType::Float32)
+        run.template operator()<T, float>();
+      else
+        run.template operator()<T, double>();
+    });
+  } else {
+    KILN_DISPATCH_INTEGRAL(x.dtype(), name, [&]<typename T>() {
+      if (od == DType::Int32)
+        run.template operator()<T, int32_t>();
+      else
+        run.template operator()<T, int64_t>();
+    });
+  }
+}
+
+const OpDef& sum_op = register_op(
+    {.name = "sum",
+     .schema = "sum(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim", "dtype"},
+     .meta = sum_meta,
+     .kernel = sum_prod_kernel<fold::Add, 0>});
+const OpDef& prod_op = register_op(
+    {.name = "prod",
+     .schema = "prod(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim", "dtype"},
+     .meta = sum_meta,
+     .kernel = sum_prod_kernel<fold::Mul, 1>});
+
+// ---- mean ----
+
+int floating_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  check_floating(c);
+  return one_output(out, c.in(0).dtype(), reduce_shape(c).out_sizes);
+}
+
+void mean_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  const double count = static_cast<double>(s.num_red);  // 0 gives NaN, as PyTorch
+  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "mean", [&]<typename T>() {
+    auto r = make_reducer<T, T>(0.0, IdentityMap{}, fold::Add{},
+                                [count](double a, int64_t) { return static_cast<T>(a / count); });
+    reduce_loop<T>(c.in(0), s.reduced, outs[0].data_ptr<T>(), r);
+  });
+}
+
+const OpDef& mean_op =
+    register_op({.name = "mean",
+                 .schema = "mean(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = floating_meta,
+                 .kernel = mean_kernel});
+
+// ---- amax, amin ----
+
+int extreme_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  ReduceShape s = reduce_shape(c);
+  check_nonempty(c, s);
+  return one_output(out, c.in(0).dtype(), std::move(s.out_sizes));
+}
+
+template <bool IsMax>
+void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  KILN_DISPATCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
+    using Fold = std::conditional_t<IsMax, fold::Max, fold::Min>;
+    auto r = make_reducer<T, T>(IsMax ? lowest_value<T>() : highest_value<T>(), IdentityMap{},
+                                Fold{}, [](T a, int64_t) { return a; });
+    reduce_loop<T>(c.in(0), s.reduced, outs[0].data_ptr<T>(), r);
+  });
+}
+
+const OpDef& amax_op =
+    register_op({.name = "amax",
+                 .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = extreme_meta,
+                 .kernel = extreme_kernel<true>});
+const OpDef& amin_op =
+    register_op({.name = "amin",
+                 .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = extreme_meta,
+                 .kernel = extreme_kernel<false>});
+
+// ---- max/min along a dim (values and indices), argmax, argmin ----
+// Attributes: 0 = dim (absent for argmax/argmin over all elements), 1 = keepdim.
+
+// The input seen as [outer, n, inner] with n the reduced extent, and the output shape.
+struct ArgShape {
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape out_sizes;
+};
+
+ArgShape arg_shape(const OpCall& c) {
+  const Tensor& x = c.in(0);
+  const char* name = c.op.name.data();
+  const bool keepdim = c.attrs.b(1);
+  ArgShape a;
+  if (!c.attrs.has(0)) {
+    KILN_CHECK(x.numel() != 0, IndexError, name, ": cannot reduce over a zero-size dimension: the ",
+               describe(x), " has no elements (the operation has no identity value)");
+    a.n = x.numel();
+    if (keepdim) a.out_sizes.assign(static_cast<size_t>(x.dim()), 1);
+    return a;
+  }
+  const int64_t d = wrap_dim(c.attrs.i(0), x.dim(), name);
+  if (x.dim() == 0) return a;  // dim 0 of a 0-d tensor is the tensor itself
+  for (int64_t k = 0; k < x.dim(); ++k) (k < d ? a.outer : k > d ? a.inner : a.n) *= x.size(k);
+  KILN_CHECK(a.n != 0, IndexError, name, ": cannot reduce over a zero-size dimension (dim ", d,
+             " of a ", describe(x), "): the operation has no identity value");
+  a.out_sizes = x.sizes();
+  if (keepdim)
+    a.out_sizes[static_cast<size_t>(d)] = 1;
+  else
+    a.out_sizes.erase(static_cast<size_t>(d));
+  return a;
+}
+
+int max_dim_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  ArgShape a = arg_shape(c);
+  out[0] = {c.in(0).dtype(), a.out_sizes};
+  out[1] = {DType::Int64, std::move(a.out_sizes)};
+  return 2;
+}
+
+int argmax_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, DType::Int64, arg_shape(c).out_sizes);
+}
+
+template <bool IsMax>
+void arg_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ArgShape a = arg_shape(c);
+  const bool with_values = outs.size() == 2;
+  const Tensor x = c.in(0).contiguous();
+  KILN_DISPATCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
+    kernels::arg_reduce<IsMax>(x.data_ptr<T>(), a.outer, a.n, a.inner,
+                               with_values ? outs[0].data_ptr<T>() : nullptr,
+                               outs[with_values ? 1 : 0].data_ptr<int64_t>());
+  });
+}
+
+const OpDef& max_dim_op = register_op(
+    {.name = "max_dim",
+     .schema = "max_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dim", "keepdim"},
+     .meta = max_dim_meta,
+     .kernel = arg_kernel<true>});
+const OpDef& min_dim_op = register_op(
+    {.name = "min_dim",
+     .schema = "min_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dim", "keepdim"},
+     .meta = max_dim_meta,
+     .kernel = arg_kernel<false>});
+const OpDef& argmax_op =
+    register_op({.name = "argmax",
+                 .schema = "argmax(Tensor self, int? dim, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dim", "keepdim"},
+                 .meta = argmax_meta,
+                 .kernel = arg_kernel<true>});
+const OpDef& argmin_op =
+    register_op({.name = "argmin",
+                 .schema = "argmin(Tensor self, int? dim, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dim", "keepdim"},
+                 .meta = argmax_meta,
+                 .kernel = arg_kernel<false>});
+
+// ---- var (two passes: the mean, then the sum of squared deviations from it) ----
+
+void var_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  const double n = static_cast<double>(s.num_red);
+  // PyTorch divides by max(0, n - correction): too large a correction gives inf (or NaN).
+  const double denom = std::max(0.0, n - static_cast<double>(c.attrs.i(2)));
+  const Tensor& x = c.in(0);
+  KILN_DISPATCH_FLOATING(x.dtype(), "var", [&]<typename T>() {
+    std::vector<double> mean(static_cast<size_t>(outs[0].numel()));
+    reduce_loop<T>(x, s.reduced, mean.data(),
+                   make_reducer<T, double>(0.0, IdentityMap{}, fold::Add{},
+                                           [n](double a, int64_t) { return a / n; }));
+    auto squared_deviation = [](auto v, auto m) {
+      auto d = v - m;
+      return d * d;
+    };
+    reduce_loop<T>(
+        x, s.reduced, outs[0].data_ptr<T>(),
+        make_reducer<T, T>(
+            0.0, squared_deviation, fold::Add{},
+            [denom](double a, int64_t) { return static_cast<T>(a / denom); }, mean.data()));
+  });
+}
+
+const OpDef& var_op =
+    register_op({.name = "var",
+                 .schema = "var(Tensor self, int[] dims, bool keepdim, int correction) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim", "correction"},
+                 .meta = floating_meta,
+                 .kernel = var_kernel});
+
+// ---- logsumexp (two passes: the max, then log(sum(exp(x - max))) + max) ----
+
+void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  const Tensor& x = c.in(0);
+  KILN_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
+    // An infinite max is not subtracted: all -inf gives log(0) = -inf, and +inf stays +inf.
+    std::vector<double> shift(static_cast<size_t>(outs[0].numel()));
+    reduce_loop<T>(
+        x, s.reduced, shift.data(),
+        make_reducer<T, double>(-kInf, IdentityMap{}, fold::Max{},
+                                [](double m, int64_t) { return std::isinf(m) ? 0.0 : m; }));
+    const double* sh = shift.data();
+    reduce_loop<T>(
+        x, s.reduced, outs[0].data_ptr<T>(),
+        // exp in the input's precision (float32 exp is three times faster), summed in double.
+        make_reducer_in<T, T, T>(
+            0.0, [](auto v, auto m) { return kernels::exp_any(v - m); }, fold::Add{},
+            [sh](double a, int64_t o) { return static_cast<T>(std::log(a) + sh[o]); }, sh));
+  });
+}
+
+const OpDef& logsumexp_op =
+    register_op({.name = "logsumexp",
+                 .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim"},
+                 .meta = floating_meta,
+                 .kernel = logsumexp_kernel});
+
+// ---- norm ----
+
+int norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  check_floating(c);
+  ReduceShape s = reduce_shape(c);
+  const double p = c.attrs.f(2);
+  KILN_CHECK(!std::isnan(p), ValueError, "norm: p must be a number, got nan");
+  if (std::isinf(p)) check_nonempty(c, s);
+  return one_output(out, c.in(0).dtype(), std::move(s.out_sizes));
+}
+
+void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  const double p = c.attrs.f(2);
+  const Tensor& x = c.in(0);
+  KILN_DISPATCH_FLOATING(x.dtype(), "norm", [&]<typename T>() {
+    auto run = [&](double identity, auto map, auto fold, auto finish) {
+      reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
+                     make_reducer<T, T>(identity, map, fold, finish));
+    };
+    auto as_out = [](double a, int64_t) { return static_cast<T>(a); };
+    auto magnitude = [](auto v, auto) { return kernels::abs_any(v); };
+    if (p == 2) {
+      run(
+          0.0, [](auto v, auto) { return v * v; }, fold::Add{},
+          [](double a, int64_t) { return static_cast<T>(std::sqrt(a)); });
+    } else if (p == 1) {
+      run(0.0, magnitude, fold::Add{}, as_out);
+    } else if (p == kInf) {
+      run(0.0, magnitude, fold::Max{}, as_out);
+    } else if (p == -kInf) {
+      run(kInf, magnitude, fold::Min{}, as_out);
+    } else if (p == 0) {  // the number of non-zeros (NaN counts)
+      run(
+          0.0,
+          [](auto v, auto) {
+            using X = decltype(v);
+            if constexpr (std::is_arithmetic_v<X>) {
+              return X(v != 0 ? 1 : 0);
+            } else {
+              const X one(1.0), zero(0.0);
+              return vec::select(
+                  v > zero, one,
+                  vec::select(v < zero, one, vec::select(vec::isnan_mask(v), one, zero)));
+            }
+          },
+          fold::Add{}, as_out);
+    } else {  // pow in the input's precision, summed in double
+      reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
+                     make_reducer_in<T, T, T>(
+                         0.0,
+                         [p](auto v, auto) {
+                           using X = decltype(v);
+                           return kernels::pow_any(kernels::abs_any(v), X(p));
+                         },
+                         fold::Add{},
+                         [p](double a, int64_t) { return static_cast<T>(std::pow(a, 1.0 / p)); }));
+    }
+  });
+}
+
+const OpDef& norm_op =
+    register_op({.name = "norm",
+                 .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .attr_names = {"dims", "keepdim", "p"},
+                 .meta = norm_meta,
+                 .kernel = norm_kernel});
+
+// ---- all, any ----
+
+int bool_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, DType::Bool, reduce_shape(c).out_sizes);
+}
+
+template <bool IsAll>
+void all_any_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const ReduceShape s = reduce_shape(c);
+  KILN_DISPATCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
+    using Fold = std::conditional_t<IsAll, fold::And, fold::Or>;
+    auto r = make_reducer<T, bool>(IsAll, IdentityMap{}, Fold{}, [](bool a, int64_t) { return a; });
+    reduce_loop<T>(c.in(0), s.reduced, outs[0].data_ptr<bool>(), r);
+  });
+}
+
+const OpDef& all_op = register_op({.name = "all",
+                                   .schema = "all(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                                   .kind = OpKind::Reduction,
+                                   .attr_names = {"dims", "keepdim"},
+                                   .meta = bool_meta,
+                                   .kernel = all_any_kernel<true>});
+const OpDef& any_op = register_op({.name = "any",
+                                   .schema = "any(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                                   .kind = OpKind::Reduction,
+                                   .attr_names = {"dims", "keepdim"},
+                                   .meta = bool_meta,
+                                   .kernel = all_any_kernel<false>});
+
+// ---- cumsum, cumprod ----
+// Attributes: 0 = dim, 1 = dtype. Scans keep the input's shape; they are opaque to fusion.
+
+int scan_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
+  DType dt = c.attrs.has(1) ? c.attrs.dtype(1) : is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  return one_output(out, dt, x.sizes());
+}
+
+template <typename Fold, int Identity>
+void scan_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const Tensor x = cast(c.in(0), out.dtype()).contiguous();
+  int64_t outer = 1, n = 1, inner = 1;
+  if (x.dim() > 0) {
+    const int64_t d = wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
+    for (int64_t k = 0; k < x.dim(); ++k) (k < d ? outer : k > d ? inner : n) *= x.size(k);
+  }
+  KILN_DISPATCH_ALL(out.dtype(), c.op.name.data(), [&]<typename T>() {
+    using Acc = WideAcc<T>;
+    kernels::scan<T, Acc>(x.data_ptr<T>(), out.data_ptr<T>(), outer, n, inner, Acc(Identity),
+                          Fold{});
+  });
+}
+
+const OpDef& cumsum_op =
+    register_op({.name = "cumsum",
+                 .schema = "cumsum(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim", "dtype"},
+                 .meta = scan_meta,
+                 .kernel = scan_kernel<fold::Add, 0>});
+const OpDef& cumprod_op =
+    register_op({.name = "cumprod",
+                 .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim", "dtype"},
+                 .meta = scan_meta,
+                 .kernel = scan_kernel<fold::Mul, 1>});
+
+AttrValue dtype_attr(std::optional<DType> dt) { return dt ? AttrValue(*dt) : AttrValue(); }
+
+std::pair<Tensor, Tensor> values_and_indices(const OpDef& op, const Tensor& x, int64_t dim,
+                                             bool keepdim) {
+  std::array<Tensor, kMaxOpOutputs> outs;
+  const Tensor inputs[] = {x};
+  dispatch(op, inputs, Attrs{dim, keepdim}, outs);
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
+}  // namespace
+}  // namespace ops
 
 Tensor sum(const Tensor& x, IntList dims, bool keepdim, std::optional<DType> dtype) {
-  throw NotImplementedError("sum: not implemented yet");
+  return ops::call(ops::sum_op, {x}, {ops::ints_attr(dims), keepdim, ops::dtype_attr(dtype)});
 }
 Tensor mean(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("mean: not implemented yet");
+  return ops::call(ops::mean_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 Tensor prod(const Tensor& x, IntList dims, bool keepdim, std::optional<DType> dtype) {
-  throw NotImplementedError("prod: not implemented yet");
+  return ops::call(ops::prod_op, {x}, {ops::ints_attr(dims), keepdim, ops::dtype_attr(dtype)});
 }
 Tensor amax(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("amax: not implemented yet");
+  return ops::call(ops::amax_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 Tensor amin(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("amin: not implemented yet");
+  return ops::call(ops::amin_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  throw NotImplementedError("max: not implemented yet");
+  return ops::values_and_indices(ops::max_dim_op, x, dim, keepdim);
 }
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  throw NotImplementedError("min: not implemented yet");
+  return ops::values_and_indices(ops::min_dim_op, x, dim, keepdim);
 }
 Tensor max(const Tensor& x) {
-  throw NotImplementedError("max: not implemented yet");
+  KILN_CHECK(x.numel() != 0, IndexError, "max: cannot reduce over a zero-size dimension: the ",
+             ops::describe(x), " has no elements (the operation has no identity value)");
+  return amax(x);
 }
 Tensor min(const Tensor& x) {
-  throw NotImplementedError("min: not implemented yet");
+  KILN_CHECK(x.numel() != 0, IndexError, "min: cannot reduce over a zero-size dimension: the ",
+             ops::describe(x), " has no elements (the operation has no identity value)");
+  return amin(x);
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  throw NotImplementedError("argmax: not implemented yet");
+  return ops::call(ops::argmax_op, {x}, {dim ? AttrValue(*dim) : AttrValue(), keepdim});
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  throw NotImplementedError("argmin: not implemented yet");
+  return ops::call(ops::argmin_op, {x}, {dim ? AttrValue(*dim) : AttrValue(), keepdim});
 }
 Tensor var(const Tensor& x, IntList dims, int64_t correction, bool keepdim) {
-  throw NotImplementedError("var: not implemented yet");
+  return ops::call(ops::var_op, {x}, {ops::ints_attr(dims), keepdim, correction});
 }
 Tensor std(const Tensor& x, IntList dims, int64_t correction, bool keepdim) {
-  throw NotImplementedError("std: not implemented yet");
+  return sqrt(var(x, dims, correction, keepdim));
 }
 Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("logsumexp: not implemented yet");
+  return ops::call(ops::logsumexp_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
-  throw NotImplementedError("norm: not implemented yet");
+  return ops::call(ops::norm_op, {x}, {ops::ints_attr(dims), keepdim, p});
 }
 Tensor all(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("all: not implemented yet");
+  return ops::call(ops::all_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 Tensor any(const Tensor& x, IntList dims, bool keepdim) {
-  throw NotImplementedError("any: not implemented yet");
+  return ops::call(ops::any_op, {x}, {ops::ints_attr(dims), keepdim});
 }
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  throw NotImplementedError("cumsum: not implemented yet");
+  return ops::call(ops::cumsum_op, {x}, {dim, ops::dtype_attr(dtype)});
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  throw NotImplementedError("cumprod: not implemented yet");
+  return ops::call(ops::cumprod_op, {x}, {dim, ops::dtype_attr(dtype)});
 }
 
 }  // namespace kiln

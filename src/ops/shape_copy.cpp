@@ -1,0 +1,269 @@
+// Ops that rearrange elements into a new tensor: tril, triu, repeat, flip, roll, pad. Most are
+// one strided copy (or a few) between views of the input and of the output.
+#include <algorithm>
+
+#include "kiln/ops/indexing.h"
+#include "ops/indexing_utils.h"
+
+namespace kiln {
+namespace ops {
+
+void fill_tensor(const Tensor& out, const Scalar& value);  // pointwise_ternary.cpp
+
+namespace {
+
+// ---- tril / triu: inputs [x (>= 2-d)]; attrs [diagonal] ----
+int triangle_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  KILN_CHECK(c.in(0).dim() >= 2, ShapeError, c.op.name,
+             ": input must have at least 2 dimensions, got shape ", c.in(0).shape_str());
+  return one_output(out, c.in(0).dtype(), c.in(0).sizes());
+}
+// Keeps x[..., i, j] where j - i <= diagonal (Lower) or j - i >= diagonal (upper); zero elsewhere.
+template <bool Lower>
+void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const int64_t last = x.dim() - 1, cols = x.size(last), xs = x.stride(last);
+  // Beyond +-(rows + cols) every diagonal keeps all or nothing; clamping avoids overflow.
+  const int64_t span = x.size(last - 1) + cols + 1;
+  const int64_t diagonal = std::clamp<int64_t>(c.attrs.i(0), -span, span);
+  KILN_DISPATCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
+    const T* xp = x.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    kernels::parallel_range(
+        num_lines(x.sizes(), last), line_grain(cols), [&](int64_t b, int64_t e) {
+          for_each_line<2>(x.sizes(), last, {x.strides(), out.strides()}, b, e,
+                           [&](const std::array<int64_t, 2>& off, const Shape& coords) {
+                             const int64_t row = coords[last - 1];
+                             // Columns [keep_lo, keep_hi) are kept.
+                             int64_t keep_lo = Lower ? 0 : row + diagonal;
+                             int64_t keep_hi = Lower ? row + diagonal + 1 : cols;
+                             keep_lo = std::clamp<int64_t>(keep_lo, 0, cols);
+                             keep_hi = std::clamp<int64_t>(keep_hi, keep_lo, cols);
+                             T* o = op + off[1];
+                             for (int64_t j = 0; j < keep_lo; ++j) o[j] = T(0);
+                             for (int64_t j = keep_lo; j < keep_hi; ++j) o[j] = xp[off[0] + j * xs];
+                             for (int64_t j = keep_hi; j < cols; ++j) o[j] = T(0);
+                           });
+        });
+  });
+}
+const OpDef& tril_op = register_op({.name = "tril",
+                                    .schema = "tril(Tensor self, int diagonal) -> Tensor",
+                                    .kind = OpKind::Extern,
+                                    .attr_names = {"diagonal"},
+                                    .meta = triangle_meta,
+                                    .kernel = triangle_kernel<true>});
+const OpDef& triu_op = register_op({.name = "triu",
+                                    .schema = "triu(Tensor self, int diagonal) -> Tensor",
+                                    .kind = OpKind::Extern,
+                                    .attr_names = {"diagonal"},
+                                    .meta = triangle_meta,
+                                    .kernel = triangle_kernel<false>});
+
+// ---- repeat: inputs [x]; attrs [repeats] ----
+Shape repeat_sizes(const Tensor& x, IntList repeats) {
+  KILN_CHECK(repeats.ssize() >= x.dim(), ShapeError, "repeat: the number of repeats (",
+             repeats.size(), ") cannot be smaller than the number of dims of the tensor (shape ",
+             x.shape_str(), ")");
+  const int64_t lead = repeats.ssize() - x.dim();
+  Shape sizes;
+  for (int64_t d = 0; d < repeats.ssize(); ++d) {
+    KILN_CHECK(repeats[d] >= 0, ValueError, "repeat: repeats must be non-negative, got ", repeats);
+    sizes.push_back(repeats[d] * (d < lead ? 1 : x.size(d - lead)));
+  }
+  checked_numel(sizes, "repeat");
+  return sizes;
+}
+int repeat_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  return one_output(out, c.in(0).dtype(), repeat_sizes(c.in(0), c.attrs.ints(0)));
+}
+// The output seen as [r0, s0, r1, s1, ...] (repeat count, input size per dim) receives the
+// input broadcast along the r dims: a single strided copy.
+void repeat_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const auto& repeats = c.attrs.ints(0);
+  const int64_t lead = static_cast<int64_t>(repeats.size()) - x.dim();
+  Shape sizes, out_strides, in_strides;
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    const int64_t s = d < lead ? 1 : x.size(d - lead);
+    sizes.push_back(repeats[d]);
+    sizes.push_back(s);
+    out_strides.push_back(s * out.stride(d));
+    out_strides.push_back(out.stride(d));
+    in_strides.push_back(0);
+    in_strides.push_back(d < lead ? 0 : x.stride(d - lead));
+  }
+  strided_copy(strided_view(out, sizes, out_strides, out.storage_offset()),
+               strided_view(x, sizes, in_strides, x.storage_offset()));
+}
+const OpDef& repeat_op = register_op({.name = "repeat",
+                                      .schema = "repeat(Tensor self, int[] repeats) -> Tensor",
+                                      .kind = OpKind::Extern,
+                                      .attr_names = {"repeats"},
+                                      .meta = repeat_meta,
+                                      .kernel = repeat_kernel});
+
+// ---- flip: inputs [x]; attrs [dims] ----
+int flip_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  if (!c.attrs.ints(0).empty()) reduction_dims(c.attrs.ints(0), c.in(0).dim(), "flip");
+  return one_output(out, c.in(0).dtype(), c.in(0).sizes());
+}
+// A copy of the input seen with negated strides along the flipped dims.
+void flip_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  if (x.numel() == 0) return;
+  Shape strides = x.strides();
+  int64_t offset = x.storage_offset();
+  if (!c.attrs.ints(0).empty()) {
+    for (int64_t d : reduction_dims(c.attrs.ints(0), x.dim(), "flip")) {
+      offset += (x.size(d) - 1) * strides[d];
+      strides[d] = -strides[d];
+    }
+  }
+  strided_copy(outs[0], strided_view(x, x.sizes(), strides, offset));
+}
+const OpDef& flip_op = register_op({.name = "flip",
+                                    .schema = "flip(Tensor self, int[] dims) -> Tensor",
+                                    .kind = OpKind::Extern,
+                                    .attr_names = {"dims"},
+                                    .meta = flip_meta,
+                                    .kernel = flip_kernel});
+
+// ---- roll: inputs [x]; attrs [shifts, dims] (as many of each, >= 1) ----
+// The net shift of each dim in [0, size) (a dim listed twice rolls twice, as PyTorch).
+Shape roll_shifts(const Tensor& x, IntList shifts, IntList dims) {
+  KILN_CHECK(!shifts.empty() && shifts.size() == dims.size(), ShapeError,
+             "roll: shifts and dims must have the same (non-zero) length, got shifts ", shifts,
+             " and dims ", dims);
+  Shape net(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], x.dim(), "roll");
+    const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+    if (n > 0) net[d] = ((net[d] + shifts[i] % n) % n + n) % n;
+  }
+  return net;
+}
+int roll_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  roll_shifts(c.in(0), c.attrs.ints(0), c.attrs.ints(1));
+  return one_output(out, c.in(0).dtype(), c.in(0).sizes());
+}
+// out[(i + s) % n] = x[i] along each rolled dim: each rolled dim splits into two blocks
+// (x[0, n-s) -> out[s, n) and x[n-s, n) -> out[0, s)), so k rolled dims are 2^k block copies.
+void roll_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (x.numel() == 0) return;
+  if (x.dim() == 0) return strided_copy(out, x);
+  const Shape net = roll_shifts(x, c.attrs.ints(0), c.attrs.ints(1));
+  std::vector<int64_t> rolled;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (net[d] != 0) rolled.push_back(d);
+  for (uint64_t mask = 0; mask < (uint64_t{1} << rolled.size()); ++mask) {
+    Shape sizes = x.sizes();
+    int64_t x_off = x.storage_offset(), o_off = out.storage_offset();
+    for (size_t k = 0; k < rolled.size(); ++k) {
+      const int64_t d = rolled[k], n = x.size(d), s = net[d];
+      if (mask >> k & 1) {  // the tail of x wraps to the front of out
+        sizes[d] = s;
+        x_off += (n - s) * x.stride(d);
+      } else {
+        sizes[d] = n - s;
+        o_off += s * out.stride(d);
+      }
+    }
+    strided_copy(strided_view(out, sizes, out.strides(), o_off),
+                 strided_view(x, sizes, x.strides(), x_off));
+  }
+}
+const OpDef& roll_op =
+    register_op({.name = "roll",
+                 .schema = "roll(Tensor self, int[] shifts, int[] dims) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"shifts", "dims"},
+                 .meta = roll_meta,
+                 .kernel = roll_kernel});
+
+// ---- pad (constant): inputs [x]; attrs [pad, value] ----
+// pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
+Shape padded_sizes(const Tensor& x, IntList pad) {
+  KILN_CHECK(pad.size() % 2 == 0, ValueError, "pad: padding length must be divisible by 2, got ",
+             pad);
+  KILN_CHECK(pad.ssize() / 2 <= x.dim(), ValueError, "pad: padding ", pad, " pads ", pad.size() / 2,
+             " dims but the input has only ", x.dim(), " (shape ", x.shape_str(), ")");
+  Shape sizes = x.sizes();
+  for (int64_t i = 0; i < pad.ssize() / 2; ++i) {
+    const int64_t d = x.dim() - 1 - i;
+    sizes[d] = x.size(d) + pad[2 * i] + pad[2 * i + 1];
+    KILN_CHECK(sizes[d] >= 0, ValueError, "pad: the input size ", x.size(d), " at dim ", d,
+               " plus padding ", pad[2 * i], " and ", pad[2 * i + 1],
+               " gives a negative output size ", sizes[d]);
+  }
+  return sizes;
+}
+int pad_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  Shape sizes = padded_sizes(c.in(0), c.attrs.ints(0));
+  checked_numel(sizes, "pad");
+  return one_output(out, c.in(0).dtype(), std::move(sizes));
+}
+// Fills the border with the value, then copies the (possibly cropped) input into the interior.
+void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const auto& pad = c.attrs.ints(0);
+  Shape sizes = x.sizes();
+  int64_t x_off = x.storage_offset(), o_off = out.storage_offset();
+  bool border = false;
+  for (int64_t i = 0; i < static_cast<int64_t>(pad.size()) / 2; ++i) {
+    const int64_t d = x.dim() - 1 - i, left = pad[2 * i], right = pad[2 * i + 1];
+    border = border || left > 0 || right > 0;
+    sizes[d] = out.size(d) - std::max<int64_t>(left, 0) - std::max<int64_t>(right, 0);
+    sizes[d] = std::max<int64_t>(sizes[d], 0);
+    x_off += std::max<int64_t>(-left, 0) * x.stride(d);
+    o_off += std::max<int64_t>(left, 0) * out.stride(d);
+  }
+  if (border) fill_tensor(out, c.attrs.scalar(1));
+  if (checked_numel(sizes, "pad") == 0) return;
+  strided_copy(strided_view(out, sizes, out.strides(), o_off),
+               strided_view(x, sizes, x.strides(), x_off));
+}
+const OpDef& pad_op = register_op({.name = "pad",
+                                   .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
+                                   .kind = OpKind::Extern,
+                                   .attr_names = {"pad", "value"},
+                                   .meta = pad_meta,
+                                   .kernel = pad_kernel});
+
+}  // namespace
+}  // namespace ops
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return ops::call(ops::tril_op, {x}, {diagonal}); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return ops::call(ops::triu_op, {x}, {diagonal}); }
+Tensor repeat(const Tensor& x, IntList repeats) {
+  return ops::call(ops::repeat_op, {x}, {ops::ints_attr(repeats)});
+}
+Tensor flip(const Tensor& x, IntList dims) {
+  return ops::call(ops::flip_op, {x}, {ops::ints_attr(dims)});
+}
+Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
+  if (dims.empty()) {
+    // Rolls the flattened tensor, as PyTorch.
+    KILN_CHECK(shifts.size() == 1, ShapeError,
+               "roll: without dims, shifts must hold exactly one value, got ", shifts);
+    if (x.dim() == 0)
+      return ops::call(ops::roll_op, {x}, {ops::ints_attr(shifts), std::vector<int64_t>{0}});
+    Tensor flat = x.reshape({-1});
+    return ops::call(ops::roll_op, {flat}, {ops::ints_attr(shifts), std::vector<int64_t>{0}})
+        .view(x.sizes());
+  }
+  return ops::call(ops::roll_op, {x}, {ops::ints_attr(shifts), ops::ints_attr(dims)});
+}
+Tensor pad(const Tensor& x, IntList pad, const Scalar& value) {
+  return ops::call(ops::pad_op, {x}, {ops::ints_attr(pad), value});
+}
+
+}  // namespace kiln
