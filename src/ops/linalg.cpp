@@ -7,6 +7,8 @@
 // small register-blocked vector kernel.
 #include <cblas.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -25,6 +27,9 @@ constexpr int64_t kMaxBlasInt = std::numeric_limits<blasint>::max();
 // Products with fewer multiply-adds than this are too small for BLAS to thread well; a batch
 // of them is spread over the threads instead.
 constexpr int64_t kSmallGemmWork = int64_t{1} << 18;  // 64 x 64 x 64
+// Up to this size, a batch with at least two products per thread is also spread over the
+// threads: one parallel region for the whole batch instead of one inside every BLAS call.
+constexpr int64_t kMediumGemmWork = int64_t{1} << 24;  // 256 x 256 x 256
 
 // ---- validation shared by the metas ----
 void check_dtypes(const char* op, const Tensor& a, const Tensor& b) {
@@ -269,7 +274,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
       }
     }
   };
-  if (work < kSmallGemmWork) {
+  const int64_t threads = omp_get_max_threads();
+  if (work < kSmallGemmWork || (work < kMediumGemmWork && count >= 2 * threads)) {
     // BLAS runs single-threaded inside the parallel region (OpenMP build of OpenBLAS).
     kernels::parallel_range(count, std::max<int64_t>(1, kSmallGemmWork / 4 / work), run);
   } else {

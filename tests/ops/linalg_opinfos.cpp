@@ -111,6 +111,8 @@ std::vector<Sample> matmul_samples(DType dt) {
        {mk({40, 8, 8}, dt), mk({40, 8, 8}, dt, T)}},
       {"large (BLAS threads) [96, 128] @ [128, 80]", {mk({96, 128}, dt), mk({128, 80}, dt, T)}},
       {"large batch [3, 70, 80] @ [3, 80, 70]", {mk({3, 70, 80}, dt), mk({3, 80, 70}, dt)}},
+      {"medium batch (parallel over batch) [6, 70, 80] @ [6, 80, 70]",
+       {mk({6, 70, 80}, dt), mk({6, 80, 70}, dt, T)}},
   };
 }
 
