@@ -1,25 +1,473 @@
-// Stub: these ops are not implemented yet; each throws NotImplementedError naming itself.
-#include "kiln/kiln.h"
+// Matrix products (matmul, mm, bmm, addmm) through OpenBLAS's CBLAS. Operands reach gemm in
+// place whenever their strides allow it (row-major, or column-major passed as a transpose);
+// only a matrix with no unit-stride dim is packed first. Batched products loop over the
+// (broadcast) batch calling gemm: in parallel over the batch when the matrices are small,
+// otherwise one after the other with BLAS threading each product — never both at once. Tiny
+// products (up to 16^3 multiply-adds) skip BLAS, whose per-call cost would dominate, for a
+// small register-blocked vector kernel.
+#include <cblas.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kiln/ops/factory.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/kernels/loops.h"
+#include "ops/op_utils.h"
 
 namespace kiln {
+namespace ops {
+namespace {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  throw NotImplementedError("matmul: not implemented yet");
+constexpr int64_t kMaxBlasInt = std::numeric_limits<blasint>::max();
+// Products with fewer multiply-adds than this are too small for BLAS to thread well; a batch
+// of them is spread over the threads instead.
+constexpr int64_t kSmallGemmWork = int64_t{1} << 18;  // 64 x 64 x 64
+// Up to this size, a batch with at least two products per thread is also spread over the
+// threads: one parallel region for the whole batch instead of one inside every BLAS call.
+constexpr int64_t kMediumGemmWork = int64_t{1} << 24;  // 256 x 256 x 256
+
+// ---- validation shared by the metas ----
+void check_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(is_floating(a.dtype()) && is_floating(b.dtype()), DTypeError, op,
+             ": expected floating tensors (float32 or float64), got dtypes ", a.dtype(), " and ",
+             b.dtype());
+  KILN_CHECK(a.dtype() == b.dtype(), DTypeError, op,
+             ": expected both operands to have the same dtype, got ", a.dtype(), " and ",
+             b.dtype());
 }
-Tensor mm(const Tensor& a, const Tensor& b) {
-  throw NotImplementedError("mm: not implemented yet");
+void check_inner(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  KILN_CHECK(ka == kb, ShapeError, op, ": shapes ", a.shape_str(), " and ", b.shape_str(),
+             " cannot be multiplied (", ka, " != ", kb, ")");
 }
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  throw NotImplementedError("bmm: not implemented yet");
+void check_blas_size(const char* op, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims)
+    KILN_CHECK(d <= kMaxBlasInt, NotImplementedError, op, ": a matrix dimension of ", d,
+               " exceeds what BLAS can index (", kMaxBlasInt, ")");
 }
-Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  throw NotImplementedError("addmm: not implemented yet");
+
+// ---- the gemm driver ----
+template <typename T>
+void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const auto bi = [](int64_t v) { return static_cast<blasint>(v); };
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c,
+                bi(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c,
+                bi(ldc));
+  }
 }
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
-  throw NotImplementedError("linear: not implemented yet");
+
+// Products this small cost less as vector loops than a BLAS call's fixed overhead (which
+// dominates batches of tiny matrices, e.g. attention over short sequences).
+constexpr int64_t kTinyGemmWork = 16 * 16 * 16;
+
+// The tiny kernel takes b with contiguous rows and c rows of 1, 2, 4 or 8 whole vectors.
+template <typename T>
+bool tiny_gemm_applies(int64_t n, int64_t m, int64_t k, int64_t bcs) {
+  constexpr int64_t W = vec::Vec<T>::width;
+  const int64_t nv = m / W;
+  return n * m * k <= kTinyGemmWork && (bcs == 1 || m == 1) && m % W == 0 &&
+         (nv == 1 || nv == 2 || nv == 4 || nv == 8);
+}
+
+// Rows [i0, i0 + R) of c (contiguous, NV vectors wide) = alpha * a @ b + beta * c, with the
+// R x NV accumulators in registers (R rows at once hide the FMA latency).
+template <typename T, int NV, int R>
+inline void tiny_gemm_rows(int64_t i0, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
+                           const T* b, int64_t brs, T beta, T* c) {
+  using V = vec::Vec<T>;
+  constexpr int64_t W = V::width, m = NV * W;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = V(T(0));
+  for (int64_t p = 0; p < k; ++p) {
+    V brow[NV];
+    for (int q = 0; q < NV; ++q) brow[q] = V::load(b + p * brs + q * W);
+    for (int r = 0; r < R; ++r) {
+      const V arp(a[(i0 + r) * ars + p * acs]);
+      for (int q = 0; q < NV; ++q) acc[r][q] = vec::fmadd(arp, brow[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) {
+      T* dst = c + (i0 + r) * m + q * W;
+      V out = acc[r][q] * V(alpha);
+      if (beta != T(0)) out = vec::fmadd(V(beta), V::load(dst), out);
+      out.store(dst);
+    }
+}
+
+// c (contiguous [n, m]) = alpha * a @ b + beta * c for b with contiguous rows and m = NV
+// vectors: each row of c accumulates a(i, p) * row p of b.
+template <typename T, int NV>
+void tiny_gemm(int64_t n, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs, const T* b,
+               int64_t brs, T beta, T* c) {
+  constexpr int R = NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+  int64_t i = 0;
+  for (; i + R <= n; i += R) tiny_gemm_rows<T, NV, R>(i, k, alpha, a, ars, acs, b, brs, beta, c);
+  for (; i < n; ++i) tiny_gemm_rows<T, NV, 1>(i, k, alpha, a, ars, acs, b, brs, beta, c);
+}
+
+template <typename T>
+void tiny_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
+               const T* b, int64_t brs, T beta, T* c) {
+  switch (m / vec::Vec<T>::width) {
+    case 1:
+      return tiny_gemm<T, 1>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 2:
+      return tiny_gemm<T, 2>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    case 4:
+      return tiny_gemm<T, 4>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+    default:
+      return tiny_gemm<T, 8>(n, k, alpha, a, ars, acs, b, brs, beta, c);
+  }
+}
+
+// How gemm reads a rows x cols matrix with element strides (rs, cs): row-major with leading
+// dim `ld`, or column-major (passed as the transpose of a row-major matrix). Size-1 dims may
+// have any stride.
+struct BlasLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  const int64_t min_row_ld = std::max<int64_t>(cols, 1), min_col_ld = std::max<int64_t>(rows, 1);
+  if ((cols <= 1 || cs == 1) && (rows <= 1 || (rs >= min_row_ld && rs <= kMaxBlasInt)))
+    return BlasLayout{false, rows <= 1 ? min_row_ld : rs};
+  if ((rows <= 1 || rs == 1) && (cols <= 1 || (cs >= min_col_ld && cs <= kMaxBlasInt)))
+    return BlasLayout{true, cols <= 1 ? min_col_ld : cs};
+  return std::nullopt;
+}
+
+// One operand of a (batched) product: [batch..., rows, cols] over raw data. Its batch dims
+// are right-aligned against the output's and broadcast where they are 1 or missing.
+template <typename T>
+struct Operand {
+  const T* data;
+  Shape sizes, strides;
+  Tensor packed;  // owns a contiguous copy when the original layout is unusable
+
+  int64_t rows() const { return sizes[sizes.ssize() - 2]; }
+  int64_t cols() const { return sizes.back(); }
+  int64_t rs() const { return strides[strides.ssize() - 2]; }
+  int64_t cs() const { return strides.back(); }
+  std::optional<BlasLayout> layout() const { return blas_layout(rows(), cols(), rs(), cs()); }
+
+  // Copies the elements into contiguous storage (when no unit-stride dim exists).
+  void pack() {
+    packed = make_tensor(sizes, dtype_v<T>);
+    T* dst = packed.data_ptr<T>();
+    const int64_t nd = sizes.ssize(), numel = packed.numel();
+    Shape idx(sizes.size(), 0);
+    for (int64_t i = 0; i < numel; ++i) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < nd; ++d) off += idx[d] * strides[d];
+      dst[i] = data[off];
+      for (int64_t d = nd - 1; d >= 0 && ++idx[d] == sizes[d]; --d) idx[d] = 0;
+    }
+    data = dst;
+    strides = contiguous_strides(sizes);
+  }
+
+  // Stride of the operand along output batch dim `d` of `nb` batch dims (0 when broadcast).
+  int64_t batch_stride(int64_t d, int64_t nb) const {
+    const int64_t own = sizes.ssize() - 2, od = d - (nb - own);
+    return od < 0 || sizes[od] == 1 ? 0 : strides[od];
+  }
+};
+
+template <typename T>
+Operand<T> operand(const Tensor& t) {
+  return {t.data_ptr<T>(), t.sizes(), t.strides(), {}};
+}
+
+// For every flat batch index, the element offset of each operand's matrix.
+template <typename T>
+void batch_offsets(IntList batch, const Operand<T>& a, const Operand<T>& b,
+                   std::vector<int64_t>& off_a, std::vector<int64_t>& off_b) {
+  const int64_t nb = batch.ssize();
+  int64_t count = 1;
+  for (int64_t s : batch) count *= s;
+  off_a.assign(static_cast<size_t>(count), 0);
+  off_b.assign(static_cast<size_t>(count), 0);
+  Shape idx(static_cast<size_t>(nb), 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    off_a[i] = oa;
+    off_b[i] = ob;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      oa += a.batch_stride(d, nb);
+      ob += b.batch_stride(d, nb);
+      if (++idx[d] < batch[d]) break;
+      oa -= idx[d] * a.batch_stride(d, nb);
+      ob -= idx[d] * b.batch_stride(d, nb);
+      idx[d] = 0;
+    }
+  }
+}
+
+// When b is the same matrix for every batch entry and a's [batch..., rows] dims walk memory
+// with one row stride, the whole batch is one [batch*rows, k] @ [k, m] product. Returns that
+// row stride.
+template <typename T>
+std::optional<int64_t> folded_row_stride(IntList batch, const Operand<T>& a, const Operand<T>& b) {
+  const int64_t nb = batch.ssize();
+  for (int64_t d = 0; d < nb; ++d)
+    if (b.batch_stride(d, nb) != 0 || (batch[d] > 1 && a.batch_stride(d, nb) == 0))
+      return std::nullopt;
+  // (size, stride) of a's row-like dims, innermost last, size-1 dims dropped.
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (int64_t d = 0; d < nb; ++d)
+    if (batch[d] > 1) dims.emplace_back(batch[d], a.batch_stride(d, nb));
+  if (a.rows() > 1) dims.emplace_back(a.rows(), a.rs());
+  if (dims.empty()) return a.rs();
+  for (size_t i = 0; i + 1 < dims.size(); ++i)
+    if (dims[i].second != dims[i + 1].second * dims[i + 1].first) return std::nullopt;
+  return dims.back().second;
+}
+
+// out (contiguous [batch..., n, m]) = alpha * (a @ b) + beta * out.
+template <typename T>
+void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T beta) {
+  const int64_t n = a.rows(), k = a.cols(), m = b.cols();
+  int64_t count = 1;
+  for (int64_t s : batch) count *= s;
+  if (count == 0 || n == 0 || m == 0) return;
+  if (k == 0) {  // an empty sum: only the beta term remains
+    const int64_t total = count * n * m;
+    for (int64_t i = 0; i < total; ++i) out[i] = beta == T(0) ? T(0) : beta * out[i];
+    return;
+  }
+  if (!a.layout()) a.pack();
+  if (!b.layout()) b.pack();
+  const BlasLayout la = *a.layout(), lb = *b.layout();
+
+  if (count > 1) {
+    if (auto rs = folded_row_stride(batch, a, b); rs && count * n <= kMaxBlasInt) {
+      if (auto lf = blas_layout(count * n, k, *rs, a.cs()); lf && !lf->transposed) {
+        blas_gemm<T>(false, lb.transposed, count * n, m, k, alpha, a.data, lf->ld, b.data, lb.ld,
+                     beta, out, m);
+        return;
+      }
+    }
+  }
+  std::vector<int64_t> off_a, off_b;
+  batch_offsets(batch, a, b, off_a, off_b);
+  const int64_t work = n * m * k;
+  const bool tiny = tiny_gemm_applies<T>(n, m, k, b.cs());
+  const auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (tiny) {
+        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i], b.rs(),
+                     beta, out + i * n * m);
+      } else {
+        blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
+                     b.data + off_b[i], lb.ld, beta, out + i * n * m, m);
+      }
+    }
+  };
+  const int64_t threads = omp_get_max_threads();
+  if (work < kSmallGemmWork || (work < kMediumGemmWork && count >= 2 * threads)) {
+    // BLAS runs single-threaded inside the parallel region (OpenMP build of OpenBLAS).
+    kernels::parallel_range(count, std::max<int64_t>(1, kSmallGemmWork / 4 / work), run);
+  } else {
+    run(0, count);
+  }
+}
+
+// Output batch shape of two operands' batch dims (all but the last two), broadcast.
+Shape broadcast_batch(const char* op, const Tensor& a, const Tensor& b) {
+  const int64_t na = std::max<int64_t>(a.dim() - 2, 0), nbd = std::max<int64_t>(b.dim() - 2, 0);
+  const int64_t nb = std::max(na, nbd);
+  Shape out(static_cast<size_t>(nb), 1);
+  for (int64_t d = 0; d < nb; ++d) {
+    const int64_t da = d - (nb - na), db = d - (nb - nbd);
+    const int64_t sa = da >= 0 ? a.size(da) : 1, sb = db >= 0 ? b.size(db) : 1;
+    KILN_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": the batch dims of shapes ",
+               a.shape_str(), " and ", b.shape_str(), " cannot be broadcast (size ", sa, " vs ", sb,
+               " at batch dim ", d, ")");
+    out[d] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+// ---- matmul: torch.matmul semantics, any ranks >= 1 ----
+int matmul_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
+             "matmul: both arguments need at least 1 dimension, got shapes ", a.shape_str(),
+             " and ", b.shape_str());
+  check_dtypes("matmul", a, b);
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  check_inner("matmul", a, b, ka, kb);
+  Shape sizes = broadcast_batch("matmul", a, b);
+  const int64_t n = a.dim() >= 2 ? a.size(-2) : 1, m = b.dim() >= 2 ? b.size(-1) : 1;
+  check_blas_size("matmul", {n, m, ka});
+  if (a.dim() >= 2) sizes.push_back(n);
+  if (b.dim() >= 2) sizes.push_back(m);
+  checked_numel(sizes, "matmul");
+  return one_output(out, a.dtype(), std::move(sizes));
+}
+void matmul_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  const Shape batch = broadcast_batch("matmul", a, b);
+  KILN_DISPATCH_FLOATING(a.dtype(), "matmul", [&]<typename T>() {
+    Operand<T> oa = operand<T>(a), ob = operand<T>(b);
+    if (a.dim() == 1) {  // [k] -> [1, k]
+      oa.sizes = {1, a.size(0)};
+      oa.strides = {a.size(0) * a.stride(0), a.stride(0)};
+    }
+    if (b.dim() == 1) {  // [k] -> [k, 1]
+      ob.sizes = {b.size(0), 1};
+      ob.strides = {b.stride(0), 1};
+    }
+    batched_gemm<T>(outs[0].data_ptr<T>(), batch, std::move(oa), std::move(ob), T(1), T(0));
+  });
+}
+
+// ---- mm: [n, k] @ [k, m] ----
+int mm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: expected 2-D tensors, got shapes ",
+             a.shape_str(), " and ", b.shape_str());
+  check_dtypes("mm", a, b);
+  check_inner("mm", a, b, a.size(1), b.size(0));
+  check_blas_size("mm", {a.size(0), a.size(1), b.size(1)});
+  return one_output(out, a.dtype(), {a.size(0), b.size(1)});
+}
+void mm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "mm", [&]<typename T>() {
+    batched_gemm<T>(outs[0].data_ptr<T>(), {}, operand<T>(c.in(0)), operand<T>(c.in(1)), T(1),
+                    T(0));
+  });
+}
+
+// ---- bmm: [B, n, k] @ [B, k, m], no broadcasting ----
+int bmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  KILN_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got shapes ",
+             a.shape_str(), " and ", b.shape_str());
+  check_dtypes("bmm", a, b);
+  KILN_CHECK(a.size(0) == b.size(0), ShapeError, "bmm: batch sizes of shapes ", a.shape_str(),
+             " and ", b.shape_str(), " differ (", a.size(0), " != ", b.size(0),
+             "); bmm does not broadcast, use matmul");
+  check_inner("bmm", a, b, a.size(2), b.size(1));
+  check_blas_size("bmm", {a.size(1), a.size(2), b.size(2)});
+  return one_output(out, a.dtype(), {a.size(0), a.size(1), b.size(2)});
+}
+void bmm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "bmm", [&]<typename T>() {
+    const Shape batch{c.in(0).size(0)};
+    batched_gemm<T>(outs[0].data_ptr<T>(), batch, operand<T>(c.in(0)), operand<T>(c.in(1)), T(1),
+                    T(0));
+  });
+}
+
+// ---- addmm: beta * self + alpha * (a @ b), self broadcast to [n, m]; attrs [beta, alpha] ----
+int addmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor &self = c.in(0), &a = c.in(1), &b = c.in(2);
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: expected 2-D matrices, got shapes ",
+             a.shape_str(), " and ", b.shape_str());
+  check_dtypes("addmm", a, b);
+  KILN_CHECK(self.dtype() == a.dtype(), DTypeError, "addmm: self has dtype ", self.dtype(),
+             " but the matrices have dtype ", a.dtype());
+  check_inner("addmm", a, b, a.size(1), b.size(0));
+  check_blas_size("addmm", {a.size(0), a.size(1), b.size(1)});
+  const Shape sizes{a.size(0), b.size(1)};
+  bool ok = self.dim() <= 2;
+  for (int64_t d = 0; ok && d < self.dim(); ++d) {
+    const int64_t s = self.size(d);
+    ok = s == 1 || s == sizes[2 - self.dim() + d];
+  }
+  KILN_CHECK(ok, ShapeError, "addmm: self of shape ", self.shape_str(),
+             " cannot be broadcast to the product's shape ", IntList(sizes));
+  return one_output(out, a.dtype(), sizes);
+}
+void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.in(0);
+  const Tensor& out = outs[0];
+  KILN_DISPATCH_FLOATING(out.dtype(), "addmm", [&]<typename T>() {
+    const T beta = c.attrs.scalar(0).to<T>(), alpha = c.attrs.scalar(1).to<T>();
+    T* o = out.data_ptr<T>();
+    const int64_t n = out.size(0), m = out.size(1);
+    if (beta != T(0)) {  // out = self (broadcast); gemm then scales it by beta
+      const T* s = self.data_ptr<T>();
+      const int64_t nd = self.dim();
+      const int64_t rs = nd == 2 && self.size(0) > 1 ? self.stride(0) : 0;
+      const int64_t cs = nd >= 1 && self.size(-1) > 1 ? self.stride(-1) : 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j) o[i * m + j] = s[i * rs + j * cs];
+    }  // beta == 0 ignores self entirely (NaN included), as in BLAS and PyTorch
+    batched_gemm<T>(o, {}, operand<T>(c.in(1)), operand<T>(c.in(2)), alpha, beta);
+  });
+}
+
+}  // namespace
+
+const OpDef& matmul_op = register_op({.name = "matmul",
+                                      .schema = "matmul(Tensor self, Tensor other) -> Tensor",
+                                      .kind = OpKind::Extern,
+                                      .meta = matmul_meta,
+                                      .kernel = matmul_kernel});
+const OpDef& mm_op = register_op({.name = "mm",
+                                  .schema = "mm(Tensor self, Tensor mat2) -> Tensor",
+                                  .kind = OpKind::Extern,
+                                  .meta = mm_meta,
+                                  .kernel = mm_kernel});
+const OpDef& bmm_op = register_op({.name = "bmm",
+                                   .schema = "bmm(Tensor self, Tensor mat2) -> Tensor",
+                                   .kind = OpKind::Extern,
+                                   .meta = bmm_meta,
+                                   .kernel = bmm_kernel});
+const OpDef& addmm_op = register_op(
+    {.name = "addmm",
+     .schema = "addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor",
+     .kind = OpKind::Extern,
+     .attr_names = {"beta", "alpha"},
+     .meta = addmm_meta,
+     .kernel = addmm_kernel});
+
+}  // namespace ops
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return ops::call(ops::matmul_op, {a, b}); }
+Tensor mm(const Tensor& a, const Tensor& b) { return ops::call(ops::mm_op, {a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return ops::call(ops::bmm_op, {a, b}); }
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+             const Scalar& alpha) {
+  return ops::call(ops::addmm_op, {self, a, b}, {beta, alpha});
 }
 Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b) {
-  throw NotImplementedError("matmul_out: not implemented yet");
+  return ops::call_into(out, ops::matmul_op, {a, b});
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  KILN_CHECK(weight.dim() == 2, ShapeError,
+             "linear: weight must be 2-D [out_features, in_features], got shape ",
+             weight.shape_str());
+  KILN_CHECK(x.dim() >= 1, ShapeError, "linear: input must have at least 1 dimension, got shape ",
+             x.shape_str());
+  KILN_CHECK(x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ", x.shape_str(),
+             " has ", x.size(-1), " features but weight of shape ", weight.shape_str(), " expects ",
+             weight.size(1));
+  if (!bias) return matmul(x, weight.t());
+  // With a bias, fold the leading dims into rows so the bias rides along in one addmm.
+  if (x.dim() == 2) return addmm(*bias, x, weight.t());
+  if (x.dim() > 2 && bias->dim() <= 1 && x.is_contiguous()) {
+    Shape out_sizes = x.sizes();
+    out_sizes.back() = weight.size(0);
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+    return addmm(*bias, x.reshape({rows, x.size(-1)}), weight.t()).view(out_sizes);
+  }
+  return add(matmul(x, weight.t()), *bias);
 }
 
 }  // namespace kiln

@@ -1,28 +1,544 @@
-// Stub: these ops are not implemented yet; each throws NotImplementedError naming itself.
-#include "kiln/kiln.h"
+// Neural-network functional ops. layer_norm and rms_norm have dedicated row kernels (one pass
+// for the row statistics, one writing the normalised row, OpenMP over rows); the losses,
+// dropout and attention are composites of public ops.
+#include <cmath>
+#include <limits>
+
+#include "kiln/core/random.h"
+#include "kiln/ops/factory.h"
+#include "kiln/ops/indexing.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
+#include "ops/kernels/loops.h"
+#include "ops/kernels/stream_store.h"
+#include "ops/op_utils.h"
 
 namespace kiln {
+namespace ops {
+namespace {
 
-Tensor layer_norm(const Tensor& x, IntList normalized_shape, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, double eps) {
-  throw NotImplementedError("layer_norm: not implemented yet");
+using vec::Vec;
+
+// Rows up to this long have the next row prefetched while they are normalised (longer ones
+// would be evicted again before use).
+constexpr int64_t kPrefetchRow = 4096;
+
+// ---- shared by layer_norm and rms_norm ----
+
+// Checks x's trailing dims against normalized_shape, and an affine parameter's shape and dtype.
+void check_normalized_shape(const char* op, const Tensor& x, IntList normalized_shape) {
+  KILN_CHECK(!normalized_shape.empty(), ValueError, op,
+             ": normalized_shape must name at least one dim, got []");
+  bool ok = x.dim() >= normalized_shape.ssize();
+  for (int64_t i = 0; ok && i < normalized_shape.ssize(); ++i)
+    ok = x.size(x.dim() - normalized_shape.ssize() + i) == normalized_shape[i];
+  KILN_CHECK(
+      ok, ShapeError, op, ": normalized_shape ", normalized_shape,
+      " expects an input of shape [*, ",
+      [&] {
+        std::string s;
+        for (int64_t d : normalized_shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+        return s;
+      }(),
+      "], got ", x.shape_str());
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, op,
+             ": expected a floating input (float32 or float64), got dtype ", x.dtype());
 }
-Tensor rms_norm(const Tensor& x, IntList normalized_shape, const std::optional<Tensor>& weight, std::optional<double> eps) {
-  throw NotImplementedError("rms_norm: not implemented yet");
+void check_param(const char* op, const char* what, const Tensor& p, const Tensor& x,
+                 IntList normalized_shape) {
+  KILN_CHECK(p.sizes() == normalized_shape.shape(), ShapeError, op, ": ", what, " of shape ",
+             p.shape_str(), " does not match normalized_shape ", normalized_shape);
+  KILN_CHECK(p.dtype() == x.dtype(), DTypeError, op, ": ", what, " has dtype ", p.dtype(),
+             " but the input has dtype ", x.dtype());
 }
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing, const std::string& reduction) {
-  throw NotImplementedError("cross_entropy: not implemented yet");
+// Shape of the per-row statistics: x's leading dims, then 1 for each normalised dim.
+Shape stats_shape(const Tensor& x, int64_t normalized_dims) {
+  Shape s = x.sizes();
+  for (int64_t d = x.dim() - normalized_dims; d < x.dim(); ++d) s[d] = 1;
+  return s;
 }
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
-  throw NotImplementedError("nll_loss: not implemented yet");
+int64_t leading_rows(const Tensor& x, int64_t normalized_dims) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d < x.dim() - normalized_dims; ++d) rows *= x.size(d);
+  return rows;
 }
+
+template <typename T>
+T lane_sum(Vec<T> v) {
+  alignas(64) T buf[Vec<T>::width];
+  v.store(buf);
+  T s = 0;
+  for (int i = 0; i < Vec<T>::width; ++i) s += buf[i];
+  return s;
+}
+
+// Running mean and sum of squared deviations of `count` values (Welford / Chan et al.).
+template <typename T>
+struct Moments {
+  T count = 0, mean = 0, m2 = 0;
+  void add(T x) {
+    count += 1;
+    const T d = x - mean;
+    mean += d / count;
+    m2 += d * (x - mean);
+  }
+  void merge(const Moments& o) {
+    if (o.count == 0) return;
+    const T n = count + o.count, d = o.mean - mean;
+    mean += d * (o.count / n);
+    m2 += o.m2 + d * d * (count * o.count / n);
+    count = n;
+  }
+};
+
+// Moments of the lanes of `steps`-count vector accumulators, merged as a tree (equal counts).
+template <typename T>
+Moments<T> merge_lanes(Vec<T> mean, Vec<T> m2, T steps) {
+  constexpr int W = Vec<T>::width;
+  alignas(64) T mu[W], sq[W];
+  mean.store(mu);
+  m2.store(sq);
+  T count = steps;
+  for (int width = W; width > 1; width /= 2) {
+    for (int i = 0; i < width / 2; ++i) {
+      const T d = mu[i + width / 2] - mu[i];
+      mu[i] = (mu[i] + mu[i + width / 2]) / 2;
+      sq[i] = sq[i] + sq[i + width / 2] + d * d * (count / 2);
+    }
+    count *= 2;
+  }
+  return {count, mu[0], sq[0]};
+}
+
+// Mean and (biased) variance of a contiguous row in one pass: Welford per vector lane, with
+// four independent accumulators so the update latency overlaps, then merged.
+template <typename T>
+Moments<T> row_moments(const T* x, int64_t n) {
+  using V = Vec<T>;
+  constexpr int64_t W = V::width;
+  V mean[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))}, m2[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
+  int64_t i = 0, steps = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const V rcp(T(1) / static_cast<T>(++steps));
+    for (int a = 0; a < 4; ++a) {
+      const V v = V::load(x + i + a * W), d = v - mean[a];
+      mean[a] = vec::fmadd(d, rcp, mean[a]);
+      m2[a] = vec::fmadd(d, v - mean[a], m2[a]);
+    }
+  }
+  Moments<T> total;
+  if (steps > 0) {
+    // The four accumulators have equal counts: merge them pairwise.
+    const T half = static_cast<T>(steps) / 2;
+    for (int a = 0; a < 2; ++a) {
+      const V d = mean[a + 2] - mean[a];
+      mean[a] = (mean[a] + mean[a + 2]) * V(T(0.5));
+      m2[a] = m2[a] + m2[a + 2] + d * d * V(half);
+    }
+    const V d = mean[1] - mean[0];
+    mean[0] = (mean[0] + mean[1]) * V(T(0.5));
+    m2[0] = m2[0] + m2[1] + d * d * V(static_cast<T>(steps));
+    total = merge_lanes(mean[0], m2[0], static_cast<T>(4 * steps));
+  }
+  // Up to three more whole vectors, then single elements.
+  V rmean(T(0)), rm2(T(0));
+  int64_t rsteps = 0;
+  for (; i + W <= n; i += W) {
+    const V rcp(T(1) / static_cast<T>(++rsteps));
+    const V v = V::load(x + i), d = v - rmean;
+    rmean = vec::fmadd(d, rcp, rmean);
+    rm2 = vec::fmadd(d, v - rmean, rm2);
+  }
+  if (rsteps > 0) total.merge(merge_lanes(rmean, rm2, static_cast<T>(rsteps)));
+  Moments<T> tail;
+  for (; i < n; ++i) tail.add(x[i]);
+  total.merge(tail);
+  return total;
+}
+
+// y = (x - mean) * rstd [* w] [+ b] over a row, vectorised; `stream` writes the full vectors
+// with streaming stores (when y is aligned for them). `next` (or null) is the row processed
+// after this one, prefetched meanwhile.
+template <typename T, bool HasW, bool HasB>
+void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b, bool stream,
+                   const T* next) {
+  using V = Vec<T>;
+  constexpr int64_t W = V::width;
+  // (x - mean) * rstd rather than x * rstd - mean * rstd, which cancels badly when |mean| is
+  // large against the spread.
+  const V vmean(mean), vrstd(rstd);
+  auto f = [&](int64_t j) {
+    V r = (V::load(x + j) - vmean) * vrstd;
+    if constexpr (HasW) r = r * V::load(w + j);
+    if constexpr (HasB) r = r + V::load(b + j);
+    return r;
+  };
+  const int64_t full = n - n % W;
+  // One prefetch per 64-byte line of the next row, so that its statistics pass finds it in cache.
+  constexpr int64_t kLine = 64 / sizeof(T);
+  auto prefetch = [&](int64_t i) {
+    if (next && i % kLine == 0) __builtin_prefetch(next + i);
+  };
+  if (stream && vec::stream_aligned(y)) {
+    for (int64_t i = 0; i < full; i += W) {
+      prefetch(i);
+      vec::store_stream(f(i), y + i);
+    }
+  } else {
+    for (int64_t i = 0; i < full; i += W) {
+      prefetch(i);
+      f(i).store(y + i);
+    }
+  }
+  for (int64_t i = full; i < n; ++i) {  // scalar tail, same arithmetic
+    T r = (x[i] - mean) * rstd;
+    if constexpr (HasW) r = r * w[i];
+    if constexpr (HasB) r = r + b[i];
+    y[i] = r;
+  }
+}
+
+// ---- layer_norm: inputs [x, weight?, bias?]; attrs [normalized_shape, eps, has_weight,
+// has_bias]; outputs [y, mean, rstd] (the statistics are kept for the backward pass) ----
+int layer_norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  const IntList shape = c.attrs.ints(0);
+  check_normalized_shape("layer_norm", x, shape);
+  const bool has_w = c.attrs.b(2), has_b = c.attrs.b(3);
+  KILN_CHECK(c.inputs.size() == size_t{1} + has_w + has_b, Error, "layer_norm: expected ",
+             1 + has_w + has_b, " inputs, got ", c.inputs.size());
+  if (has_w) check_param("layer_norm", "weight", c.in(1), x, shape);
+  if (has_b) check_param("layer_norm", "bias", c.in(1 + has_w), x, shape);
+  out[0] = {x.dtype(), x.sizes()};
+  out[1] = {x.dtype(), stats_shape(x, shape.ssize())};
+  out[2] = {x.dtype(), stats_shape(x, shape.ssize())};
+  return 3;
+}
+void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const int64_t nd = static_cast<int64_t>(c.attrs.ints(0).size());
+  const bool has_w = c.attrs.b(2), has_b = c.attrs.b(3);
+  const Tensor x = c.in(0).contiguous();
+  const Tensor w = has_w ? c.in(1).contiguous() : Tensor();
+  const Tensor b = has_b ? c.in(1 + has_w).contiguous() : Tensor();
+  const int64_t rows = leading_rows(x, nd), n = rows == 0 ? 0 : x.numel() / rows;
+  KILN_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename T>() {
+    const T eps = static_cast<T>(c.attrs.f(1));
+    const T* xp = x.data_ptr<T>();
+    T* yp = outs[0].data_ptr<T>();
+    T* mean_p = outs[1].data_ptr<T>();
+    T* rstd_p = outs[2].data_ptr<T>();
+    const T* wp = has_w ? w.data_ptr<T>() : nullptr;
+    const T* bp = has_b ? b.data_ptr<T>() : nullptr;
+    const bool stream =
+        x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+    auto run = [&]<bool HasW, bool HasB>() {
+      kernels::parallel_range(
+          rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              if (n == 0) {  // statistics of an empty row, as mean() of nothing
+                mean_p[r] = rstd_p[r] = std::numeric_limits<T>::quiet_NaN();
+                continue;
+              }
+              const Moments<T> m = row_moments(xp + r * n, n);
+              const T var = std::max(m.m2 / static_cast<T>(n), T(0));
+              const T rstd = T(1) / std::sqrt(var + eps);
+              mean_p[r] = m.mean;
+              rstd_p[r] = rstd;
+              const T* next = r + 1 < r1 && n <= kPrefetchRow ? xp + (r + 1) * n : nullptr;
+              normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream,
+                                           next);
+            }
+            if (stream) vec::stream_fence();
+          });
+    };
+    if (has_w && has_b)
+      run.template operator()<true, true>();
+    else if (has_w)
+      run.template operator()<true, false>();
+    else if (has_b)
+      run.template operator()<false, true>();
+    else
+      run.template operator()<false, false>();
+  });
+}
+
+// ---- rms_norm: inputs [x, weight?]; attrs [normalized_shape, eps, has_weight];
+// outputs [y, rstd] ----
+int rms_norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  const IntList shape = c.attrs.ints(0);
+  check_normalized_shape("rms_norm", x, shape);
+  const bool has_w = c.attrs.b(2);
+  KILN_CHECK(c.inputs.size() == size_t{1} + has_w, Error, "rms_norm: expected ", 1 + has_w,
+             " inputs, got ", c.inputs.size());
+  if (has_w) check_param("rms_norm", "weight", c.in(1), x, shape);
+  out[0] = {x.dtype(), x.sizes()};
+  out[1] = {x.dtype(), stats_shape(x, shape.ssize())};
+  return 2;
+}
+void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const int64_t nd = static_cast<int64_t>(c.attrs.ints(0).size());
+  const bool has_w = c.attrs.b(2);
+  const Tensor x = c.in(0).contiguous();
+  const Tensor w = has_w ? c.in(1).contiguous() : Tensor();
+  const int64_t rows = leading_rows(x, nd), n = rows == 0 ? 0 : x.numel() / rows;
+  KILN_DISPATCH_FLOATING(x.dtype(), "rms_norm", [&]<typename T>() {
+    using V = Vec<T>;
+    constexpr int64_t W = V::width;
+    const T eps = static_cast<T>(c.attrs.f(1));
+    const T* xp = x.data_ptr<T>();
+    T* yp = outs[0].data_ptr<T>();
+    T* rstd_p = outs[1].data_ptr<T>();
+    const T* wp = has_w ? w.data_ptr<T>() : nullptr;
+    const bool stream =
+        x.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+    kernels::parallel_range(
+        rows, std::max<int64_t>(1, kParallelGrain / 2 / std::max<int64_t>(n, 1)),
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* row = xp + r * n;
+            V s[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
+            int64_t i = 0;
+            for (; i + 4 * W <= n; i += 4 * W)
+              for (int a = 0; a < 4; ++a) {
+                const V v = V::load(row + i + a * W);
+                s[a] = vec::fmadd(v, v, s[a]);
+              }
+            for (; i + W <= n; i += W) {
+              const V v = V::load(row + i);
+              s[0] = vec::fmadd(v, v, s[0]);
+            }
+            T ss = lane_sum((s[0] + s[1]) + (s[2] + s[3]));
+            for (; i < n; ++i) ss += row[i] * row[i];
+            const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
+            rstd_p[r] = rstd;
+            const T* next = r + 1 < r1 && n <= kPrefetchRow ? row + n : nullptr;
+            if (has_w)
+              normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream,
+                                            next);
+            else
+              normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr,
+                                             stream, next);
+          }
+          if (stream) vec::stream_fence();
+        });
+  });
+}
+
+}  // namespace
+
+// Extern: fused row kernels (a decomposition into reductions can be attached later).
+const OpDef& layer_norm_op = register_op(
+    {.name = "layer_norm",
+     .schema = "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int[] normalized_shape, "
+               "float eps, bool has_weight, bool has_bias) -> (Tensor, Tensor mean, Tensor rstd)",
+     .kind = OpKind::Extern,
+     .attr_names = {"normalized_shape", "eps", "has_weight", "has_bias"},
+     .meta = layer_norm_meta,
+     .kernel = layer_norm_kernel});
+const OpDef& rms_norm_op = register_op(
+    {.name = "rms_norm",
+     .schema = "rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps, "
+               "bool has_weight) -> (Tensor, Tensor rstd)",
+     .kind = OpKind::Extern,
+     .attr_names = {"normalized_shape", "eps", "has_weight"},
+     .meta = rms_norm_meta,
+     .kernel = rms_norm_kernel});
+
+}  // namespace ops
+
+Tensor layer_norm(const Tensor& x, IntList normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  std::vector<Tensor> inputs{x};
+  if (weight) inputs.push_back(*weight);
+  if (bias) inputs.push_back(*bias);
+  return dispatch1(ops::layer_norm_op, inputs,
+                   {ops::ints_attr(normalized_shape), eps, weight.has_value(), bias.has_value()});
+}
+
+Tensor rms_norm(const Tensor& x, IntList normalized_shape, const std::optional<Tensor>& weight,
+                std::optional<double> eps) {
+  std::vector<Tensor> inputs{x};
+  if (weight) inputs.push_back(*weight);
+  // PyTorch's default: the machine epsilon of the input's dtype.
+  const double e = eps.value_or(x.dtype() == DType::Float64
+                                    ? std::numeric_limits<double>::epsilon()
+                                    : static_cast<double>(std::numeric_limits<float>::epsilon()));
+  return dispatch1(ops::rms_norm_op, inputs,
+                   {ops::ints_attr(normalized_shape), e, weight.has_value()});
+}
+
+// ---- losses (composites) ----
+namespace {
+
+enum class Reduction { None, Mean, Sum };
+Reduction parse_reduction(const char* op, const std::string& r) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  throw ValueError(
+      detail::concat(op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"", r, "\""));
+}
+
+// Checks class-index targets against [N, C, d1...] (or [C]) scores; returns the class dim.
+int64_t check_class_target(const char* op, const Tensor& scores, const Tensor& target) {
+  KILN_CHECK(is_floating(scores.dtype()), DTypeError, op,
+             ": expected floating scores (float32 or float64), got dtype ", scores.dtype());
+  KILN_CHECK(target.dtype() == DType::Int64, DTypeError, op,
+             ": expected int64 class indices as target, got dtype ", target.dtype(),
+             " (class-probability targets are not supported)");
+  KILN_CHECK(scores.dim() >= 1, ShapeError, op,
+             ": expected scores of shape [C] or [N, C, ...], got a 0-d tensor");
+  const int64_t class_dim = scores.dim() == 1 ? 0 : 1;
+  bool ok = target.dim() == scores.dim() - 1;
+  for (int64_t d = 0; ok && d < target.dim(); ++d)
+    ok = target.size(d) == scores.size(d < class_dim ? d : d + 1);
+  KILN_CHECK(ok, ShapeError, op, ": target of shape ", target.shape_str(),
+             " does not match scores of shape ", scores.shape_str(), " (expected ",
+             scores.dim() == 1 ? "a 0-d target for [C] scores" : "[N, ...] for [N, C, ...] scores",
+             ")");
+  return class_dim;
+}
+
+// -log_probs[target] per element (0 where target == ignore_index), and the kept-element mask.
+std::pair<Tensor, Tensor> picked_nll(const char* op, const Tensor& log_probs, const Tensor& target,
+                                     int64_t class_dim, int64_t ignore_index) {
+  const Tensor keep = target != Scalar(ignore_index);
+  const Tensor safe_target = masked_fill(target, logical_not(keep), 0);
+  Tensor picked;
+  try {
+    picked = gather(log_probs, class_dim, safe_target.unsqueeze(class_dim)).squeeze(class_dim);
+  } catch (const IndexError& e) {
+    throw IndexError(detail::concat(op, ": a target class index is out of range for ",
+                                    log_probs.size(class_dim), " classes (", e.what(), ")"));
+  }
+  return {masked_fill(neg(picked), logical_not(keep), 0), keep};
+}
+
+Tensor reduce_loss(const Tensor& loss, const Tensor& keep, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return sum(loss) / sum(keep, {}, false, loss.dtype());  // 0/0 = NaN
+  }
+  return loss;
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
+                const std::string& reduction) {
+  const Reduction r = parse_reduction("nll_loss", reduction);
+  const int64_t class_dim = check_class_target("nll_loss", log_probs, target);
+  auto [loss, keep] = picked_nll("nll_loss", log_probs, target, class_dim, ignore_index);
+  return reduce_loss(loss, keep, r);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     double label_smoothing, const std::string& reduction) {
+  const Reduction r = parse_reduction("cross_entropy", reduction);
+  KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
+             "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  const int64_t class_dim = check_class_target("cross_entropy", logits, target);
+  const Tensor log_probs = log_softmax(logits, class_dim);
+  auto [loss, keep] = picked_nll("cross_entropy", log_probs, target, class_dim, ignore_index);
+  if (label_smoothing > 0.0) {
+    // Mixes in the loss against the uniform distribution: -mean over classes of log_probs.
+    const double classes = static_cast<double>(logits.size(class_dim));
+    Tensor uniform = masked_fill(neg(sum(log_probs, {class_dim})), logical_not(keep), 0);
+    loss = loss * (1.0 - label_smoothing) + uniform * (label_smoothing / classes);
+  }
+  return reduce_loss(loss, keep, r);
+}
+
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  throw NotImplementedError("mse_loss: not implemented yet");
+  const Reduction r = parse_reduction("mse_loss", reduction);
+  KILN_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError,
+             "mse_loss: expected floating tensors, got dtypes ", input.dtype(), " and ",
+             target.dtype());
+  const Tensor operands[] = {input, target};
+  ops::broadcast_shapes("mse_loss", operands);
+  const Tensor diff = input - target;
+  const Tensor sq = diff * diff;
+  switch (r) {
+    case Reduction::None:
+      return sq;
+    case Reduction::Sum:
+      return sum(sq);
+    case Reduction::Mean:
+      return mean(sq);
+  }
+  return sq;
 }
+
+// ---- dropout and attention (composites) ----
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
-  throw NotImplementedError("dropout: not implemented yet");
+  KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, "dropout: expected a floating input, got dtype ",
+             x.dtype());
+  if (p == 1.0) return zeros_like(x);
+  // The kept elements are scaled by 1 / (1 - p) so the expectation is unchanged.
+  Tensor scale = bernoulli(x.sizes(), 1.0 - p, x.dtype(), generator);
+  scale.mul_(Scalar(1.0 / (1.0 - p)));
+  return x * scale;
 }
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale, Generator* generator) {
-  throw NotImplementedError("scaled_dot_product_attention: not implemented yet");
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& attn_mask, double dropout_p,
+                                    bool is_causal, std::optional<double> scale,
+                                    Generator* generator) {
+  const char* op = "scaled_dot_product_attention";
+  KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,
+             ": query, key and value need at least 2 dims [..., L, E], got shapes ", q.shape_str(),
+             ", ", k.shape_str(), " and ", v.shape_str());
+  KILN_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), DTypeError,
+             op, ": query, key and value must share one floating dtype, got ", q.dtype(), ", ",
+             k.dtype(), " and ", v.dtype());
+  KILN_CHECK(q.size(-1) == k.size(-1), ShapeError, op, ": query of shape ", q.shape_str(),
+             " and key of shape ", k.shape_str(), " differ in the embedding dim (", q.size(-1),
+             " != ", k.size(-1), ")");
+  KILN_CHECK(k.size(-2) == v.size(-2), ShapeError, op, ": key of shape ", k.shape_str(),
+             " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(-2),
+             " != ", v.size(-2), ")");
+  KILN_CHECK(!(is_causal && attn_mask), ValueError, op,
+             ": pass either attn_mask or is_causal=true, not both");
+  KILN_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, ValueError, op,
+             ": dropout_p must be in [0, 1], got ", dropout_p);
+  const int64_t L = q.size(-2), S = k.size(-2);
+  if (attn_mask) {
+    const Tensor& m = *attn_mask;
+    KILN_CHECK(m.dtype() == DType::Bool || m.dtype() == q.dtype(), DTypeError, op,
+               ": attn_mask must be bool or have the query's dtype ", q.dtype(), ", got ",
+               m.dtype());
+    // Its last two dims must broadcast to the scores' [L, S]; batch dims broadcast as usual.
+    const bool ok = (m.dim() < 1 || m.size(-1) == 1 || m.size(-1) == S) &&
+                    (m.dim() < 2 || m.size(-2) == 1 || m.size(-2) == L);
+    KILN_CHECK(ok, ShapeError, op, ": attn_mask of shape ", m.shape_str(),
+               " cannot be broadcast to the attention scores [..., ", L, ", ", S, "]");
+  }
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  Tensor scores = matmul(q, k.mT());
+  scores.mul_(Scalar(s));
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) {  // keep j <= i (top-left aligned, as PyTorch)
+    const Tensor above = arange(L).unsqueeze(1) < arange(S).unsqueeze(0);
+    masked_fill_(scores, above, neg_inf);
+  } else if (attn_mask && attn_mask->dtype() == DType::Bool) {
+    scores = where(*attn_mask, scores, wrap_scalar(neg_inf));
+  } else if (attn_mask) {
+    scores = scores + *attn_mask;
+  }
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, generator);
+  return matmul(weights, v);
 }
 
 }  // namespace kiln

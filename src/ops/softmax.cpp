@@ -1,13 +1,328 @@
-// Stub: these ops are not implemented yet; each throws NotImplementedError naming itself.
-#include "kiln/kiln.h"
+// softmax and log_softmax along one dim, numerically stable (the row max is subtracted before
+// exp). The common case — the last dim of a contiguous tensor — has a dedicated row kernel:
+// one pass for the max, one computing exp(x - max) into the output while summing, one scaling
+// it (the row is in cache for the last two). Outputs much larger than the caches are written
+// only in the last pass, with streaming stores. Other dims view the tensor as [outer, dim, inner]
+// and run the same three passes over whole inner rows, vectorised along inner.
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <omp.h>
+
+#include "kiln/ops/reduction.h"
+#include "ops/kernels/loops.h"
+#include "ops/kernels/stream_store.h"
+#include "ops/op_utils.h"
 
 namespace kiln {
+namespace ops {
+namespace {
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  throw NotImplementedError("softmax: not implemented yet");
+using vec::Vec;
+
+// Rows up to this long are staged in a stack buffer when streaming (softmax).
+constexpr int64_t kRowBuffer = 4096;
+
+// The first `rem` lanes from p, the rest `fill`.
+template <typename T>
+Vec<T> load_partial(const T* p, int64_t rem, T fill) {
+  alignas(64) T buf[Vec<T>::width];
+  for (int64_t i = 0; i < Vec<T>::width; ++i) buf[i] = i < rem ? p[i] : fill;
+  return Vec<T>::load(buf);
 }
+template <typename T>
+void store_partial(Vec<T> v, T* p, int64_t rem) {
+  alignas(64) T buf[Vec<T>::width];
+  v.store(buf);
+  std::memcpy(p, buf, static_cast<size_t>(rem) * sizeof(T));
+}
+// max that ignores NaN lanes: a NaN in the row reaches every output through the sum anyway.
+template <typename T>
+Vec<T> vmax(Vec<T> a, Vec<T> b) {
+  return vec::select(a > b, a, b);
+}
+template <typename T>
+T reduce_lanes(Vec<T> v, bool take_max) {
+  alignas(64) T buf[Vec<T>::width];
+  v.store(buf);
+  T r = buf[0];
+  for (int i = 1; i < Vec<T>::width; ++i) r = take_max ? (buf[i] > r ? buf[i] : r) : r + buf[i];
+  return r;
+}
+
+// softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is
+// written once, with streaming stores, in the last pass; softmax then keeps exp(x - max) in
+// `buf` (room for kRowBuffer elements) instead of in y. `next` (or null) is the row to be
+// processed after this one: it is prefetched during pass 2, or its max pass would wait on
+// memory.
+template <typename T, bool Log>
+void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf, const T* next) {
+  using V = Vec<T>;
+  constexpr int64_t W = V::width;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  // Pass 1: the max, with four accumulators to hide the compare latency.
+  V m0(kNegInf), m1(kNegInf), m2(kNegInf), m3(kNegInf);
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    m0 = vmax(m0, V::load(x + i));
+    m1 = vmax(m1, V::load(x + i + W));
+    m2 = vmax(m2, V::load(x + i + 2 * W));
+    m3 = vmax(m3, V::load(x + i + 3 * W));
+  }
+  for (; i + W <= n; i += W) m0 = vmax(m0, V::load(x + i));
+  if (i < n) m1 = vmax(m1, load_partial(x + i, n - i, kNegInf));
+  const T mx = reduce_lanes(vmax(vmax(m0, m1), vmax(m2, m3)), true);
+
+  // Pass 2: exp(x - max) summed (and, for softmax, kept in y or buf).
+  stream = stream && vec::stream_aligned(y) && (Log || n <= kRowBuffer);
+  T* e_out = stream ? buf : y;  // where softmax keeps exp(x - max) until pass 3
+  const bool keep = !Log;
+  const V vmx(mx);
+  V s0(T(0)), s1(T(0));
+  i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    if (next) __builtin_prefetch(next + i);
+    const V e0 = vec::exp(V::load(x + i) - vmx), e1 = vec::exp(V::load(x + i + W) - vmx);
+    if (keep) {
+      e0.store(e_out + i);
+      e1.store(e_out + i + W);
+    }
+    s0 = s0 + e0;
+    s1 = s1 + e1;
+  }
+  for (; i + W <= n; i += W) {
+    const V e = vec::exp(V::load(x + i) - vmx);
+    if (keep) e.store(e_out + i);
+    s0 = s0 + e;
+  }
+  T sum = reduce_lanes(s0 + s1, false);
+  alignas(64) T tail[W];
+  if (i < n) {  // the tail through the same vector exp, so no element depends on its position
+    vec::exp(load_partial(x + i, n - i, T(0)) - vmx).store(tail);
+    for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
+  }
+
+  // Pass 3: normalise.
+  const int64_t full = n - n % W;
+  if constexpr (Log) {
+    const V shift(mx), log_sum(std::log(sum));
+    auto f = [&](V v) { return (v - shift) - log_sum; };
+    if (stream) {
+      for (i = 0; i < full; i += W) vec::store_stream(f(V::load(x + i)), y + i);
+    } else {
+      for (i = 0; i < full; i += W) f(V::load(x + i)).store(y + i);
+    }
+    if (full < n) store_partial(f(load_partial(x + full, n - full, T(0))), y + full, n - full);
+  } else {
+    const V inv(T(1) / sum);
+    if (stream) {
+      for (i = 0; i < full; i += W) vec::store_stream(V::load(buf + i) * inv, y + i);
+    } else {
+      for (i = 0; i < full; i += W) (V::load(y + i) * inv).store(y + i);
+    }
+    if (full < n) store_partial(V::load(tail) * inv, y + full, n - full);
+  }
+}
+
+// ---- softmax along a dim other than the last: a contiguous [outer, d, inner] tensor ----
+// Each pass walks whole rows of `inner` elements in memory order, updating per-column
+// accumulators (max, then sum), so that memory is read as sequential streams.
+
+// f(j, n) over [0, len) in vector steps (n < width for the tail).
+template <typename T, typename F>
+inline void each_vector(int64_t len, F&& f) {
+  int64_t j = 0;
+  for (; j + Vec<T>::width <= len; j += Vec<T>::width) f(j, Vec<T>::width);
+  if (j < len) f(j, len - j);
+}
+template <typename T>
+inline Vec<T> load_n(const T* p, int64_t n, T fill = T(0)) {
+  return n == Vec<T>::width ? Vec<T>::load(p) : load_partial(p, n, fill);
+}
+template <typename T>
+inline void store_n(Vec<T> v, T* p, int64_t n) {
+  if (n == Vec<T>::width)
+    v.store(p);
+  else
+    store_partial(v, p, n);
+}
+
+// mx = max(mx, rows [r0, r1) of x), column-wise.
+template <typename T>
+void max_rows(const T* x, int64_t inner, int64_t r0, int64_t r1, T* mx) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * inner;
+    each_vector<T>(inner, [&](int64_t j, int64_t n) {
+      store_n(vmax(load_n(mx + j, n, kNegInf), load_n(row + j, n, kNegInf)), mx + j, n);
+    });
+  }
+}
+// sum += exp(x - mx) over rows [r0, r1), also stored into y for softmax.
+template <typename T, bool Log>
+void exp_rows(const T* x, T* y, int64_t inner, int64_t r0, int64_t r1, const T* mx, T* sum) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * inner;
+    T* out = y + r * inner;
+    each_vector<T>(inner, [&](int64_t j, int64_t n) {
+      const Vec<T> e = vec::exp(load_n(row + j, n) - load_n(mx + j, n));
+      if constexpr (!Log) store_n(e, out + j, n);
+      store_n(load_n(sum + j, n) + e, sum + j, n);
+    });
+  }
+}
+// Rows [r0, r1) of the result: y *= factor (softmax; factor = 1 / sum) or
+// y = (x - mx) - factor (log_softmax; factor = log(sum)).
+template <typename T, bool Log>
+void finish_rows(const T* x, T* y, int64_t inner, int64_t r0, int64_t r1, const T* mx,
+                 const T* factor) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * inner;
+    T* out = y + r * inner;
+    each_vector<T>(inner, [&](int64_t j, int64_t n) {
+      if constexpr (Log) {
+        store_n((load_n(row + j, n) - load_n(mx + j, n)) - load_n(factor + j, n), out + j, n);
+      } else {
+        store_n(load_n(out + j, n) * load_n(factor + j, n), out + j, n);
+      }
+    });
+  }
+}
+template <typename T, bool Log>
+void sum_to_factor(T* sum, int64_t inner) {
+  for (int64_t j = 0; j < inner; ++j) sum[j] = Log ? std::log(sum[j]) : T(1) / sum[j];
+}
+
+// One [d, inner] slice on the calling thread; mx and sum are scratch of `inner` elements.
+template <typename T, bool Log>
+void softmax_slice(const T* x, T* y, int64_t d, int64_t inner, T* mx, T* sum) {
+  std::fill(mx, mx + inner, -std::numeric_limits<T>::infinity());
+  std::fill(sum, sum + inner, T(0));
+  max_rows(x, inner, 0, d, mx);
+  exp_rows<T, Log>(x, y, inner, 0, d, mx, sum);
+  sum_to_factor<T, Log>(sum, inner);
+  finish_rows<T, Log>(x, y, inner, 0, d, mx, sum);
+}
+
+// One [d, inner] slice split by rows across the threads: each pass accumulates per-thread
+// columns, which one thread then combines. `scratch` holds (threads + 1) * 2 * inner elements.
+template <typename T, bool Log>
+void softmax_slice_parallel(const T* x, T* y, int64_t d, int64_t inner, T* scratch) {
+  T* mx = scratch;
+  T* sum = scratch + inner;
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (d + nt - 1) / nt, r0 = std::min(d, tid * chunk);
+    const int64_t r1 = std::min(d, r0 + chunk);
+    T* my_mx = scratch + (tid + 1) * 2 * inner;
+    T* my_sum = my_mx + inner;
+    std::fill(my_mx, my_mx + inner, -std::numeric_limits<T>::infinity());
+    std::fill(my_sum, my_sum + inner, T(0));
+    max_rows(x, inner, r0, r1, my_mx);
+#pragma omp barrier
+#pragma omp single
+    {
+      std::fill(mx, mx + inner, -std::numeric_limits<T>::infinity());
+      for (int64_t t = 0; t < nt; ++t) max_rows(scratch + (t + 1) * 2 * inner, inner, 0, 1, mx);
+    }
+    exp_rows<T, Log>(x, y, inner, r0, r1, mx, my_sum);
+#pragma omp barrier
+#pragma omp single
+    {
+      std::fill(sum, sum + inner, T(0));
+      for (int64_t t = 0; t < nt; ++t) {
+        const T* part = scratch + (t + 1) * 2 * inner + inner;
+        for (int64_t j = 0; j < inner; ++j) sum[j] += part[j];
+      }
+      sum_to_factor<T, Log>(sum, inner);
+    }
+    finish_rows<T, Log>(x, y, inner, r0, r1, mx, sum);
+  }
+}
+
+int softmax_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, c.op.name,
+             ": expected a floating tensor (float32 or float64), got dtype ", x.dtype(),
+             "; convert it with .to(DType::Float32) first");
+  return one_output(out, x.dtype(), x.sizes());
+}
+
+template <bool Log>
+void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const Tensor x = c.in(0).contiguous();
+  const int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
+  int64_t outer = 1, inner = 1;
+  const int64_t d = x.dim() == 0 ? 1 : x.size(dim);
+  for (int64_t k = 0; k < dim; ++k) outer *= x.size(k);
+  for (int64_t k = dim + 1; k < x.dim(); ++k) inner *= x.size(k);
+  KILN_DISPATCH_FLOATING(x.dtype(), c.op.name.data(), [&]<typename T>() {
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    if (inner == 1) {
+      const bool stream =
+          out.numel() * static_cast<int64_t>(sizeof(T)) >= kernels::kStreamingStoreBytes;
+      kernels::parallel_range(
+          outer, std::max<int64_t>(1, kParallelGrain / 4 / d), [&](int64_t b, int64_t e) {
+            alignas(64) T buf[kRowBuffer];
+            for (int64_t r = b; r < e; ++r)
+              softmax_row<T, Log>(xp + r * d, yp + r * d, d, stream, buf,
+                                  r + 1 < e && d <= kRowBuffer ? xp + (r + 1) * d : nullptr);
+            if (stream) vec::stream_fence();
+          });
+      return;
+    }
+    const int64_t threads = omp_get_max_threads();
+    const bool split_slices =
+        threads > 1 && !omp_in_parallel() && outer < 2 * threads && d * inner >= kParallelGrain;
+    if (split_slices) {
+      std::vector<T> scratch(static_cast<size_t>((threads + 1) * 2 * inner));
+      for (int64_t o = 0; o < outer; ++o)
+        softmax_slice_parallel<T, Log>(xp + o * d * inner, yp + o * d * inner, d, inner,
+                                       scratch.data());
+      return;
+    }
+    // Whole slices per thread, each with its own scratch (one, when already inside a parallel
+    // region: parallel_range then runs on the calling thread).
+    const bool nested = omp_in_parallel();
+    std::vector<T> scratch(static_cast<size_t>((nested ? 1 : threads) * 2 * inner));
+    kernels::parallel_range(outer, std::max<int64_t>(1, kParallelGrain / 4 / (d * inner)),
+                            [&](int64_t b, int64_t e) {
+                              const int64_t slot = nested ? 0 : omp_get_thread_num();
+                              T* mine = scratch.data() + slot * 2 * inner;
+                              for (int64_t o = b; o < e; ++o)
+                                softmax_slice<T, Log>(xp + o * d * inner, yp + o * d * inner, d,
+                                                      inner, mine, mine + inner);
+                            });
+  });
+}
+
+}  // namespace
+
+// Extern: fused kernels; the optimizing backend can later decompose them (amax, sub, exp, sum).
+const OpDef& softmax_op = register_op({.name = "softmax",
+                                       .schema = "softmax(Tensor self, int dim) -> Tensor",
+                                       .kind = OpKind::Extern,
+                                       .attr_names = {"dim"},
+                                       .meta = softmax_meta,
+                                       .kernel = softmax_kernel<false>});
+const OpDef& log_softmax_op = register_op({.name = "log_softmax",
+                                           .schema = "log_softmax(Tensor self, int dim) -> Tensor",
+                                           .kind = OpKind::Extern,
+                                           .attr_names = {"dim"},
+                                           .meta = softmax_meta,
+                                           .kernel = softmax_kernel<true>});
+
+}  // namespace ops
+
+Tensor softmax(const Tensor& x, int64_t dim) { return ops::call(ops::softmax_op, {x}, {dim}); }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  throw NotImplementedError("log_softmax: not implemented yet");
+  return ops::call(ops::log_softmax_op, {x}, {dim});
 }
 
 }  // namespace kiln
