@@ -181,13 +181,13 @@ inline Vec<float> exp(Vec<float> x) {
 }
 
 inline Vec<float> tanh(Vec<float> x) {
-  // |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (exp(2|x|) + 1), with |x| capped at 9 where
-  // tanh is 1 in float (min keeps a NaN in its second operand).
+  // |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (exp(2|x|) + 1), with |x| capped at 10 (beyond which
+  // tanh rounds to 1 in float; min keeps a NaN in its second operand).
   static constexpr float kP[] = {-3.333333135e-01f, 1.333288997e-01f, -5.386392027e-02f,
                                  2.104570158e-02f, -6.155215669e-03f};
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
   const Vec<float> small = fmadd(x * z, horner(z, kP), x);
-  const Vec<float> e = exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(9.0f), a.v)) * Vec<float>(2.0f));
+  const Vec<float> e = exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
   return select(a < Vec<float>(0.625f), small, big);
 }
