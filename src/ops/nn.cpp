@@ -12,7 +12,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
-#include "ops/kernels/stream_store.h"
+#include "ops/kernels/vec.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

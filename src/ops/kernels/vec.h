@@ -263,6 +263,33 @@ V min_nan(V a, V b) {
   return select(isnan_mask(a), a, select(isnan_mask(b), b, select(a < b, a, b)));
 }
 
+// ---- non-temporal ("streaming") stores, for outputs far larger than the caches ----
+
+// Stores a full vector to 32-byte aligned `p`, bypassing the caches where the target allows.
+template <typename T>
+inline void store_stream(Vec<T> v, T* p) {
+#ifdef KILN_VEC_AVX2
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_stream_ps(p, v.v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    _mm256_stream_pd(p, v.v);
+  } else {
+    v.store(p);
+  }
+#else
+  v.store(p);
+#endif
+}
+
+inline bool stream_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
+
+// Orders this thread's streaming stores before whatever it does next.
+inline void stream_fence() {
+#ifdef KILN_VEC_AVX2
+  _mm_sfence();
+#endif
+}
+
 // out[i] = f(in[i]...) over n contiguous elements. The tail is computed as a padded full
 // vector, so an element's value never depends on where it sits in the array.
 //
@@ -279,16 +306,9 @@ inline void map(F&& f, bool stream, T* out, int64_t n, const In*... in) {
   int64_t i = 0;
 #ifdef KILN_VEC_AVX2
   if constexpr (W > 1) {
-    if (stream && reinterpret_cast<uintptr_t>(out) % 32 == 0) {
-      for (; i + W <= n; i += W) {
-        auto v = f(Vec<T>::load(in + i)...);
-        if constexpr (std::is_same_v<T, float>) {
-          _mm256_stream_ps(out + i, v.v);
-        } else {
-          _mm256_stream_pd(out + i, v.v);
-        }
-      }
-      _mm_sfence();  // order the non-temporal stores before anything that follows
+    if (stream && stream_aligned(out)) {
+      for (; i + W <= n; i += W) store_stream(f(Vec<T>::load(in + i)...), out + i);
+      stream_fence();  // order the non-temporal stores before anything that follows
     }
   }
 #endif
