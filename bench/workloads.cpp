@@ -38,9 +38,15 @@ std::function<void()> w6() {
     Tensor y = *x;
     for (int i = 0; i < 100; ++i) {
       switch (i % 3) {
-        case 0: y = y + *c; break;
-        case 1: y = y * *c; break;
-        default: y = tanh(y); break;
+        case 0:
+          y = y + *c;
+          break;
+        case 1:
+          y = y * *c;
+          break;
+        default:
+          y = tanh(y);
+          break;
       }
     }
   };

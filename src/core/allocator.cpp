@@ -155,8 +155,8 @@ class HostAllocator {
   }
 
   [[noreturn]] static void throw_oom(size_t nbytes) {
-    throw Error(detail::concat("out of memory: could not allocate ", nbytes,
-                               " bytes of host memory"));
+    throw Error(
+        detail::concat("out of memory: could not allocate ", nbytes, " bytes of host memory"));
   }
 
   void account(int64_t n) {

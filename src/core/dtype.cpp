@@ -8,10 +8,8 @@ namespace kiln {
 
 namespace {
 constexpr DTypeInfo kDTypeInfo[kNumDTypes] = {
-    {"bool", 1, DTypeCategory::Bool},
-    {"int32", 4, DTypeCategory::Integral},
-    {"int64", 8, DTypeCategory::Integral},
-    {"float32", 4, DTypeCategory::Floating},
+    {"bool", 1, DTypeCategory::Bool},        {"int32", 4, DTypeCategory::Integral},
+    {"int64", 8, DTypeCategory::Integral},   {"float32", 4, DTypeCategory::Floating},
     {"float64", 8, DTypeCategory::Floating},
 };
 // Rank within the promotion lattice (a total order for the dtypes we have).

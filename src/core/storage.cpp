@@ -4,8 +4,7 @@
 
 namespace kiln {
 
-Storage::Storage(Private, void* data, size_t nbytes, bool owned,
-                 std::function<void(void*)> deleter)
+Storage::Storage(Private, void* data, size_t nbytes, bool owned, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), owned_(owned), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {

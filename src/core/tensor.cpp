@@ -37,13 +37,14 @@ int64_t checked_numel(IntList sizes, const char* op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  KILN_CHECK(dim >= lo && dim <= hi, IndexError, op, ": dimension out of range (expected to be in [",
-             lo, ", ", hi, "], but got ", dim, ")");
+  KILN_CHECK(dim >= lo && dim <= hi, IndexError, op,
+             ": dimension out of range (expected to be in [", lo, ", ", hi, "], but got ", dim,
+             ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
-TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes,
-                       Shape strides, DType dtype)
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides,
+                       DType dtype)
     : storage_(std::move(storage)),
       offset_(offset),
       sizes_(std::move(sizes)),
@@ -88,8 +89,8 @@ void TensorImpl::materialize() {
 
 Tensor make_tensor(IntList sizes, DType dtype) {
   int64_t n = checked_numel(sizes, "empty");
-  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / itemsize(dtype), ValueError,
-             "empty: ", n, " elements of dtype ", dtype, " (shape ", sizes,
+  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / itemsize(dtype), ValueError, "empty: ", n,
+             " elements of dtype ", dtype, " (shape ", sizes,
              ") need more bytes than int64 can count");
   auto storage = Storage::allocate(static_cast<size_t>(n) * itemsize(dtype));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes.shape(),
@@ -179,8 +180,8 @@ Tensor::operator bool() const {
   return item<double>() != 0.0;
 }
 
-#define KILN_INSTANTIATE(T)                                       \
-  template std::vector<T> Tensor::to_vector<T>() const;           \
+#define KILN_INSTANTIATE(T)                             \
+  template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>(std::source_location) const;
 KILN_INSTANTIATE(bool)
 KILN_INSTANTIATE(int32_t)

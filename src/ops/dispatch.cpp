@@ -1,9 +1,9 @@
 // The op registry and dispatch: the single entry every op call goes through.
 #include <algorithm>
-#include <utility>
 #include <map>
 #include <mutex>
 #include <ostream>
+#include <utility>
 
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
@@ -127,8 +127,8 @@ bool safe_to_alias(const OpDef& op, const Tensor& input, const Tensor& out) {
   return ahi <= blo || bhi <= alo;
 }
 
-int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> metas,
-             int n, std::span<Tensor, kMaxOpOutputs> outputs) {
+int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> metas, int n,
+             std::span<Tensor, kMaxOpOutputs> outputs) {
   for (int i = 0; i < n; ++i) {
     Tensor& out = outputs[static_cast<size_t>(i)];
     KILN_CHECK(out.defined(), Error, op.name, ": output ", i, " was not provided");
@@ -188,7 +188,8 @@ int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs
   std::array<OutputMeta, kMaxOpOutputs> metas;
   const int n = op.meta(call, metas);
   if (outputs[0].defined()) return run_into(op, call, metas, n, outputs);
-  for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)] = make_tensor(metas[i].sizes, metas[i].dtype);
+  for (int i = 0; i < n; ++i)
+    outputs[static_cast<size_t>(i)] = make_tensor(metas[i].sizes, metas[i].dtype);
   op.kernel(call, outputs.first(static_cast<size_t>(n)));
   return n;
 }

@@ -20,7 +20,9 @@ int full_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   checked_numel(c.attrs.ints(0), "full");
   return one_output(out, c.attrs.dtype(2), Shape(c.attrs.ints(0)));
 }
-void full_kernel(const OpCall& c, std::span<Tensor> outs) { fill_tensor(outs[0], c.attrs.scalar(1)); }
+void full_kernel(const OpCall& c, std::span<Tensor> outs) {
+  fill_tensor(outs[0], c.attrs.scalar(1));
+}
 
 // arange: attrs [start, end, step, dtype]; linspace shares the kernel (value = start + i*step).
 int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step) {
@@ -52,7 +54,8 @@ void arange_kernel(const OpCall& c, std::span<Tensor> outs) {
       for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(s + i * k);
     } else {
       double s = start.to_double(), k = step.to_double();
-      for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(s + static_cast<double>(i) * k);
+      for (int64_t i = 0; i < out.numel(); ++i)
+        p[i] = static_cast<T>(s + static_cast<double>(i) * k);
     }
   });
 }
@@ -96,24 +99,27 @@ void eye_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 }  // namespace
 
-const OpDef& full_op = register_op({.name = "full",
-                                    .schema = "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor",
-                                    .kind = OpKind::Factory,
-                                    .attr_names = {"size", "fill_value", "dtype"},
-                                    .meta = full_meta,
-                                    .kernel = full_kernel});
-const OpDef& arange_op = register_op({.name = "arange",
-                                      .schema = "arange(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor",
-                                      .kind = OpKind::Factory,
-                                      .attr_names = {"start", "end", "step", "dtype"},
-                                      .meta = arange_meta,
-                                      .kernel = arange_kernel});
-const OpDef& linspace_op = register_op({.name = "linspace",
-                                        .schema = "linspace(float start, float end, int steps, ScalarType dtype) -> Tensor",
-                                        .kind = OpKind::Factory,
-                                        .attr_names = {"start", "end", "steps", "dtype"},
-                                        .meta = linspace_meta,
-                                        .kernel = linspace_kernel});
+const OpDef& full_op =
+    register_op({.name = "full",
+                 .schema = "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor",
+                 .kind = OpKind::Factory,
+                 .attr_names = {"size", "fill_value", "dtype"},
+                 .meta = full_meta,
+                 .kernel = full_kernel});
+const OpDef& arange_op = register_op(
+    {.name = "arange",
+     .schema = "arange(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor",
+     .kind = OpKind::Factory,
+     .attr_names = {"start", "end", "step", "dtype"},
+     .meta = arange_meta,
+     .kernel = arange_kernel});
+const OpDef& linspace_op = register_op(
+    {.name = "linspace",
+     .schema = "linspace(float start, float end, int steps, ScalarType dtype) -> Tensor",
+     .kind = OpKind::Factory,
+     .attr_names = {"start", "end", "steps", "dtype"},
+     .meta = linspace_meta,
+     .kernel = linspace_kernel});
 const OpDef& eye_op = register_op({.name = "eye",
                                    .schema = "eye(int n, int m, ScalarType dtype) -> Tensor",
                                    .kind = OpKind::Factory,
@@ -130,7 +136,9 @@ Tensor full(IntList sizes, const Scalar& value, std::optional<DType> dtype) {
 }
 Tensor zeros(IntList sizes, DType dtype) { return full(sizes, 0, dtype); }
 Tensor ones(IntList sizes, DType dtype) { return full(sizes, 1, dtype); }
-Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) { return full({}, value, dtype); }
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
+  return full({}, value, dtype);
+}
 Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
   return empty(t.sizes(), dtype.value_or(t.dtype()));
 }
@@ -161,7 +169,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
 Tensor from_blob(const void* data, IntList sizes, DType dtype) {
   Tensor t = make_tensor(sizes, dtype);
   if (t.numel() > 0) {
-    KILN_CHECK(data != nullptr, ValueError, "from_blob: data is null for a tensor of shape ", sizes);
+    KILN_CHECK(data != nullptr, ValueError, "from_blob: data is null for a tensor of shape ",
+               sizes);
     std::memcpy(t.data_ptr(), data, static_cast<size_t>(t.numel() * itemsize(dtype)));
   }
   return t;
@@ -183,8 +192,8 @@ template <typename T>
 Tensor tensor(const std::vector<T>& values) {
   return tensor(values, {static_cast<int64_t>(values.size())});
 }
-#define KILN_INSTANTIATE(T)                                             \
-  template Tensor tensor<T>(const std::vector<T>&, IntList);            \
+#define KILN_INSTANTIATE(T)                                  \
+  template Tensor tensor<T>(const std::vector<T>&, IntList); \
   template Tensor tensor<T>(const std::vector<T>&);
 KILN_INSTANTIATE(bool)
 KILN_INSTANTIATE(int32_t)

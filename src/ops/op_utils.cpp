@@ -22,8 +22,8 @@ Shape broadcast_shapes(const char* op, std::span<const Tensor> inputs) {
       std::ostringstream shapes;
       for (size_t i = 0; i < inputs.size(); ++i) shapes << (i ? ", " : "") << inputs[i].shape_str();
       throw ShapeError(detail::concat(op, ": shapes ", shapes.str(),
-                                      " cannot be broadcast together (size ", s,
-                                      " vs ", out[od], " at dim ", od, " of the result)"));
+                                      " cannot be broadcast together (size ", s, " vs ", out[od],
+                                      " at dim ", od, " of the result)"));
     }
   }
   return out;
@@ -42,9 +42,7 @@ std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> l
 
 DType result_type(std::span<const Tensor> inputs) {
   std::optional<DType> dimmed, zero_dim, wrapped;
-  auto add = [](std::optional<DType>& acc, DType dt) {
-    acc = acc ? promote_types(*acc, dt) : dt;
-  };
+  auto add = [](std::optional<DType>& acc, DType dt) { acc = acc ? promote_types(*acc, dt) : dt; };
   for (const Tensor& t : inputs) {
     if (t.impl()->is_wrapped_number()) {
       // C++ numbers count by category: double -> default float, integer -> int64.

@@ -10,9 +10,8 @@ namespace kiln {
 
 Tensor wrap_scalar(const Scalar& s) {
   Tensor t = make_tensor({}, s.dtype());
-  KILN_DISPATCH_ALL(s.dtype(), "wrap_scalar", [&]<typename T>() {
-    *static_cast<T*>(t.data_ptr()) = s.to<T>();
-  });
+  KILN_DISPATCH_ALL(s.dtype(), "wrap_scalar",
+                    [&]<typename T>() { *static_cast<T*>(t.data_ptr()) = s.to<T>(); });
   t.impl()->set_wrapped_number(true);
   return t;
 }
@@ -62,18 +61,20 @@ template <typename T>
 struct true_div_fn {
   Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x / y; }
 };
-const OpDef& add_op = register_op({.name = "add",
-                                   .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .attr_names = {"alpha"},
-                                   .meta = add_sub_meta<false>,
-                                   .kernel = map_kernel<add_fn, Dtypes::All>});
-const OpDef& sub_op = register_op({.name = "sub",
-                                   .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .attr_names = {"alpha"},
-                                   .meta = add_sub_meta<true>,
-                                   .kernel = map_kernel<sub_fn, Dtypes::Numeric>});
+const OpDef& add_op =
+    register_op({.name = "add",
+                 .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"alpha"},
+                 .meta = add_sub_meta<false>,
+                 .kernel = map_kernel<add_fn, Dtypes::All>});
+const OpDef& sub_op =
+    register_op({.name = "sub",
+                 .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"alpha"},
+                 .meta = add_sub_meta<true>,
+                 .kernel = map_kernel<sub_fn, Dtypes::Numeric>});
 const OpDef& mul_op = register_op({.name = "mul",
                                    .schema = "mul(Tensor self, Tensor other) -> Tensor",
                                    .kind = OpKind::Pointwise,
@@ -108,7 +109,8 @@ T floor_div(T a, T b) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return a;
   } else {
-    if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));  // no overflow trap
+    if (b == -1)
+      return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));  // no overflow trap
     T q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
@@ -155,16 +157,18 @@ void int_div_kernel(const OpCall& c, std::span<Tensor> outs) {
   check_integer_divisor(c, outs[0].dtype(), outs[0].numel());
   scalar_map_kernel<Fn, Dtypes::Numeric>(c, outs);
 }
-const OpDef& floor_divide_op = register_op({.name = "floor_divide",
-                                            .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
-                                            .kind = OpKind::Pointwise,
-                                            .meta = pointwise_meta<Dtypes::Numeric>,
-                                            .kernel = int_div_kernel<floor_div_fn>});
-const OpDef& trunc_divide_op = register_op({.name = "trunc_divide",
-                                            .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
-                                            .kind = OpKind::Pointwise,
-                                            .meta = pointwise_meta<Dtypes::Numeric>,
-                                            .kernel = int_div_kernel<trunc_div_fn>});
+const OpDef& floor_divide_op =
+    register_op({.name = "floor_divide",
+                 .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::Numeric>,
+                 .kernel = int_div_kernel<floor_div_fn>});
+const OpDef& trunc_divide_op =
+    register_op({.name = "trunc_divide",
+                 .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::Numeric>,
+                 .kernel = int_div_kernel<trunc_div_fn>});
 const OpDef& remainder_op = register_op({.name = "remainder",
                                          .schema = "remainder(Tensor self, Tensor other) -> Tensor",
                                          .kind = OpKind::Pointwise,
@@ -244,15 +248,15 @@ const OpDef& atan2_op = register_op({.name = "atan2",
                                      .kernel = map_kernel<atan2_fn, Dtypes::Floating>});
 
 // ---- comparisons and logical ops (bool results) ----
-#define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                               \
-  template <typename T>                                                                        \
-  struct NAME##_fn {                                                                           \
-    bool operator()(T a, T b) const { return EXPR; }                                           \
-  };                                                                                           \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
+#define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                                 \
+  template <typename T>                                                                          \
+  struct NAME##_fn {                                                                             \
+    bool operator()(T a, T b) const { return EXPR; }                                             \
+  };                                                                                             \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                           \
                                         .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
-                                        .kind = OpKind::Pointwise,                             \
-                                        .meta = pointwise_meta<Dtypes::WHICH, false, true>,    \
+                                        .kind = OpKind::Pointwise,                               \
+                                        .meta = pointwise_meta<Dtypes::WHICH, false, true>,      \
                                         .kernel = predicate_kernel<NAME##_fn, Dtypes::WHICH>});
 KILN_PREDICATE_BINARY(eq, All, a == b)
 KILN_PREDICATE_BINARY(ne, All, a != b)
@@ -266,17 +270,18 @@ KILN_PREDICATE_BINARY(logical_xor, All, (a != T(0)) != (b != T(0)))
 #undef KILN_PREDICATE_BINARY
 
 // ---- bitwise (integers and bool) ----
-#define KILN_BITWISE(NAME, EXPR)                                                               \
-  template <typename T>                                                                        \
-  struct NAME##_fn {                                                                           \
-    T operator()(T a, T b) const { return static_cast<T>(EXPR); }                              \
-  };                                                                                           \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
-                                        .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
-                                        .kind = OpKind::Pointwise,                             \
-                                        .meta = pointwise_meta<Dtypes::Integral>,              \
-                                        .kernel = scalar_map_kernel<NAME##_fn, Dtypes::Integral>});
-KILN_BITWISE(bitwise_and, a & b)
+#define KILN_BITWISE(NAME, EXPR)                                            \
+  template <typename T>                                                     \
+  struct NAME##_fn {                                                        \
+    T operator()(T a, T b) const { return static_cast<T>(EXPR); }           \
+  };                                                                        \
+  const OpDef& NAME##_op =                                                  \
+      register_op({.name = #NAME,                                           \
+                   .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
+                   .kind = OpKind::Pointwise,                               \
+                   .meta = pointwise_meta<Dtypes::Integral>,                \
+                   .kernel = scalar_map_kernel<NAME##_fn, Dtypes::Integral>});
+KILN_BITWISE(bitwise_and, a& b)
 KILN_BITWISE(bitwise_or, a | b)
 KILN_BITWISE(bitwise_xor, a ^ b)
 #undef KILN_BITWISE
@@ -314,12 +319,24 @@ Tensor lt(const Tensor& a, const Tensor& b) { return ops::call(ops::lt_op, {a, b
 Tensor le(const Tensor& a, const Tensor& b) { return ops::call(ops::le_op, {a, b}); }
 Tensor gt(const Tensor& a, const Tensor& b) { return ops::call(ops::gt_op, {a, b}); }
 Tensor ge(const Tensor& a, const Tensor& b) { return ops::call(ops::ge_op, {a, b}); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_and_op, {a, b}); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_or_op, {a, b}); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return ops::call(ops::logical_xor_op, {a, b}); }
-Tensor bitwise_and(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_and_op, {a, b}); }
-Tensor bitwise_or(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_or_op, {a, b}); }
-Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return ops::call(ops::bitwise_xor_op, {a, b}); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::logical_and_op, {a, b});
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::logical_or_op, {a, b});
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::logical_xor_op, {a, b});
+}
+Tensor bitwise_and(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::bitwise_and_op, {a, b});
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::bitwise_or_op, {a, b});
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
+  return ops::call(ops::bitwise_xor_op, {a, b});
+}
 
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   return ops::call_into(self, ops::add_op, {self, other}, {alpha});

@@ -35,10 +35,14 @@ void dispatch_dtypes(DType dt, const OpDef& op, F&& f) {
 
 inline bool supports(Dtypes which, DType dt) {
   switch (which) {
-    case Dtypes::All: return true;
-    case Dtypes::Numeric: return dt != DType::Bool;
-    case Dtypes::Floating: return is_floating(dt);
-    case Dtypes::Integral: return !is_floating(dt);
+    case Dtypes::All:
+      return true;
+    case Dtypes::Numeric:
+      return dt != DType::Bool;
+    case Dtypes::Floating:
+      return is_floating(dt);
+    case Dtypes::Integral:
+      return !is_floating(dt);
   }
   return false;
 }
@@ -57,7 +61,8 @@ int pointwise_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   DType dt = result_type(c.inputs);
   if (ToFloat && !is_floating(dt)) dt = kDefaultFloat;
   check_supported(c, Which, dt);
-  Shape sizes = c.inputs.size() == 1 ? c.in(0).sizes() : broadcast_shapes(c.op.name.data(), c.inputs);
+  Shape sizes =
+      c.inputs.size() == 1 ? c.in(0).sizes() : broadcast_shapes(c.op.name.data(), c.inputs);
   return one_output(out, BoolOut ? DType::Bool : dt, std::move(sizes));
 }
 

@@ -68,7 +68,9 @@ void fill_tensor(const Tensor& out, const Scalar& value) {
     kernels::map_scalar<T>(out, [v]() { return v; }, {});
   });
 }
-void fill_kernel(const OpCall& c, std::span<Tensor> outs) { fill_tensor(outs[0], c.attrs.scalar(0)); }
+void fill_kernel(const OpCall& c, std::span<Tensor> outs) {
+  fill_tensor(outs[0], c.attrs.scalar(0));
+}
 const OpDef& fill_op = register_op({.name = "fill",
                                     .schema = "fill(Tensor self, Scalar value) -> Tensor",
                                     .kind = OpKind::Pointwise,
@@ -91,11 +93,12 @@ void where_kernel(const OpCall& c, std::span<Tensor> outs) {
                                        {&c.in(0), &a, &b});
   });
 }
-const OpDef& where_op = register_op({.name = "where",
-                                     .schema = "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
-                                     .kind = OpKind::Pointwise,
-                                     .meta = where_meta,
-                                     .kernel = where_kernel});
+const OpDef& where_op =
+    register_op({.name = "where",
+                 .schema = "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = where_meta,
+                 .kernel = where_kernel});
 
 // ---- masked_fill: x with value where mask ----
 int masked_fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -115,12 +118,13 @@ void masked_fill_kernel(const OpCall& c, std::span<Tensor> outs) {
                                     {&c.in(0), &c.in(1)});
   });
 }
-const OpDef& masked_fill_op = register_op({.name = "masked_fill",
-                                           .schema = "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor",
-                                           .kind = OpKind::Pointwise,
-                                           .attr_names = {"value"},
-                                           .meta = masked_fill_meta,
-                                           .kernel = masked_fill_kernel});
+const OpDef& masked_fill_op =
+    register_op({.name = "masked_fill",
+                 .schema = "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"value"},
+                 .meta = masked_fill_meta,
+                 .kernel = masked_fill_kernel});
 
 // ---- lerp, addcmul, addcdiv ----
 template <typename T>
@@ -151,34 +155,41 @@ int lerp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
                " (not supported for integer or bool dtypes)");
   return pointwise_meta<Dtypes::Floating>(c, out);
 }
-const OpDef& lerp_op = register_op({.name = "lerp",
-                                    .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .meta = lerp_meta,
-                                    .kernel = map_kernel<lerp_fn, Dtypes::Floating>});
-const OpDef& addcmul_op = register_op({.name = "addcmul",
-                                       .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .attr_names = {"value"},
-                                       .meta = pointwise_meta<Dtypes::Numeric>,
-                                       .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>});
+const OpDef& lerp_op =
+    register_op({.name = "lerp",
+                 .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = lerp_meta,
+                 .kernel = map_kernel<lerp_fn, Dtypes::Floating>});
+const OpDef& addcmul_op = register_op(
+    {.name = "addcmul",
+     .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .attr_names = {"value"},
+     .meta = pointwise_meta<Dtypes::Numeric>,
+     .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>});
 int addcdiv_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   KILN_CHECK(is_floating(out[0].dtype), DTypeError,
              "addcdiv: integer division is not supported (inputs promote to ", out[0].dtype, ")");
   return n;
 }
-const OpDef& addcdiv_op = register_op({.name = "addcdiv",
-                                       .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .attr_names = {"value"},
-                                       .meta = addcdiv_meta,
-                                       .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>});
+const OpDef& addcdiv_op = register_op(
+    {.name = "addcdiv",
+     .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .attr_names = {"value"},
+     .meta = addcdiv_meta,
+     .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>});
 
 }  // namespace ops
 
-Tensor& copy_(Tensor& self, const Tensor& src) { return ops::call_into(self, ops::copy_op, {self, src}); }
-Tensor& fill_(Tensor& self, const Scalar& value) { return ops::call_into(self, ops::fill_op, {self}, {value}); }
+Tensor& copy_(Tensor& self, const Tensor& src) {
+  return ops::call_into(self, ops::copy_op, {self, src});
+}
+Tensor& fill_(Tensor& self, const Scalar& value) {
+  return ops::call_into(self, ops::fill_op, {self}, {value});
+}
 Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {

@@ -7,18 +7,18 @@
 namespace kiln {
 
 // Defines functor Fn<T> returning EXPR of Vec<T> x, the OpDef NAME_op, and kiln::NAME(x).
-#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR)                                           \
-  namespace ops {                                                                          \
-  template <typename T>                                                                    \
-  struct NAME##_fn {                                                                       \
-    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                     \
-  };                                                                                       \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                     \
-                                        .schema = #NAME "(Tensor self) -> Tensor",         \
-                                        .kind = OpKind::Pointwise,                         \
-                                        .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,   \
-                                        .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>});  \
-  }                                                                                        \
+#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR)                                        \
+  namespace ops {                                                                         \
+  template <typename T>                                                                   \
+  struct NAME##_fn {                                                                      \
+    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                    \
+  };                                                                                      \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
+                                        .schema = #NAME "(Tensor self) -> Tensor",        \
+                                        .kind = OpKind::Pointwise,                        \
+                                        .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,  \
+                                        .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>}); \
+  }                                                                                       \
   Tensor NAME(const Tensor& x) { return ops::call(ops::NAME##_op, {x}); }
 
 // Ops on integers and floats that keep the dtype.
@@ -121,12 +121,13 @@ int clamp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   check_supported(c, Dtypes::Numeric, dt);
   return one_output(out, dt, c.in(0).sizes());
 }
-const OpDef& clamp_op = register_op({.name = "clamp",
-                                     .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
-                                     .kind = OpKind::Pointwise,
-                                     .attr_names = {"min", "max"},
-                                     .meta = clamp_meta,
-                                     .kernel = map_kernel<clamp_fn, Dtypes::Numeric>});
+const OpDef& clamp_op =
+    register_op({.name = "clamp",
+                 .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"min", "max"},
+                 .meta = clamp_meta,
+                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>});
 }  // namespace ops
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return ops::call(ops::clamp_op, {x}, {ops::opt_attr(min), ops::opt_attr(max)});
@@ -154,13 +155,13 @@ struct nan_to_num_fn {
     return vec::select(x < Vec<T>(std::numeric_limits<T>::lowest()), Vec<T>(neginf), x);
   }
 };
-const OpDef& nan_to_num_op =
-    register_op({.name = "nan_to_num",
-                 .schema = "nan_to_num(Tensor self, float nan, float? posinf, float? neginf) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .attr_names = {"nan", "posinf", "neginf"},
-                 .meta = pointwise_meta<Dtypes::Floating>,
-                 .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>});
+const OpDef& nan_to_num_op = register_op(
+    {.name = "nan_to_num",
+     .schema = "nan_to_num(Tensor self, float nan, float? posinf, float? neginf) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .attr_names = {"nan", "posinf", "neginf"},
+     .meta = pointwise_meta<Dtypes::Floating>,
+     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>});
 }  // namespace ops
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
@@ -189,10 +190,10 @@ template <typename T>
 struct logical_not_fn {
   bool operator()(T x) const { return !(x != T(0)); }
 };
-#define KILN_PREDICATE_OP(NAME)                                                          \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                   \
-                                        .schema = #NAME "(Tensor self) -> Tensor",       \
-                                        .kind = OpKind::Pointwise,                       \
+#define KILN_PREDICATE_OP(NAME)                                                           \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
+                                        .schema = #NAME "(Tensor self) -> Tensor",        \
+                                        .kind = OpKind::Pointwise,                        \
                                         .meta = pointwise_meta<Dtypes::All, false, true>, \
                                         .kernel = predicate_kernel<NAME##_fn, Dtypes::All>});
 KILN_PREDICATE_OP(isnan)

@@ -86,8 +86,8 @@ uint64_t seed_of(const OpCall& c, size_t k) { return static_cast<uint64_t>(c.att
 int uniform_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "uniform_: expected a floating dtype, got ",
              c.attrs.dtype(1));
-  KILN_CHECK(c.attrs.f(2) <= c.attrs.f(3), ValueError, "uniform_: expects from <= to, got from=",
-             c.attrs.f(2), " > to=", c.attrs.f(3));
+  KILN_CHECK(c.attrs.f(2) <= c.attrs.f(3), ValueError,
+             "uniform_: expects from <= to, got from=", c.attrs.f(2), " > to=", c.attrs.f(3));
   checked_numel(c.attrs.ints(0), "uniform_");
   return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
 }
@@ -110,7 +110,8 @@ void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
 int normal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "normal_: expected a floating dtype, got ",
              c.attrs.dtype(1));
-  KILN_CHECK(c.attrs.f(3) >= 0, ValueError, "normal_: std must be non-negative, got ", c.attrs.f(3));
+  KILN_CHECK(c.attrs.f(3) >= 0, ValueError, "normal_: std must be non-negative, got ",
+             c.attrs.f(3));
   checked_numel(c.attrs.ints(0), "normal_");
   return one_output(out, c.attrs.dtype(1), Shape(c.attrs.ints(0)));
 }
@@ -187,30 +188,37 @@ void bernoulli_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 }  // namespace
 
-const OpDef& uniform_op = register_op({.name = "uniform",
-                                       .schema = "uniform(int[] size, ScalarType dtype, float from, float to, int seed, int offset) -> Tensor",
-                                       .kind = OpKind::Random,
-                                       .attr_names = {"size", "dtype", "from", "to", "seed", "offset"},
-                                       .meta = uniform_meta,
-                                       .kernel = uniform_kernel});
-const OpDef& normal_op = register_op({.name = "normal",
-                                      .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, int offset) -> Tensor",
-                                      .kind = OpKind::Random,
-                                      .attr_names = {"size", "dtype", "mean", "std", "seed", "offset"},
-                                      .meta = normal_meta,
-                                      .kernel = normal_kernel});
-const OpDef& randint_op = register_op({.name = "randint",
-                                       .schema = "randint(int[] size, ScalarType dtype, int low, int high, int seed, int offset) -> Tensor",
-                                       .kind = OpKind::Random,
-                                       .attr_names = {"size", "dtype", "low", "high", "seed", "offset"},
-                                       .meta = randint_meta,
-                                       .kernel = randint_kernel});
-const OpDef& bernoulli_op = register_op({.name = "bernoulli",
-                                         .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
-                                         .kind = OpKind::Random,
-                                         .attr_names = {"seed", "offset"},
-                                         .meta = bernoulli_meta,
-                                         .kernel = bernoulli_kernel});
+const OpDef& uniform_op =
+    register_op({.name = "uniform",
+                 .schema = "uniform(int[] size, ScalarType dtype, float from, float to, int seed, "
+                           "int offset) -> Tensor",
+                 .kind = OpKind::Random,
+                 .attr_names = {"size", "dtype", "from", "to", "seed", "offset"},
+                 .meta = uniform_meta,
+                 .kernel = uniform_kernel});
+const OpDef& normal_op =
+    register_op({.name = "normal",
+                 .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, "
+                           "int offset) -> Tensor",
+                 .kind = OpKind::Random,
+                 .attr_names = {"size", "dtype", "mean", "std", "seed", "offset"},
+                 .meta = normal_meta,
+                 .kernel = normal_kernel});
+const OpDef& randint_op = register_op(
+    {.name = "randint",
+     .schema =
+         "randint(int[] size, ScalarType dtype, int low, int high, int seed, int offset) -> Tensor",
+     .kind = OpKind::Random,
+     .attr_names = {"size", "dtype", "low", "high", "seed", "offset"},
+     .meta = randint_meta,
+     .kernel = randint_kernel});
+const OpDef& bernoulli_op =
+    register_op({.name = "bernoulli",
+                 .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
+                 .kind = OpKind::Random,
+                 .attr_names = {"seed", "offset"},
+                 .meta = bernoulli_meta,
+                 .kernel = bernoulli_kernel});
 
 }  // namespace ops
 

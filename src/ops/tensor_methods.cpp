@@ -5,8 +5,12 @@
 
 namespace kiln {
 
-Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return kiln::add(*this, o, alpha); }
-Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return kiln::sub(*this, o, alpha); }
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const {
+  return kiln::add(*this, o, alpha);
+}
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const {
+  return kiln::sub(*this, o, alpha);
+}
 Tensor Tensor::mul(const Tensor& o) const { return kiln::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return kiln::div(*this, o); }
 Tensor Tensor::pow(const Scalar& e) const { return kiln::pow(*this, e); }

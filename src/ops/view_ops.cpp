@@ -52,8 +52,8 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& sizes) {
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t td = x.dim() - 1; td >= 0; --td) {
     tensor_numel *= old_sizes[td];
-    if (td == 0 || (old_sizes[td - 1] != 1 &&
-                    old_strides[td - 1] != tensor_numel * chunk_base_stride)) {
+    if (td == 0 ||
+        (old_sizes[td - 1] != 1 && old_strides[td - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
         strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= sizes[view_d];
@@ -131,8 +131,8 @@ Shape expanded(const Tensor& x, IntList sizes, Shape* strides) {
     KILN_CHECK(want >= 0, ShapeError, "expand: invalid size ", want, " at dim ", d, " (target ",
                sizes, ", tensor ", x.shape_str(), ")");
     KILN_CHECK(have == want || have == 1, ShapeError, "expand: the expanded size ", want,
-               " must match the existing size ", have, " at non-singleton dim ", d,
-               " (target ", sizes, ", tensor ", x.shape_str(), ")");
+               " must match the existing size ", have, " at non-singleton dim ", d, " (target ",
+               sizes, ", tensor ", x.shape_str(), ")");
     out[d] = want;
     if (strides) (*strides)[d] = have == want ? x.stride(d - off) : 0;
   }
@@ -311,8 +311,8 @@ DiagGeom diag_geom(const OpCall& c) {
   int64_t d2 = wrap_dim(c.attrs.i(2), x.dim(), "diagonal");
   KILN_CHECK(d1 != d2, ValueError, "diagonal: dim1 and dim2 cannot be the same (", d1, ")");
   int64_t off = c.attrs.i(0);
-  int64_t len = off >= 0 ? std::min(x.size(d1), x.size(d2) - off)
-                         : std::min(x.size(d1) + off, x.size(d2));
+  int64_t len =
+      off >= 0 ? std::min(x.size(d1), x.size(d2) - off) : std::min(x.size(d1) + off, x.size(d2));
   len = std::max<int64_t>(len, 0);
   int64_t start = x.storage_offset();
   if (len > 0) start += off >= 0 ? off * x.stride(d2) : -off * x.stride(d1);
@@ -341,12 +341,12 @@ Tensor diagonal_fn(const OpCall& c) {
 
 }  // namespace
 
-#define KILN_VIEW_OP(NAME, SCHEMA, ...)                                                   \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
-                                        .schema = SCHEMA,                                 \
-                                        .kind = OpKind::View,                             \
-                                        .attr_names = {__VA_ARGS__},                      \
-                                        .meta = NAME##_meta,                              \
+#define KILN_VIEW_OP(NAME, SCHEMA, ...)                              \
+  const OpDef& NAME##_op = register_op({.name = #NAME,               \
+                                        .schema = SCHEMA,            \
+                                        .kind = OpKind::View,        \
+                                        .attr_names = {__VA_ARGS__}, \
+                                        .meta = NAME##_meta,         \
                                         .view = NAME##_fn});
 KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", "size")
 KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", "dims")
@@ -372,7 +372,9 @@ bool can_view(const Tensor& x, IntList sizes) {
 }  // namespace ops
 
 // ---- Tensor view methods ----
-Tensor Tensor::view(IntList sizes) const { return ops::call(ops::view_op, {*this}, {ops::ints_attr(sizes)}); }
+Tensor Tensor::view(IntList sizes) const {
+  return ops::call(ops::view_op, {*this}, {ops::ints_attr(sizes)});
+}
 Tensor Tensor::reshape(IntList sizes) const {
   if (ops::can_view(*this, sizes)) return view(sizes);
   return contiguous().view(sizes);
@@ -426,7 +428,9 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
              ") + length (", length, ") exceeds the size of dim ", d, " (", n, ")");
   return slice(d, start, start + length, 1);
 }
-Tensor Tensor::squeeze() const { return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{}}); }
+Tensor Tensor::squeeze() const {
+  return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{}});
+}
 Tensor Tensor::squeeze(int64_t dim) const {
   return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{dim}});
 }
@@ -438,7 +442,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
     return reshape({1});
   }
   int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
-  KILN_CHECK(s <= e, ValueError, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
+  KILN_CHECK(s <= e, ValueError, "flatten: start_dim (", s, ") cannot come after end_dim (", e,
+             ")");
   std::vector<int64_t> sizes;
   for (int64_t d = 0; d < s; ++d) sizes.push_back(size(d));
   int64_t m = 1;
@@ -464,14 +469,14 @@ Tensor Tensor::unflatten(int64_t dim, IntList sizes) const {
     }
   }
   KILN_CHECK(infer ? (known != 0 && size(d) % known == 0) : known == size(d), ShapeError,
-             "unflatten: sizes ", sizes, " don't multiply up to the size of dim ", d, " (",
-             size(d), ")");
+             "unflatten: sizes ", sizes, " don't multiply up to the size of dim ", d, " (", size(d),
+             ")");
   return view(out);
 }
 Tensor Tensor::as_strided(IntList sizes, IntList strides, std::optional<int64_t> offset) const {
-  return ops::call(ops::as_strided_op, {*this},
-                   {ops::ints_attr(sizes), ops::ints_attr(strides),
-                    offset ? AttrValue(*offset) : AttrValue()});
+  return ops::call(
+      ops::as_strided_op, {*this},
+      {ops::ints_attr(sizes), ops::ints_attr(strides), offset ? AttrValue(*offset) : AttrValue()});
 }
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   return ops::call(ops::diagonal_op, {*this}, {offset, dim1, dim2});

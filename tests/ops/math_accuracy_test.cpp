@@ -34,7 +34,8 @@ TEST_P(MathAccuracy, Float32WithinUlpBound) {
   const MathCase& c = GetParam();
   const int64_t n = 200001;
   std::vector<float> xs;
-  for (int64_t i = 0; i < n; ++i) xs.push_back(static_cast<float>(c.lo + (c.hi - c.lo) * i / (n - 1)));
+  for (int64_t i = 0; i < n; ++i)
+    xs.push_back(static_cast<float>(c.lo + (c.hi - c.lo) * i / (n - 1)));
   for (float special : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-7f, -1e-7f}) {
     if (special >= c.lo && special <= c.hi) xs.push_back(special);
   }
@@ -56,21 +57,34 @@ TEST_P(MathAccuracy, Float32WithinUlpBound) {
 
 INSTANTIATE_TEST_SUITE_P(
     Vectorised, MathAccuracy,
-    ::testing::Values(
-        MathCase{"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, -104, 89, 1.5},
-        MathCase{"exp2", [](const Tensor& x) { return exp2(x); }, [](double x) { return std::exp2(x); }, -100, 100, 1.5},
-        MathCase{"expm1", [](const Tensor& x) { return expm1(x); }, [](double x) { return std::expm1(x); }, -20, 20, 1.5},
-        MathCase{"log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, 1e-6, 1e6, 1.5},
-        MathCase{"log2", [](const Tensor& x) { return log2(x); }, [](double x) { return std::log2(x); }, 1e-6, 1e6, 1.5},
-        MathCase{"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, -0.999, 1e4, 1.5},
-        MathCase{"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, 0, 1e6, 0.5},
-        MathCase{"sin", [](const Tensor& x) { return sin(x); }, [](double x) { return std::sin(x); }, -100, 100, 1.5},
-        MathCase{"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -100, 100, 1.5},
-        MathCase{"tan", [](const Tensor& x) { return tan(x); }, [](double x) { return std::tan(x); }, -1.5, 1.5, 1.5},
-        MathCase{"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -12, 12, 2.0},
-        MathCase{"erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, -6, 6, 2.5},
-        MathCase{"tanh_near_0", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 2.0},
-        MathCase{"erf_near_0", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, -1e-3, 1e-3, 2.5}),
+    ::testing::Values(MathCase{"exp", [](const Tensor& x) { return exp(x); },
+                               [](double x) { return std::exp(x); }, -104, 89, 1.5},
+                      MathCase{"exp2", [](const Tensor& x) { return exp2(x); },
+                               [](double x) { return std::exp2(x); }, -100, 100, 1.5},
+                      MathCase{"expm1", [](const Tensor& x) { return expm1(x); },
+                               [](double x) { return std::expm1(x); }, -20, 20, 1.5},
+                      MathCase{"log", [](const Tensor& x) { return log(x); },
+                               [](double x) { return std::log(x); }, 1e-6, 1e6, 1.5},
+                      MathCase{"log2", [](const Tensor& x) { return log2(x); },
+                               [](double x) { return std::log2(x); }, 1e-6, 1e6, 1.5},
+                      MathCase{"log1p", [](const Tensor& x) { return log1p(x); },
+                               [](double x) { return std::log1p(x); }, -0.999, 1e4, 1.5},
+                      MathCase{"sqrt", [](const Tensor& x) { return sqrt(x); },
+                               [](double x) { return std::sqrt(x); }, 0, 1e6, 0.5},
+                      MathCase{"sin", [](const Tensor& x) { return sin(x); },
+                               [](double x) { return std::sin(x); }, -100, 100, 1.5},
+                      MathCase{"cos", [](const Tensor& x) { return cos(x); },
+                               [](double x) { return std::cos(x); }, -100, 100, 1.5},
+                      MathCase{"tan", [](const Tensor& x) { return tan(x); },
+                               [](double x) { return std::tan(x); }, -1.5, 1.5, 1.5},
+                      MathCase{"tanh", [](const Tensor& x) { return tanh(x); },
+                               [](double x) { return std::tanh(x); }, -12, 12, 2.0},
+                      MathCase{"erf", [](const Tensor& x) { return erf(x); },
+                               [](double x) { return std::erf(x); }, -6, 6, 2.5},
+                      MathCase{"tanh_near_0", [](const Tensor& x) { return tanh(x); },
+                               [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 2.0},
+                      MathCase{"erf_near_0", [](const Tensor& x) { return erf(x); },
+                               [](double x) { return std::erf(x); }, -1e-3, 1e-3, 2.5}),
     [](const ::testing::TestParamInfo<MathCase>& p) { return std::string(p.param.name); });
 
 }  // namespace

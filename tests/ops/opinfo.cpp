@@ -19,8 +19,10 @@ Tensor make_tensor_for_test(std::vector<int64_t> sizes, DType dtype, double lo, 
   std::vector<double> vals(static_cast<size_t>(n));
   for (auto& v : vals) {
     double x = dist(rng);
-    if (dtype == DType::Bool) x = (rng() & 1) ? 1 : 0;
-    else if (!is_floating(dtype)) x = std::round(x);
+    if (dtype == DType::Bool)
+      x = (rng() & 1) ? 1 : 0;
+    else if (!is_floating(dtype))
+      x = std::round(x);
     vals[&v - vals.data()] = x;
   }
   Tensor t = tensor(vals, sizes).to(dtype);
@@ -83,7 +85,8 @@ std::vector<Sample> binary_samples(DType dt, double lo, double hi, double lo2, d
       {"number x [2, 3]", {number(), b({2, 3})}},
       {"zero-size [2, 0] x [1]", {a({2, 0}), b({1})}},
       {"transposed x contiguous [6, 9]", {a({6, 9}, Layout::Transposed), b({6, 9})}},
-      {"strided x transposed [3, 4, 5]", {a({3, 4, 5}, Layout::Strided), b({3, 4, 5}, Layout::Transposed)}},
+      {"strided x transposed [3, 4, 5]",
+       {a({3, 4, 5}, Layout::Strided), b({3, 4, 5}, Layout::Transposed)}},
       {"large [200, 300] x [300] (threaded)", {a({200, 300}), b({300})}},
   };
 }
@@ -94,11 +97,16 @@ int category_rank(DType d) {
 }
 int width_rank(DType d) {
   switch (d) {
-    case DType::Bool: return 0;
-    case DType::Int32: return 1;
-    case DType::Int64: return 2;
-    case DType::Float32: return 3;
-    case DType::Float64: return 4;
+    case DType::Bool:
+      return 0;
+    case DType::Int32:
+      return 1;
+    case DType::Int64:
+      return 2;
+    case DType::Float32:
+      return 3;
+    case DType::Float64:
+      return 4;
   }
   return 0;
 }
@@ -147,10 +155,14 @@ void expect_matches(const Tensor& got, const Ref& want, double rtol, double atol
   for (size_t i = 0; i < g.size() && bad < 5; ++i) {
     double x = g[i], y = want.v[i];
     bool ok;
-    if (std::isnan(y)) ok = std::isnan(x);
-    else if (std::isinf(y)) ok = x == y;
-    else if (!is_floating(want.dtype)) ok = x == y;
-    else ok = std::fabs(x - y) <= atol + rtol * std::fabs(y);
+    if (std::isnan(y))
+      ok = std::isnan(x);
+    else if (std::isinf(y))
+      ok = x == y;
+    else if (!is_floating(want.dtype))
+      ok = x == y;
+    else
+      ok = std::fabs(x - y) <= atol + rtol * std::fabs(y);
     if (!ok) {
       ++bad;
       ADD_FAILURE() << context << ": element " << i << " is " << x << ", expected " << y

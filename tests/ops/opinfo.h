@@ -25,14 +25,14 @@ struct ErrorCase {
 };
 
 struct OpInfo {
-  std::string name;                    // unique: "add", "add_scalar", "sum_dims"
-  std::vector<std::string> covers;     // OpDef names exercised (for the coverage test)
-  std::vector<DType> dtypes;           // dtypes it supports
+  std::string name;                 // unique: "add", "add_scalar", "sum_dims"
+  std::vector<std::string> covers;  // OpDef names exercised (for the coverage test)
+  std::vector<DType> dtypes;        // dtypes it supports
   std::function<std::vector<Sample>(DType)> samples;
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
   std::function<std::vector<Ref>(const std::vector<Ref>&)> ref;
-  double rtol32 = 1e-5, atol32 = 1e-5;   // float32 tolerances
-  double rtol64 = 1e-10, atol64 = 1e-10; // float64 tolerances
+  double rtol32 = 1e-5, atol32 = 1e-5;    // float32 tolerances
+  double rtol64 = 1e-10, atol64 = 1e-10;  // float64 tolerances
   std::vector<ErrorCase> errors;
   bool differentiable = false;  // later: gradient checks in float64
 };

@@ -58,11 +58,16 @@ struct Ref {
 // Rounds/casts a double the way storing it into `dtype` would.
 inline double cast_to(double x, DType dt) {
   switch (dt) {
-    case DType::Bool: return x != 0 ? 1.0 : 0.0;
-    case DType::Int32: return static_cast<double>(static_cast<int32_t>(x));
-    case DType::Int64: return static_cast<double>(static_cast<int64_t>(x));
-    case DType::Float32: return static_cast<double>(static_cast<float>(x));
-    case DType::Float64: return x;
+    case DType::Bool:
+      return x != 0 ? 1.0 : 0.0;
+    case DType::Int32:
+      return static_cast<double>(static_cast<int32_t>(x));
+    case DType::Int64:
+      return static_cast<double>(static_cast<int64_t>(x));
+    case DType::Float32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::Float64:
+      return x;
   }
   return x;
 }

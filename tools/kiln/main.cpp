@@ -103,8 +103,9 @@ int run_bench(const std::vector<std::string>& args) {
       for (int64_t r = 0; r < runs; ++r) {
         auto s = std::chrono::steady_clock::now();
         for (int64_t k = 0; k < inner; ++k) step();
-        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() /
-                        static_cast<double>(inner));
+        times.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() /
+            static_cast<double>(inner));
       }
     } catch (const kiln::Error& e) {
       std::cerr << " failed: " << e.what() << "\n";

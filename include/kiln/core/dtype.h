@@ -35,8 +35,7 @@ inline DTypeCategory category(DType dt) {
 }
 inline bool is_floating(DType dt) { return category(dt) == DTypeCategory::Floating; }
 inline bool is_integral(DType dt, bool include_bool = false) {
-  return category(dt) == DTypeCategory::Integral ||
-         (include_bool && dt == DType::Bool);
+  return category(dt) == DTypeCategory::Integral || (include_bool && dt == DType::Bool);
 }
 std::string_view dtype_name(DType dt);
 std::ostream& operator<<(std::ostream& os, DType dt);
@@ -53,25 +52,40 @@ inline constexpr DType kDefaultFloat = DType::Float32;
 
 template <typename T>
 struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
 }  // namespace kiln
 
-// Dispatch on a runtime dtype to a generic lambda taking a type tag: 
+// Dispatch on a runtime dtype to a generic lambda taking a type tag:
 //   KILN_DISPATCH_ALL(dt, "op", [&]<typename T>() { ... });
 // Each macro lists the dtypes it accepts; any other dtype throws DTypeError naming the op.
 #define KILN_DTYPE_CASE(DT, CT, ...) \
   case ::kiln::DType::DT:            \
     return __VA_ARGS__.template operator()<CT>();
 
-#define KILN_DISPATCH_FAIL(dt, opname)                                                     \
-  default:                                                                                 \
+#define KILN_DISPATCH_FAIL(dt, opname) \
+  default:                             \
     throw ::kiln::DTypeError(::kiln::detail::concat(opname, ": dtype ", dt, " is not supported"));
 
 #define KILN_DISPATCH_ALL(dt, opname, ...)          \
@@ -106,12 +120,12 @@ inline constexpr DType dtype_v = dtype_of<T>::value;
     }                                               \
   }()
 
-#define KILN_DISPATCH_INTEGRAL(dt, opname, ...)     \
-  [&] {                                             \
-    switch (dt) {                                   \
-      KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)      \
-      KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)  \
-      KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
-      KILN_DISPATCH_FAIL(dt, opname)                \
-    }                                               \
+#define KILN_DISPATCH_INTEGRAL(dt, opname, ...)    \
+  [&] {                                            \
+    switch (dt) {                                  \
+      KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)     \
+      KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__) \
+      KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__) \
+      KILN_DISPATCH_FAIL(dt, opname)               \
+    }                                              \
   }()

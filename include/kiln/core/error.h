@@ -56,9 +56,9 @@ std::string concat(const Args&... args) {
 
 // KILN_CHECK(cond, ErrorType, pieces...): throws ErrorType(concat(pieces...)) when cond is false.
 // The message is only built on failure.
-#define KILN_CHECK(cond, ErrorType, ...)                          \
-  do {                                                            \
-    if (!(cond)) [[unlikely]] {                                   \
-      throw ErrorType(::kiln::detail::concat(__VA_ARGS__));       \
-    }                                                             \
+#define KILN_CHECK(cond, ErrorType, ...)                    \
+  do {                                                      \
+    if (!(cond)) [[unlikely]] {                             \
+      throw ErrorType(::kiln::detail::concat(__VA_ARGS__)); \
+    }                                                       \
   } while (0)

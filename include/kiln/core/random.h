@@ -13,8 +13,7 @@
 namespace kiln {
 
 // Philox 4x32-10: 128-bit counter, 64-bit key -> four 32-bit random words.
-std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
-                                      std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 class Generator {
  public:

@@ -14,13 +14,11 @@ class Scalar {
   Scalar() : Scalar(int64_t{0}) {}
   Scalar(bool v) : dtype_(DType::Bool) { i_ = v; }
   template <typename T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  Scalar(T v) : dtype_(DType::Int64) {
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) Scalar(T v) : dtype_(DType::Int64) {
     i_ = static_cast<int64_t>(v);
   }
   template <typename T>
-    requires std::is_floating_point_v<T>
-  Scalar(T v) : dtype_(DType::Float64) {
+  requires std::is_floating_point_v<T> Scalar(T v) : dtype_(DType::Float64) {
     d_ = static_cast<double>(v);
   }
 

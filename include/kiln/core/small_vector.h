@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <iosfwd>
 #include <initializer_list>
+#include <iosfwd>
 #include <iterator>
 #include <span>
 #include <type_traits>

@@ -10,8 +10,8 @@ namespace kiln {
 // As torch.matmul: 1-d @ 1-d is a dot product; 1-d operands are promoted to matrices and the
 // added dim removed after; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor mm(const Tensor& a, const Tensor& b);    // [n,k] @ [k,m]
-Tensor bmm(const Tensor& a, const Tensor& b);   // [b,n,k] @ [b,k,m]
+Tensor mm(const Tensor& a, const Tensor& b);   // [n,k] @ [k,m]
+Tensor bmm(const Tensor& a, const Tensor& b);  // [b,n,k] @ [b,k,m]
 // beta * self + alpha * (a @ b); self broadcasts to [n, m].
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
              const Scalar& alpha = 1);

@@ -13,8 +13,8 @@ class Generator;
 Tensor layer_norm(const Tensor& x, IntList normalized_shape,
                   const std::optional<Tensor>& weight = {}, const std::optional<Tensor>& bias = {},
                   double eps = 1e-5);
-Tensor rms_norm(const Tensor& x, IntList normalized_shape,
-                const std::optional<Tensor>& weight = {}, std::optional<double> eps = {});
+Tensor rms_norm(const Tensor& x, IntList normalized_shape, const std::optional<Tensor>& weight = {},
+                std::optional<double> eps = {});
 // reduction: "mean", "sum" or "none".
 // logits [N, C] (or [C]); target class indices [N] int64.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,

@@ -19,9 +19,8 @@ namespace kiln {
 
 // A non-tensor argument of an op: baked into a captured graph as a constant.
 // monostate means "not given" (an optional argument left out).
-using AttrValue =
-    std::variant<std::monostate, int64_t, double, bool, DType, Scalar, std::vector<int64_t>,
-                 std::string>;
+using AttrValue = std::variant<std::monostate, int64_t, double, bool, DType, Scalar,
+                               std::vector<int64_t>, std::string>;
 
 // The attributes of one op call, positional (their names are in OpDef::attr_names).
 class Attrs {
@@ -43,7 +42,9 @@ class Attrs {
     return std::get<std::vector<int64_t>>(values_[k]);
   }
   const std::string& str(size_t k) const { return std::get<std::string>(values_[k]); }
-  bool has(size_t k) const { return k < size_ && !std::holds_alternative<std::monostate>(values_[k]); }
+  bool has(size_t k) const {
+    return k < size_ && !std::holds_alternative<std::monostate>(values_[k]);
+  }
 
   friend bool operator==(const Attrs& a, const Attrs& b);
 
@@ -62,12 +63,12 @@ inline constexpr int kMaxOpOutputs = 4;
 
 // What kind of computation an op is: the optimizing backend fuses by kind.
 enum class OpKind : uint8_t {
-  Pointwise,   // each output element from the same-index input elements (after broadcasting)
-  Reduction,   // reduces some dims
-  View,        // output shares input storage (no kernel; `view` builds it)
-  Factory,     // no tensor inputs
-  Random,      // draws from the Philox generator (seed/offset in its attrs)
-  Extern,      // library-grade kernel (matmul), or anything else opaque
+  Pointwise,     // each output element from the same-index input elements (after broadcasting)
+  Reduction,     // reduces some dims
+  View,          // output shares input storage (no kernel; `view` builds it)
+  Factory,       // no tensor inputs
+  Random,        // draws from the Philox generator (seed/offset in its attrs)
+  Extern,        // library-grade kernel (matmul), or anything else opaque
   DataDependent  // output shape depends on input values (nonzero, masked_select): a sync point
 };
 

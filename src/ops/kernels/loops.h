@@ -37,13 +37,18 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
                          int64_t n, int64_t isz) {
   auto typed = [&]<typename T>() {
     for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<T*>(dst + i * dst_stride) = *reinterpret_cast<const T*>(src + i * src_stride);
+      *reinterpret_cast<T*>(dst + i * dst_stride) =
+          *reinterpret_cast<const T*>(src + i * src_stride);
   };
   switch (isz) {
-    case 1: return typed.template operator()<uint8_t>();
-    case 2: return typed.template operator()<uint16_t>();
-    case 4: return typed.template operator()<uint32_t>();
-    case 8: return typed.template operator()<uint64_t>();
+    case 1:
+      return typed.template operator()<uint8_t>();
+    case 2:
+      return typed.template operator()<uint16_t>();
+    case 4:
+      return typed.template operator()<uint32_t>();
+    case 8:
+      return typed.template operator()<uint64_t>();
     default:
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(dst + i * dst_stride, src + i * src_stride, static_cast<size_t>(isz));
@@ -74,8 +79,8 @@ void parallel_range(int64_t n, int64_t grain, F&& f) {
 // contiguous arrays of n elements of each operand's dtype (an input broadcast along the block
 // arrives as a filled buffer).
 template <size_t N, typename Body>
-void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs,
-                    Body&& body, int64_t grain = kParallelGrain) {
+void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs, Body&& body,
+                    int64_t grain = kParallelGrain) {
   const int64_t numel = out.numel();
   if (numel == 0) return;
   // Fast path: every operand contiguous with the output's shape — one flat run.
@@ -120,8 +125,7 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
     if (sz == 1) continue;
     if (!sizes.empty()) {
       bool merge = true;
-      for (size_t k = 0; k < N; ++k)
-        merge = merge && strides[k][d] == st[k].back() * sizes.back();
+      for (size_t k = 0; k < N; ++k) merge = merge && strides[k][d] == st[k].back() * sizes.back();
       if (merge) {
         sizes.back() *= sz;
         continue;
@@ -206,7 +210,8 @@ void map_vec(const Tensor& out, F f, const Ins&... ins) {
     [&]<size_t... I>(std::index_sequence<I...>) {
       vec::map<T>(f, stream, reinterpret_cast<T*>(p[0]), n,
                   reinterpret_cast<const T*>(p[I + 1])...);
-    }(std::make_index_sequence<N - 1>{});
+    }
+    (std::make_index_sequence<N - 1>{});
   });
 }
 
@@ -218,7 +223,8 @@ void map_scalar(const Tensor& out, F f, const std::array<const Tensor*, sizeof..
     [&]<size_t... I>(std::index_sequence<I...>) {
       Out* o = reinterpret_cast<Out*>(p[0]);
       for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(p[I + 1])[i]...);
-    }(std::make_index_sequence<N - 1>{});
+    }
+    (std::make_index_sequence<N - 1>{});
   });
 }
 

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <type_traits>
@@ -44,26 +43,53 @@ T arith(T a, T b, F f) {
     return static_cast<T>(f(a, b));
   }
 }
-template <typename T> Vec<T> operator+(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::plus()); }
-template <typename T> Vec<T> operator-(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::minus()); }
 template <typename T>
-Vec<T> operator*(Vec<T> a, Vec<T> b) { return arith(a.v, b.v, std::multiplies()); }
-template <typename T> Vec<T> operator/(Vec<T> a, Vec<T> b) { return static_cast<T>(a.v / b.v); }
-template <typename T> Vec<T> operator-(Vec<T> a) { return arith(T(0), a.v, std::minus<>()); }
-template <typename T> bool operator<(Vec<T> a, Vec<T> b) { return a.v < b.v; }
-template <typename T> bool operator>(Vec<T> a, Vec<T> b) { return a.v > b.v; }
-template <typename T> Vec<T> select(bool m, Vec<T> a, Vec<T> b) { return m ? a : b; }
-template <typename T> bool isnan_mask(Vec<T> a) {
+Vec<T> operator+(Vec<T> a, Vec<T> b) {
+  return arith(a.v, b.v, std::plus());
+}
+template <typename T>
+Vec<T> operator-(Vec<T> a, Vec<T> b) {
+  return arith(a.v, b.v, std::minus());
+}
+template <typename T>
+Vec<T> operator*(Vec<T> a, Vec<T> b) {
+  return arith(a.v, b.v, std::multiplies());
+}
+template <typename T>
+Vec<T> operator/(Vec<T> a, Vec<T> b) {
+  return static_cast<T>(a.v / b.v);
+}
+template <typename T>
+Vec<T> operator-(Vec<T> a) {
+  return arith(T(0), a.v, std::minus<>());
+}
+template <typename T>
+bool operator<(Vec<T> a, Vec<T> b) {
+  return a.v < b.v;
+}
+template <typename T>
+bool operator>(Vec<T> a, Vec<T> b) {
+  return a.v > b.v;
+}
+template <typename T>
+Vec<T> select(bool m, Vec<T> a, Vec<T> b) {
+  return m ? a : b;
+}
+template <typename T>
+bool isnan_mask(Vec<T> a) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(a.v);
   return false;
 }
-template <typename T> Vec<T> fmadd(Vec<T> a, Vec<T> b, Vec<T> c) { return static_cast<T>(a.v * b.v + c.v); }
+template <typename T>
+Vec<T> fmadd(Vec<T> a, Vec<T> b, Vec<T> c) {
+  return static_cast<T>(a.v * b.v + c.v);
+}
 
-#define KILN_SCALAR_MATH(name, expr)                                   \
-  template <typename T>                                                \
-  Vec<T> name(Vec<T> a) {                                              \
-    using std::name;                                                   \
-    return static_cast<T>(expr);                                       \
+#define KILN_SCALAR_MATH(name, expr) \
+  template <typename T>              \
+  Vec<T> name(Vec<T> a) {            \
+    using std::name;                 \
+    return static_cast<T>(expr);     \
   }
 KILN_SCALAR_MATH(exp, exp(a.v))
 KILN_SCALAR_MATH(exp2, exp2(a.v))
@@ -87,29 +113,37 @@ Vec<T> abs(Vec<T> a) {
   }
 }
 // Rounding is the identity on integers; going through double would lose int64 values >= 2^53.
-#define KILN_SCALAR_ROUNDING(name, expr)                                \
-  template <typename T>                                                 \
-  Vec<T> name(Vec<T> a) {                                               \
-    if constexpr (std::is_integral_v<T>) {                              \
-      return a;                                                         \
-    } else {                                                            \
-      return static_cast<T>(expr);                                      \
-    }                                                                   \
+#define KILN_SCALAR_ROUNDING(name, expr)   \
+  template <typename T>                    \
+  Vec<T> name(Vec<T> a) {                  \
+    if constexpr (std::is_integral_v<T>) { \
+      return a;                            \
+    } else {                               \
+      return static_cast<T>(expr);         \
+    }                                      \
   }
 KILN_SCALAR_ROUNDING(floor, std::floor(a.v))
 KILN_SCALAR_ROUNDING(ceil, std::ceil(a.v))
 KILN_SCALAR_ROUNDING(trunc, std::trunc(a.v))
 KILN_SCALAR_ROUNDING(round_even, std::nearbyint(a.v))
 #undef KILN_SCALAR_ROUNDING
-template <typename T> Vec<T> pow(Vec<T> a, Vec<T> b) { return static_cast<T>(std::pow(a.v, b.v)); }
-template <typename T> Vec<T> atan2(Vec<T> a, Vec<T> b) { return static_cast<T>(std::atan2(a.v, b.v)); }
+template <typename T>
+Vec<T> pow(Vec<T> a, Vec<T> b) {
+  return static_cast<T>(std::pow(a.v, b.v));
+}
+template <typename T>
+Vec<T> atan2(Vec<T> a, Vec<T> b) {
+  return static_cast<T>(std::atan2(a.v, b.v));
+}
 
 #ifdef KILN_VEC_AVX2
 // ---- float x 8 ----
 template <>
 struct Vec<float> {
   static constexpr int width = 8;
-  struct Mask { __m256 m; };
+  struct Mask {
+    __m256 m;
+  };
   __m256 v;
   Vec() = default;
   Vec(__m256 x) : v(x) {}
@@ -122,11 +156,19 @@ inline Vec<float> operator-(Vec<float> a, Vec<float> b) { return _mm256_sub_ps(a
 inline Vec<float> operator*(Vec<float> a, Vec<float> b) { return _mm256_mul_ps(a.v, b.v); }
 inline Vec<float> operator/(Vec<float> a, Vec<float> b) { return _mm256_div_ps(a.v, b.v); }
 inline Vec<float> operator-(Vec<float> a) { return _mm256_xor_ps(a.v, _mm256_set1_ps(-0.0f)); }
-inline Vec<float>::Mask operator<(Vec<float> a, Vec<float> b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
-inline Vec<float>::Mask operator>(Vec<float> a, Vec<float> b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)}; }
-inline Vec<float> select(Vec<float>::Mask m, Vec<float> a, Vec<float> b) { return _mm256_blendv_ps(b.v, a.v, m.m); }
+inline Vec<float>::Mask operator<(Vec<float> a, Vec<float> b) {
+  return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)};
+}
+inline Vec<float>::Mask operator>(Vec<float> a, Vec<float> b) {
+  return {_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)};
+}
+inline Vec<float> select(Vec<float>::Mask m, Vec<float> a, Vec<float> b) {
+  return _mm256_blendv_ps(b.v, a.v, m.m);
+}
 inline Vec<float>::Mask isnan_mask(Vec<float> a) { return {_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)}; }
-inline Vec<float> fmadd(Vec<float> a, Vec<float> b, Vec<float> c) { return _mm256_fmadd_ps(a.v, b.v, c.v); }
+inline Vec<float> fmadd(Vec<float> a, Vec<float> b, Vec<float> c) {
+  return _mm256_fmadd_ps(a.v, b.v, c.v);
+}
 inline Vec<float> exp2(Vec<float> a) { return Sleef_exp2f8_u10(a.v); }
 inline Vec<float> expm1(Vec<float> a) { return Sleef_expm1f8_u10(a.v); }
 inline Vec<float> log(Vec<float> a) { return Sleef_logf8_u10(a.v); }
@@ -139,8 +181,12 @@ inline Vec<float> tan(Vec<float> a) { return Sleef_tanf8_u10(a.v); }
 
 inline Vec<float> floor(Vec<float> a) { return _mm256_floor_ps(a.v); }
 inline Vec<float> ceil(Vec<float> a) { return _mm256_ceil_ps(a.v); }
-inline Vec<float> trunc(Vec<float> a) { return _mm256_round_ps(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
-inline Vec<float> round_even(Vec<float> a) { return _mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec<float> trunc(Vec<float> a) {
+  return _mm256_round_ps(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+}
+inline Vec<float> round_even(Vec<float> a) {
+  return _mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 inline Vec<float> abs(Vec<float> a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v); }
 inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf8_u10(a.v, b.v); }
 inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f8_u10(a.v, b.v); }
@@ -164,7 +210,8 @@ inline Vec<float> exp(Vec<float> x) {
   static constexpr float kQ[] = {4.999998860e-01f, 1.666651846e-01f, 4.166953311e-02f,
                                  8.368916341e-03f, 1.375140790e-03f};
   // Clamp (a NaN in the second operand of min/max is kept): beyond these e^x is inf or 0.
-  const __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x.v));
+  const __m256 xc =
+      _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x.v));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.442695041e+00f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
@@ -187,20 +234,21 @@ inline Vec<float> tanh(Vec<float> x) {
                                  2.104570158e-02f, -6.155215669e-03f};
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
   const Vec<float> small = fmadd(x * z, horner(z, kP), x);
-  const Vec<float> e = exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
+  const Vec<float> e =
+      exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
   return select(a < Vec<float>(0.625f), small, big);
 }
 inline Vec<float> erf(Vec<float> x) {
   // |x| < 0.875: x P(x^2); else 1 - exp(S(t) - t^2) with t = min(|x|, 4), t^2 split exactly
   // into hi + lo so that its rounding does not enter the exponent.
-  static constexpr float kP[] = {1.128379226e+00f, -3.761263788e-01f, 1.128374115e-01f,
-                                 -2.686196938e-02f, 5.207621492e-03f, -8.220516029e-04f,
+  static constexpr float kP[] = {1.128379226e+00f,  -3.761263788e-01f, 1.128374115e-01f,
+                                 -2.686196938e-02f, 5.207621492e-03f,  -8.220516029e-04f,
                                  8.714052092e-05f};
-  static constexpr float kS[] = {8.816062556e-05f, -1.128959092e+00f, 3.650815719e-01f,
-                                 -1.057073301e-01f, 2.241932003e-02f, -2.271133843e-03f,
-                                 -4.762034322e-04f, 2.748741885e-04f, -6.364282492e-05f,
-                                 8.604439846e-06f, -6.617099940e-07f, 2.249876596e-08f};
+  static constexpr float kS[] = {8.816062556e-05f,  -1.128959092e+00f, 3.650815719e-01f,
+                                 -1.057073301e-01f, 2.241932003e-02f,  -2.271133843e-03f,
+                                 -4.762034322e-04f, 2.748741885e-04f,  -6.364282492e-05f,
+                                 8.604439846e-06f,  -6.617099940e-07f, 2.249876596e-08f};
   const Vec<float> one(1.0f), a = abs(x);
   const Vec<float> small = x * horner(x * x, kP);
   const Vec<float> t(_mm256_min_ps(_mm256_set1_ps(4.0f), a.v));
@@ -214,7 +262,9 @@ inline Vec<float> erf(Vec<float> x) {
 template <>
 struct Vec<double> {
   static constexpr int width = 4;
-  struct Mask { __m256d m; };
+  struct Mask {
+    __m256d m;
+  };
   __m256d v;
   Vec() = default;
   Vec(__m256d x) : v(x) {}
@@ -227,11 +277,21 @@ inline Vec<double> operator-(Vec<double> a, Vec<double> b) { return _mm256_sub_p
 inline Vec<double> operator*(Vec<double> a, Vec<double> b) { return _mm256_mul_pd(a.v, b.v); }
 inline Vec<double> operator/(Vec<double> a, Vec<double> b) { return _mm256_div_pd(a.v, b.v); }
 inline Vec<double> operator-(Vec<double> a) { return _mm256_xor_pd(a.v, _mm256_set1_pd(-0.0)); }
-inline Vec<double>::Mask operator<(Vec<double> a, Vec<double> b) { return {_mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ)}; }
-inline Vec<double>::Mask operator>(Vec<double> a, Vec<double> b) { return {_mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ)}; }
-inline Vec<double> select(Vec<double>::Mask m, Vec<double> a, Vec<double> b) { return _mm256_blendv_pd(b.v, a.v, m.m); }
-inline Vec<double>::Mask isnan_mask(Vec<double> a) { return {_mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q)}; }
-inline Vec<double> fmadd(Vec<double> a, Vec<double> b, Vec<double> c) { return _mm256_fmadd_pd(a.v, b.v, c.v); }
+inline Vec<double>::Mask operator<(Vec<double> a, Vec<double> b) {
+  return {_mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ)};
+}
+inline Vec<double>::Mask operator>(Vec<double> a, Vec<double> b) {
+  return {_mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ)};
+}
+inline Vec<double> select(Vec<double>::Mask m, Vec<double> a, Vec<double> b) {
+  return _mm256_blendv_pd(b.v, a.v, m.m);
+}
+inline Vec<double>::Mask isnan_mask(Vec<double> a) {
+  return {_mm256_cmp_pd(a.v, a.v, _CMP_UNORD_Q)};
+}
+inline Vec<double> fmadd(Vec<double> a, Vec<double> b, Vec<double> c) {
+  return _mm256_fmadd_pd(a.v, b.v, c.v);
+}
 inline Vec<double> exp(Vec<double> a) { return Sleef_expd4_u10(a.v); }
 inline Vec<double> exp2(Vec<double> a) { return Sleef_exp2d4_u10(a.v); }
 inline Vec<double> expm1(Vec<double> a) { return Sleef_expm1d4_u10(a.v); }
@@ -246,8 +306,12 @@ inline Vec<double> tanh(Vec<double> a) { return Sleef_tanhd4_u10(a.v); }
 inline Vec<double> erf(Vec<double> a) { return Sleef_erfd4_u10(a.v); }
 inline Vec<double> floor(Vec<double> a) { return _mm256_floor_pd(a.v); }
 inline Vec<double> ceil(Vec<double> a) { return _mm256_ceil_pd(a.v); }
-inline Vec<double> trunc(Vec<double> a) { return _mm256_round_pd(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
-inline Vec<double> round_even(Vec<double> a) { return _mm256_round_pd(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec<double> trunc(Vec<double> a) {
+  return _mm256_round_pd(a.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+}
+inline Vec<double> round_even(Vec<double> a) {
+  return _mm256_round_pd(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 inline Vec<double> abs(Vec<double> a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v); }
 inline Vec<double> pow(Vec<double> a, Vec<double> b) { return Sleef_powd4_u10(a.v, b.v); }
 inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u10(a.v, b.v); }
