@@ -11,6 +11,10 @@ struct Case {
   size_t info;
   DType dtype;
 };
+// Names the case in test output (gtest would otherwise print its raw bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << opinfos()[c.info].name << " on " << dtype_name(c.dtype);
+}
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
