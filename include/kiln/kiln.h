@@ -1,6 +1,7 @@
 // Kiln: a C++20 tensor library. Include this one header for the whole public API.
 #pragma once
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <utility>
 
+#include "autograd/grad_mode.h"
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
 
@@ -162,12 +163,32 @@ int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOu
   return n;
 }
 
+int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+           std::span<Tensor, kMaxOpOutputs> outputs);
+
 }  // namespace
 
 int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
              std::span<Tensor, kMaxOpOutputs> outputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     KILN_CHECK(inputs[i].defined(), Error, op.name, ": input ", i, " is an undefined tensor");
+  if (autograd::needs_recording(inputs, outputs[0]))
+    return autograd::dispatch_and_record(op, inputs, attrs, outputs);
+  return dispatch_no_autograd(op, inputs, attrs, outputs);
+}
+
+int dispatch_no_autograd(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                         std::span<Tensor, kMaxOpOutputs> outputs) {
+  if (outputs[0].defined()) autograd::check_inplace_target(op, outputs[0]);
+  const int n = run_op(op, inputs, attrs, outputs);
+  if (autograd::inference_mode()) [[unlikely]]
+    for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)].impl()->set_inference(true);
+  return n;
+}
+
+namespace {
+int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+           std::span<Tensor, kMaxOpOutputs> outputs) {
   if (DispatchInterceptor* ic = tls_interceptor) [[unlikely]] {
     int n = 0;
     if (ic->intercept(op, inputs, attrs, outputs, n)) return n;
@@ -176,6 +197,7 @@ int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs
   if (op.kind == OpKind::View) {
     KILN_CHECK(!outputs[0].defined(), Error, op.name, ": a view op has no in-place form");
     outputs[0] = op.view(call);
+    outputs[0].impl()->set_is_view(true);
     return 1;
   }
   if (op.kind == OpKind::DataDependent) {
@@ -193,6 +215,7 @@ int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs
   op.kernel(call, outputs.first(static_cast<size_t>(n)));
   return n;
 }
+}  // namespace
 
 Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   std::array<Tensor, kMaxOpOutputs> outs;

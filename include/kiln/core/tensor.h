@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -71,6 +72,15 @@ class TensorImpl {
   bool is_wrapped_number() const { return wrapped_number_; }
   void set_wrapped_number(bool w) { wrapped_number_ = w; }
 
+  // Made by a view op: shares storage with the tensor it was viewed from.
+  bool is_view() const { return view_; }
+  void set_is_view(bool v) { view_ = v; }
+  // Made under InferenceMode: may never be saved for backward.
+  bool is_inference() const { return inference_; }
+  void set_inference(bool v) { inference_ = v; }
+  // Version of the storage's contents (bumped by every in-place write); 0 while pending.
+  uint64_t version() const { return storage_ ? storage_->version() : 0; }
+
   // Replaces sizes/strides (views made in place, e.g. squeeze_); recomputes cached facts.
   void set_sizes_strides(Shape sizes, Shape strides);
 
@@ -89,7 +99,12 @@ class TensorImpl {
   bool contiguous_ = true;
   bool requires_grad_ = false;
   bool wrapped_number_ = false;
+  bool view_ = false;
+  bool inference_ = false;
 };
+
+using TensorHook = std::function<Tensor(const Tensor& grad)>;
+class Node;
 
 // Contiguous (row-major) strides for `sizes`.
 Shape contiguous_strides(IntList sizes);
@@ -127,6 +142,31 @@ class Tensor {
   bool requires_grad() const { return impl_->requires_grad(); }
   // Marks a leaf tensor as requiring grad (floating dtypes only). Returns *this.
   Tensor& requires_grad_(bool requires_grad = true);
+
+  // ---- autograd (src/autograd; the guide is docs/autograd.md) ----
+  // The accumulated gradient of a leaf (undefined until a backward pass reaches it).
+  const Tensor& grad() const;
+  // Replaces the accumulated gradient (undefined clears it).
+  void set_grad(const Tensor& grad);
+  // The node that made this tensor (null for leaves and tensors that don't require grad).
+  const std::shared_ptr<Node>& grad_fn() const;
+  // A leaf: made by the user rather than by an op recorded for autograd.
+  bool is_leaf() const;
+  // Which output of grad_fn this tensor is.
+  uint32_t output_nr() const;
+  // Computes the gradients of this tensor w.r.t. the leaves of its graph and accumulates them
+  // into their grad(). `gradient` may be omitted only for one-element tensors.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = {},
+                bool create_graph = false) const;
+  // Calls `hook` with this tensor's gradient whenever one is computed; a defined return value
+  // replaces the gradient. Returns a handle for remove_hook.
+  size_t register_hook(TensorHook hook) const;
+  void remove_hook(size_t handle) const;
+  // Makes a non-leaf keep its grad() after backward, as leaves do.
+  void retain_grad() const;
+  bool retains_grad() const;
+  // Version counter of the underlying storage: bumped by every in-place change.
+  uint64_t version() const { return impl_->version(); }
   std::string shape_str() const;  // "[2, 3]"
 
   // ---- data ----

@@ -54,11 +54,13 @@ class Attrs {
 };
 std::ostream& operator<<(std::ostream& os, const AttrValue& v);
 
-// Output metadata computed by an op's meta function (outputs are contiguous).
-struct OutputMeta {
+// A tensor's dtype and shape without its data: what an op's meta function computes for each
+// output (outputs are contiguous), and what autograd keeps of each input.
+struct TensorMeta {
   DType dtype;
   Shape sizes;
 };
+using OutputMeta = TensorMeta;
 inline constexpr int kMaxOpOutputs = 4;
 
 // What kind of computation an op is: the optimizing backend fuses by kind.
@@ -82,6 +84,44 @@ struct OpCall {
   const Tensor& in(size_t i) const { return inputs[i]; }
 };
 
+// What an op's derivative receives: the op's attributes, the inputs and outputs it asked to
+// have saved, every input's metadata, and the gradient flowing into each output.
+struct BackwardCall {
+  const OpDef& op;
+  const Attrs& attrs;
+  std::span<const Tensor> inputs;          // saved inputs (undefined unless listed as saved)
+  std::span<const Tensor> outputs;         // saved outputs (undefined unless listed as saved)
+  std::span<const TensorMeta> input_meta;  // every input's dtype and shape
+  std::span<const TensorMeta> output_meta;
+  std::span<const Tensor> grads;  // gradient w.r.t. each output; undefined means zero
+  uint32_t needs_input_grad;      // bit i set: the gradient of input i is wanted
+
+  const Tensor& in(size_t i) const { return inputs[i]; }
+  const Tensor& out(size_t i) const { return outputs[i]; }
+  const Tensor& grad(size_t i = 0) const { return grads[i]; }
+  bool needs_grad(size_t i) const { return (needs_input_grad >> i) & 1u; }
+  // The gradient of output i, or zeros of its shape when none flowed into it.
+  Tensor grad_or_zeros(size_t i) const;
+};
+
+// An op's derivative, written in Kiln ops so that autograd can differentiate it again
+// (create_graph) and graph capture can trace it. `fn` fills grad_inputs[i] for each input i
+// whose gradient is wanted (left undefined means zero). Autograd then casts each gradient to
+// its input's dtype and sums it over broadcast dims down to the input's shape, so formulas
+// may return gradients at the output's (broadcast) shape.
+using DerivativeFn = void (*)(const BackwardCall& call, std::span<Tensor> grad_inputs);
+struct Derivative {
+  DerivativeFn fn = nullptr;   // null: no derivative (backward through it throws, naming the op)
+  uint32_t saved_inputs = 0;   // bit i: the formula reads input i
+  uint32_t saved_outputs = 0;  // bit i: the formula reads output i
+};
+// Bit masks for Derivative::saved_inputs / saved_outputs.
+constexpr uint32_t save(std::initializer_list<int> indices) {
+  uint32_t m = 0;
+  for (int i : indices) m |= 1u << i;
+  return m;
+}
+
 // Shape/dtype inference; runs on metadata only (never touches data) and validates arguments,
 // throwing kiln::Error naming the op, shapes and dtypes. Returns the number of outputs.
 using MetaFn = int (*)(const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> out);
@@ -100,9 +140,8 @@ struct OpDef {
   MetaFn meta = nullptr;
   KernelFn kernel = nullptr;
   ViewFn view = nullptr;
-  // Filled by the autograd layer: the derivative written in Kiln ops. (Opaque here so that this
-  // header does not depend on autograd.)
-  const void* derivative = nullptr;
+  // The derivative written in Kiln ops (read by autograd; see Derivative).
+  Derivative derivative{};
   // Optional decomposition into more primitive ops, for the optimizing backend.
   const void* decomposition = nullptr;
 };
@@ -119,8 +158,13 @@ std::vector<const OpDef*> all_ops();
 // result is written into it (in-place and out= forms): its shape must equal the result's, the
 // result dtype must be castable to its dtype, and it must not be an expanded (self-overlapping)
 // tensor. Inputs that overlap it are handled (a temporary is used when needed).
+// When gradients are being recorded and an input requires grad, the call is recorded for
+// autograd (see kiln/autograd/autograd.h).
 int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
              std::span<Tensor, kMaxOpOutputs> outputs);
+// dispatch() without autograd recording: what autograd itself calls.
+int dispatch_no_autograd(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                         std::span<Tensor, kMaxOpOutputs> outputs);
 // Single-output convenience form.
 Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
 // In-place / out= convenience form: writes into `out` and returns it.

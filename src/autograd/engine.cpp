@@ -1,0 +1,427 @@
+// The backward engine: runs the nodes reachable from the roots in reverse creation order, each
+// once all gradients for it have arrived, and accumulates into leaves (backward) or captures
+// the gradients of chosen tensors (grad). Also the Tensor methods that read autograd state.
+#include <algorithm>
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/factory.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
+
+namespace kiln {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+std::atomic<size_t> next_hook_handle{1};
+}  // namespace
+
+// ---- Node ----
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+size_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
+  size_t h = next_hook_handle.fetch_add(1);
+  pre_hooks_.push_back({h, output_nr, std::move(hook)});
+  return h;
+}
+void Node::remove_pre_hook(size_t handle) {
+  std::erase_if(pre_hooks_, [&](const PreHook& p) { return p.handle == handle; });
+}
+Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
+  for (const PreHook& h : pre_hooks_) {
+    if (h.output_nr != output_nr || !grad.defined()) continue;
+    Tensor replaced = h.fn(grad);
+    if (replaced.defined()) grad = std::move(replaced);
+  }
+  return grad;
+}
+
+Tensor BackwardCall::grad_or_zeros(size_t i) const {
+  if (grads[i].defined()) return grads[i];
+  return zeros(output_meta[i].sizes, output_meta[i].dtype);
+}
+
+// ---- SavedTensor ----
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output), saved_(true) {
+  if (!t.defined()) return;
+  KILN_CHECK(!t.impl()->is_inference() || autograd::inference_mode(), Error,
+             "a tensor made in InferenceMode (shape ", t.shape_str(),
+             ") cannot be saved for backward; make it outside InferenceMode or clone() it there");
+  version_ = t.version();
+  if (is_output) {
+    output_nr_ = t.requires_grad() ? t.output_nr() : 0;
+    data_ = t.detach();  // no history: the node that saves it is its grad_fn
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner, std::string_view node_name) const {
+  KILN_CHECK(saved_, Error, "internal error: ", node_name, " read a tensor it did not save");
+  if (!data_.defined()) return data_;  // an optional input left out
+  KILN_CHECK(data_.version() == version_, Error,
+             "one of the tensors needed for gradient computation has been modified by an "
+             "in-place operation: the ",
+             is_output_ ? "output" : "input", " of shape ", data_.shape_str(), " and dtype ",
+             data_.dtype(), " saved by ", node_name, " is at version ", data_.version(),
+             "; expected version ", version_, " instead");
+  if (!is_output_ || !owner || !is_floating(data_.dtype())) return data_;
+  Tensor t = data_.detach();
+  AutogradMeta& m = autograd::meta(t);
+  m.grad_fn = owner;
+  m.output_nr = output_nr_;
+  t.impl()->set_requires_grad(true);
+  return t;
+}
+
+namespace autograd {
+
+AutogradMeta& meta(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (!impl->autograd_meta()) impl->set_autograd_meta(std::make_shared<AutogradMeta>());
+  return *impl->autograd_meta();
+}
+
+namespace {
+
+// Accumulates the gradient of a leaf into its grad(). Holds the leaf weakly: a leaf that is
+// gone needs no gradient.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl_ptr()) {
+    input_meta_.clear();
+    output_meta_.push_back({leaf.dtype(), leaf.sizes()});
+  }
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+    if (!leaf || !grads[0].defined()) return {};
+    Tensor g = std::move(grads[0]);
+    AutogradMeta& m = *leaf->autograd_meta();
+    for (const AutogradMeta::Hook& h : m.hooks) {
+      Tensor replaced = h.fn(g);
+      if (replaced.defined()) g = std::move(replaced);
+    }
+    if (is_grad_enabled()) {  // create_graph: the sum stays differentiable
+      m.grad = m.grad.defined() ? m.grad + g : g;
+      return {};
+    }
+    if (!m.grad.defined()) {
+      // Keep g itself only when nothing else can see or change it.
+      const bool exclusive = g.impl_ptr().use_count() == 1 && g.is_contiguous() &&
+                             g.impl()->storage().use_count() == 1 && !g.requires_grad();
+      m.grad = exclusive ? std::move(g) : g.detach().clone();
+    } else if (m.grad.requires_grad()) {
+      m.grad = m.grad.detach() + g;
+    } else {
+      m.grad.add_(g);
+    }
+    return {};
+  }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+}  // namespace
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  AutogradMeta& m = meta(t);
+  if (m.grad_fn) return {m.grad_fn, m.output_nr};
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(std::span<Tensor> outputs, const std::shared_ptr<Node>& node) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& t = outputs[i];
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    AutogradMeta& m = meta(t);
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+    m.grad = Tensor();
+    t.impl()->set_requires_grad(true);
+  }
+}
+
+// ---- the engine ----
+namespace {
+
+struct NodeState {
+  int dependencies = 0;
+  std::vector<Tensor> buffer;  // gradient of each forward output, summed as they arrive
+  bool needed = true;
+};
+
+// Casts/sums a gradient produced for input `i` of `node` to that input's dtype and shape.
+Tensor validate_gradient(const Node& node, size_t i, Tensor g) {
+  const TensorMeta& want = node.input_meta()[i];
+  if (g.sizes() != want.sizes) {
+    // Gradients computed at the broadcast shape are summed back to the input's shape.
+    KILN_CHECK(g.dim() >= static_cast<int64_t>(want.sizes.size()), Error, "internal error: ",
+               node.name(), " returned a gradient of shape ", g.shape_str(), " for input ", i,
+               " of shape ", IntList(want.sizes));
+    const int64_t lead = g.dim() - static_cast<int64_t>(want.sizes.size());
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+    for (int64_t d = 0; d < static_cast<int64_t>(want.sizes.size()); ++d) {
+      if (want.sizes[d] == g.size(lead + d)) continue;
+      KILN_CHECK(want.sizes[d] == 1, Error, "internal error: ", node.name(),
+                 " returned a gradient of shape ", g.shape_str(), " for input ", i, " of shape ",
+                 IntList(want.sizes));
+      dims.push_back(lead + d);
+    }
+    g = sum(g, dims, true);
+    if (lead > 0) g = g.reshape(want.sizes);
+  }
+  if (g.dtype() != want.dtype) g = g.to(want.dtype);
+  return g;
+}
+
+struct ByPriority {
+  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Runs backward from roots. With `captures`, returns the gradient arriving at each captured
+// edge and runs only the nodes leading to one (no accumulation into leaves).
+std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
+                            bool keep_graph, bool create_graph,
+                            const std::vector<Edge>* captures) {
+  std::unordered_map<Node*, NodeState> state;
+  // Discover the graph and count, for each node, the edges that will bring it a gradient.
+  std::vector<Node*> stack;
+  for (const Edge& e : roots)
+    if (e.valid() && state.emplace(e.fn.get(), NodeState{}).second) stack.push_back(e.fn.get());
+  std::vector<Node*> order;  // discovery order, for the needed-set pass
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->next_edges()) {
+      if (!e.valid()) continue;
+      auto [it, fresh] = state.emplace(e.fn.get(), NodeState{});
+      it->second.dependencies++;
+      if (fresh) stack.push_back(e.fn.get());
+    }
+  }
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture_at;
+  if (captures) {
+    for (size_t k = 0; k < captures->size(); ++k) {
+      const Edge& e = (*captures)[k];
+      if (e.valid()) capture_at[e.fn.get()].push_back({e.input_nr, k});
+    }
+    // Needed: a capture point, or a node with a path to one. Nodes without edges are decided
+    // first; then ascending creation order visits a node after every node it feeds into.
+    std::vector<Node*> by_seq;
+    for (Node* n : order) {
+      state[n].needed = capture_at.count(n) > 0;
+      if (!n->next_edges().empty()) by_seq.push_back(n);
+    }
+    std::sort(by_seq.begin(), by_seq.end(),
+              [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); });
+    for (Node* n : by_seq)
+      for (const Edge& e : n->next_edges())
+        if (e.valid() && state[e.fn.get()].needed) state[n].needed = true;
+  }
+  std::vector<Tensor> captured(captures ? captures->size() : 0);
+
+  AutoGradMode grad_mode(create_graph);
+  std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
+  auto deliver = [&](const Edge& e, Tensor g) {
+    NodeState& s = state[e.fn.get()];
+    if (g.defined()) {
+      if (s.buffer.size() < e.fn->output_meta().size()) s.buffer.resize(e.fn->output_meta().size());
+      Tensor& slot = s.buffer[e.input_nr];
+      slot = slot.defined() ? slot + g : std::move(g);
+    }
+  };
+  for (size_t r = 0; r < roots.size(); ++r)
+    if (roots[r].valid()) deliver(roots[r], std::move(root_grads[r]));
+  for (const Edge& e : roots)
+    if (e.valid() && state[e.fn.get()].dependencies == 0) {
+      state[e.fn.get()].dependencies = -1;  // queued once even if it is a root twice
+      ready.push(e.fn.get());
+    }
+
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    NodeState& s = state[n];
+    std::vector<Tensor> grads = std::move(s.buffer);
+    grads.resize(n->output_meta().size());
+    if (n->has_pre_hooks())
+      for (size_t i = 0; i < grads.size(); ++i)
+        grads[i] = n->run_pre_hooks(static_cast<uint32_t>(i), std::move(grads[i]));
+    if (auto it = capture_at.find(n); it != capture_at.end())
+      for (auto [nr, k] : it->second) captured[k] = grads[nr];
+    std::vector<Tensor> input_grads;
+    const bool run = s.needed && (!captures || !n->next_edges().empty());
+    const bool any_grad =
+        std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
+    if (run && any_grad) {
+      input_grads = n->apply(std::move(grads));
+      if (!keep_graph) n->release_saved();
+    }
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid()) continue;
+      if (i < input_grads.size() && input_grads[i].defined())
+        deliver(e, validate_gradient(*n, i, std::move(input_grads[i])));
+      NodeState& next = state[e.fn.get()];
+      if (--next.dependencies == 0) ready.push(e.fn.get());
+    }
+  }
+  return captured;
+}
+
+// Root edges and their initial gradients (ones for one-element outputs).
+void make_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                const char* api, std::vector<Edge>& roots, std::vector<Tensor>& grads) {
+  KILN_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), ValueError, api,
+             ": got ", outputs.size(), " outputs but ", grad_outputs.size(), " grad_outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    KILN_CHECK(out.defined(), ValueError, api, ": output ", i, " is an undefined tensor");
+    KILN_CHECK(out.requires_grad(), Error, api, ": output ", i, " (shape ", out.shape_str(),
+               ") does not require grad and has no grad_fn: nothing to differentiate (was it "
+               "computed under no_grad, or from tensors without requires_grad?)");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      KILN_CHECK(out.numel() == 1, Error, api,
+                 ": a gradient can be created implicitly only for one-element outputs, but "
+                 "output ",
+                 i, " has shape ", out.shape_str(), "; pass its gradient explicitly");
+      g = ones(out.sizes(), out.dtype());
+    } else {
+      KILN_CHECK(g.sizes() == out.sizes(), ShapeError, api, ": the gradient for output ", i,
+                 " has shape ", g.shape_str(), " but the output has shape ", out.shape_str());
+      KILN_CHECK(is_floating(g.dtype()), DTypeError, api, ": the gradient for output ", i,
+                 " must be floating, got dtype ", g.dtype());
+    }
+    roots.push_back(gradient_edge(out));
+    grads.push_back(g.dtype() == out.dtype() ? std::move(g) : g.to(out.dtype()));
+  }
+}
+
+}  // namespace
+}  // namespace autograd
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              std::optional<bool> retain_graph, bool create_graph) {
+  std::vector<Edge> roots;
+  std::vector<Tensor> grads;
+  autograd::make_roots(outputs, grad_outputs, "backward", roots, grads);
+  autograd::execute(roots, std::move(grads), retain_graph.value_or(create_graph), create_graph,
+                    nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs,
+                         std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  std::vector<Edge> roots;
+  std::vector<Tensor> grads;
+  autograd::make_roots(outputs, grad_outputs, "grad", roots, grads);
+  std::vector<Edge> captures;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), Error, "grad: input ", i,
+               inputs[i].defined() ? " (shape " + inputs[i].shape_str() + ")" : std::string(),
+               " does not require grad");
+    captures.push_back(autograd::gradient_edge(inputs[i]));
+  }
+  std::vector<Tensor> result =
+      autograd::execute(roots, std::move(grads), retain_graph.value_or(create_graph),
+                        create_graph, &captures);
+  for (size_t i = 0; i < result.size(); ++i) {
+    KILN_CHECK(result[i].defined() || allow_unused, Error, "grad: input ", i, " (shape ",
+               inputs[i].shape_str(),
+               ") was not used to compute the outputs; pass allow_unused=true to get an "
+               "undefined gradient for it");
+    if (result[i].defined() && result[i].dtype() != inputs[i].dtype())
+      result[i] = result[i].to(inputs[i].dtype());
+  }
+  return result;
+}
+
+// ---- Tensor's autograd methods ----
+namespace {
+const Tensor kUndefined;
+const std::shared_ptr<Node> kNoNode;
+}  // namespace
+
+const Tensor& Tensor::grad() const {
+  const auto& m = impl_->autograd_meta();
+  return m ? m->grad : kUndefined;
+}
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    KILN_CHECK(g.sizes() == sizes(), ShapeError, "set_grad: gradient of shape ", g.shape_str(),
+               " for a tensor of shape ", shape_str());
+    KILN_CHECK(g.dtype() == dtype(), DTypeError, "set_grad: gradient of dtype ", g.dtype(),
+               " for a tensor of dtype ", dtype());
+  }
+  if (!g.defined() && !impl_->autograd_meta()) return;
+  autograd::meta(*this).grad = g;
+}
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  const auto& m = impl_->autograd_meta();
+  return m ? m->grad_fn : kNoNode;
+}
+bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+uint32_t Tensor::output_nr() const {
+  const auto& m = impl_->autograd_meta();
+  return m ? m->output_nr : 0;
+}
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
+  kiln::backward({*this}, {gradient}, retain_graph, create_graph);
+}
+size_t Tensor::register_hook(TensorHook hook) const {
+  KILN_CHECK(requires_grad(), Error, "register_hook: the tensor (shape ", shape_str(),
+             ") does not require grad, so no gradient will ever reach a hook on it");
+  AutogradMeta& m = autograd::meta(*this);
+  if (m.grad_fn) return m.grad_fn->add_pre_hook(m.output_nr, std::move(hook));
+  size_t h = next_hook_handle.fetch_add(1);
+  m.hooks.push_back({h, std::move(hook)});
+  return h;
+}
+void Tensor::remove_hook(size_t handle) const {
+  const auto& m = impl_->autograd_meta();
+  if (!m) return;
+  if (m->grad_fn) m->grad_fn->remove_pre_hook(handle);
+  std::erase_if(m->hooks, [&](const AutogradMeta::Hook& h) { return h.handle == handle; });
+}
+void Tensor::retain_grad() const {
+  KILN_CHECK(requires_grad(), Error, "retain_grad: the tensor (shape ", shape_str(),
+             ") does not require grad");
+  AutogradMeta& m = autograd::meta(*this);
+  if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
+  m.retains_grad = true;
+  std::weak_ptr<TensorImpl> self = impl_;
+  m.grad_fn->add_pre_hook(m.output_nr, [self](const Tensor& g) {
+    if (auto impl = self.lock()) {
+      AutogradMeta& mm = *impl->autograd_meta();
+      if (!mm.grad.defined()) {
+        mm.grad = is_grad_enabled() ? g : g.detach().clone();
+      } else {
+        mm.grad = is_grad_enabled() ? mm.grad + g : mm.grad.detach() + g.detach();
+      }
+    }
+    return Tensor();
+  });
+}
+bool Tensor::retains_grad() const {
+  const auto& m = impl_->autograd_meta();
+  return m && m->retains_grad;
+}
+
+}  // namespace kiln

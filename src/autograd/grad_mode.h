@@ -1,0 +1,32 @@
+// The per-thread recording flags, inline so that dispatch's check costs a load.
+#pragma once
+
+#include <span>
+
+#include "kiln/ops/op.h"
+
+namespace kiln::autograd {
+
+namespace detail {
+extern thread_local bool tls_grad_enabled;
+extern thread_local bool tls_inference_mode;
+}  // namespace detail
+
+// Whether dispatch must hand this call to autograd: recording is on and an input requires grad,
+// or the call writes into a tensor that has autograd history or requires grad.
+inline bool needs_recording(std::span<const Tensor> inputs, const Tensor& out) {
+  if (!detail::tls_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) return true;
+  return out.defined() && out.requires_grad();
+}
+
+inline bool inference_mode() { return detail::tls_inference_mode; }
+
+// Runs the op and records it for autograd (record.cpp).
+int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                        std::span<Tensor, kMaxOpOutputs> outputs);
+// Checks done on every in-place write, recorded or not (inference tensors, leaves).
+void check_inplace_target(const OpDef& op, const Tensor& out);
+
+}  // namespace kiln::autograd

@@ -1,0 +1,164 @@
+// Recording op calls for autograd: dispatch hands a call here when an input requires grad; it
+// runs the op and gives its outputs an OpNode that applies the op's Derivative on backward.
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "kiln/autograd/autograd.h"
+
+namespace kiln::autograd {
+
+namespace {
+
+// "mul" -> "MulBackward", "log_softmax" -> "LogSoftmaxBackward".
+std::string backward_name(std::string_view op) {
+  std::string out;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward";
+}
+
+// The node of one recorded op call.
+class OpNode : public Node {
+ public:
+  OpNode(const OpDef& op, const Attrs& attrs, std::vector<Edge> edges)
+      : op_(op), attrs_(attrs), needs_(0) {
+    next_edges_ = std::move(edges);
+    for (size_t i = 0; i < next_edges_.size() && i < 32; ++i)
+      if (next_edges_[i].valid()) needs_ |= 1u << i;
+  }
+  std::string name() const override { return backward_name(op_.name); }
+
+  void save(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+    const Derivative& d = op_.derivative;
+    if (d.saved_inputs) {
+      saved_inputs_.resize(inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if ((d.saved_inputs >> i) & 1u) saved_inputs_[i] = SavedTensor(inputs[i], false);
+    }
+    if (d.saved_outputs) {
+      saved_outputs_.resize(outputs.size());
+      for (size_t i = 0; i < outputs.size(); ++i)
+        if ((d.saved_outputs >> i) & 1u) saved_outputs_[i] = SavedTensor(outputs[i], true);
+    }
+  }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    KILN_CHECK(op_.derivative.fn, NotImplementedError, "the derivative of '", op_.name,
+               "' is not implemented, so gradients cannot flow through it (", name(), ")");
+    KILN_CHECK(!released_, Error, "trying to run ", name(),
+               " a second time: its saved tensors were freed after the first backward pass. "
+               "Pass retain_graph=true to the first backward() (or grad()) to keep them");
+    auto self = shared_from_this();
+    std::vector<Tensor> ins(next_edges_.size()), outs(output_meta_.size());
+    for (size_t i = 0; i < saved_inputs_.size(); ++i)
+      if (saved_inputs_[i].defined()) ins[i] = saved_inputs_[i].unpack(nullptr, name());
+    for (size_t i = 0; i < saved_outputs_.size(); ++i)
+      if (saved_outputs_[i].defined()) outs[i] = saved_outputs_[i].unpack(self, name());
+    BackwardCall call{op_, attrs_, ins, outs, input_meta_, output_meta_, grads, needs_};
+    std::vector<Tensor> grad_inputs(next_edges_.size());
+    op_.derivative.fn(call, grad_inputs);
+    return grad_inputs;
+  }
+
+  void release_saved() override {
+    if (saved_inputs_.empty() && saved_outputs_.empty()) return;
+    for (SavedTensor& s : saved_inputs_) s.release();
+    for (SavedTensor& s : saved_outputs_) s.release();
+    released_ = true;
+  }
+
+ private:
+  const OpDef& op_;
+  Attrs attrs_;
+  uint32_t needs_;
+  std::vector<SavedTensor> saved_inputs_, saved_outputs_;
+  bool released_ = false;
+};
+
+// Creates the node for a call whose outputs are computed, and gives them their history.
+void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+            std::span<Tensor> outputs, std::span<const Tensor> saved_inputs) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
+  auto node = std::make_shared<OpNode>(op, attrs, std::move(edges));
+  node->input_meta_.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->input_meta_.push_back({t.dtype(), t.sizes()});
+  for (const Tensor& t : outputs) node->output_meta_.push_back({t.dtype(), t.sizes()});
+  set_history(outputs, node);
+  node->save(saved_inputs, outputs);
+}
+
+}  // namespace
+
+void check_inplace_target(const OpDef& op, const Tensor& out) {
+  KILN_CHECK(!out.impl()->is_inference() || inference_mode(), Error, op.name,
+             ": an in-place change to a tensor made in InferenceMode (shape ", out.shape_str(),
+             ") is not allowed outside InferenceMode; clone() it first");
+}
+
+int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                        std::span<Tensor, kMaxOpOutputs> outputs) {
+  bool any_requires = false;
+  for (const Tensor& t : inputs) any_requires = any_requires || t.requires_grad();
+  if (!outputs[0].defined()) {
+    const int n = dispatch_no_autograd(op, inputs, attrs, outputs);
+    if (any_requires) record(op, inputs, attrs, outputs.first(static_cast<size_t>(n)), inputs);
+    return n;
+  }
+
+  // In place (or out=): compute out of place, write the result into the destination, then
+  // make the destination's history the new node's (PyTorch's "rebase history").
+  Tensor out = outputs[0];
+  KILN_CHECK(!(out.requires_grad() && out.is_leaf()), Error, op.name,
+             ": a leaf tensor that requires grad (shape ", out.shape_str(),
+             ") cannot be changed in place while gradients are recorded; do it under "
+             "kiln::NoGradGuard, or on a clone()");
+  KILN_CHECK(!(any_requires && out.impl()->is_view() && out.impl()->storage().use_count() > 1),
+             NotImplementedError, op.name,
+             ": an in-place change to a view (shape ", out.shape_str(),
+             ") while gradients are recorded is not supported yet: the tensor it views would "
+             "not see the change in its history. Compute the result out of place instead");
+  check_inplace_target(op, out);
+  std::array<Tensor, kMaxOpOutputs> result;
+  const int n = dispatch_no_autograd(op, inputs, attrs, result);
+  // An input the derivative reads that shares the destination's storage is about to be
+  // overwritten: save a copy of its current value instead (recorded, so it keeps its history).
+  std::vector<Tensor> saved(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (!((op.derivative.saved_inputs >> i) & 1u)) continue;
+    if (saved[i].impl()->has_storage() && out.impl()->has_storage() &&
+        saved[i].impl()->storage() == out.impl()->storage()) {
+      saved[i] = saved[i].clone();
+    }
+  }
+  if (any_requires) record(op, inputs, attrs, std::span<Tensor>(result.data(), 1), saved);
+  {
+    AutoGradMode off(false);
+    std::array<Tensor, kMaxOpOutputs> dst{out};
+    const Tensor copy_inputs[] = {out, result[0]};
+    static const OpDef& copy = *find_op("copy");
+    dispatch_no_autograd(copy, copy_inputs, Attrs{}, dst);
+  }
+  if (any_requires) {
+    AutogradMeta& m = meta(out);
+    m.grad_fn = result[0].grad_fn();
+    m.output_nr = 0;
+    out.impl()->set_requires_grad(result[0].requires_grad());
+  } else if (out.impl()->autograd_meta()) {
+    // Nothing that requires grad went into the new value: it has no history any more.
+    out.impl()->autograd_meta()->grad_fn = nullptr;
+    out.impl()->set_requires_grad(false);
+  }
+  for (int i = 1; i < n; ++i) outputs[static_cast<size_t>(i)] = result[static_cast<size_t>(i)];
+  return n;
+}
+
+}  // namespace kiln::autograd
