@@ -9,6 +9,7 @@
 #include "kiln/core/random.h"
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
+#include "kiln/io/safetensors.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"

@@ -1,0 +1,819 @@
+// The safetensors format: reader (strict: every byte validated before a tensor is returned) and
+// atomic writer. Layout of a file:
+//   [8 bytes: N, little-endian u64] [N bytes: UTF-8 JSON header, space-padded] [data buffer]
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// into the data buffer) plus an optional "__metadata__" object of strings. The tensors' byte
+// ranges tile the data buffer exactly.
+#include "kiln/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+
+namespace kiln {
+namespace {
+
+// Tensor data is written and read as the host's bytes; the format is little-endian.
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
+
+// The reference implementation refuses headers above this size; so do we.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+[[noreturn]] void fail(const std::string& source, const std::string& problem) {
+  throw CheckpointError(source + ": " + problem);
+}
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::string file_source(const std::string& path) { return "safetensors file '" + path + "'"; }
+
+// ---- dtypes ----
+
+// The format's dtype codes for Kiln's dtypes.
+constexpr std::pair<std::string_view, DType> kFormatDTypes[] = {
+    {"BOOL", DType::Bool},   {"I32", DType::Int32},   {"I64", DType::Int64},
+    {"F32", DType::Float32}, {"F64", DType::Float64},
+};
+// Codes the format defines that Kiln has no dtype for: a file using them is valid but unloadable.
+// clang-format off
+constexpr std::string_view kOtherFormatDTypes[] = {
+    "F4", "F6_E2M3", "F6_E3M2", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+    "U8", "I8", "U16", "I16", "F16", "BF16", "U32", "U64", "C64"};
+// clang-format on
+
+// The format code of a Kiln dtype ("" if there is none: a dtype added to Kiln but not here).
+std::string_view format_dtype(DType dt) {
+  for (const auto& [code, d] : kFormatDTypes)
+    if (d == dt) return code;
+  return {};
+}
+
+std::string shape_str(const Shape& s) { return detail::concat(IntList(s)); }
+
+// ---- UTF-8 ----
+
+// Returns the offset of the first byte that is not part of well-formed UTF-8 (no overlong forms,
+// no surrogates, nothing above U+10FFFF), or npos when `s` is valid.
+size_t find_invalid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra;
+    uint32_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (s.size() - i <= static_cast<size_t>(extra)) return i;
+    for (int k = 1; k <= extra; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += extra + 1;
+  }
+  return std::string_view::npos;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// ---- JSON reading ----
+
+// A strict reader of the JSON the header needs: objects, arrays, strings and integers. Values
+// are read by what the caller expects next (the header's schema is fixed), so a value of the
+// wrong type is reported with the field it belongs to. The text must already be valid UTF-8.
+class JsonReader {
+ public:
+  JsonReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+
+  // The next non-whitespace byte, or '\0' at the end of the text.
+  char peek() {
+    while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
+  bool at_end() { return peek() == '\0' && pos_ == text_.size(); }
+
+  // What the next value is, for "must be X, got Y" messages; a syntax error if it is no value.
+  std::string next_kind() {
+    switch (peek()) {
+      case '{':
+        return "an object";
+      case '[':
+        return "an array";
+      case '"':
+        return "a string";
+      case 't':
+      case 'f':
+        return "a boolean";
+      case 'n':
+        return "null";
+      default:
+        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return "a number";
+        syntax_error("expected a value");
+    }
+  }
+
+  // Reads an object, calling on_member(key) with the reader positioned at each member's value
+  // (on_member must read it). Duplicate keys are an error; `what` names the object for it.
+  template <typename F>
+  void read_object(const std::string& what, F&& on_member) {
+    expect('{');
+    std::set<std::string> seen;
+    if (peek() == '}') {
+      ++pos_;
+      return;
+    }
+    while (true) {
+      if (peek() != '"') syntax_error("expected a string key in " + what);
+      std::string key = read_string_literal();
+      if (!seen.insert(key).second) fail(source_, "duplicate key " + quoted(key) + " in " + what);
+      expect(':');
+      on_member(key);
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect('}');
+      return;
+    }
+  }
+
+  // Reads an array, calling on_element() with the reader positioned at each element.
+  template <typename F>
+  void read_array(F&& on_element) {
+    expect('[');
+    if (peek() == ']') {
+      ++pos_;
+      return;
+    }
+    while (true) {
+      on_element();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect(']');
+      return;
+    }
+  }
+
+  // A string value; `what` names the field for a type error.
+  std::string read_string(const std::string& what) {
+    if (peek() != '"') fail(source_, what + " must be a string, got " + next_kind());
+    return read_string_literal();
+  }
+
+  // A non-negative integer (the only numbers the header holds), at most int64's maximum.
+  int64_t read_size(const std::string& what) {
+    const char c = peek();
+    if (c != '-' && (c < '0' || c > '9'))
+      fail(source_, what + " must be a non-negative integer, got " + next_kind());
+    const size_t start = pos_;
+    const bool negative = c == '-';
+    if (negative) ++pos_;
+    if (pos_ == text_.size() || text_[pos_] < '0' || text_[pos_] > '9')
+      syntax_error("expected a digit");
+    if (text_[pos_] == '0' && pos_ + 1 < text_.size() && is_digit(text_[pos_ + 1]))
+      syntax_error("numbers must not have leading zeros");
+    uint64_t value = 0;
+    bool overflow = false;
+    for (; pos_ < text_.size() && is_digit(text_[pos_]); ++pos_) {
+      const uint64_t d = static_cast<uint64_t>(text_[pos_] - '0');
+      if (value > (static_cast<uint64_t>(kInt64Max) - d) / 10) overflow = true;
+      if (!overflow) value = value * 10 + d;
+    }
+    const bool fraction =
+        pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E');
+    if (fraction) {
+      // Consume the rest of the number so the message can show it.
+      while (pos_ < text_.size() &&
+             (is_digit(text_[pos_]) ||
+              std::string_view(".eE+-").find(text_[pos_]) != std::string_view::npos))
+        ++pos_;
+    }
+    const std::string literal(text_.substr(start, pos_ - start));
+    if (fraction) fail(source_, what + " must be an integer, got " + literal);
+    if (negative) fail(source_, what + " must not be negative, got " + literal);
+    if (overflow) fail(source_, what + " is too large: " + literal);
+    return static_cast<int64_t>(value);
+  }
+
+  void expect(char c) {
+    if (peek() != c) syntax_error(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  [[noreturn]] void syntax_error(const std::string& problem) {
+    std::string found = pos_ < text_.size() ? quoted(text_.substr(pos_, 1)) : "the end";
+    fail(source_, "invalid JSON in header at byte " + std::to_string(pos_) + ": " + problem +
+                      ", found " + found);
+  }
+
+ private:
+  static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+  // Reads "..." starting at the opening quote, decoding escapes.
+  std::string read_string_literal() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ >= text_.size()) syntax_error("unterminated string");
+      const char c = text_[pos_];
+      if (c == '"') {
+        ++pos_;
+        return out;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) syntax_error("control character in a string");
+      if (c != '\\') {
+        out += c;
+        ++pos_;
+        continue;
+      }
+      ++pos_;
+      if (pos_ >= text_.size()) syntax_error("unterminated string");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          uint32_t cp = read_hex4();
+          if (cp >= 0xDC00 && cp <= 0xDFFF) syntax_error("unpaired low surrogate in \\u escape");
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            // A high surrogate must be followed by an escaped low one: together one code point.
+            if (text_.substr(pos_, 2) != "\\u") syntax_error("unpaired high surrogate");
+            pos_ += 2;
+            const uint32_t low = read_hex4();
+            if (low < 0xDC00 || low > 0xDFFF) syntax_error("unpaired high surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          --pos_;
+          syntax_error("invalid escape sequence");
+      }
+    }
+  }
+
+  uint32_t read_hex4() {
+    if (text_.size() - pos_ < 4) syntax_error("truncated \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i, ++pos_) {
+      const char h = text_[pos_];
+      int d;
+      if (h >= '0' && h <= '9')
+        d = h - '0';
+      else if (h >= 'a' && h <= 'f')
+        d = h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        d = h - 'A' + 10;
+      else
+        syntax_error("invalid hex digit in \\u escape");
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    return v;
+  }
+
+  std::string_view text_;
+  const std::string& source_;
+  size_t pos_ = 0;
+};
+
+// ---- header parsing and validation ----
+
+// One tensor as the header describes it, already checked against the data buffer.
+struct TensorEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  int64_t begin;  // byte offsets into the data buffer
+  int64_t end;
+};
+
+struct Header {
+  std::vector<TensorEntry> entries;  // in the header's order
+  std::map<std::string, std::string> metadata;
+};
+
+std::string offsets_str(int64_t begin, int64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+}
+
+// Reads one tensor's {"dtype", "shape", "data_offsets"} object and checks it on its own.
+TensorEntry read_tensor_entry(JsonReader& json, const std::string& name,
+                              const std::string& source) {
+  const std::string tensor = "tensor " + quoted(name);
+  if (json.peek() != '{')
+    fail(source, tensor +
+                     " must be an object with \"dtype\", \"shape\" and \"data_offsets\", got " +
+                     json.next_kind());
+  std::optional<std::string> dtype_code;
+  std::optional<std::vector<int64_t>> shape, offsets;
+  json.read_object(tensor, [&](const std::string& field) {
+    if (field == "dtype") {
+      dtype_code = json.read_string(tensor + ": \"dtype\"");
+    } else if (field == "shape" || field == "data_offsets") {
+      const std::string what = tensor + ": \"" + field + "\"";
+      if (json.peek() != '[')
+        fail(source, what + " must be an array of integers, got " + json.next_kind());
+      std::vector<int64_t> values;
+      json.read_array([&] { values.push_back(json.read_size(what + " entry")); });
+      (field == "shape" ? shape : offsets) = std::move(values);
+    } else {
+      fail(source, tensor + " has unknown field " + quoted(field));
+    }
+  });
+  for (const auto& [present, field] :
+       {std::pair{dtype_code.has_value(), "dtype"}, std::pair{shape.has_value(), "shape"},
+        std::pair{offsets.has_value(), "data_offsets"}})
+    if (!present) fail(source, tensor + " is missing field \"" + std::string(field) + "\"");
+
+  TensorEntry e;
+  e.name = name;
+  const auto known = std::find_if(std::begin(kFormatDTypes), std::end(kFormatDTypes),
+                                  [&](const auto& p) { return p.first == *dtype_code; });
+  if (known == std::end(kFormatDTypes)) {
+    const bool other = std::find(std::begin(kOtherFormatDTypes), std::end(kOtherFormatDTypes),
+                                 *dtype_code) != std::end(kOtherFormatDTypes);
+    if (other)
+      fail(source, tensor + " has dtype " + *dtype_code +
+                       ", which Kiln does not support (it loads BOOL, I32, I64, F32, F64)");
+    fail(source, tensor + " has unknown dtype " + quoted(*dtype_code));
+  }
+  e.dtype = known->second;
+
+  // The element count, and the same product with zero dims taken as 1: strides are computed
+  // from the latter, so it must not overflow either (a shape like [0, 2^62, 2^62]).
+  e.shape = Shape(shape->begin(), shape->end());
+  int64_t numel = 1, extent = 1;
+  for (int64_t d : *shape) {
+    const int64_t m = std::max<int64_t>(d, 1);
+    if (extent > kInt64Max / m)
+      fail(source, tensor + " has shape " + shape_str(e.shape) + ", which overflows int64");
+    extent *= m;
+    numel *= d;
+  }
+  const int64_t item = itemsize(e.dtype);
+  if (numel > kInt64Max / item)
+    fail(source, tensor + " has shape " + shape_str(e.shape) + ", whose byte size overflows int64");
+
+  if (offsets->size() != 2)
+    fail(source, tensor + ": \"data_offsets\" must hold exactly 2 integers [begin, end], got " +
+                     std::to_string(offsets->size()));
+  e.begin = (*offsets)[0];
+  e.end = (*offsets)[1];
+  const std::string range = "data_offsets " + offsets_str(e.begin, e.end);
+  if (e.end < e.begin) fail(source, tensor + ": " + range + " end before they begin");
+  if (e.end - e.begin != numel * item)
+    fail(source, tensor + ": " + range + " span " + std::to_string(e.end - e.begin) +
+                     " bytes but shape " + shape_str(e.shape) + " of " + *dtype_code + " needs " +
+                     std::to_string(numel * item));
+  return e;
+}
+
+// Parses the JSON header and checks every tensor against a data buffer of `buffer_size` bytes:
+// the byte ranges must tile the buffer exactly (no overlap, no hole, nothing after the last).
+Header parse_header(std::string_view text, int64_t buffer_size, const std::string& source) {
+  if (const size_t bad = find_invalid_utf8(text); bad != std::string_view::npos)
+    fail(source, "header is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  JsonReader json(text, source);
+  if (json.peek() != '{') {
+    if (json.at_end()) fail(source, "header is empty; it must be a JSON object");
+    fail(source, "header must be a JSON object, got " + json.next_kind());
+  }
+  // The format requires the object to start at the header's first byte.
+  if (text[0] != '{') fail(source, "header must begin with '{', found whitespace before it");
+
+  Header h;
+  json.read_object("the header", [&](const std::string& key) {
+    if (key != kMetadataKey) {
+      h.entries.push_back(read_tensor_entry(json, key, source));
+      return;
+    }
+    if (json.peek() != '{')
+      fail(source, "\"__metadata__\" must be an object of strings, got " + json.next_kind());
+    json.read_object("\"__metadata__\"", [&](const std::string& k) {
+      h.metadata[k] = json.read_string("\"__metadata__\" value of key " + quoted(k));
+    });
+  });
+  if (!json.at_end()) json.syntax_error("unexpected content after the header object");
+
+  // Walk the tensors in buffer order; `covered` is how far the buffer is tiled so far.
+  std::vector<size_t> order(h.entries.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const TensorEntry &x = h.entries[a], &y = h.entries[b];
+    return std::pair(x.begin, x.end) < std::pair(y.begin, y.end);
+  });
+  int64_t covered = 0;
+  const TensorEntry* previous = nullptr;  // the tensor that ends at `covered`
+  for (size_t i : order) {
+    const TensorEntry& e = h.entries[i];
+    const std::string range = "data_offsets " + offsets_str(e.begin, e.end);
+    if (e.end > buffer_size)
+      fail(source, "tensor " + quoted(e.name) + ": " + range +
+                       " run past the end of the data buffer (" + std::to_string(buffer_size) +
+                       " bytes)");
+    if (e.begin < covered)
+      fail(source, "tensor " + quoted(e.name) + ": " + range + " overlap tensor " +
+                       quoted(previous->name) + " " + offsets_str(previous->begin, previous->end));
+    if (e.begin > covered)
+      fail(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) +
+                       ") of the data buffer belong to no tensor (a hole before tensor " +
+                       quoted(e.name) + ")");
+    if (e.end > covered || previous == nullptr) previous = &e;
+    covered = e.end;
+  }
+  if (covered != buffer_size)
+    fail(source, "the data buffer has " + std::to_string(buffer_size) +
+                     " bytes but the tensors cover only " + std::to_string(covered) +
+                     " (trailing bytes after the last tensor)");
+  return h;
+}
+
+// Kiln's bools are bytes holding 0 or 1; any other byte would be undefined behaviour to read.
+void check_bool_bytes(const unsigned char* p, int64_t n, const TensorEntry& e,
+                      const std::string& source) {
+  for (int64_t i = 0; i < n; ++i)
+    if (p[i] > 1)
+      fail(source, "tensor " + quoted(e.name) + ": BOOL element " + std::to_string(i) +
+                       " is byte " + std::to_string(p[i]) + ", not 0 or 1");
+}
+
+// Reads the 8-byte header length and checks it against the bytes that follow it.
+uint64_t read_header_length(const unsigned char* prefix, uint64_t file_size,
+                            const std::string& source) {
+  uint64_t n;
+  std::memcpy(&n, prefix, sizeof n);
+  if (n > kMaxHeaderBytes)
+    fail(source, "header length " + std::to_string(n) + " exceeds the limit of " +
+                     std::to_string(kMaxHeaderBytes) + " bytes");
+  if (n > file_size - 8)
+    fail(source, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(file_size - 8) + " bytes follow the length field)");
+  return n;
+}
+
+void check_length_field(uint64_t file_size, const std::string& source) {
+  if (file_size < 8)
+    fail(source, "file is " + std::to_string(file_size) +
+                     " bytes, too short to hold the 8-byte header length");
+}
+
+// ---- header writing ----
+
+// Appends `s` as a JSON string literal, escaping as serde_json (the reference writer) does.
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += "\\u00";
+          out += kHex[(c >> 4) & 0xF];
+          out += kHex[c & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+// What a save writes: the length field + header, then each tensor's bytes in order.
+struct WritePlan {
+  std::string prefix;  // 8-byte length, JSON header, space padding
+  uint64_t total_size = 0;
+};
+
+// Checks the arguments and builds the header; touches no tensor data and no file.
+WritePlan plan_write(const NamedTensors& tensors,
+                     const std::map<std::string, std::string>& metadata, const std::string& dest) {
+  auto check_utf8 = [&](std::string_view s, const std::string& what) {
+    if (find_invalid_utf8(s) != std::string_view::npos)
+      fail(dest, what + " is not valid UTF-8 (the header is JSON text)");
+  };
+  std::string json = "{";
+  if (!metadata.empty()) {
+    append_json_string(json, kMetadataKey);
+    json += ":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      check_utf8(k, "metadata key " + quoted(k));
+      check_utf8(v, "metadata value of key " + quoted(k));
+      if (!first) json += ',';
+      first = false;
+      append_json_string(json, k);
+      json += ':';
+      append_json_string(json, v);
+    }
+    json += "},";
+  }
+  std::set<std::string_view> names;
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const std::string tensor = "tensor #" + std::to_string(i) + " " + quoted(name);
+    if (name.empty()) fail(dest, "tensor #" + std::to_string(i) + " has an empty name");
+    if (name == kMetadataKey)
+      fail(dest, tensor + ": the name \"__metadata__\" is reserved by the format");
+    if (!names.insert(name).second) fail(dest, tensor + ": duplicate name " + quoted(name));
+    check_utf8(name, tensor + ": the name");
+    if (!t.defined()) fail(dest, tensor + " is undefined");
+    const std::string_view code = format_dtype(t.dtype());
+    if (code.empty())
+      fail(dest, tensor + " has dtype " + std::string(dtype_name(t.dtype())) +
+                     ", which has no safetensors code in Kiln yet");
+    const int64_t nbytes = t.numel() * t.element_size();
+    append_json_string(json, name);
+    json += ":{\"dtype\":\"";
+    json += code;
+    json += "\",\"shape\":[";
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d > 0) json += ',';
+      json += std::to_string(t.size(d));
+    }
+    json += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+            std::to_string(offset + nbytes) + "]},";
+    offset += nbytes;
+  }
+  if (json.size() > 1) json.pop_back();  // the last ','
+  json += '}';
+  // Pad with spaces so the data buffer starts 8-byte aligned (the length field is 8 bytes).
+  json.append((8 - json.size() % 8) % 8, ' ');
+  if (json.size() > kMaxHeaderBytes)
+    fail(dest, "the header would be " + std::to_string(json.size()) +
+                   " bytes, above the format's limit of " + std::to_string(kMaxHeaderBytes));
+
+  WritePlan plan;
+  const uint64_t n = json.size();
+  plan.prefix.resize(8);
+  std::memcpy(plan.prefix.data(), &n, 8);
+  plan.prefix += json;
+  plan.total_size = plan.prefix.size() + static_cast<uint64_t>(offset);
+  return plan;
+}
+
+// Feeds the planned bytes to sink(const void*, size_t): the prefix, then each tensor row-major.
+template <typename Sink>
+void write_contents(const WritePlan& plan, const NamedTensors& tensors, Sink&& sink) {
+  sink(plan.prefix.data(), plan.prefix.size());
+  for (const auto& [name, t] : tensors) {
+    if (t.numel() == 0) continue;
+    const Tensor c = t.contiguous();
+    sink(c.data_ptr(), static_cast<size_t>(c.numel() * c.element_size()));
+  }
+}
+
+// ---- files ----
+
+// Closes a file descriptor on scope exit.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::string errno_str(int err) { return std::strerror(err); }
+
+// Reads exactly `n` bytes at `offset`; false if the file ends first.
+bool read_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& source) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
+    const ssize_t r = ::pread(fd, p, chunk, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(source, "read failed: " + errno_str(errno));
+    }
+    if (r == 0) return false;
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+void write_all(int fd, const void* src, size_t n, const std::string& what,
+               const std::string& dest) {
+  const auto* p = static_cast<const char*>(src);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail(dest, "writing " + what + " failed: " + errno_str(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Creates a fresh file next to `path` (same directory, so the final rename is atomic).
+std::pair<std::string, int> create_temporary(const std::string& path, const std::string& dest) {
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0;; ++attempt) {
+    const uint64_t salt =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                            std::to_string(counter.fetch_add(1)) + "." +
+                            std::to_string(salt % 1000000);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) return {tmp, fd};
+    if (errno == EINTR || (errno == EEXIST && attempt < 100)) continue;
+    fail(dest, "cannot create temporary file " + quoted(tmp) + ": " + errno_str(errno));
+  }
+}
+
+}  // namespace
+
+// ---- public API ----
+
+std::string safetensors_to_bytes(const NamedTensors& tensors,
+                                 const std::map<std::string, std::string>& metadata) {
+  const WritePlan plan = plan_write(tensors, metadata, "safetensors_to_bytes");
+  std::string out;
+  out.reserve(plan.total_size);
+  write_contents(plan, tensors,
+                 [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); });
+  return out;
+}
+
+SafetensorsContents safetensors_from_bytes(std::string_view bytes, const std::string& source_name) {
+  const std::string source = file_source(source_name);
+  check_length_field(bytes.size(), source);
+  const auto* base = reinterpret_cast<const unsigned char*>(bytes.data());
+  const uint64_t n = read_header_length(base, bytes.size(), source);
+  const int64_t buffer_size = static_cast<int64_t>(bytes.size() - 8 - n);
+  Header h = parse_header(bytes.substr(8, n), buffer_size, source);
+
+  const unsigned char* buffer = base + 8 + n;
+  SafetensorsContents out;
+  for (const TensorEntry& e : h.entries) {
+    const int64_t nbytes = e.end - e.begin;
+    if (e.dtype == DType::Bool) check_bool_bytes(buffer + e.begin, nbytes, e, source);
+    Tensor t = make_tensor(e.shape, e.dtype);
+    if (nbytes > 0) std::memcpy(t.data_ptr(), buffer + e.begin, static_cast<size_t>(nbytes));
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  out.metadata = std::move(h.metadata);
+  return out;
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  const std::string source = file_source(path);
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) fail(source, "cannot open: " + errno_str(errno));
+  struct stat st;
+  if (::fstat(file.fd, &st) != 0) fail(source, "cannot stat: " + errno_str(errno));
+  if (!S_ISREG(st.st_mode)) fail(source, "not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const std::string shrank = "the file ended early (was it changed while loading?)";
+
+  check_length_field(size, source);
+  unsigned char prefix[8];
+  if (!read_exact(file.fd, prefix, 8, 0, source)) fail(source, shrank);
+  const uint64_t n = read_header_length(prefix, size, source);
+  std::string text(n, '\0');
+  if (!read_exact(file.fd, text.data(), n, 8, source)) fail(source, shrank);
+  Header h = parse_header(text, static_cast<int64_t>(size - 8 - n), source);
+
+  // Everything is validated: read each tensor straight into its own storage.
+  SafetensorsContents out;
+  for (const TensorEntry& e : h.entries) {
+    const int64_t nbytes = e.end - e.begin;
+    Tensor t = make_tensor(e.shape, e.dtype);
+    if (nbytes > 0) {
+      if (!read_exact(file.fd, t.data_ptr(), static_cast<uint64_t>(nbytes),
+                      8 + n + static_cast<uint64_t>(e.begin), source))
+        fail(source, shrank);
+      if (e.dtype == DType::Bool)
+        check_bool_bytes(static_cast<const unsigned char*>(t.data_ptr()), nbytes, e, source);
+    }
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  out.metadata = std::move(h.metadata);
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string dest = file_source(path);
+  if (path.empty()) fail(dest, "the path is empty");
+  const WritePlan plan = plan_write(tensors, metadata, dest);
+
+  auto [tmp, fd] = create_temporary(path, dest);
+  try {
+    write_contents(plan, tensors,
+                   [&](const void* p, size_t n) { write_all(fd, p, n, quoted(tmp), dest); });
+    // The data must be on disk before the rename makes it visible under `path`.
+    if (::fsync(fd) != 0) fail(dest, "fsync of " + quoted(tmp) + " failed: " + errno_str(errno));
+    const int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) fail(dest, "closing " + quoted(tmp) + " failed: " + errno_str(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      fail(dest, "renaming " + quoted(tmp) + " over it failed: " + errno_str(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Persist the rename itself. Best effort: the new file is complete and in place either way.
+  FileDescriptor dir{::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dir.fd >= 0) ::fsync(dir.fd);
+}
+
+}  // namespace kiln
