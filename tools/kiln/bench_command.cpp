@@ -1,0 +1,102 @@
+// `kiln bench`: times the benchmark workloads W1-W6 and prints a markdown table of medians.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "workloads.h"
+
+namespace kiln::cli {
+
+namespace {
+
+std::string format_time(double seconds) {
+  std::ostringstream os;
+  os << std::fixed;
+  if (seconds >= 1e-3) {
+    os << std::setprecision(seconds >= 0.1 ? 1 : 2) << seconds * 1e3 << " ms";
+  } else {
+    os << std::setprecision(1) << seconds * 1e6 << " us";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+ArgParser bench_parser() {
+  ArgParser p("bench", "Time the benchmark workloads and print a table of medians.");
+  p.add_int("threads", "N", 2, "threads for kernels and BLAS")
+      .add_int("runs", "N", 15, "timed runs per workload")
+      .add_string("only", "LIST", "", "comma-separated workload ids, e.g. W1,W6 (default all)")
+      .add_path("out", "FILE", "", "also write the table (markdown) to FILE", PathRole::kOutput);
+  return p;
+}
+
+int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  const auto threads = static_cast<int>(args.get_int("threads"));
+  const int64_t runs = args.get_int("runs");
+  const std::string& out_path = args.get_string("out");
+  std::vector<std::string> only;
+  std::stringstream ids(args.get_string("only"));
+  for (std::string id; std::getline(ids, id, ',');) only.push_back(id);
+
+  const auto& all = kiln::bench::workloads();
+  for (const std::string& id : only) {
+    bool known = std::any_of(all.begin(), all.end(), [&](const auto& w) { return w.id == id; });
+    if (!known) throw UsageError("--only: unknown workload '" + id + "'");
+  }
+  kiln::set_num_threads(threads);
+
+  std::ostringstream table;
+  table << "| workload | what | Kiln eager median | min | PyTorch 1.13 eager (reference) |\n"
+        << "|---|---|---|---|---|\n";
+  for (const auto& w : all) {
+    if (!only.empty() && std::find(only.begin(), only.end(), w.id) == only.end()) continue;
+    err << "[bench] " << w.id << ": " << w.description << " ..." << std::flush;
+    std::vector<double> times;
+    try {
+      auto step = w.setup();
+      step();  // warm-up: allocator cache, page faults, thread pool
+      step();
+      // Small workloads repeat inside each timed run so the clock resolution does not matter.
+      auto t0 = std::chrono::steady_clock::now();
+      step();
+      double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      int64_t inner = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(once, 1e-9)));
+      for (int64_t r = 0; r < runs; ++r) {
+        auto s = std::chrono::steady_clock::now();
+        for (int64_t k = 0; k < inner; ++k) step();
+        times.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() /
+            static_cast<double>(inner));
+      }
+    } catch (const kiln::Error& e) {
+      err << " failed: " << e.what() << "\n";
+      table << "| " << w.id << " | " << w.description << " | failed: " << e.what() << " | | "
+            << w.reference << " |\n";
+      continue;
+    }
+    std::sort(times.begin(), times.end());
+    double median = times[times.size() / 2];
+    err << " " << format_time(median) << "\n";
+    table << "| " << w.id << " | " << w.description << " | " << format_time(median) << " | "
+          << format_time(times.front()) << " | " << w.reference << " |\n";
+  }
+  out << "\nKiln eager, " << threads << " threads, median of " << runs
+      << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n\n"
+      << table.str();
+  if (!out_path.empty()) {
+    std::ofstream f(out_path);
+    f << table.str();
+    if (!f) throw FileError("--out: cannot write '" + out_path + "'");
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

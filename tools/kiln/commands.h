@@ -1,0 +1,58 @@
+// The subcommands of the `kiln` program: for each, the declaration of its flags (an ArgParser)
+// and the function that runs it. cli.cpp dispatches to them.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "cli_args.h"
+
+namespace kiln::cli {
+
+// ---- kiln bench: time the benchmark workloads ----------------------------------------------
+ArgParser bench_parser();
+int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+
+// ---- kiln train: train a character-level GPT ------------------------------------------------
+// Every value checked: sizes positive, rates in range, --embd a multiple of --heads, files
+// present.
+struct TrainOptions {
+  std::string data;  // text file to train on
+  int64_t steps = 0;
+  int64_t batch = 0;
+  int64_t block = 0;  // context length in characters
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t embd = 0;
+  double lr = 0;           // peak learning rate (after warm-up)
+  int64_t warmup = 0;      // linear warm-up steps (may be 0)
+  int64_t eval_every = 0;  // steps between evaluations of the validation loss
+  int64_t eval_batches = 0;
+  uint64_t seed = 0;
+  std::string out;     // checkpoint to write
+  std::string resume;  // checkpoint to continue from; empty = start fresh
+  int64_t threads = 0;
+  double dropout = 0;
+  bool eager = false;  // do not compile the training step
+
+  // Reads and cross-checks parsed flags; throws UsageError naming the flags that conflict.
+  static TrainOptions from_args(const ParsedArgs& args);
+};
+ArgParser train_parser();
+int run_train(const TrainOptions& options, std::ostream& out, std::ostream& err);
+
+// ---- kiln sample: generate text from a checkpoint -------------------------------------------
+struct SampleOptions {
+  std::string checkpoint;
+  std::string prompt;  // text the sample continues; may be empty
+  int64_t tokens = 0;  // characters to generate
+  double temperature = 1.0;
+  uint64_t seed = 0;
+
+  static SampleOptions from_args(const ParsedArgs& args);
+};
+ArgParser sample_parser();
+int run_sample(const SampleOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace kiln::cli
