@@ -82,4 +82,20 @@ std::string describe(const Tensor& t) {
   return detail::concat("tensor of shape ", t.shape_str(), " and dtype ", t.dtype());
 }
 
+Tensor unreduce(const Tensor& grad, IntList in_sizes, IntList dims, bool keepdim) {
+  const int64_t nd = in_sizes.ssize();
+  Tensor g = grad;
+  if (!keepdim && nd > 0) {
+    for (int64_t d : reduction_dims(dims, nd, "unreduce")) g = g.unsqueeze(d);
+  }
+  return g.expand(in_sizes);
+}
+
+int64_t reduced_count(IntList in_sizes, IntList dims) {
+  int64_t n = 1;
+  for (int64_t d : reduction_dims(dims, in_sizes.ssize(), "reduced_count"))
+    n *= in_sizes.ssize() == 0 ? 1 : in_sizes[d];
+  return n;
+}
+
 }  // namespace kiln::ops

@@ -24,6 +24,13 @@ SmallVector<int64_t, 6> reduction_dims(IntList dims, int64_t ndim, const char* o
 // "op: ... got tensor of shape [2, 3] and dtype float32"-style description.
 std::string describe(const Tensor& t);
 
+// ---- helpers for derivatives ----
+// The gradient of a reduction over `dims` (empty = all) broadcast back to the input's shape
+// `in_sizes`: the reduced dims are re-inserted (when !keepdim) and expanded.
+Tensor unreduce(const Tensor& grad, IntList in_sizes, IntList dims, bool keepdim);
+// Number of elements a reduction over `dims` (empty = all) of `in_sizes` combines.
+int64_t reduced_count(IntList in_sizes, IntList dims);
+
 // Fills meta slot 0 and returns 1 (the common single-output case).
 inline int one_output(std::span<OutputMeta, kMaxOpOutputs> out, DType dtype, Shape sizes) {
   out[0].dtype = dtype;

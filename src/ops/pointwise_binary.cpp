@@ -61,30 +61,57 @@ template <typename T>
 struct true_div_fn {
   Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x / y; }
 };
+// ---- derivatives (written in Kiln ops; autograd sums broadcast gradients back down) ----
+void add_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(1)) {
+    const Scalar& alpha = c.attrs.scalar(0);
+    g[1] = alpha.to<double>() == 1.0 ? c.grad() : c.grad() * alpha;
+  }
+}
+void sub_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(1)) g[1] = c.grad() * (-c.attrs.scalar(0).to<double>());
+}
+void mul_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad() * c.in(1);
+  if (c.needs_grad(1)) g[1] = c.grad() * c.in(0);
+}
+void div_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad() / c.in(1);
+  if (c.needs_grad(1)) g[1] = -c.grad() * c.in(0) / (c.in(1) * c.in(1));
+}
+
 const OpDef& add_op =
     register_op({.name = "add",
                  .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .attr_names = {"alpha"},
                  .meta = add_sub_meta<false>,
-                 .kernel = map_kernel<add_fn, Dtypes::All>});
+                 .kernel = map_kernel<add_fn, Dtypes::All>,
+                 .derivative = {.fn = add_derivative}});
 const OpDef& sub_op =
     register_op({.name = "sub",
                  .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .attr_names = {"alpha"},
                  .meta = add_sub_meta<true>,
-                 .kernel = map_kernel<sub_fn, Dtypes::Numeric>});
+                 .kernel = map_kernel<sub_fn, Dtypes::Numeric>,
+                 .derivative = {.fn = sub_derivative}});
 const OpDef& mul_op = register_op({.name = "mul",
                                    .schema = "mul(Tensor self, Tensor other) -> Tensor",
                                    .kind = OpKind::Pointwise,
                                    .meta = pointwise_meta<Dtypes::All>,
-                                   .kernel = map_kernel<mul_fn, Dtypes::All>});
+                                   .kernel = map_kernel<mul_fn, Dtypes::All>,
+                                   .derivative = {.fn = mul_derivative,
+                                                  .saved_inputs = save({0, 1})}});
 const OpDef& div_op = register_op({.name = "div",
                                    .schema = "div(Tensor self, Tensor other) -> Tensor",
                                    .kind = OpKind::Pointwise,
                                    .meta = pointwise_meta<Dtypes::All, true>,
-                                   .kernel = map_kernel<true_div_fn, Dtypes::Floating>});
+                                   .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
+                                   .derivative = {.fn = div_derivative,
+                                                  .saved_inputs = save({0, 1})}});
 
 // Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
 // touching the output.

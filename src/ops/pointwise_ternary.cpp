@@ -40,7 +40,12 @@ const OpDef& to_copy_op = register_op({.name = "to_copy",
                                        .kind = OpKind::Pointwise,
                                        .attr_names = {"dtype"},
                                        .meta = to_copy_meta,
-                                       .kernel = to_copy_kernel});
+                                       .kernel = to_copy_kernel,
+                                       // autograd casts the gradient back to the input's dtype
+                                       .derivative = {.fn = [](const BackwardCall& c,
+                                                               std::span<Tensor> g) {
+                                         g[0] = c.grad();
+                                       }}});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
 int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -56,7 +61,12 @@ const OpDef& copy_op = register_op({.name = "copy",
                                     .schema = "copy(Tensor self, Tensor src) -> Tensor",
                                     .kind = OpKind::Pointwise,
                                     .meta = copy_meta,
-                                    .kernel = copy_kernel});
+                                    .kernel = copy_kernel,
+                                    // the old value of self is overwritten: only src gets one
+                                    .derivative = {.fn = [](const BackwardCall& c,
+                                                            std::span<Tensor> g) {
+                                      if (c.needs_grad(1)) g[1] = c.grad();
+                                    }}});
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -76,7 +86,9 @@ const OpDef& fill_op = register_op({.name = "fill",
                                     .kind = OpKind::Pointwise,
                                     .attr_names = {"value"},
                                     .meta = fill_meta,
-                                    .kernel = fill_kernel});
+                                    .kernel = fill_kernel,
+                                    .derivative = {.fn = [](const BackwardCall&,
+                                                            std::span<Tensor>) {}}});
 
 // ---- where ----
 int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {

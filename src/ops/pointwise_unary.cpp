@@ -1,55 +1,75 @@
 // Unary pointwise ops: one functor and one OpDef each.
 #include <limits>
 
+#include "kiln/ops/factory.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/pointwise_defs.h"
 
 namespace kiln {
 
 // Defines functor Fn<T> returning EXPR of Vec<T> x, the OpDef NAME_op, and kiln::NAME(x).
-#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR)                                        \
-  namespace ops {                                                                         \
-  template <typename T>                                                                   \
-  struct NAME##_fn {                                                                      \
-    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                    \
-  };                                                                                      \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
-                                        .schema = #NAME "(Tensor self) -> Tensor",        \
-                                        .kind = OpKind::Pointwise,                        \
-                                        .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,  \
-                                        .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>}); \
-  }                                                                                       \
+// GRAD is the derivative written in Kiln ops, in terms of g (the output's gradient), x (the
+// input, when SAVE_X) and y (the output, when SAVE_Y).
+#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR, SAVE_X, SAVE_Y, GRAD)                     \
+  namespace ops {                                                                          \
+  template <typename T>                                                                    \
+  struct NAME##_fn {                                                                       \
+    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                     \
+  };                                                                                       \
+  void NAME##_derivative(const BackwardCall& c, std::span<Tensor> grads) {                \
+    [[maybe_unused]] const Tensor& g = c.grad();                                           \
+    [[maybe_unused]] const Tensor& x = c.in(0);                                            \
+    [[maybe_unused]] const Tensor& y = c.out(0);                                           \
+    grads[0] = GRAD;                                                                       \
+  }                                                                                        \
+  const OpDef& NAME##_op =                                                                 \
+      register_op({.name = #NAME,                                                          \
+                   .schema = #NAME "(Tensor self) -> Tensor",                              \
+                   .kind = OpKind::Pointwise,                                              \
+                   .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,                        \
+                   .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>,                         \
+                   .derivative = {.fn = NAME##_derivative,                                 \
+                                  .saved_inputs = (SAVE_X) ? 1u : 0u,                      \
+                                  .saved_outputs = (SAVE_Y) ? 1u : 0u}});                  \
+  }                                                                                        \
   Tensor NAME(const Tensor& x) { return ops::call(ops::NAME##_op, {x}); }
 
-// Ops on integers and floats that keep the dtype.
-KILN_UNARY_OP(neg, Numeric, false, -x)
-KILN_UNARY_OP(abs, Numeric, false, vec::abs(x))
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+
+// Ops on integers and floats that keep the dtype. Step functions have a zero derivative.
+KILN_UNARY_OP(neg, Numeric, false, -x, 0, 0, -g)
+KILN_UNARY_OP(abs, Numeric, false, vec::abs(x), 1, 0, g * sign(x))
 KILN_UNARY_OP(sign, Numeric, false,
               vec::select(x > Vec<T>(T(0)), Vec<T>(T(1)),
-                          vec::select(x < Vec<T>(T(0)), Vec<T>(T(-1)), Vec<T>(T(0)))))
-KILN_UNARY_OP(relu, Numeric, false, vec::select(x < Vec<T>(T(0)), Vec<T>(T(0)), x))
-KILN_UNARY_OP(floor, Numeric, false, vec::floor(x))
-KILN_UNARY_OP(ceil, Numeric, false, vec::ceil(x))
-KILN_UNARY_OP(round, Numeric, false, vec::round_even(x))
-KILN_UNARY_OP(trunc, Numeric, false, vec::trunc(x))
+                          vec::select(x < Vec<T>(T(0)), Vec<T>(T(-1)), Vec<T>(T(0)))),
+              0, 0, zeros_like(g))
+KILN_UNARY_OP(relu, Numeric, false, vec::select(x < Vec<T>(T(0)), Vec<T>(T(0)), x), 0, 1,
+              g * (y > Scalar(0)))
+KILN_UNARY_OP(floor, Numeric, false, vec::floor(x), 0, 0, zeros_like(g))
+KILN_UNARY_OP(ceil, Numeric, false, vec::ceil(x), 0, 0, zeros_like(g))
+KILN_UNARY_OP(round, Numeric, false, vec::round_even(x), 0, 0, zeros_like(g))
+KILN_UNARY_OP(trunc, Numeric, false, vec::trunc(x), 0, 0, zeros_like(g))
 
 // Floating ops (integer inputs compute in float32).
-KILN_UNARY_OP(exp, Floating, true, vec::exp(x))
-KILN_UNARY_OP(exp2, Floating, true, vec::exp2(x))
-KILN_UNARY_OP(expm1, Floating, true, vec::expm1(x))
-KILN_UNARY_OP(log, Floating, true, vec::log(x))
-KILN_UNARY_OP(log2, Floating, true, vec::log2(x))
-KILN_UNARY_OP(log1p, Floating, true, vec::log1p(x))
-KILN_UNARY_OP(sqrt, Floating, true, vec::sqrt(x))
-KILN_UNARY_OP(rsqrt, Floating, true, Vec<T>(T(1)) / vec::sqrt(x))
-KILN_UNARY_OP(reciprocal, Floating, true, Vec<T>(T(1)) / x)
-KILN_UNARY_OP(sin, Floating, true, vec::sin(x))
-KILN_UNARY_OP(cos, Floating, true, vec::cos(x))
-KILN_UNARY_OP(tan, Floating, true, vec::tan(x))
-KILN_UNARY_OP(tanh, Floating, true, vec::tanh(x))
-KILN_UNARY_OP(erf, Floating, true, vec::erf(x))
-KILN_UNARY_OP(sigmoid, Floating, true, Vec<T>(T(1)) / (Vec<T>(T(1)) + vec::exp(-x)))
-KILN_UNARY_OP(silu, Floating, true, x / (Vec<T>(T(1)) + vec::exp(-x)))
+KILN_UNARY_OP(exp, Floating, true, vec::exp(x), 0, 1, g * y)
+KILN_UNARY_OP(exp2, Floating, true, vec::exp2(x), 0, 1, g * y * kLn2)
+KILN_UNARY_OP(expm1, Floating, true, vec::expm1(x), 0, 1, g * (y + 1))
+KILN_UNARY_OP(log, Floating, true, vec::log(x), 1, 0, g / x)
+KILN_UNARY_OP(log2, Floating, true, vec::log2(x), 1, 0, g / (x * kLn2))
+KILN_UNARY_OP(log1p, Floating, true, vec::log1p(x), 1, 0, g / (x + 1))
+KILN_UNARY_OP(sqrt, Floating, true, vec::sqrt(x), 0, 1, g / (y * 2))
+KILN_UNARY_OP(rsqrt, Floating, true, Vec<T>(T(1)) / vec::sqrt(x), 0, 1, g * (y * y * y) * -0.5)
+KILN_UNARY_OP(reciprocal, Floating, true, Vec<T>(T(1)) / x, 0, 1, -(g * y * y))
+KILN_UNARY_OP(sin, Floating, true, vec::sin(x), 1, 0, g * cos(x))
+KILN_UNARY_OP(cos, Floating, true, vec::cos(x), 1, 0, -(g * sin(x)))
+KILN_UNARY_OP(tan, Floating, true, vec::tan(x), 0, 1, g * (y * y + 1))
+KILN_UNARY_OP(tanh, Floating, true, vec::tanh(x), 0, 1, g * (1 - y * y))
+KILN_UNARY_OP(erf, Floating, true, vec::erf(x), 1, 0, g * exp(-(x * x)) * kTwoOverSqrtPi)
+KILN_UNARY_OP(sigmoid, Floating, true, Vec<T>(T(1)) / (Vec<T>(T(1)) + vec::exp(-x)), 0, 1,
+              g * y * (1 - y))
+KILN_UNARY_OP(silu, Floating, true, x / (Vec<T>(T(1)) + vec::exp(-x)), 1, 0,
+              g * sigmoid(x) * (1 + x * (1 - sigmoid(x))))
 #undef KILN_UNARY_OP
 
 // ---- gelu: the erf form, or the tanh approximation ----

@@ -115,13 +115,23 @@ void sum_prod_kernel(const OpCall& c, std::span<Tensor> outs) {
   }
 }
 
+void sum_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  g[0] = unreduce(c.grad(), c.input_meta[0].sizes, c.attrs.ints(0), c.attrs.b(1));
+}
+void mean_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const IntList in = c.input_meta[0].sizes;
+  const double n = static_cast<double>(reduced_count(in, c.attrs.ints(0)));
+  g[0] = unreduce(c.grad() / n, in, c.attrs.ints(0), c.attrs.b(1));
+}
+
 const OpDef& sum_op = register_op(
     {.name = "sum",
      .schema = "sum(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
      .kind = OpKind::Reduction,
      .attr_names = {"dims", "keepdim", "dtype"},
      .meta = sum_meta,
-     .kernel = sum_prod_kernel<fold::Add, 0>});
+     .kernel = sum_prod_kernel<fold::Add, 0>,
+     .derivative = {.fn = sum_derivative}});
 const OpDef& prod_op = register_op(
     {.name = "prod",
      .schema = "prod(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
@@ -153,7 +163,8 @@ const OpDef& mean_op =
                  .kind = OpKind::Reduction,
                  .attr_names = {"dims", "keepdim"},
                  .meta = floating_meta,
-                 .kernel = mean_kernel});
+                 .kernel = mean_kernel,
+                 .derivative = {.fn = mean_derivative}});
 
 // ---- amax, amin ----
 

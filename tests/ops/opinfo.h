@@ -34,7 +34,13 @@ struct OpInfo {
   double rtol32 = 1e-5, atol32 = 1e-5;    // float32 tolerances
   double rtol64 = 1e-10, atol64 = 1e-10;  // float64 tolerances
   std::vector<ErrorCase> errors;
-  bool differentiable = false;  // later: gradient checks in float64
+  // Gradient checks (gradcheck_test.cpp): first derivatives against finite differences in
+  // float64 on every sample, and second derivatives too when second_order.
+  bool differentiable = false;
+  bool second_order = false;
+  double grad_atol = 1e-5, grad_rtol = 1e-3;
+  // Non-empty: why this OpInfo is left out of the gradient checks (printed as a skip).
+  std::string no_gradcheck;
 };
 
 // The registry all OpInfo files add to at static-initialisation time.
