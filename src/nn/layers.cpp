@@ -1,0 +1,102 @@
+// The standard layers and their PyTorch-default initialisation.
+#include "kiln/nn/layers.h"
+
+#include <cmath>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/factory.h"
+#include "kiln/ops/indexing.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/pointwise.h"
+
+namespace kiln::nn {
+
+namespace {
+Tensor uniform_init(IntList sizes, double bound, DType dtype) {
+  Tensor t = empty(sizes, dtype);
+  uniform_(t, -bound, bound);
+  return t;
+}
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype)
+    : UnaryModule("Linear") {
+  KILN_CHECK(in_features > 0 && out_features > 0, ValueError,
+             "Linear: in_features and out_features must be positive, got ", in_features, " and ",
+             out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = uniform_init({out_features, in_features}, bound, dtype);
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = uniform_init({out_features}, bound, dtype);
+    register_parameter("bias", bias);
+  }
+}
+Tensor Linear::forward(const Tensor& x) {
+  return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, DType dtype) : UnaryModule("Embedding") {
+  KILN_CHECK(num > 0 && dim > 0, ValueError,
+             "Embedding: num_embeddings and embedding_dim must be positive, got ", num, " and ",
+             dim);
+  weight = randn({num, dim}, dtype);
+  register_parameter("weight", weight);
+}
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+
+LayerNorm::LayerNorm(std::vector<int64_t> shape, double eps_, bool affine, bool with_bias,
+                     DType dtype)
+    : UnaryModule("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  if (affine) {
+    weight = ones(normalized_shape, dtype);
+    register_parameter("weight", weight);
+    if (with_bias) {
+      bias = zeros(normalized_shape, dtype);
+      register_parameter("bias", bias);
+    }
+  }
+}
+Tensor LayerNorm::forward(const Tensor& x) {
+  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return layer_norm(x, normalized_shape, opt(weight), opt(bias), eps);
+}
+
+RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> eps_, bool affine, DType dtype)
+    : UnaryModule("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  if (affine) {
+    weight = ones(normalized_shape, dtype);
+    register_parameter("weight", weight);
+  }
+}
+Tensor RMSNorm::forward(const Tensor& x) {
+  return rms_norm(x, normalized_shape,
+                  weight.defined() ? std::optional<Tensor>(weight) : std::nullopt, eps);
+}
+
+Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
+  KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: probability must be in [0, 1], got ", p);
+}
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(approx)) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+             "GELU: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+}
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+Sequential& Sequential::push_back(std::shared_ptr<UnaryModule> m) {
+  KILN_CHECK(m != nullptr, Error, "Sequential: cannot add a null module");
+  layers_.push_back(register_module(std::to_string(layers_.size()), std::move(m)));
+  return *this;
+}
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,143 @@
+// nn::Module: parameter/buffer registration, traversal, mode, dtype conversion, state dicts.
+#include "kiln/nn/module.h"
+
+#include <map>
+#include <set>
+
+#include "kiln/autograd/autograd.h"
+
+namespace kiln::nn {
+
+void Module::register_parameter(std::string name, Tensor& member) {
+  KILN_CHECK(member.defined(), Error, type_name_, ": parameter '", name, "' is undefined");
+  if (!member.requires_grad()) member.requires_grad_(true);
+  params_.emplace_back(std::move(name), &member);
+}
+
+void Module::register_buffer(std::string name, Tensor& member) {
+  KILN_CHECK(member.defined(), Error, type_name_, ": buffer '", name, "' is undefined");
+  buffers_.emplace_back(std::move(name), &member);
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool buffers,
+                     NamedTensorList& out) const {
+  for (const auto& [name, slot] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, *slot);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, buffers, out);
+}
+
+NamedTensorList Module::named_parameters(bool recurse) const {
+  NamedTensorList out;
+  collect("", recurse, false, out);
+  // A tensor registered twice (tied weights) is listed once, under its first name.
+  std::set<const TensorImpl*> seen;
+  std::erase_if(out, [&](const auto& p) { return !seen.insert(p.second.impl()).second; });
+  return out;
+}
+
+NamedTensorList Module::named_buffers(bool recurse) const {
+  NamedTensorList out;
+  collect("", recurse, true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      NoGradGuard no_grad;
+      Tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::all_slots(bool buffers) const {
+  std::vector<std::pair<std::string, Tensor*>> out(buffers ? buffers_ : params_);
+  for (const auto& [name, child] : children_)
+    for (auto& [n, slot] : child->all_slots(buffers)) out.emplace_back(name + "." + n, slot);
+  return out;
+}
+
+void Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  // Tied parameters share one impl: convert each once and point every slot at the result.
+  std::map<const TensorImpl*, Tensor> converted;
+  for (bool buffers : {false, true}) {
+    for (auto& [name, slot] : all_slots(buffers)) {
+      if (!is_floating(slot->dtype())) continue;
+      auto it = converted.find(slot->impl());
+      if (it == converted.end()) {
+        Tensor t = slot->to(dtype).detach();
+        if (t.is_same(*slot)) t = slot->detach();
+        if (!buffers) t.requires_grad_(true);
+        it = converted.emplace(slot->impl(), t).first;
+      }
+      *slot = it->second;
+    }
+  }
+}
+
+NamedTensorList Module::state_dict() const {
+  NamedTensorList out = named_parameters();
+  for (auto& b : named_buffers()) out.push_back(b);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensorList& state, bool strict) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state) {
+    KILN_CHECK(given.emplace(name, &t).second, Error, "load_state_dict: '", name,
+               "' appears twice");
+  }
+  NamedTensorList mine = state_dict();
+  std::set<std::string> used;
+  // Check everything first, so a failed load changes nothing.
+  for (const auto& [name, t] : mine) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      KILN_CHECK(!strict, Error, "load_state_dict: ", type_name_, " expects '", name,
+                 "' (shape ", t.shape_str(), ") but the state has no such entry");
+      continue;
+    }
+    const Tensor& src = *it->second;
+    KILN_CHECK(src.defined(), Error, "load_state_dict: '", name, "' is undefined");
+    KILN_CHECK(src.sizes() == t.sizes(), ShapeError, "load_state_dict: '", name, "' has shape ",
+               src.shape_str(), " in the state but ", t.shape_str(), " in the model");
+    KILN_CHECK(src.dtype() == t.dtype(), DTypeError, "load_state_dict: '", name,
+               "' has dtype ", src.dtype(), " in the state but ", t.dtype(), " in the model");
+    used.insert(name);
+  }
+  if (strict)
+    for (const auto& [name, t] : state)
+      KILN_CHECK(used.count(name), Error, "load_state_dict: unexpected entry '", name,
+                 "' (shape ", t.shape_str(), ") that ", type_name_, " does not have");
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    auto it = given.find(name);
+    if (it == given.end()) continue;
+    Tensor dst = t;
+    dst.copy_(*it->second);
+  }
+}
+
+}  // namespace kiln::nn

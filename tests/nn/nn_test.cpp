@@ -1,0 +1,202 @@
+// nn: module trees, initialisation, state dicts and checkpoints, the GPT model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "kiln/kiln.h"
+
+namespace kiln::nn {
+namespace {
+
+bool allclose(const Tensor& a, const Tensor& b, double tol = 1e-5) {
+  NoGradGuard no_grad;
+  return a.sizes() == b.sizes() &&
+         amax(abs(a.to(DType::Float64) - b.to(DType::Float64))).item<double>() <= tol;
+}
+bool equal(const Tensor& a, const Tensor& b) { return allclose(a, b, 0.0); }
+
+class TwoLayer : public UnaryModule {
+ public:
+  TwoLayer() : UnaryModule("TwoLayer") {
+    fc1 = register_module("fc1", std::make_shared<Linear>(4, 8));
+    fc2 = register_module("fc2", std::make_shared<Linear>(8, 2, false));
+    scale = ones({2});
+    register_buffer("scale", scale);
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc2->forward(relu(fc1->forward(x))) * scale;
+  }
+  std::shared_ptr<Linear> fc1, fc2;
+  Tensor scale;
+};
+
+TEST(Module, NamesParametersAndBuffersInOrder) {
+  TwoLayer m;
+  std::vector<std::string> names;
+  for (auto& [n, t] : m.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"}));
+  EXPECT_EQ(m.num_parameters(), 8 * 4 + 8 + 2 * 8);
+  ASSERT_EQ(m.named_buffers().size(), 1u);
+  EXPECT_EQ(m.named_buffers()[0].first, "scale");
+  EXPECT_EQ(m.state_dict().size(), 4u);
+  for (const Tensor& p : m.parameters()) {
+    EXPECT_TRUE(p.requires_grad());
+    EXPECT_TRUE(p.is_leaf());
+  }
+}
+
+TEST(Module, LinearInitIsPyTorchsUniformBound) {
+  manual_seed(3);
+  Linear l(100, 50);
+  const double bound = 1.0 / std::sqrt(100.0);
+  EXPECT_LE(amax(abs(l.weight)).item<double>(), bound);
+  EXPECT_GT(amax(abs(l.weight)).item<double>(), 0.9 * bound);  // fills the range
+  EXPECT_LE(amax(abs(l.bias)).item<double>(), bound);
+  EXPECT_EQ(l.weight.shape_str(), "[50, 100]");
+}
+
+TEST(Module, TrainEvalReachesChildren) {
+  TwoLayer m;
+  m.eval();
+  EXPECT_FALSE(m.fc1->is_training());
+  m.train();
+  EXPECT_TRUE(m.fc2->is_training());
+}
+
+TEST(Module, DropoutOnlyInTraining) {
+  Dropout d(0.5);
+  Tensor x = ones({1000});
+  Tensor y = d.forward(x);
+  const double zeros_frac = sum(y == Scalar(0)).item<double>() / 1000.0;
+  EXPECT_GT(zeros_frac, 0.4);
+  EXPECT_LT(zeros_frac, 0.6);
+  d.eval();
+  EXPECT_TRUE(d.forward(x).is_same(x));
+}
+
+TEST(Module, ToDtypeConvertsParametersAndBuffers) {
+  TwoLayer m;
+  Tensor before = m.fc1->weight.clone();
+  m.to(DType::Float64);
+  EXPECT_EQ(m.fc1->weight.dtype(), DType::Float64);
+  EXPECT_EQ(m.scale.dtype(), DType::Float64);
+  EXPECT_TRUE(m.fc1->weight.requires_grad());
+  EXPECT_TRUE(m.fc1->weight.is_leaf());
+  EXPECT_TRUE(allclose(m.fc1->weight.to(DType::Float32), before));
+  EXPECT_EQ(m.parameters()[0].dtype(), DType::Float64);  // the registry sees the new tensors
+}
+
+TEST(Module, StateDictRoundTripsThroughSafetensors) {
+  manual_seed(1);
+  TwoLayer a;
+  manual_seed(2);
+  TwoLayer b;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln_nn_state_test.safetensors").string();
+  save_safetensors(path, a.state_dict());
+  b.load_state_dict(load_safetensors(path).tensors);
+  std::remove(path.c_str());
+  Tensor x = randn({3, 4});
+  EXPECT_TRUE(equal(a.forward(x), b.forward(x)));
+}
+
+TEST(Module, LoadStateDictRejectsMismatchesWithoutChangingAnything) {
+  TwoLayer m;
+  Tensor before = m.fc1->weight.clone();
+  auto state = m.state_dict();
+  state[0].second = zeros({8, 4});
+  state[1].second = zeros({7});  // wrong shape: nothing may be loaded
+  try {
+    m.load_state_dict(state);
+    ADD_FAILURE() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc1.bias"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(equal(m.fc1->weight, before));
+
+  auto missing = m.state_dict();
+  missing.pop_back();
+  EXPECT_THROW(m.load_state_dict(missing), Error);
+  auto extra = m.state_dict();
+  extra.emplace_back("fc3.weight", zeros({1}));
+  EXPECT_THROW(m.load_state_dict(extra), Error);
+  m.load_state_dict(missing, /*strict=*/false);  // non-strict: the rest loads
+  auto wrong_dtype = m.state_dict();
+  wrong_dtype[0].second = wrong_dtype[0].second.to(DType::Float64);
+  EXPECT_THROW(m.load_state_dict(wrong_dtype), DTypeError);
+}
+
+TEST(Module, ZeroGradClearsGradients) {
+  TwoLayer m;
+  m.fc1->weight.set_grad(ones({8, 4}));
+  m.zero_grad(false);
+  EXPECT_EQ(sum(m.fc1->weight.grad()).item<double>(), 0.0);
+  m.zero_grad();
+  EXPECT_FALSE(m.fc1->weight.grad().defined());
+}
+
+TEST(Module, SequentialChains) {
+  Sequential s;
+  s.push_back(std::make_shared<Linear>(3, 5)).push_back(std::make_shared<ReLU>());
+  s.push_back(std::make_shared<Linear>(5, 1));
+  EXPECT_EQ(s.forward(ones({2, 3})).shape_str(), "[2, 1]");
+  EXPECT_EQ(s.named_parameters()[2].first, "2.weight");
+}
+
+TEST(Module, LayersCheckArguments) {
+  EXPECT_THROW(Linear(0, 3), ValueError);
+  EXPECT_THROW(Dropout(1.5), ValueError);
+  EXPECT_THROW(GELU("fast"), ValueError);
+  EXPECT_THROW(CausalSelfAttention(10, 4), ValueError);
+}
+
+GPTConfig tiny() {
+  GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 8;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  return c;
+}
+
+TEST(GPT, ShapesAndTiedHead) {
+  manual_seed(0);
+  GPT m(tiny());
+  Tensor idx = randint(0, 11, {3, 8});
+  EXPECT_EQ(m.forward(idx).shape_str(), "[3, 8, 11]");
+  // Tied: the head is the token embedding, counted once.
+  const int64_t C = 16, V = 11, T = 8;
+  const int64_t per_block = 2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) +
+                            (C * 4 * C + 4 * C) + (4 * C * C + C);
+  EXPECT_EQ(m.num_parameters(), V * C + T * C + 2 * per_block + 2 * C);
+  EXPECT_THROW(m.forward(randint(0, 11, {1, 9})), ShapeError);
+}
+
+TEST(GPT, CausalPrefixesDoNotSeeTheFuture) {
+  manual_seed(0);
+  GPT m(tiny());
+  Tensor a = randint(0, 11, {1, 8});
+  Tensor b = a.clone();
+  b.select(1, 7).fill_(Scalar((a.select(1, 7).item<int64_t>() + 1) % 11));
+  Tensor la = m.forward(a), lb = m.forward(b);
+  EXPECT_TRUE(allclose(la.slice(1, 0, 7), lb.slice(1, 0, 7)));
+  EXPECT_FALSE(allclose(la.slice(1, 7, 8), lb.slice(1, 7, 8)));
+}
+
+TEST(GPT, GenerateIsDeterministicForASeed) {
+  manual_seed(0);
+  GPT m(tiny());
+  Tensor start = zeros({1, 1}, DType::Int64);
+  Generator g1(5), g2(5);
+  Tensor s1 = m.generate(start, 12, 1.0, &g1), s2 = m.generate(start, 12, 1.0, &g2);
+  EXPECT_EQ(s1.shape_str(), "[1, 13]");
+  EXPECT_TRUE(equal(s1, s2));
+  EXPECT_LT(amax(s1).item<int64_t>(), 11);
+  EXPECT_GE(amin(s1).item<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace kiln::nn
