@@ -52,6 +52,44 @@ std::function<void()> w6() {
   };
 }
 
+// W4: one MLP training step: batch 256, 784-512-512-10 with ReLU, cross-entropy, backward,
+// SGD (lr 0.01).
+std::function<void()> w4() {
+  manual_seed(4);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(784, 512))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Linear>(512, 512))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Linear>(512, 10));
+  auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01});
+  auto x = std::make_shared<Tensor>(randn({256, 784}));
+  auto y = std::make_shared<Tensor>(randint(0, 10, {256}));
+  return [model, opt, x, y] {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model->forward(*x), *y);
+    loss.backward();
+    opt->step();
+  };
+}
+
+// W5: one GPT-2-style block training step: B=8, T=128, C=256, 4 heads, causal attention
+// (matmul + masked softmax), LayerNorm, GELU MLP (4x), MSE loss against a random target,
+// backward, AdamW.
+std::function<void()> w5() {
+  manual_seed(5);
+  auto block = std::make_shared<nn::Block>(256, 4);
+  auto opt = std::make_shared<optim::AdamW>(block->parameters(), optim::AdamWOptions{});
+  auto x = std::make_shared<Tensor>(randn({8, 128, 256}));
+  auto target = std::make_shared<Tensor>(randn({8, 128, 256}));
+  return [block, opt, x, target] {
+    opt->zero_grad();
+    Tensor loss = mse_loss(block->forward(*x), *target);
+    loss.backward();
+    opt->step();
+  };
+}
+
 }  // namespace
 
 const std::vector<Workload>& workloads() {
@@ -59,6 +97,8 @@ const std::vector<Workload>& workloads() {
       {"W1", "pointwise chain gelu(x*a+b)*sigmoid(x)+0.5*x, 16M float32", "141-188 ms", w1},
       {"W2", "softmax over the last dim of [4096, 1024]", "1.9-2.1 ms", w2},
       {"W3", "layer_norm over the last dim of [8192, 1024], weight+bias", "13-14 ms", w3},
+      {"W4", "MLP training step 784-512-512-10, batch 256, SGD", "10.3-10.8 ms", w4},
+      {"W5", "GPT-2 block training step B8 T128 C256 4 heads, AdamW", "115-125 ms", w5},
       {"W6", "100 small pointwise ops (add/mul/tanh) on [64]", "224 us", w6},
   };
   return all;

@@ -1,6 +1,8 @@
 // `kiln sample`: its flags, their validation, and (for now) a stub in place of generation.
 #include <ostream>
 
+#include "gpt_checkpoint.h"
+
 #include "cli.h"
 #include "commands.h"
 
@@ -28,8 +30,25 @@ SampleOptions SampleOptions::from_args(const ParsedArgs& a) {
 }
 
 int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
-  err << "kiln sample: sampling is not implemented yet\n";
-  return kExitNotImplemented;
+  GPTCheckpoint ckpt = load_gpt_checkpoint(o.checkpoint);
+  nn::GPT model(ckpt.config);
+  model.load_state_dict(ckpt.model);
+  model.eval();
+  // Every character of the prompt must be in the model's vocabulary (encode names the first
+  // that is not); an empty prompt starts from a newline, as the text's lines do.
+  const std::string prompt = o.prompt.empty() ? std::string("\n") : o.prompt;
+  if (!o.prompt.empty()) {
+    for (char c : o.prompt)
+      if (!ckpt.vocab.contains(c))
+        throw UsageError("--prompt: the character '" + std::string(1, c) +
+                         "' is not in the model's vocabulary");
+  }
+  Generator gen(o.seed);
+  Tensor ids = ckpt.vocab.encode_tensor(prompt).unsqueeze(0);
+  Tensor result = model.generate(ids, o.tokens, o.temperature, &gen);
+  out << (o.prompt.empty() ? "" : o.prompt)
+      << ckpt.vocab.decode(result[0].slice(0, ids.size(1))) << "\n";
+  return kExitOk;
 }
 
 }  // namespace kiln::cli

@@ -1,5 +1,11 @@
 // `kiln train`: its flags, their validation, and (for now) a stub in place of the training loop.
+#include <cmath>
+#include <iomanip>
 #include <ostream>
+#include <sstream>
+
+#include "gpt_checkpoint.h"
+#include "progress_bar.h"
 
 #include "cli.h"
 #include "commands.h"
@@ -27,7 +33,7 @@ ArgParser train_parser() {
       .add_path("resume", "FILE", "", "continue training from this checkpoint", PathRole::kInput)
       .add_int("threads", "N", 2, "threads for kernels and BLAS")
       .add_float("dropout", "F", 0.0, "dropout probability", FloatRange::half_open(0.0, 1.0))
-      .add_switch("eager", "run eagerly: do not compile the training step");
+      .add_switch("eager", "run eagerly (for now the only mode: kiln::compile comes with the capture frontend)");
   return p;
 }
 
@@ -57,15 +63,135 @@ TrainOptions TrainOptions::from_args(const ParsedArgs& a) {
   return o;
 }
 
+namespace {
+
+// Mean loss over `batches` random batches of one split, without recording gradients.
+double evaluate(nn::GPT& model, const TextDataset& data, Split split, const TrainOptions& o,
+                Generator& gen) {
+  NoGradGuard no_grad;
+  model.eval();
+  double total = 0;
+  for (int64_t i = 0; i < o.eval_batches; ++i) {
+    Batch b = data.get_batch(split, o.batch, o.block, gen);
+    total += model.loss(b.x, b.y).item<double>();
+  }
+  model.train();
+  return total / static_cast<double>(o.eval_batches);
+}
+
+std::string fixed(double v, int digits = 3) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+}  // namespace
+
+// One optimizer step: forward, backward, clip, update. Kept as one function of the batch so
+// that it can later be wrapped by kiln::compile as a whole.
+double train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch) {
+  Tensor loss = model.loss(batch.x, batch.y);
+  opt.zero_grad();
+  loss.backward();
+  optim::clip_grad_norm_(model.parameters(), 1.0);
+  opt.step();
+  return loss.item<double>();
+}
+
 int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
-  // Loading the text checks it against the context length before any work is done.
+  set_num_threads(static_cast<int>(o.threads));
   TextDataset data = TextDataset::from_file(o.data, o.block);
+  const double baseline = data.unigram_entropy(Split::kVal);
+
+  nn::GPTConfig config;
+  config.vocab_size = data.vocab().size();
+  config.block_size = o.block;
+  config.n_layer = o.layers;
+  config.n_head = o.heads;
+  config.n_embd = o.embd;
+  config.dropout = o.dropout;
+  manual_seed(o.seed);
+  nn::GPT model(config);
+  optim::AdamW opt(model.parameters(), {.lr = o.lr, .weight_decay = 0.1});
+  optim::WarmupCosineSchedule schedule(o.lr, o.warmup, o.steps, o.lr * 0.1);
+  Generator batch_gen(o.seed + 1), eval_gen(o.seed + 2);
+
+  int64_t start_step = 0;
+  if (!o.resume.empty()) {
+    GPTCheckpoint ckpt = load_gpt_checkpoint(o.resume);
+    KILN_CHECK(ckpt.vocab == data.vocab(), CheckpointError, o.resume,
+               ": its vocabulary differs from that of ", o.data);
+    KILN_CHECK(ckpt.config.block_size == o.block && ckpt.config.n_layer == o.layers &&
+                   ckpt.config.n_head == o.heads && ckpt.config.n_embd == o.embd,
+               CheckpointError, o.resume, ": the model in it (block ", ckpt.config.block_size,
+               ", layers ", ckpt.config.n_layer, ", heads ", ckpt.config.n_head, ", embd ",
+               ckpt.config.n_embd, ") differs from the one asked for (block ", o.block,
+               ", layers ", o.layers, ", heads ", o.heads, ", embd ", o.embd, ")");
+    model.load_state_dict(ckpt.model);
+    opt.load_state_dict(ckpt.optimizer);
+    start_step = ckpt.step;
+    auto offset = [&](const char* key) {
+      auto it = ckpt.extra.find(key);
+      KILN_CHECK(it != ckpt.extra.end(), CheckpointError, o.resume, ": no '", key,
+                 "' in its metadata");
+      return std::stoull(it->second);
+    };
+    batch_gen.set_offset(offset("batch_generator_offset"));
+    eval_gen.set_offset(offset("eval_generator_offset"));
+    default_generator().set_offset(offset("default_generator_offset"));
+    KILN_CHECK(start_step < o.steps, ValueError, o.resume, " already has ", start_step,
+               " steps; pass --steps larger than that to train further");
+  }
+
   err << "kiln train: " << data.name() << ": " << data.tokens().numel() << " characters, "
-      << data.vocab().size() << " distinct; train " << data.size(Split::kTrain) << ", val "
-      << data.size(Split::kVal) << "; unigram entropy " << data.unigram_entropy(Split::kTrain)
-      << " nats\n";
-  err << "kiln train: the training loop is not implemented yet\n";
-  return kExitNotImplemented;
+      << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd
+      << " wide, " << model.num_parameters() << " parameters; " << o.steps - start_step
+      << " steps of " << o.batch << " x " << o.block << " tokens\n";
+  err << "kiln train: unigram-entropy baseline (val) " << fixed(baseline)
+      << " nats; the goal is to end well below it\n";
+
+  ProgressBar::Options popts;
+  popts.terminal = is_terminal(2);
+  ProgressBar bar(o.steps, o.batch * o.block, err, popts);
+  double val = 0, train_loss = 0;
+  for (int64_t step = start_step; step < o.steps; ++step) {
+    opt.set_lr(schedule.lr_at(step));
+    Batch b = data.get_batch(Split::kTrain, o.batch, o.block, batch_gen);
+    const double loss = train_step(model, opt, b);
+    KILN_CHECK(std::isfinite(loss), Error, "training diverged at step ", step + 1, " (loss ",
+               loss, "); try a lower --lr");
+    bar.update(step + 1, loss);
+    if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+      train_loss = evaluate(model, data, Split::kTrain, o, eval_gen);
+      val = evaluate(model, data, Split::kVal, o, eval_gen);
+      bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) +
+                  ", val " + fixed(val) + " (baseline " + fixed(baseline) + ", " +
+                  fixed(100.0 * (1.0 - val / baseline), 1) + "% below)");
+    }
+  }
+  bar.finish();
+
+  GPTCheckpoint ckpt;
+  ckpt.config = config;
+  ckpt.vocab = data.vocab();
+  ckpt.step = o.steps;
+  ckpt.model = model.state_dict();
+  ckpt.optimizer = opt.state_dict();
+  ckpt.extra["batch_generator_offset"] = std::to_string(batch_gen.offset());
+  ckpt.extra["eval_generator_offset"] = std::to_string(eval_gen.offset());
+  ckpt.extra["default_generator_offset"] = std::to_string(default_generator().offset());
+  ckpt.extra["seed"] = std::to_string(o.seed);
+  save_gpt_checkpoint(o.out, ckpt);
+
+  out << "final: train " << fixed(train_loss) << ", val " << fixed(val) << " nats; baseline "
+      << fixed(baseline) << " (" << fixed(100.0 * (1.0 - val / baseline), 1) << "% below)\n";
+  out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out
+      << ")\n";
+  Generator sample_gen(o.seed);
+  Tensor prompt = data.vocab().encode_tensor("\n").unsqueeze(0);
+  out << "sample:\n" << data.vocab().decode(model.generate(prompt, 200, 0.8, &sample_gen)[0])
+      << "\n";
+  return kExitOk;
 }
 
 }  // namespace kiln::cli
