@@ -13,6 +13,7 @@
 #include "kiln/nn/gpt.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
+#include "kiln/optim/optimizer.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"

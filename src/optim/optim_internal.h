@@ -1,0 +1,60 @@
+// Helpers shared by the optimizer sources (not installed).
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "kiln/core/parallel.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln::optim::detail {
+
+// Splits [0, n) across the OpenMP threads when n is large; calls f(begin, end) on each piece.
+template <typename F>
+void parallel_range(int64_t n, F&& f) {
+  if (n <= kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+// The round-trip (shortest exact) decimal form of v.
+std::string format_double(double v);
+std::string format_bool(bool v);
+// Reads metadata[key] as a double / bool; throws ValueError naming the key when it is missing or
+// malformed.
+double meta_double(const std::map<std::string, std::string>& m, const std::string& key);
+bool meta_bool(const std::map<std::string, std::string>& m, const std::string& key);
+
+// A zero-filled contiguous tensor shaped and typed as p.
+Tensor zeros_like_param(const Tensor& p);
+
+// The gradient of p ready for a fused kernel: p's dtype, contiguous, shape-checked.
+Tensor dense_grad(const Tensor& p, size_t index, const char* who);
+
+// Runs `update(T* p_data)` on the contiguous data of p: in place when p is contiguous (bumping
+// its version), else on a contiguous copy that is then copied back.
+template <typename F>
+void update_param(Tensor& p, F&& update) {
+  if (p.is_contiguous()) {
+    update(p.data_ptr());
+    p.impl()->storage()->bump_version();
+  } else {
+    Tensor c = p.contiguous();
+    update(c.data_ptr());
+    p.copy_(c);
+  }
+}
+
+}  // namespace kiln::optim::detail
