@@ -608,7 +608,7 @@ TEST(EndToEnd, MinimisesAQuadratic) {
   // loss = sum(a * (x - c)^2) + (x0 * x1)^2 / 10: a small, mildly coupled quadratic-ish bowl.
   const Vec target = {1.0, -2.0, 3.0, 0.5};
   Tensor c = tensor(target, {4});
-  Tensor a = tensor({1.0, 4.0, 0.5, 2.0}, {4});
+  Tensor a = tensor(Vec{1.0, 4.0, 0.5, 2.0}, {4});
   auto run = [&](auto make) {
     Tensor x = zeros({4});
     x.requires_grad_();
