@@ -13,7 +13,6 @@
 #include "kiln/nn/gpt.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
-#include "kiln/optim/optimizer.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
@@ -21,3 +20,4 @@
 #include "kiln/ops/op.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/optim/optimizer.h"

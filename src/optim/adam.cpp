@@ -22,7 +22,7 @@ void check_options(const AdamOptions& o, const char* who) {
 }
 
 struct AdamScalars {
-  double wd_factor;   // AdamW: 1 - lr * weight_decay
+  double wd_factor;     // AdamW: 1 - lr * weight_decay
   double weight_decay;  // Adam: L2 coefficient
   double beta1_weight;  // 1 - beta1 (lerp weight)
   double beta2, one_minus_beta2;
@@ -31,36 +31,36 @@ struct AdamScalars {
   double neg_step_size;  // -lr / (1 - beta1^t)
 };
 
-// PyTorch's lerp: self + w * (end - self) for w < 0.5, else end - (end - self) * (1 - w).
-template <typename T>
-inline T lerp(T self, T end, T w) {
-  return w < T(0.5) ? self + w * (end - self) : end - (end - self) * (T(1) - w);
-}
-
 template <typename T, bool kDecoupled, bool kL2, bool kAmsgrad>
-void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, bool maximize,
-                 const AdamScalars& s) {
+void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                 T* __restrict vmax, int64_t n, bool maximize, const AdamScalars& s) {
   const T wd_factor = static_cast<T>(s.wd_factor), wd = static_cast<T>(s.weight_decay);
   const T w1 = static_cast<T>(s.beta1_weight), b2 = static_cast<T>(s.beta2);
   const T omb2 = static_cast<T>(s.one_minus_beta2), bc2 = static_cast<T>(s.bc2_sqrt);
   const T eps = static_cast<T>(s.eps), nss = static_cast<T>(s.neg_step_size);
+  const T one_minus_w1 = T(1) - w1;
+  const bool low_weight = w1 < T(0.5);
   detail::parallel_range(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      T gi = maximize ? -g[i] : g[i];
-      T pi = p[i];
-      if constexpr (kL2) gi = gi + wd * pi;  // grad.add(param, alpha=weight_decay)
-      if constexpr (kDecoupled) pi = pi * wd_factor;  // param.mul_(1 - lr * weight_decay)
-      const T mi = lerp(m[i], gi, w1);           // exp_avg.lerp_(grad, 1 - beta1)
-      T vi = v[i] * b2 + omb2 * (gi * gi);       // exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2)
-      m[i] = mi;
-      v[i] = vi;
-      if constexpr (kAmsgrad) {
-        vi = vmax[i] > vi || std::isnan(vmax[i]) ? vmax[i] : vi;  // torch.maximum
-        vmax[i] = vi;
+    detail::simd_range<T>(b, e, [&]<typename X>(int64_t i) {
+      X gi = detail::load<X>(g + i);
+      if (maximize) gi = -gi;
+      X pi = detail::load<X>(p + i);
+      if constexpr (kL2) gi = gi + X(wd) * pi;           // grad.add(param, alpha=weight_decay)
+      if constexpr (kDecoupled) pi = pi * X(wd_factor);  // param.mul_(1 - lr * weight_decay)
+      // exp_avg.lerp_(grad, 1 - beta1), with PyTorch's two-sided lerp formula.
+      const X m0 = detail::load<X>(m + i);
+      const X mi = low_weight ? m0 + X(w1) * (gi - m0) : gi - (gi - m0) * X(one_minus_w1);
+      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+      X vi = detail::load<X>(v + i) * X(b2) + X(omb2) * gi * gi;
+      detail::store(m + i, mi);
+      detail::store(v + i, vi);
+      if constexpr (kAmsgrad) {  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=...)
+        vi = detail::vmaximum(detail::load<X>(vmax + i), vi);
+        detail::store(vmax + i, vi);
       }
-      const T denom = std::sqrt(vi) / bc2 + eps;  // (v.sqrt() / bc2_sqrt).add_(eps)
-      p[i] = pi + nss * (mi / denom);             // param.addcdiv_(m, denom, -step_size)
-    }
+      const X denom = detail::vsqrt(vi) / X(bc2) + X(eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
+      detail::store(p + i, pi + X(nss) * mi / denom);       // param.addcdiv_(m, denom, -step)
+    });
   });
 }
 
@@ -96,7 +96,8 @@ AdamOptions from_adamw(const AdamWOptions& o) {
 
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, false) {}
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::move(params), options, false) {}
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
     : Optimizer(std::move(params), options.lr), o_(options), decoupled_(decoupled) {

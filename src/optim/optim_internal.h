@@ -4,10 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 
+#include "../ops/kernels/vec.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/tensor.h"
 
@@ -26,6 +29,48 @@ void parallel_range(int64_t n, F&& f) {
     const int64_t chunk = (n + nt - 1) / nt;
     const int64_t b = tid * chunk, e = std::min(n, b + chunk);
     if (b < e) f(b, e);
+  }
+}
+
+// Runs body.template operator()<X>(i) over [begin, end): X = vec::Vec<T> on whole SIMD blocks,
+// X = T on the tail. The body is written once for both with the helpers below.
+template <typename T, typename Body>
+void simd_range(int64_t begin, int64_t end, Body&& body) {
+  using V = vec::Vec<T>;
+  int64_t i = begin;
+  if constexpr (V::width > 1)
+    for (; i + V::width <= end; i += V::width) body.template operator()<V>(i);
+  for (; i < end; ++i) body.template operator()<T>(i);
+}
+template <typename X, typename T>
+inline X load(const T* p) {
+  if constexpr (std::is_same_v<X, T>)
+    return *p;
+  else
+    return X::load(p);
+}
+template <typename X, typename T>
+inline void store(T* p, X x) {
+  if constexpr (std::is_same_v<X, T>)
+    *p = x;
+  else
+    x.store(p);
+}
+template <typename X>
+inline X vsqrt(X x) {
+  if constexpr (std::is_floating_point_v<X>)
+    return std::sqrt(x);
+  else
+    return vec::sqrt(x);
+}
+// torch.maximum: the larger, NaN when either is NaN.
+template <typename X>
+inline X vmaximum(X a, X b) {
+  if constexpr (std::is_floating_point_v<X>) {
+    return (a > b || std::isnan(a)) ? a : b;
+  } else {
+    X m = vec::select(a > b, a, b);
+    return vec::select(vec::isnan_mask(a), a, m);
   }
 }
 

@@ -36,8 +36,7 @@ bool meta_bool(const std::map<std::string, std::string>& m, const std::string& k
   auto it = m.find(key);
   KILN_CHECK(it != m.end(), ValueError, "load_state_dict: no '", key, "' in the metadata");
   KILN_CHECK(it->second == "true" || it->second == "false", ValueError,
-             "load_state_dict: metadata '", key, "' is not 'true' or 'false': '", it->second,
-             "'");
+             "load_state_dict: metadata '", key, "' is not 'true' or 'false': '", it->second, "'");
   return it->second == "true";
 }
 
@@ -185,15 +184,13 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
     KILN_CHECK(i < n, ValueError, "load_state_dict: tensor '", name, "' names parameter ", i,
                " but there are only ", n);
     KILN_CHECK(allowed.count(rest), ValueError, "load_state_dict: unexpected tensor '", name,
-               "': a ", kind(), " optimizer with these hyper-parameters has no '", rest,
-               "' state");
+               "': a ", kind(), " optimizer with these hyper-parameters has no '", rest, "' state");
     KILN_CHECK(t.defined(), ValueError, "load_state_dict: tensor '", name, "' is undefined");
     KILN_CHECK(steps[i] >= 1, ValueError, "load_state_dict: tensor '", name,
                "' is present but there is no 'state.", i, ".step' in the metadata");
     const Tensor& p = params_[i];
     KILN_CHECK(t.sizes() == p.sizes(), ShapeError, "load_state_dict: tensor '", name,
-               "' has shape ", t.shape_str(), " but parameter ", i, " has shape ",
-               p.shape_str());
+               "' has shape ", t.shape_str(), " but parameter ", i, " has shape ", p.shape_str());
     KILN_CHECK(t.dtype() == p.dtype(), DTypeError, "load_state_dict: tensor '", name,
                "' has dtype ", t.dtype(), " but parameter ", i, " has dtype ", p.dtype());
     KILN_CHECK(!state[i].count(rest), ValueError, "load_state_dict: tensor '", name,
@@ -249,16 +246,17 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
         if (nan) total = std::numeric_limits<double>::quiet_NaN();
         acc = (total > acc || std::isnan(total)) ? total : acc;
       } else if (norm_type == 2.0) {
-#pragma omp parallel for reduction(+ : total) if (n > kParallelGrain)
+#pragma omp parallel for simd reduction(+ : total) if (n > kParallelGrain)
         for (int64_t i = 0; i < n; ++i) total += static_cast<double>(d[i]) * d[i];
         acc += total;
       } else if (norm_type == 1.0) {
-#pragma omp parallel for reduction(+ : total) if (n > kParallelGrain)
+#pragma omp parallel for simd reduction(+ : total) if (n > kParallelGrain)
         for (int64_t i = 0; i < n; ++i) total += std::abs(static_cast<double>(d[i]));
         acc += total;
       } else {
-#pragma omp parallel for reduction(+ : total) if (n > kParallelGrain)
-        for (int64_t i = 0; i < n; ++i) total += std::pow(std::abs(static_cast<double>(d[i])), norm_type);
+#pragma omp parallel for simd reduction(+ : total) if (n > kParallelGrain)
+        for (int64_t i = 0; i < n; ++i)
+          total += std::pow(std::abs(static_cast<double>(d[i])), norm_type);
         acc += total;
       }
     };
@@ -267,7 +265,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     else
       reduce(g.data_ptr<double>());
   }
-  const double total = inf_norm            ? acc
+  const double total = inf_norm           ? acc
                        : norm_type == 2.0 ? std::sqrt(acc)
                        : norm_type == 1.0 ? acc
                                           : std::pow(acc, 1.0 / norm_type);
@@ -290,8 +288,8 @@ WarmupCosineSchedule::WarmupCosineSchedule(double base_lr, int64_t warmup_steps,
              "WarmupCosineSchedule: base_lr must be finite and >= 0, got ", base_lr);
   KILN_CHECK(std::isfinite(min_lr) && min_lr >= 0, ValueError,
              "WarmupCosineSchedule: min_lr must be finite and >= 0, got ", min_lr);
-  KILN_CHECK(warmup_steps >= 0, ValueError,
-             "WarmupCosineSchedule: warmup_steps must be >= 0, got ", warmup_steps);
+  KILN_CHECK(warmup_steps >= 0, ValueError, "WarmupCosineSchedule: warmup_steps must be >= 0, got ",
+             warmup_steps);
   KILN_CHECK(total_steps >= warmup_steps, ValueError, "WarmupCosineSchedule: total_steps (",
              total_steps, ") must be >= warmup_steps (", warmup_steps, ")");
 }

@@ -11,8 +11,8 @@ namespace {
 
 void check_options(const SGDOptions& o, const char* who) {
   KILN_CHECK(std::isfinite(o.lr) && o.lr >= 0, ValueError, who, ": invalid learning rate ", o.lr);
-  KILN_CHECK(std::isfinite(o.momentum) && o.momentum >= 0, ValueError, who,
-             ": invalid momentum ", o.momentum);
+  KILN_CHECK(std::isfinite(o.momentum) && o.momentum >= 0, ValueError, who, ": invalid momentum ",
+             o.momentum);
   KILN_CHECK(std::isfinite(o.dampening), ValueError, who, ": invalid dampening ", o.dampening);
   KILN_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, ValueError, who,
              ": invalid weight_decay ", o.weight_decay);
@@ -21,24 +21,35 @@ void check_options(const SGDOptions& o, const char* who) {
 }
 
 // One pass over n elements: p, g and (when momentum != 0) buf are contiguous arrays of T.
-template <typename T>
-void sgd_kernel(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOptions& o, double lr) {
+template <typename T, bool kMomentum>
+void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n, bool first,
+                const SGDOptions& o, double lr) {
   const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
   const T damp1 = static_cast<T>(1 - o.dampening), neg_lr = static_cast<T>(-lr);
-  const bool use_wd = o.weight_decay != 0, use_mom = o.momentum != 0;
-  const bool nesterov = o.nesterov, maximize = o.maximize;
+  const bool use_wd = o.weight_decay != 0, nesterov = o.nesterov, maximize = o.maximize;
   detail::parallel_range(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      T gi = maximize ? -g[i] : g[i];
-      if (use_wd) gi = gi + wd * p[i];  // grad.add(param, alpha=weight_decay)
-      if (use_mom) {
-        T bi = first ? gi : buf[i] * mom + damp1 * gi;  // buf.mul_(m).add_(g, alpha=1-d)
-        buf[i] = bi;
-        gi = nesterov ? gi + mom * bi : bi;
+    detail::simd_range<T>(b, e, [&]<typename X>(int64_t i) {
+      X gi = detail::load<X>(g + i);
+      if (maximize) gi = -gi;
+      const X pi = detail::load<X>(p + i);
+      if (use_wd) gi = gi + X(wd) * pi;  // grad.add(param, alpha=weight_decay)
+      if constexpr (kMomentum) {
+        // First step: buf = clone(grad); then buf.mul_(momentum).add_(grad, alpha=1-dampening).
+        const X bi = first ? gi : detail::load<X>(buf + i) * X(mom) + X(damp1) * gi;
+        detail::store(buf + i, bi);
+        gi = nesterov ? gi + X(mom) * bi : bi;
       }
-      p[i] = p[i] + neg_lr * gi;  // param.add_(grad, alpha=-lr)
-    }
+      detail::store(p + i, pi + X(neg_lr) * gi);  // param.add_(grad, alpha=-lr)
+    });
   });
+}
+
+template <typename T>
+void sgd_dispatch(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOptions& o, double lr) {
+  if (buf)
+    sgd_kernel<T, true>(p, g, buf, n, first, o, lr);
+  else
+    sgd_kernel<T, false>(p, g, buf, n, first, o, lr);
 }
 
 }  // namespace
@@ -68,11 +79,11 @@ void SGD::step() {
     }
     detail::update_param(p, [&](void* pd) {
       if (p.dtype() == DType::Float32)
-        sgd_kernel(static_cast<float*>(pd), g.data_ptr<float>(),
-                   buf.defined() ? buf.data_ptr<float>() : nullptr, p.numel(), first, o_, lr_);
+        sgd_dispatch(static_cast<float*>(pd), g.data_ptr<float>(),
+                     buf.defined() ? buf.data_ptr<float>() : nullptr, p.numel(), first, o_, lr_);
       else
-        sgd_kernel(static_cast<double*>(pd), g.data_ptr<double>(),
-                   buf.defined() ? buf.data_ptr<double>() : nullptr, p.numel(), first, o_, lr_);
+        sgd_dispatch(static_cast<double*>(pd), g.data_ptr<double>(),
+                     buf.defined() ? buf.data_ptr<double>() : nullptr, p.numel(), first, o_, lr_);
     });
     ++steps_[i];
   }

@@ -49,7 +49,8 @@ void expect_near(const Tensor& t, const Vec& want, double tol, const std::string
   std::vector<double> got = t.to_vector<double>();
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t j = 0; j < want.size(); ++j)
-    EXPECT_NEAR(got[j], want[j], tol * std::max(1.0, std::abs(want[j]))) << what << " [" << j << "]";
+    EXPECT_NEAR(got[j], want[j], tol * std::max(1.0, std::abs(want[j])))
+        << what << " [" << j << "]";
 }
 
 // ---- the reference formulas (PyTorch's _single_tensor_sgd / _single_tensor_adam), in double ----
@@ -128,7 +129,8 @@ void compare_with_reference(Optimizer& opt, std::vector<Tensor>& ps, Ref& ref, i
     opt.step();
     ref.step(rp, {grads_for(0, t, 3), grads_for(1, t, 6)});
     for (size_t k = 0; k < ps.size(); ++k)
-      expect_near(ps[k], rp[k], tol, what + " step " + std::to_string(t) + " param " + std::to_string(k));
+      expect_near(ps[k], rp[k], tol,
+                  what + " step " + std::to_string(t) + " param " + std::to_string(k));
   }
 }
 
@@ -209,7 +211,10 @@ TEST(AdamW, MatchesReferenceFormulas) {
   for (const auto& [name, o] : cases) {
     auto ps = make_params();
     AdamW opt(ps, o);
-    RefAdam ref{{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay,
+    RefAdam ref{{.lr = o.lr,
+                 .betas = o.betas,
+                 .eps = o.eps,
+                 .weight_decay = o.weight_decay,
                  .amsgrad = o.amsgrad},
                 true};
     compare_with_reference(opt, ps, ref, 8, 1e-12, "AdamW " + name);
@@ -336,8 +341,9 @@ TEST(Optimizer, ConstructionErrors) {
   expect_error([&] { AdamW opt({nrg}); }, "does not require grad");
   expect_error([&] { SGD opt({p}, {.lr = -1}); }, "invalid learning rate");
   expect_error([&] { SGD opt({p}, {.lr = 0.1, .nesterov = true}); }, "Nesterov");
-  expect_error([&] { SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); },
-               "Nesterov");
+  expect_error(
+      [&] { SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); },
+      "Nesterov");
   expect_error([&] { Adam opt({p}, {.betas = {1.0, 0.999}}); }, "beta parameter at index 0");
   expect_error([&] { AdamW opt({p}, {.betas = {0.9, -0.1}}); }, "beta parameter at index 1");
   expect_error([&] { Adam opt({p}, {.eps = -1}); }, "invalid epsilon");
@@ -399,14 +405,21 @@ void check_resume(const MakeOpt& make, const std::string& file) {
 }
 
 TEST_F(OptimTempDir, StateDictRoundTripContinuesIdentically) {
-  check_resume([](auto& ps) { return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}); },
-               path("sgd.safetensors"));
+  check_resume(
+      [](auto& ps) {
+        return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+      },
+      path("sgd.safetensors"));
   check_resume([](auto& ps) { return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.1}); },
                path("sgd_plain.safetensors"));
-  check_resume([](auto& ps) { return std::make_unique<Adam>(ps, AdamOptions{.lr = 0.05, .amsgrad = true}); },
-               path("adam.safetensors"));
-  check_resume([](auto& ps) { return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 0.1}); },
-               path("adamw.safetensors"));
+  check_resume(
+      [](auto& ps) { return std::make_unique<Adam>(ps, AdamOptions{.lr = 0.05, .amsgrad = true}); },
+      path("adam.safetensors"));
+  check_resume(
+      [](auto& ps) {
+        return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
+      },
+      path("adamw.safetensors"));
 }
 
 TEST(StateDict, NamesAndMetadata) {
@@ -418,7 +431,7 @@ TEST(StateDict, NamesAndMetadata) {
   std::vector<std::string> names;
   for (const auto& [n, t] : s.tensors) names.push_back(n);
   EXPECT_EQ(names, (std::vector<std::string>{"state.0.exp_avg", "state.0.exp_avg_sq",
-                                              "state.1.exp_avg", "state.1.exp_avg_sq"}));
+                                             "state.1.exp_avg", "state.1.exp_avg_sq"}));
   EXPECT_EQ(s.metadata.at("kind"), "AdamW");
   EXPECT_EQ(s.metadata.at("num_params"), "2");
   EXPECT_EQ(s.metadata.at("lr"), "0.01");
@@ -562,7 +575,7 @@ TEST(ClipGradNorm, NonFinite) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("is inf"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(a.grad().to_vector<double>()[1], 1.0);  // unchanged
+  EXPECT_EQ(a.grad().to_vector<double>()[1], 1.0);     // unchanged
   EXPECT_TRUE(std::isinf(clip_grad_norm_({a}, 1.0)));  // without the flag: no error
   Tensor b = param({0}, {1});
   b.set_grad(tensor({std::nan("")}, DType::Float64));
@@ -630,10 +643,14 @@ TEST(EndToEnd, MinimisesAQuadratic) {
       EXPECT_NEAR(result.first[j], target[j], tol) << what << " [" << j << "]";
     EXPECT_LT(result.second, 1e-4) << what;
   };
-  check(run([](auto& ps) { return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.05, .momentum = 0.9}); }),
+  check(run([](auto& ps) {
+          return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.05, .momentum = 0.9});
+        }),
         1e-4, "SGD");
   check(run([](auto& ps) { return std::make_unique<Adam>(ps, AdamOptions{.lr = 0.05}); }), 1e-2,
         "Adam");
-  check(run([](auto& ps) { return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 1e-4}); }),
+  check(run([](auto& ps) {
+          return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 1e-4});
+        }),
         1e-2, "AdamW");
 }

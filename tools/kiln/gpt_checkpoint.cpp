@@ -16,8 +16,8 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const std::string&
   int64_t v = 0;
   const std::string& s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  KILN_CHECK(ec == std::errc() && p == s.data() + s.size(), CheckpointError, path,
-             ": metadata '", key, "' is not an integer: '", s, "'");
+  KILN_CHECK(ec == std::errc() && p == s.data() + s.size(), CheckpointError, path, ": metadata '",
+             key, "' is not an integer: '", s, "'");
   return v;
 }
 }  // namespace

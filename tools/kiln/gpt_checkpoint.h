@@ -20,7 +20,7 @@ struct GPTCheckpoint {
   CharVocab vocab;
   int64_t step = 0;  // optimizer steps taken
   NamedTensors model;
-  optim::OptimizerState optimizer;  // tensors and metadata, both stored under "optim."
+  optim::OptimizerState optimizer;           // tensors and metadata, both stored under "optim."
   std::map<std::string, std::string> extra;  // training state (generator offsets, options)
 };
 
