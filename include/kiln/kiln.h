@@ -20,3 +20,4 @@
 #include "kiln/ops/op.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/optim/optimizer.h"

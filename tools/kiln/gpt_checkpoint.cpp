@@ -16,8 +16,8 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const std::string&
   int64_t v = 0;
   const std::string& s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  KILN_CHECK(ec == std::errc() && p == s.data() + s.size(), CheckpointError, path,
-             ": metadata '", key, "' is not an integer: '", s, "'");
+  KILN_CHECK(ec == std::errc() && p == s.data() + s.size(), CheckpointError, path, ": metadata '",
+             key, "' is not an integer: '", s, "'");
   return v;
 }
 }  // namespace
@@ -25,8 +25,10 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const std::string&
 void save_gpt_checkpoint(const std::string& path, const GPTCheckpoint& c) {
   NamedTensors all;
   for (const auto& [name, t] : c.model) all.emplace_back(kModelPrefix + name, t.detach());
-  for (const auto& [name, t] : c.optimizer) all.emplace_back(kOptimPrefix + name, t.detach());
+  for (const auto& [name, t] : c.optimizer.tensors)
+    all.emplace_back(kOptimPrefix + name, t.detach());
   std::map<std::string, std::string> meta = c.extra;
+  for (const auto& [key, value] : c.optimizer.metadata) meta[kOptimPrefix + key] = value;
   meta["format"] = kCheckpointFormat;
   meta["vocab"] = c.vocab.to_string();
   meta["step"] = std::to_string(c.step);
@@ -67,13 +69,21 @@ GPTCheckpoint load_gpt_checkpoint(const std::string& path) {
     if (name.rfind(kModelPrefix, 0) == 0)
       c.model.emplace_back(name.substr(6), t);
     else if (name.rfind(kOptimPrefix, 0) == 0)
-      c.optimizer.emplace_back(name.substr(6), t);
+      c.optimizer.tensors.emplace_back(name.substr(6), t);
     else
       throw CheckpointError(path + ": unexpected tensor '" + name + "'");
   }
   for (const char* key : {"format", "vocab", "step", "vocab_size", "block_size", "n_layer",
                           "n_head", "n_embd", "tied_head"})
     m.erase(key);
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->first.rfind(kOptimPrefix, 0) == 0) {
+      c.optimizer.metadata[it->first.substr(6)] = it->second;
+      it = m.erase(it);
+    } else {
+      ++it;
+    }
+  }
   c.extra = std::move(m);
   return c;
 }

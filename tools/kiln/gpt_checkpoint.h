@@ -1,5 +1,6 @@
 // The checkpoint `kiln train` writes and `kiln sample` reads: one safetensors file holding the
-// model's parameters ("model.<name>"), the optimizer's state ("optim.<name>"), and metadata
+// model's parameters ("model.<name>"), the optimizer's state ("optim.<name>" tensors and
+// metadata keys), and metadata
 // (format tag, model configuration, vocabulary, training step and generator positions).
 #pragma once
 
@@ -19,7 +20,7 @@ struct GPTCheckpoint {
   CharVocab vocab;
   int64_t step = 0;  // optimizer steps taken
   NamedTensors model;
-  NamedTensors optimizer;
+  optim::OptimizerState optimizer;           // tensors and metadata, both stored under "optim."
   std::map<std::string, std::string> extra;  // training state (generator offsets, options)
 };
 

@@ -1,4 +1,5 @@
 // `kiln train`: its flags, their validation, and (for now) a stub in place of the training loop.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <ostream>
@@ -113,7 +114,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   manual_seed(o.seed);
   nn::GPT model(config);
   optim::AdamW opt(model.parameters(), {.lr = o.lr, .weight_decay = 0.1});
-  optim::WarmupCosineSchedule schedule(o.lr, o.warmup, o.steps, o.lr * 0.1);
+  optim::WarmupCosineSchedule schedule(o.lr, std::min(o.warmup, o.steps), o.steps, o.lr * 0.1);
   Generator batch_gen(o.seed + 1), eval_gen(o.seed + 2);
 
   int64_t start_step = 0;

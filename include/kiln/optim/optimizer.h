@@ -1,0 +1,202 @@
+// Optimizers (torch.optim): SGD, Adam and AdamW with PyTorch's update formulas and defaults,
+// gradient-norm clipping, and a warmup + cosine learning-rate schedule. The guide is
+// docs/optim.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+#include "kiln/io/safetensors.h"
+
+namespace kiln::optim {
+
+// What state_dict() returns and load_state_dict() takes: the per-parameter state tensors
+// ("state.<i>.<name>", e.g. "state.3.exp_avg", i being the parameter's position in the list the
+// optimizer was made from) and string metadata: the optimizer kind ("kind"), the number of
+// parameters ("num_params"), the hyper-parameters ("lr", "weight_decay", ...) and each stepped
+// parameter's step count ("state.<i>.step"). Both halves fit a safetensors file directly:
+//   save_safetensors(path, s.tensors, s.metadata);
+//   auto f = load_safetensors(path); opt.load_state_dict({f.tensors, f.metadata});
+struct OptimizerState {
+  NamedTensors tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// The base of all optimizers: one group of parameters sharing one set of hyper-parameters.
+class Optimizer {
+ public:
+  // `params`: leaf tensors of a floating dtype that require grad, each listed once. Throws
+  // ValueError for an empty list, an undefined tensor, a duplicate, a non-leaf or a tensor that
+  // does not require grad, and DTypeError for a non-floating dtype.
+  explicit Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter whose grad() is defined (others are skipped and keep their
+  // state). Runs without recording autograd history; writes the parameters in place.
+  virtual void step() = 0;
+  // Clears the gradients: set_to_none drops them (grad() becomes undefined, as PyTorch's
+  // default), otherwise they are zeroed in place (and detached from any graph).
+  void zero_grad(bool set_to_none = true);
+
+  // The learning rate (for schedules: call set_lr before step()).
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+
+  const std::vector<Tensor>& params() const { return params_; }
+  // "SGD", "Adam" or "AdamW".
+  virtual std::string kind() const = 0;
+  // The number of updates applied to parameter i (0 until its first step with a gradient).
+  int64_t step_count(size_t i) const { return steps_.at(i); }
+
+  // A snapshot (copies) of the optimizer's state; see OptimizerState.
+  OptimizerState state_dict() const;
+  // Restores a state_dict(), hyper-parameters included (as PyTorch). Validates everything first
+  // (kind, number of parameters, hyper-parameter values, tensor names, shapes, dtypes, step
+  // counts) and throws a ValueError / ShapeError / DTypeError naming the problem, leaving the
+  // optimizer unchanged on failure.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  // Per-parameter tensors (by name) for parameter i; empty until its first step.
+  std::vector<std::map<std::string, Tensor>> state_;
+  std::vector<int64_t> steps_;
+  std::vector<Tensor> params_;
+  double lr_;
+
+  // Hyper-parameters other than lr, as strings for state_dict metadata.
+  virtual std::map<std::string, std::string> hyper_parameters() const = 0;
+  // Parses and validates hyper-parameters from metadata without applying them. Returns the state
+  // tensor names a stepped parameter must have under them, and a function that applies them.
+  struct StagedHyperParameters {
+    std::vector<std::string> state_names;
+    std::function<void()> apply;
+  };
+  virtual StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const = 0;
+};
+
+// ---- SGD (torch.optim.SGD) ----
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  bool maximize = false;
+};
+
+// For each parameter p with gradient g (PyTorch's formulas):
+//   g = g + weight_decay * p                        (if weight_decay != 0)
+//   b = g (first step) or momentum * b + (1 - dampening) * g  (if momentum != 0)
+//   g = g + momentum * b (nesterov) or b            (if momentum != 0)
+//   p = p - lr * g
+// nesterov needs momentum > 0 and dampening == 0. maximize negates g first.
+class SGD : public Optimizer {
+ public:
+  explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
+  void step() override;
+  std::string kind() const override { return "SGD"; }
+  SGDOptions options() const;
+
+ protected:
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  SGDOptions o_;
+};
+
+// ---- Adam (torch.optim.Adam) and AdamW (torch.optim.AdamW) ----
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0;  // L2: added to the gradient
+  bool amsgrad = false;
+  bool maximize = false;
+};
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;  // decoupled: p *= 1 - lr * weight_decay
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+// For each parameter p with gradient g, at step t (1, 2, ...), PyTorch's formulas:
+//   Adam:  g = g + weight_decay * p          AdamW: p = p * (1 - lr * weight_decay)
+//   m = m + (1 - beta1) * (g - m)            (lerp; m starts at 0)
+//   v = beta2 * v + (1 - beta2) * g * g      (v starts at 0; amsgrad: vmax = max(vmax, v))
+//   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+//   p = p - lr / (1 - beta1^t) * m / denom
+// The update is one fused pass over contiguous float tensors (no temporaries).
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  void step() override;
+  std::string kind() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  AdamOptions options() const;
+
+ protected:
+  Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  AdamOptions o_;
+  bool decoupled_;
+};
+
+class AdamW : public Adam {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  AdamWOptions options() const;
+};
+
+// ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ----
+// The norm (of order norm_type; infinity for the max norm) of all defined gradients together,
+// computed in double. When max_norm / (total + 1e-6) < 1 every gradient is multiplied by that
+// coefficient in place (as PyTorch; a NaN total makes the gradients NaN, as there). Returns the
+// total norm before clipping (0 when no parameter has a gradient). With error_if_nonfinite, a
+// NaN or infinite total throws ValueError and leaves the gradients unchanged.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
+
+// ---- learning-rate schedule ----
+// Linear warmup from 0 to base_lr over warmup_steps, then cosine decay from base_lr to min_lr at
+// total_steps, and min_lr after:
+//   step < warmup:           base_lr * step / warmup_steps
+//   warmup <= step <= total: min_lr + (base_lr - min_lr) * (1 + cos(pi * (step - warmup) /
+//                            (total - warmup))) / 2
+//   step > total:            min_lr
+// (With warmup_steps == total_steps the schedule goes straight to min_lr after the warmup.)
+class WarmupCosineSchedule {
+ public:
+  WarmupCosineSchedule(double base_lr, int64_t warmup_steps, int64_t total_steps,
+                       double min_lr = 0);
+  double lr_at(int64_t step) const;
+  // Sets opt's learning rate to lr_at(step) and returns it.
+  double apply(Optimizer& opt, int64_t step) const;
+
+  double base_lr() const { return base_lr_; }
+  double min_lr() const { return min_lr_; }
+  int64_t warmup_steps() const { return warmup_; }
+  int64_t total_steps() const { return total_; }
+
+ private:
+  double base_lr_, min_lr_;
+  int64_t warmup_, total_;
+};
+
+}  // namespace kiln::optim
