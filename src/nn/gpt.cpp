@@ -1,6 +1,8 @@
 // The GPT model: attention, MLP, blocks, and generation.
 #include "kiln/nn/gpt.h"
 
+#include <cmath>
+
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
@@ -76,6 +78,28 @@ GPT::GPT(const GPTConfig& c) : UnaryModule("GPT"), config_(c) {
   if (!c.tied_head)
     lm_head = register_module("lm_head",
                               std::make_shared<Linear>(c.n_embd, c.vocab_size, false, c.dtype));
+  init_weights();
+}
+
+// GPT-2's initialisation (the layers' PyTorch defaults suit a tied head badly: N(0, 1) token
+// embeddings make the initial logits ~sqrt(n_embd) wide): matrices and embeddings from
+// N(0, 0.02), biases zero, and the projections that write into the residual stream scaled by
+// 1/sqrt(2 n_layer) so the residual's variance does not grow with depth.
+void GPT::init_weights() {
+  NoGradGuard no_grad;
+  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p;
+    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    const bool is_norm = name.find("ln") != std::string::npos;
+    if (is_norm) continue;  // LayerNorm keeps ones/zeros
+    if (is_bias) {
+      t.zero_();
+    } else {
+      const bool residual = name.find("proj.weight") != std::string::npos;
+      normal_(t, 0.0, residual ? resid_std : std);
+    }
+  }
 }
 
 Tensor GPT::forward(const Tensor& idx) {

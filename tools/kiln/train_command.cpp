@@ -80,6 +80,14 @@ double evaluate(nn::GPT& model, const TextDataset& data, Split split, const Trai
   return total / static_cast<double>(o.eval_batches);
 }
 
+// "12.3% below" / "4.5% above" the baseline.
+std::string versus(double loss, double baseline) {
+  const double pct = 100.0 * (1.0 - loss / baseline);
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << std::abs(pct) << (pct >= 0 ? "% below" : "% above");
+  return os.str();
+}
+
 std::string fixed(double v, int digits = 3) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(digits) << v;
@@ -166,8 +174,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
       train_loss = evaluate(model, data, Split::kTrain, o, eval_gen);
       val = evaluate(model, data, Split::kVal, o, eval_gen);
       bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) +
-                  ", val " + fixed(val) + " (baseline " + fixed(baseline) + ", " +
-                  fixed(100.0 * (1.0 - val / baseline), 1) + "% below)");
+                  ", val " + fixed(val) + " (baseline " + fixed(baseline) + ", " + versus(val, baseline) + ")");
     }
   }
   bar.finish();
@@ -185,7 +192,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   save_gpt_checkpoint(o.out, ckpt);
 
   out << "final: train " << fixed(train_loss) << ", val " << fixed(val) << " nats; baseline "
-      << fixed(baseline) << " (" << fixed(100.0 * (1.0 - val / baseline), 1) << "% below)\n";
+      << fixed(baseline) << " (" << versus(val, baseline) << ")\n";
   out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out
       << ")\n";
   Generator sample_gen(o.seed);

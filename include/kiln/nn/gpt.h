@@ -51,6 +51,8 @@ struct GPTConfig {
   DType dtype = kDefaultFloat;
 };
 
+// Initialised as GPT-2: N(0, 0.02) matrices and embeddings, zero biases, residual projections
+// scaled by 1/sqrt(2 n_layer).
 class GPT : public UnaryModule {
  public:
   explicit GPT(const GPTConfig& config);
@@ -69,6 +71,7 @@ class GPT : public UnaryModule {
   std::shared_ptr<Linear> lm_head;  // null when tied
 
  private:
+  void init_weights();
   GPTConfig config_;
 };
 
