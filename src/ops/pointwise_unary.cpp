@@ -93,12 +93,29 @@ int gelu_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
              "gelu: approximate must be \"none\" or \"tanh\", got \"", a, "\"");
   return pointwise_meta<Dtypes::Floating, true>(c, out);
 }
+// erf form: Phi(x) + x * phi(x). tanh form, with u = k * (x + c x^3) and t = tanh(u):
+// 0.5 * (1 + t) + 0.5 * x * (1 - t^2) * k * (1 + 3 c x^2).
+void gelu_derivative(const BackwardCall& c, std::span<Tensor> grads) {
+  const Tensor& x = c.in(0);
+  const Tensor& g = c.grad();
+  if (c.attrs.str(0) == "tanh") {
+    constexpr double k = 0.7978845608028654, cc = 0.044715;
+    const Tensor x2 = x * x;
+    const Tensor t = tanh((x + x2 * x * cc) * k);
+    grads[0] = g * ((t + 1) * 0.5 + x * (1 - t * t) * (x2 * (3 * cc) + 1) * (0.5 * k));
+    return;
+  }
+  constexpr double kInvSqrt2 = 0.7071067811865476, kInvSqrt2Pi = 0.3989422804014327;
+  grads[0] = g * ((erf(x * kInvSqrt2) + 1) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
+}
 const OpDef& gelu_op = register_op({.name = "gelu",
                                     .schema = "gelu(Tensor self, str approximate) -> Tensor",
                                     .kind = OpKind::Pointwise,
                                     .attr_names = {"approximate"},
                                     .meta = gelu_meta,
-                                    .kernel = map_kernel<gelu_fn, Dtypes::Floating>});
+                                    .kernel = map_kernel<gelu_fn, Dtypes::Floating>,
+                                    .derivative = {.fn = gelu_derivative,
+                                                   .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   return ops::call(ops::gelu_op, {x}, {approximate});
@@ -141,13 +158,25 @@ int clamp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   check_supported(c, Dtypes::Numeric, dt);
   return one_output(out, dt, c.in(0).sizes());
 }
+// The gradient passes where min <= x <= max (bounds included, as PyTorch).
+void clamp_derivative(const BackwardCall& c, std::span<Tensor> grads) {
+  const Tensor& x = c.in(0);
+  Tensor inside;
+  if (c.attrs.has(0)) inside = x >= c.attrs.scalar(0);
+  if (c.attrs.has(1)) {
+    Tensor below = x <= c.attrs.scalar(1);
+    inside = inside.defined() ? logical_and(inside, below) : below;
+  }
+  grads[0] = where(inside, c.grad(), wrap_scalar(0.0));
+}
 const OpDef& clamp_op =
     register_op({.name = "clamp",
                  .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .attr_names = {"min", "max"},
                  .meta = clamp_meta,
-                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>});
+                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>,
+                 .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return ops::call(ops::clamp_op, {x}, {ops::opt_attr(min), ops::opt_attr(max)});
@@ -181,7 +210,15 @@ const OpDef& nan_to_num_op = register_op(
      .kind = OpKind::Pointwise,
      .attr_names = {"nan", "posinf", "neginf"},
      .meta = pointwise_meta<Dtypes::Floating>,
-     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>});
+     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>,
+     // The gradient passes where x is finite; replaced values are constants.
+     .derivative = {.fn =
+                        [](const BackwardCall& c, std::span<Tensor> grads) {
+                          const Tensor& x = c.in(0);
+                          grads[0] = where(logical_or(isnan(x), isinf(x)), wrap_scalar(0.0),
+                                           c.grad());
+                        },
+                    .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
