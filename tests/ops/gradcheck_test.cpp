@@ -51,12 +51,13 @@ struct Prepared {
 // The sample's float64 non-wrapped inputs become leaves that require grad; the op is called
 // on `leaf.clone()` (a recorded copy), so in-place variants work on a non-leaf and every
 // derivative receives an input with history.
-Prepared prepare(const Sample& s) {
+Prepared prepare(const OpInfo& info, const Sample& s) {
   Prepared p;
+  const size_t first_param = s.inputs.size() - static_cast<size_t>(info.trailing_params);
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     const Tensor& t = s.inputs[i];
-    const bool differentiable =
-        t.dtype() == DType::Float64 && !t.impl()->is_wrapped_number() && t.numel() > 0;
+    const bool differentiable = t.dtype() == DType::Float64 && !t.impl()->is_wrapped_number() &&
+                                t.numel() > 0 && i < first_param;
     if (!differentiable) {
       p.inputs.push_back(t);
       p.leaves.emplace_back();
@@ -178,7 +179,7 @@ TEST_P(GradCheck, FirstDerivativesMatchFiniteDifferences) {
   for (const Sample& s : info.samples(DType::Float64)) {
     const std::string ctx = info.name + " " + s.name;
     if (!all_finite(s)) continue;  // finite differences need finite values
-    Prepared p = prepare(s);
+    Prepared p = prepare(info, s);
     if (p.diff.empty()) continue;
     std::vector<Tensor> outs = call_op(info, p);
     if (!checkable_outputs(outs)) continue;
@@ -220,7 +221,7 @@ TEST_P(GradCheck, SecondDerivativesMatchFiniteDifferences) {
   for (const Sample& s : info.samples(DType::Float64)) {
     const std::string ctx = info.name + " " + s.name + " (second order)";
     if (!all_finite(s)) continue;  // finite differences need finite values
-    Prepared p = prepare(s);
+    Prepared p = prepare(info, s);
     if (p.diff.empty()) continue;
     std::vector<Tensor> diff_inputs;
     for (size_t i : p.diff) diff_inputs.push_back(p.inputs[i]);

@@ -41,6 +41,9 @@ struct OpInfo {
   double grad_atol = 1e-5, grad_rtol = 1e-3;
   // Non-empty: why this OpInfo is left out of the gradient checks (printed as a skip).
   std::string no_gradcheck;
+  // The last this-many inputs are parameters carried as (float64) tensors, e.g. dims or pad
+  // amounts: never differentiated.
+  int trailing_params = 0;
 };
 
 // The registry all OpInfo files add to at static-initialisation time.
