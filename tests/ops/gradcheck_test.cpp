@@ -72,9 +72,13 @@ Prepared prepare(const OpInfo& info, const Sample& s) {
   return p;
 }
 
-// Calls the op on recorded copies of the leaves.
+// Calls the op on recorded copies of the leaves. The other inputs are passed detached, so that an in-place op whose destination is not
+// differentiated (an empty tensor) gives history to a fresh tensor each call rather than
+// to the shared sample (whose history a later call would then backpropagate into).
 std::vector<Tensor> call_op(const OpInfo& info, const Prepared& p) {
   std::vector<Tensor> in = p.inputs;
+  for (Tensor& t : in)
+    if (t.defined() && !t.impl()->is_wrapped_number()) t = t.detach();
   for (size_t i : p.diff) in[i] = p.leaves[i].clone();
   return info.fn(in);
 }
@@ -169,6 +173,16 @@ std::vector<Case> differentiable_cases() {
   return out;
 }
 
+// G (below) sums every output element's second-order terms, so its rounding error grows with
+// the output's size and the finite differences of G on the large (threaded) samples are noise
+// (about ulp(G) / eps); those samples are checked to first order only.
+constexpr int64_t kMaxSecondOrderNumel = 4096;
+bool too_large_for_second_order(const std::vector<Tensor>& outs) {
+  for (const Tensor& o : outs)
+    if (o.numel() > kMaxSecondOrderNumel) return true;
+  return false;
+}
+
 std::vector<Sample> gradcheck_samples(const OpInfo& info) {
   return info.grad_samples ? info.grad_samples(DType::Float64) : info.samples(DType::Float64);
 }
@@ -230,7 +244,7 @@ TEST_P(GradCheck, SecondDerivativesMatchFiniteDifferences) {
     std::vector<Tensor> diff_inputs;
     for (size_t i : p.diff) diff_inputs.push_back(p.inputs[i]);
     std::vector<Tensor> outs = call_op(info, p);
-    if (!checkable_outputs(outs)) continue;
+    if (!checkable_outputs(outs) || too_large_for_second_order(outs)) continue;
     ++checked;
     std::vector<Tensor> w = make_weights(outs, seed);
     std::vector<Tensor> v;  // weights on the first gradients
