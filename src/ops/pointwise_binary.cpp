@@ -99,20 +99,20 @@ const OpDef& sub_op =
                  .meta = add_sub_meta<true>,
                  .kernel = map_kernel<sub_fn, Dtypes::Numeric>,
                  .derivative = {.fn = sub_derivative}});
-const OpDef& mul_op = register_op({.name = "mul",
-                                   .schema = "mul(Tensor self, Tensor other) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pointwise_meta<Dtypes::All>,
-                                   .kernel = map_kernel<mul_fn, Dtypes::All>,
-                                   .derivative = {.fn = mul_derivative,
-                                                  .saved_inputs = save({0, 1})}});
-const OpDef& div_op = register_op({.name = "div",
-                                   .schema = "div(Tensor self, Tensor other) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pointwise_meta<Dtypes::All, true>,
-                                   .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
-                                   .derivative = {.fn = div_derivative,
-                                                  .saved_inputs = save({0, 1})}});
+const OpDef& mul_op =
+    register_op({.name = "mul",
+                 .schema = "mul(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<mul_fn, Dtypes::All>,
+                 .derivative = {.fn = mul_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& div_op =
+    register_op({.name = "div",
+                 .schema = "div(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All, true>,
+                 .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
+                 .derivative = {.fn = div_derivative, .saved_inputs = save({0, 1})}});
 
 // Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
 // touching the output.
@@ -209,13 +209,13 @@ const OpDef& trunc_divide_op =
                  .meta = pointwise_meta<Dtypes::Numeric>,
                  .kernel = int_div_kernel<trunc_div_fn>,
                  .derivative = {.fn = rounded_div_derivative}});
-const OpDef& remainder_op = register_op({.name = "remainder",
-                                         .schema = "remainder(Tensor self, Tensor other) -> Tensor",
-                                         .kind = OpKind::Pointwise,
-                                         .meta = pointwise_meta<Dtypes::Numeric>,
-                                         .kernel = int_div_kernel<remainder_fn>,
-                                         .derivative = {.fn = remainder_derivative,
-                                                        .saved_inputs = save({0, 1})}});
+const OpDef& remainder_op =
+    register_op({.name = "remainder",
+                 .schema = "remainder(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::Numeric>,
+                 .kernel = int_div_kernel<remainder_fn>,
+                 .derivative = {.fn = remainder_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- pow ----
 template <typename T>
@@ -273,13 +273,13 @@ void pow_derivative(const BackwardCall& c, std::span<Tensor> g) {
     g[1] = where(at_zero, zero, c.grad() * pow(safe_x, e.to(dt)) * log(safe_x));
   }
 }
-const OpDef& pow_op = register_op({.name = "pow",
-                                   .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pow_meta,
-                                   .kernel = map_kernel<pow_fn, Dtypes::Numeric>,
-                                   .derivative = {.fn = pow_derivative,
-                                                  .saved_inputs = save({0, 1})}});
+const OpDef& pow_op =
+    register_op({.name = "pow",
+                 .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pow_meta,
+                 .kernel = map_kernel<pow_fn, Dtypes::Numeric>,
+                 .derivative = {.fn = pow_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- maximum, minimum, atan2 ----
 template <typename T>
@@ -314,27 +314,27 @@ void atan2_derivative(const BackwardCall& c, std::span<Tensor> g) {
   if (c.needs_grad(0)) g[0] = c.grad() * b / denom;
   if (c.needs_grad(1)) g[1] = -(c.grad() * a / denom);
 }
-const OpDef& maximum_op = register_op({.name = "maximum",
-                                       .schema = "maximum(Tensor self, Tensor other) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .meta = pointwise_meta<Dtypes::All>,
-                                       .kernel = map_kernel<maximum_fn, Dtypes::All>,
-                                       .derivative = {.fn = extremum_derivative<true>,
-                                                      .saved_inputs = save({0, 1})}});
-const OpDef& minimum_op = register_op({.name = "minimum",
-                                       .schema = "minimum(Tensor self, Tensor other) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .meta = pointwise_meta<Dtypes::All>,
-                                       .kernel = map_kernel<minimum_fn, Dtypes::All>,
-                                       .derivative = {.fn = extremum_derivative<false>,
-                                                      .saved_inputs = save({0, 1})}});
-const OpDef& atan2_op = register_op({.name = "atan2",
-                                     .schema = "atan2(Tensor self, Tensor other) -> Tensor",
-                                     .kind = OpKind::Pointwise,
-                                     .meta = pointwise_meta<Dtypes::All, true>,
-                                     .kernel = map_kernel<atan2_fn, Dtypes::Floating>,
-                                     .derivative = {.fn = atan2_derivative,
-                                                    .saved_inputs = save({0, 1})}});
+const OpDef& maximum_op =
+    register_op({.name = "maximum",
+                 .schema = "maximum(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<maximum_fn, Dtypes::All>,
+                 .derivative = {.fn = extremum_derivative<true>, .saved_inputs = save({0, 1})}});
+const OpDef& minimum_op =
+    register_op({.name = "minimum",
+                 .schema = "minimum(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<minimum_fn, Dtypes::All>,
+                 .derivative = {.fn = extremum_derivative<false>, .saved_inputs = save({0, 1})}});
+const OpDef& atan2_op =
+    register_op({.name = "atan2",
+                 .schema = "atan2(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All, true>,
+                 .kernel = map_kernel<atan2_fn, Dtypes::Floating>,
+                 .derivative = {.fn = atan2_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- comparisons and logical ops (bool results) ----
 #define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                                 \

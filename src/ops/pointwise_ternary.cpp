@@ -35,17 +35,15 @@ int to_copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, c.attrs.dtype(0), c.in(0).sizes());
 }
 void to_copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(0)); }
-const OpDef& to_copy_op = register_op({.name = "to_copy",
-                                       .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .attr_names = {"dtype"},
-                                       .meta = to_copy_meta,
-                                       .kernel = to_copy_kernel,
-                                       // autograd casts the gradient back to the input's dtype
-                                       .derivative = {.fn = [](const BackwardCall& c,
-                                                               std::span<Tensor> g) {
-                                         g[0] = c.grad();
-                                       }}});
+const OpDef& to_copy_op = register_op(
+    {.name = "to_copy",
+     .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .attr_names = {"dtype"},
+     .meta = to_copy_meta,
+     .kernel = to_copy_kernel,
+     // autograd casts the gradient back to the input's dtype
+     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }}});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
 int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -57,16 +55,16 @@ int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, self.dtype(), self.sizes());
 }
 void copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(1)); }
-const OpDef& copy_op = register_op({.name = "copy",
-                                    .schema = "copy(Tensor self, Tensor src) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .meta = copy_meta,
-                                    .kernel = copy_kernel,
-                                    // the old value of self is overwritten: only src gets one
-                                    .derivative = {.fn = [](const BackwardCall& c,
-                                                            std::span<Tensor> g) {
-                                      if (c.needs_grad(1)) g[1] = c.grad();
-                                    }}});
+const OpDef& copy_op =
+    register_op({.name = "copy",
+                 .schema = "copy(Tensor self, Tensor src) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = copy_meta,
+                 .kernel = copy_kernel,
+                 // the old value of self is overwritten: only src gets one
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   if (c.needs_grad(1)) g[1] = c.grad();
+                 }}});
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -81,14 +79,14 @@ void fill_tensor(const Tensor& out, const Scalar& value) {
 void fill_kernel(const OpCall& c, std::span<Tensor> outs) {
   fill_tensor(outs[0], c.attrs.scalar(0));
 }
-const OpDef& fill_op = register_op({.name = "fill",
-                                    .schema = "fill(Tensor self, Scalar value) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .attr_names = {"value"},
-                                    .meta = fill_meta,
-                                    .kernel = fill_kernel,
-                                    .derivative = {.fn = [](const BackwardCall&,
-                                                            std::span<Tensor>) {}}});
+const OpDef& fill_op =
+    register_op({.name = "fill",
+                 .schema = "fill(Tensor self, Scalar value) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"value"},
+                 .meta = fill_meta,
+                 .kernel = fill_kernel,
+                 .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}}});
 
 // ---- where ----
 int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {

@@ -50,26 +50,26 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
         });
   });
 }
-const OpDef& tril_op = register_op({.name = "tril",
-                                    .schema = "tril(Tensor self, int diagonal) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"diagonal"},
-                                    .meta = triangle_meta,
-                                    .kernel = triangle_kernel<true>,
-                                    .derivative = {.fn = [](const BackwardCall& c,
-                                                            std::span<Tensor> g) {
-                                      g[0] = tril(c.grad(), c.attrs.i(0));
-                                    }}});
-const OpDef& triu_op = register_op({.name = "triu",
-                                    .schema = "triu(Tensor self, int diagonal) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"diagonal"},
-                                    .meta = triangle_meta,
-                                    .kernel = triangle_kernel<false>,
-                                    .derivative = {.fn = [](const BackwardCall& c,
-                                                            std::span<Tensor> g) {
-                                      g[0] = triu(c.grad(), c.attrs.i(0));
-                                    }}});
+const OpDef& tril_op =
+    register_op({.name = "tril",
+                 .schema = "tril(Tensor self, int diagonal) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"diagonal"},
+                 .meta = triangle_meta,
+                 .kernel = triangle_kernel<true>,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = tril(c.grad(), c.attrs.i(0));
+                 }}});
+const OpDef& triu_op =
+    register_op({.name = "triu",
+                 .schema = "triu(Tensor self, int diagonal) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"diagonal"},
+                 .meta = triangle_meta,
+                 .kernel = triangle_kernel<false>,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = triu(c.grad(), c.attrs.i(0));
+                 }}});
 
 // ---- repeat: inputs [x]; attrs [repeats] ----
 Shape repeat_sizes(const Tensor& x, IntList repeats) {
@@ -150,16 +150,16 @@ void flip_kernel(const OpCall& c, std::span<Tensor> outs) {
   }
   strided_copy(outs[0], strided_view(x, x.sizes(), strides, offset));
 }
-const OpDef& flip_op = register_op({.name = "flip",
-                                    .schema = "flip(Tensor self, int[] dims) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"dims"},
-                                    .meta = flip_meta,
-                                    .kernel = flip_kernel,
-                                    .derivative = {.fn = [](const BackwardCall& c,
-                                                            std::span<Tensor> g) {
-                                      g[0] = flip(c.grad(), c.attrs.ints(0));
-                                    }}});
+const OpDef& flip_op =
+    register_op({.name = "flip",
+                 .schema = "flip(Tensor self, int[] dims) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dims"},
+                 .meta = flip_meta,
+                 .kernel = flip_kernel,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = flip(c.grad(), c.attrs.ints(0));
+                 }}});
 
 // ---- roll: inputs [x]; attrs [shifts, dims] (as many of each, >= 1) ----
 // The net shift of each dim in [0, size) (a dim listed twice rolls twice, as PyTorch).
@@ -265,20 +265,20 @@ void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
   strided_copy(strided_view(out, sizes, out.strides(), o_off),
                strided_view(x, sizes, x.strides(), x_off));
 }
-const OpDef& pad_op = register_op({.name = "pad",
-                                   .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
-                                   .kind = OpKind::Extern,
-                                   .attr_names = {"pad", "value"},
-                                   .meta = pad_meta,
-                                   .kernel = pad_kernel,
-                                   // the opposite padding crops the border off the gradient
-                                   // (and pads with zeros where the input was cropped)
-                                   .derivative = {.fn = [](const BackwardCall& c,
-                                                           std::span<Tensor> g) {
-                                     std::vector<int64_t> back = c.attrs.ints(0);
-                                     for (int64_t& p : back) p = -p;
-                                     g[0] = pad(c.grad(), back, 0);
-                                   }}});
+const OpDef& pad_op =
+    register_op({.name = "pad",
+                 .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"pad", "value"},
+                 .meta = pad_meta,
+                 .kernel = pad_kernel,
+                 // the opposite padding crops the border off the gradient
+                 // (and pads with zeros where the input was cropped)
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   std::vector<int64_t> back = c.attrs.ints(0);
+                   for (int64_t& p : back) p = -p;
+                   g[0] = pad(c.grad(), back, 0);
+                 }}});
 
 }  // namespace
 }  // namespace ops

@@ -364,7 +364,8 @@ void permute_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const auto& dims = c.attrs.ints(0);
   const int64_t nd = static_cast<int64_t>(dims.size());
   std::vector<int64_t> inverse(dims.size());
-  for (int64_t i = 0; i < nd; ++i) inverse[static_cast<size_t>(wrap_dim(dims[i], nd, "permute"))] = i;
+  for (int64_t i = 0; i < nd; ++i)
+    inverse[static_cast<size_t>(wrap_dim(dims[i], nd, "permute"))] = i;
   g[0] = c.grad().permute(inverse);
 }
 // Autograd sums the gradient over the expanded (new leading and size-1) dims.
@@ -425,7 +426,8 @@ void as_strided_derivative(const BackwardCall& c, std::span<Tensor> g) {
   for (int64_t d = 0; d < x.dim(); ++d)
     KILN_CHECK(x.stride(d) != 0 || x.size(d) <= 1, NotImplementedError,
                "as_strided: the derivative is not implemented for an input that overlaps itself "
-               "(stride 0 at dim ", d, ", shape ", x.shape_str(), ")");
+               "(stride 0 at dim ",
+               d, ", shape ", x.shape_str(), ")");
   const auto& sizes = c.attrs.ints(0);
   const auto& strides = c.attrs.ints(1);
   const int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : x.storage_offset();
@@ -473,15 +475,14 @@ void diagonal_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 }  // namespace
 
-#define KILN_VIEW_OP(NAME, SCHEMA, DERIV, SAVED, ...)                 \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                \
-                                        .schema = SCHEMA,             \
-                                        .kind = OpKind::View,         \
-                                        .attr_names = {__VA_ARGS__},  \
-                                        .meta = NAME##_meta,          \
-                                        .view = NAME##_fn,            \
-                                        .derivative = {.fn = DERIV,   \
-                                                       .saved_inputs = SAVED}});
+#define KILN_VIEW_OP(NAME, SCHEMA, DERIV, SAVED, ...)                \
+  const OpDef& NAME##_op = register_op({.name = #NAME,               \
+                                        .schema = SCHEMA,            \
+                                        .kind = OpKind::View,        \
+                                        .attr_names = {__VA_ARGS__}, \
+                                        .meta = NAME##_meta,         \
+                                        .view = NAME##_fn,           \
+                                        .derivative = {.fn = DERIV, .saved_inputs = SAVED}});
 KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", reshape_back_derivative, 0, "size")
 KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", permute_derivative, 0, "dims")
 KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", expand_derivative, 0, "size")

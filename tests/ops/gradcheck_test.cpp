@@ -72,9 +72,10 @@ Prepared prepare(const OpInfo& info, const Sample& s) {
   return p;
 }
 
-// Calls the op on recorded copies of the leaves. The other inputs are passed detached, so that an in-place op whose destination is not
-// differentiated (an empty tensor) gives history to a fresh tensor each call rather than
-// to the shared sample (whose history a later call would then backpropagate into).
+// Calls the op on recorded copies of the leaves. The other inputs are passed detached, so that an
+// in-place op whose destination is not differentiated (an empty tensor) gives history to a fresh
+// tensor each call rather than to the shared sample (whose history a later call would then
+// backpropagate into).
 std::vector<Tensor> call_op(const OpInfo& info, const Prepared& p) {
   std::vector<Tensor> in = p.inputs;
   for (Tensor& t : in)
@@ -165,7 +166,8 @@ std::vector<Case> differentiable_cases() {
   std::vector<Case> out;
   for (size_t i = 0; i < opinfos().size(); ++i) {
     const OpInfo& info = opinfos()[i];
-    bool f64 = std::find(info.dtypes.begin(), info.dtypes.end(), DType::Float64) != info.dtypes.end();
+    bool f64 =
+        std::find(info.dtypes.begin(), info.dtypes.end(), DType::Float64) != info.dtypes.end();
     const OpDef* op = info.covers.empty() ? nullptr : find_op(info.covers[0]);
     const bool has_derivative = op && op->derivative.fn;
     if ((info.differentiable || has_derivative) && f64) out.push_back({i, DType::Float64});
