@@ -97,12 +97,26 @@ void cat_kernel(const OpCall& c, std::span<Tensor> outs) {
   }
 }
 
+// Each input gets its slice of the gradient along dim (the skipped legacy empty inputs none).
+void cat_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& gr = c.grad();
+  if (gr.dim() == 1 && gr.size(0) == 0) return;  // every input was a skipped empty one
+  const int64_t dim = wrap_dim(c.attrs.i(0), gr.dim(), "cat");
+  int64_t at = 0;
+  for (size_t i = 0; i < c.input_meta.size(); ++i) {
+    const Shape& s = c.input_meta[i].sizes;
+    if (s.size() == 1 && s[0] == 0) continue;
+    if (c.needs_grad(i)) g[i] = gr.narrow(dim, at, s[dim]);
+    at += s[dim];
+  }
+}
 const OpDef& cat_op = register_op({.name = "cat",
                                    .schema = "cat(Tensor[] tensors, int dim) -> Tensor",
                                    .kind = OpKind::Extern,
                                    .attr_names = {"dim"},
                                    .meta = cat_meta,
-                                   .kernel = cat_kernel});
+                                   .kernel = cat_kernel,
+                                   .derivative = {.fn = cat_derivative}});
 
 }  // namespace
 }  // namespace ops

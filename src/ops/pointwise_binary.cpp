@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/ops/factory.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/pointwise_defs.h"
 
@@ -98,20 +99,20 @@ const OpDef& sub_op =
                  .meta = add_sub_meta<true>,
                  .kernel = map_kernel<sub_fn, Dtypes::Numeric>,
                  .derivative = {.fn = sub_derivative}});
-const OpDef& mul_op = register_op({.name = "mul",
-                                   .schema = "mul(Tensor self, Tensor other) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pointwise_meta<Dtypes::All>,
-                                   .kernel = map_kernel<mul_fn, Dtypes::All>,
-                                   .derivative = {.fn = mul_derivative,
-                                                  .saved_inputs = save({0, 1})}});
-const OpDef& div_op = register_op({.name = "div",
-                                   .schema = "div(Tensor self, Tensor other) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pointwise_meta<Dtypes::All, true>,
-                                   .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
-                                   .derivative = {.fn = div_derivative,
-                                                  .saved_inputs = save({0, 1})}});
+const OpDef& mul_op =
+    register_op({.name = "mul",
+                 .schema = "mul(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<mul_fn, Dtypes::All>,
+                 .derivative = {.fn = mul_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& div_op =
+    register_op({.name = "div",
+                 .schema = "div(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All, true>,
+                 .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
+                 .derivative = {.fn = div_derivative, .saved_inputs = save({0, 1})}});
 
 // Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
 // touching the output.
@@ -179,6 +180,16 @@ struct remainder_fn {
     }
   }
 };
+// Rounded quotients are step functions: zero derivative almost everywhere.
+void rounded_div_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  for (int i = 0; i < 2; ++i)
+    if (c.needs_grad(i)) g[i] = zeros_like(c.grad());
+}
+// remainder(a, b) = a - b * floor(a / b): d/da = 1, d/db = -floor(a / b).
+void remainder_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(1)) g[1] = -(c.grad() * floor_divide(c.in(0), c.in(1)));
+}
 template <template <typename> class Fn>
 void int_div_kernel(const OpCall& c, std::span<Tensor> outs) {
   check_integer_divisor(c, outs[0].dtype(), outs[0].numel());
@@ -189,18 +200,22 @@ const OpDef& floor_divide_op =
                  .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .meta = pointwise_meta<Dtypes::Numeric>,
-                 .kernel = int_div_kernel<floor_div_fn>});
+                 .kernel = int_div_kernel<floor_div_fn>,
+                 .derivative = {.fn = rounded_div_derivative}});
 const OpDef& trunc_divide_op =
     register_op({.name = "trunc_divide",
                  .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .meta = pointwise_meta<Dtypes::Numeric>,
-                 .kernel = int_div_kernel<trunc_div_fn>});
-const OpDef& remainder_op = register_op({.name = "remainder",
-                                         .schema = "remainder(Tensor self, Tensor other) -> Tensor",
-                                         .kind = OpKind::Pointwise,
-                                         .meta = pointwise_meta<Dtypes::Numeric>,
-                                         .kernel = int_div_kernel<remainder_fn>});
+                 .kernel = int_div_kernel<trunc_div_fn>,
+                 .derivative = {.fn = rounded_div_derivative}});
+const OpDef& remainder_op =
+    register_op({.name = "remainder",
+                 .schema = "remainder(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::Numeric>,
+                 .kernel = int_div_kernel<remainder_fn>,
+                 .derivative = {.fn = remainder_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- pow ----
 template <typename T>
@@ -239,11 +254,32 @@ int pow_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   }
   return n;
 }
-const OpDef& pow_op = register_op({.name = "pow",
-                                   .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
-                                   .kind = OpKind::Pointwise,
-                                   .meta = pow_meta,
-                                   .kernel = map_kernel<pow_fn, Dtypes::Numeric>});
+// d/dx x^e = e * x^(e-1) (zero where e == 0, as PyTorch, so 0^0 gives no NaN);
+// d/de x^e = x^e * log(x), zero where x == 0 and e >= 0 (the limit), with log's argument
+// replaced there so that no NaN/inf leaks into the double backward either.
+void pow_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  const Tensor& e = c.in(1);
+  const DType dt = c.output_meta[0].dtype;
+  const Tensor zero = wrap_scalar(0.0);
+  if (c.needs_grad(0)) {
+    const Tensor xf = x.to(dt), ef = e.to(dt);
+    g[0] = where(ef == 0, zero, c.grad() * ef * pow(xf, ef - 1));
+  }
+  if (c.needs_grad(1)) {
+    const Tensor xf = x.to(dt);
+    const Tensor at_zero = logical_and(xf == 0, e >= 0);
+    const Tensor safe_x = where(at_zero, wrap_scalar(1.0), xf);
+    g[1] = where(at_zero, zero, c.grad() * pow(safe_x, e.to(dt)) * log(safe_x));
+  }
+}
+const OpDef& pow_op =
+    register_op({.name = "pow",
+                 .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pow_meta,
+                 .kernel = map_kernel<pow_fn, Dtypes::Numeric>,
+                 .derivative = {.fn = pow_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- maximum, minimum, atan2 ----
 template <typename T>
@@ -258,21 +294,47 @@ template <typename T>
 struct atan2_fn {
   Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::atan2(a, b); }
 };
-const OpDef& maximum_op = register_op({.name = "maximum",
-                                       .schema = "maximum(Tensor self, Tensor other) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .meta = pointwise_meta<Dtypes::All>,
-                                       .kernel = map_kernel<maximum_fn, Dtypes::All>});
-const OpDef& minimum_op = register_op({.name = "minimum",
-                                       .schema = "minimum(Tensor self, Tensor other) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .meta = pointwise_meta<Dtypes::All>,
-                                       .kernel = map_kernel<minimum_fn, Dtypes::All>});
-const OpDef& atan2_op = register_op({.name = "atan2",
-                                     .schema = "atan2(Tensor self, Tensor other) -> Tensor",
-                                     .kind = OpKind::Pointwise,
-                                     .meta = pointwise_meta<Dtypes::All, true>,
-                                     .kernel = map_kernel<atan2_fn, Dtypes::Floating>});
+// The gradient goes to the larger (maximum) or smaller (minimum) operand; on ties each gets
+// half, as PyTorch.
+template <bool Max>
+void extremum_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& a = c.in(0);
+  const Tensor& b = c.in(1);
+  const Tensor zero = wrap_scalar(0.0);
+  const Tensor tie = a == b;
+  const Tensor half = c.grad() * 0.5;
+  if (c.needs_grad(0)) g[0] = where(tie, half, where(Max ? a > b : a < b, c.grad(), zero));
+  if (c.needs_grad(1)) g[1] = where(tie, half, where(Max ? b > a : b < a, c.grad(), zero));
+}
+// atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2).
+void atan2_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& a = c.in(0);
+  const Tensor& b = c.in(1);
+  const Tensor denom = a * a + b * b;
+  if (c.needs_grad(0)) g[0] = c.grad() * b / denom;
+  if (c.needs_grad(1)) g[1] = -(c.grad() * a / denom);
+}
+const OpDef& maximum_op =
+    register_op({.name = "maximum",
+                 .schema = "maximum(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<maximum_fn, Dtypes::All>,
+                 .derivative = {.fn = extremum_derivative<true>, .saved_inputs = save({0, 1})}});
+const OpDef& minimum_op =
+    register_op({.name = "minimum",
+                 .schema = "minimum(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All>,
+                 .kernel = map_kernel<minimum_fn, Dtypes::All>,
+                 .derivative = {.fn = extremum_derivative<false>, .saved_inputs = save({0, 1})}});
+const OpDef& atan2_op =
+    register_op({.name = "atan2",
+                 .schema = "atan2(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = pointwise_meta<Dtypes::All, true>,
+                 .kernel = map_kernel<atan2_fn, Dtypes::Floating>,
+                 .derivative = {.fn = atan2_derivative, .saved_inputs = save({0, 1})}});
 
 // ---- comparisons and logical ops (bool results) ----
 #define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                                 \

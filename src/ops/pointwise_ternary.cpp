@@ -35,17 +35,15 @@ int to_copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, c.attrs.dtype(0), c.in(0).sizes());
 }
 void to_copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(0)); }
-const OpDef& to_copy_op = register_op({.name = "to_copy",
-                                       .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
-                                       .kind = OpKind::Pointwise,
-                                       .attr_names = {"dtype"},
-                                       .meta = to_copy_meta,
-                                       .kernel = to_copy_kernel,
-                                       // autograd casts the gradient back to the input's dtype
-                                       .derivative = {.fn = [](const BackwardCall& c,
-                                                               std::span<Tensor> g) {
-                                         g[0] = c.grad();
-                                       }}});
+const OpDef& to_copy_op = register_op(
+    {.name = "to_copy",
+     .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .attr_names = {"dtype"},
+     .meta = to_copy_meta,
+     .kernel = to_copy_kernel,
+     // autograd casts the gradient back to the input's dtype
+     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }}});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
 int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -57,16 +55,16 @@ int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, self.dtype(), self.sizes());
 }
 void copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(1)); }
-const OpDef& copy_op = register_op({.name = "copy",
-                                    .schema = "copy(Tensor self, Tensor src) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .meta = copy_meta,
-                                    .kernel = copy_kernel,
-                                    // the old value of self is overwritten: only src gets one
-                                    .derivative = {.fn = [](const BackwardCall& c,
-                                                            std::span<Tensor> g) {
-                                      if (c.needs_grad(1)) g[1] = c.grad();
-                                    }}});
+const OpDef& copy_op =
+    register_op({.name = "copy",
+                 .schema = "copy(Tensor self, Tensor src) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .meta = copy_meta,
+                 .kernel = copy_kernel,
+                 // the old value of self is overwritten: only src gets one
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   if (c.needs_grad(1)) g[1] = c.grad();
+                 }}});
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -81,14 +79,14 @@ void fill_tensor(const Tensor& out, const Scalar& value) {
 void fill_kernel(const OpCall& c, std::span<Tensor> outs) {
   fill_tensor(outs[0], c.attrs.scalar(0));
 }
-const OpDef& fill_op = register_op({.name = "fill",
-                                    .schema = "fill(Tensor self, Scalar value) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .attr_names = {"value"},
-                                    .meta = fill_meta,
-                                    .kernel = fill_kernel,
-                                    .derivative = {.fn = [](const BackwardCall&,
-                                                            std::span<Tensor>) {}}});
+const OpDef& fill_op =
+    register_op({.name = "fill",
+                 .schema = "fill(Tensor self, Scalar value) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"value"},
+                 .meta = fill_meta,
+                 .kernel = fill_kernel,
+                 .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}}});
 
 // ---- where ----
 int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -110,7 +108,15 @@ const OpDef& where_op =
                  .schema = "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .meta = where_meta,
-                 .kernel = where_kernel});
+                 .kernel = where_kernel,
+                 // the condition (bool) gets no gradient
+                 .derivative = {.fn =
+                                    [](const BackwardCall& c, std::span<Tensor> g) {
+                                      const Tensor zero = wrap_scalar(0.0);
+                                      if (c.needs_grad(1)) g[1] = where(c.in(0), c.grad(), zero);
+                                      if (c.needs_grad(2)) g[2] = where(c.in(0), zero, c.grad());
+                                    },
+                                .saved_inputs = save({0})}});
 
 // ---- masked_fill: x with value where mask ----
 int masked_fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -136,7 +142,14 @@ const OpDef& masked_fill_op =
                  .kind = OpKind::Pointwise,
                  .attr_names = {"value"},
                  .meta = masked_fill_meta,
-                 .kernel = masked_fill_kernel});
+                 .kernel = masked_fill_kernel,
+                 // filled positions no longer depend on self; the mask gets no gradient
+                 .derivative = {.fn =
+                                    [](const BackwardCall& c, std::span<Tensor> g) {
+                                      if (c.needs_grad(0))
+                                        g[0] = where(c.in(1), wrap_scalar(0.0), c.grad());
+                                    },
+                                .saved_inputs = save({1})}});
 
 // ---- lerp, addcmul, addcdiv ----
 template <typename T>
@@ -158,6 +171,29 @@ struct addcdiv_fn {
   explicit addcdiv_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
   Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a / b; }
 };
+// ---- derivatives: lerp = s + w * (e - s); addcmul = s + v * a * b; addcdiv = s + v * a / b ----
+void lerp_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& w = c.in(2);
+  if (c.needs_grad(0)) g[0] = c.grad() * (1 - w);
+  if (c.needs_grad(1)) g[1] = c.grad() * w;
+  if (c.needs_grad(2)) g[2] = c.grad() * (c.in(1) - c.in(0));
+}
+Tensor scaled(const Tensor& t, const Scalar& value) {
+  return value.to<double>() == 1.0 ? t : t * value;
+}
+void addcmul_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Scalar& v = c.attrs.scalar(0);
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(1)) g[1] = scaled(c.grad() * c.in(2), v);
+  if (c.needs_grad(2)) g[2] = scaled(c.grad() * c.in(1), v);
+}
+void addcdiv_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Scalar& v = c.attrs.scalar(0);
+  const Tensor& b = c.in(2);
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(1)) g[1] = scaled(c.grad() / b, v);
+  if (c.needs_grad(2)) g[2] = -scaled(c.grad() * c.in(1) / (b * b), v);
+}
 // Interpolation is defined between floating endpoints only (as PyTorch): integer endpoints
 // must not be promoted to float by a floating weight.
 int lerp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -172,14 +208,16 @@ const OpDef& lerp_op =
                  .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .meta = lerp_meta,
-                 .kernel = map_kernel<lerp_fn, Dtypes::Floating>});
+                 .kernel = map_kernel<lerp_fn, Dtypes::Floating>,
+                 .derivative = {.fn = lerp_derivative, .saved_inputs = save({0, 1, 2})}});
 const OpDef& addcmul_op = register_op(
     {.name = "addcmul",
      .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
      .kind = OpKind::Pointwise,
      .attr_names = {"value"},
      .meta = pointwise_meta<Dtypes::Numeric>,
-     .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>});
+     .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>,
+     .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}});
 int addcdiv_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   KILN_CHECK(is_floating(out[0].dtype), DTypeError,
@@ -192,7 +230,8 @@ const OpDef& addcdiv_op = register_op(
      .kind = OpKind::Pointwise,
      .attr_names = {"value"},
      .meta = addcdiv_meta,
-     .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>});
+     .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>,
+     .derivative = {.fn = addcdiv_derivative, .saved_inputs = save({1, 2})}});
 
 }  // namespace ops
 

@@ -10,28 +10,27 @@ namespace kiln {
 // Defines functor Fn<T> returning EXPR of Vec<T> x, the OpDef NAME_op, and kiln::NAME(x).
 // GRAD is the derivative written in Kiln ops, in terms of g (the output's gradient), x (the
 // input, when SAVE_X) and y (the output, when SAVE_Y).
-#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR, SAVE_X, SAVE_Y, GRAD)                     \
-  namespace ops {                                                                          \
-  template <typename T>                                                                    \
-  struct NAME##_fn {                                                                       \
-    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                     \
-  };                                                                                       \
-  void NAME##_derivative(const BackwardCall& c, std::span<Tensor> grads) {                \
-    [[maybe_unused]] const Tensor& g = c.grad();                                           \
-    [[maybe_unused]] const Tensor& x = c.in(0);                                            \
-    [[maybe_unused]] const Tensor& y = c.out(0);                                           \
-    grads[0] = GRAD;                                                                       \
-  }                                                                                        \
-  const OpDef& NAME##_op =                                                                 \
-      register_op({.name = #NAME,                                                          \
-                   .schema = #NAME "(Tensor self) -> Tensor",                              \
-                   .kind = OpKind::Pointwise,                                              \
-                   .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,                        \
-                   .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>,                         \
-                   .derivative = {.fn = NAME##_derivative,                                 \
-                                  .saved_inputs = (SAVE_X) ? 1u : 0u,                      \
-                                  .saved_outputs = (SAVE_Y) ? 1u : 0u}});                  \
-  }                                                                                        \
+#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR, SAVE_X, SAVE_Y, GRAD)                       \
+  namespace ops {                                                                              \
+  template <typename T>                                                                        \
+  struct NAME##_fn {                                                                           \
+    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                         \
+  };                                                                                           \
+  void NAME##_derivative(const BackwardCall& c, std::span<Tensor> grads) {                     \
+    [[maybe_unused]] const Tensor& g = c.grad();                                               \
+    [[maybe_unused]] const Tensor& x = c.in(0);                                                \
+    [[maybe_unused]] const Tensor& y = c.out(0);                                               \
+    grads[0] = GRAD;                                                                           \
+  }                                                                                            \
+  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
+                                        .schema = #NAME "(Tensor self) -> Tensor",             \
+                                        .kind = OpKind::Pointwise,                             \
+                                        .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,       \
+                                        .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>,        \
+                                        .derivative = {.fn = NAME##_derivative,                \
+                                                       .saved_inputs = (SAVE_X) ? 1u : 0u,     \
+                                                       .saved_outputs = (SAVE_Y) ? 1u : 0u}}); \
+  }                                                                                            \
   Tensor NAME(const Tensor& x) { return ops::call(ops::NAME##_op, {x}); }
 
 constexpr double kLn2 = 0.69314718055994530942;
@@ -39,37 +38,37 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 // Ops on integers and floats that keep the dtype. Step functions have a zero derivative.
 KILN_UNARY_OP(neg, Numeric, false, -x, 0, 0, -g)
-KILN_UNARY_OP(abs, Numeric, false, vec::abs(x), 1, 0, g * sign(x))
+KILN_UNARY_OP(abs, Numeric, false, vec::abs(x), 1, 0, g* sign(x))
 KILN_UNARY_OP(sign, Numeric, false,
               vec::select(x > Vec<T>(T(0)), Vec<T>(T(1)),
                           vec::select(x < Vec<T>(T(0)), Vec<T>(T(-1)), Vec<T>(T(0)))),
               0, 0, zeros_like(g))
 KILN_UNARY_OP(relu, Numeric, false, vec::select(x < Vec<T>(T(0)), Vec<T>(T(0)), x), 0, 1,
-              g * (y > Scalar(0)))
+              g*(y > Scalar(0)))
 KILN_UNARY_OP(floor, Numeric, false, vec::floor(x), 0, 0, zeros_like(g))
 KILN_UNARY_OP(ceil, Numeric, false, vec::ceil(x), 0, 0, zeros_like(g))
 KILN_UNARY_OP(round, Numeric, false, vec::round_even(x), 0, 0, zeros_like(g))
 KILN_UNARY_OP(trunc, Numeric, false, vec::trunc(x), 0, 0, zeros_like(g))
 
 // Floating ops (integer inputs compute in float32).
-KILN_UNARY_OP(exp, Floating, true, vec::exp(x), 0, 1, g * y)
-KILN_UNARY_OP(exp2, Floating, true, vec::exp2(x), 0, 1, g * y * kLn2)
-KILN_UNARY_OP(expm1, Floating, true, vec::expm1(x), 0, 1, g * (y + 1))
+KILN_UNARY_OP(exp, Floating, true, vec::exp(x), 0, 1, g* y)
+KILN_UNARY_OP(exp2, Floating, true, vec::exp2(x), 0, 1, g* y* kLn2)
+KILN_UNARY_OP(expm1, Floating, true, vec::expm1(x), 0, 1, g*(y + 1))
 KILN_UNARY_OP(log, Floating, true, vec::log(x), 1, 0, g / x)
 KILN_UNARY_OP(log2, Floating, true, vec::log2(x), 1, 0, g / (x * kLn2))
 KILN_UNARY_OP(log1p, Floating, true, vec::log1p(x), 1, 0, g / (x + 1))
 KILN_UNARY_OP(sqrt, Floating, true, vec::sqrt(x), 0, 1, g / (y * 2))
-KILN_UNARY_OP(rsqrt, Floating, true, Vec<T>(T(1)) / vec::sqrt(x), 0, 1, g * (y * y * y) * -0.5)
-KILN_UNARY_OP(reciprocal, Floating, true, Vec<T>(T(1)) / x, 0, 1, -(g * y * y))
-KILN_UNARY_OP(sin, Floating, true, vec::sin(x), 1, 0, g * cos(x))
-KILN_UNARY_OP(cos, Floating, true, vec::cos(x), 1, 0, -(g * sin(x)))
-KILN_UNARY_OP(tan, Floating, true, vec::tan(x), 0, 1, g * (y * y + 1))
-KILN_UNARY_OP(tanh, Floating, true, vec::tanh(x), 0, 1, g * (1 - y * y))
-KILN_UNARY_OP(erf, Floating, true, vec::erf(x), 1, 0, g * exp(-(x * x)) * kTwoOverSqrtPi)
+KILN_UNARY_OP(rsqrt, Floating, true, Vec<T>(T(1)) / vec::sqrt(x), 0, 1, g*(y* y* y) * -0.5)
+KILN_UNARY_OP(reciprocal, Floating, true, Vec<T>(T(1)) / x, 0, 1, -(g* y* y))
+KILN_UNARY_OP(sin, Floating, true, vec::sin(x), 1, 0, g* cos(x))
+KILN_UNARY_OP(cos, Floating, true, vec::cos(x), 1, 0, -(g* sin(x)))
+KILN_UNARY_OP(tan, Floating, true, vec::tan(x), 0, 1, g*(y* y + 1))
+KILN_UNARY_OP(tanh, Floating, true, vec::tanh(x), 0, 1, g*(1 - y * y))
+KILN_UNARY_OP(erf, Floating, true, vec::erf(x), 1, 0, g* exp(-(x* x)) * kTwoOverSqrtPi)
 KILN_UNARY_OP(sigmoid, Floating, true, Vec<T>(T(1)) / (Vec<T>(T(1)) + vec::exp(-x)), 0, 1,
-              g * y * (1 - y))
+              g* y*(1 - y))
 KILN_UNARY_OP(silu, Floating, true, x / (Vec<T>(T(1)) + vec::exp(-x)), 1, 0,
-              g * sigmoid(x) * (1 + x * (1 - sigmoid(x))))
+              g* sigmoid(x) * (1 + x * (1 - sigmoid(x))))
 #undef KILN_UNARY_OP
 
 // ---- gelu: the erf form, or the tanh approximation ----
@@ -93,12 +92,29 @@ int gelu_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
              "gelu: approximate must be \"none\" or \"tanh\", got \"", a, "\"");
   return pointwise_meta<Dtypes::Floating, true>(c, out);
 }
-const OpDef& gelu_op = register_op({.name = "gelu",
-                                    .schema = "gelu(Tensor self, str approximate) -> Tensor",
-                                    .kind = OpKind::Pointwise,
-                                    .attr_names = {"approximate"},
-                                    .meta = gelu_meta,
-                                    .kernel = map_kernel<gelu_fn, Dtypes::Floating>});
+// erf form: Phi(x) + x * phi(x). tanh form, with u = k * (x + c x^3) and t = tanh(u):
+// 0.5 * (1 + t) + 0.5 * x * (1 - t^2) * k * (1 + 3 c x^2).
+void gelu_derivative(const BackwardCall& c, std::span<Tensor> grads) {
+  const Tensor& x = c.in(0);
+  const Tensor& g = c.grad();
+  if (c.attrs.str(0) == "tanh") {
+    constexpr double k = 0.7978845608028654, cc = 0.044715;
+    const Tensor x2 = x * x;
+    const Tensor t = tanh((x + x2 * x * cc) * k);
+    grads[0] = g * ((t + 1) * 0.5 + x * (1 - t * t) * (x2 * (3 * cc) + 1) * (0.5 * k));
+    return;
+  }
+  constexpr double kInvSqrt2 = 0.7071067811865476, kInvSqrt2Pi = 0.3989422804014327;
+  grads[0] = g * ((erf(x * kInvSqrt2) + 1) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
+}
+const OpDef& gelu_op =
+    register_op({.name = "gelu",
+                 .schema = "gelu(Tensor self, str approximate) -> Tensor",
+                 .kind = OpKind::Pointwise,
+                 .attr_names = {"approximate"},
+                 .meta = gelu_meta,
+                 .kernel = map_kernel<gelu_fn, Dtypes::Floating>,
+                 .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   return ops::call(ops::gelu_op, {x}, {approximate});
@@ -141,13 +157,25 @@ int clamp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   check_supported(c, Dtypes::Numeric, dt);
   return one_output(out, dt, c.in(0).sizes());
 }
+// The gradient passes where min <= x <= max (bounds included, as PyTorch).
+void clamp_derivative(const BackwardCall& c, std::span<Tensor> grads) {
+  const Tensor& x = c.in(0);
+  Tensor inside;
+  if (c.attrs.has(0)) inside = x >= c.attrs.scalar(0);
+  if (c.attrs.has(1)) {
+    Tensor below = x <= c.attrs.scalar(1);
+    inside = inside.defined() ? logical_and(inside, below) : below;
+  }
+  grads[0] = where(inside, c.grad(), wrap_scalar(0.0));
+}
 const OpDef& clamp_op =
     register_op({.name = "clamp",
                  .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
                  .kind = OpKind::Pointwise,
                  .attr_names = {"min", "max"},
                  .meta = clamp_meta,
-                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>});
+                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>,
+                 .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return ops::call(ops::clamp_op, {x}, {ops::opt_attr(min), ops::opt_attr(max)});
@@ -181,7 +209,15 @@ const OpDef& nan_to_num_op = register_op(
      .kind = OpKind::Pointwise,
      .attr_names = {"nan", "posinf", "neginf"},
      .meta = pointwise_meta<Dtypes::Floating>,
-     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>});
+     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>,
+     // The gradient passes where x is finite; replaced values are constants.
+     .derivative = {.fn =
+                        [](const BackwardCall& c, std::span<Tensor> grads) {
+                          const Tensor& x = c.in(0);
+                          grads[0] =
+                              where(logical_or(isnan(x), isinf(x)), wrap_scalar(0.0), c.grad());
+                        },
+                    .saved_inputs = save({0})}});
 }  // namespace ops
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {

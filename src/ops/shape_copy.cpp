@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/ops/indexing.h"
+#include "kiln/ops/reduction.h"
 #include "ops/indexing_utils.h"
 
 namespace kiln {
@@ -49,18 +50,26 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
         });
   });
 }
-const OpDef& tril_op = register_op({.name = "tril",
-                                    .schema = "tril(Tensor self, int diagonal) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"diagonal"},
-                                    .meta = triangle_meta,
-                                    .kernel = triangle_kernel<true>});
-const OpDef& triu_op = register_op({.name = "triu",
-                                    .schema = "triu(Tensor self, int diagonal) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"diagonal"},
-                                    .meta = triangle_meta,
-                                    .kernel = triangle_kernel<false>});
+const OpDef& tril_op =
+    register_op({.name = "tril",
+                 .schema = "tril(Tensor self, int diagonal) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"diagonal"},
+                 .meta = triangle_meta,
+                 .kernel = triangle_kernel<true>,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = tril(c.grad(), c.attrs.i(0));
+                 }}});
+const OpDef& triu_op =
+    register_op({.name = "triu",
+                 .schema = "triu(Tensor self, int diagonal) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"diagonal"},
+                 .meta = triangle_meta,
+                 .kernel = triangle_kernel<false>,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = triu(c.grad(), c.attrs.i(0));
+                 }}});
 
 // ---- repeat: inputs [x]; attrs [repeats] ----
 Shape repeat_sizes(const Tensor& x, IntList repeats) {
@@ -100,12 +109,27 @@ void repeat_kernel(const OpCall& c, std::span<Tensor> outs) {
   strided_copy(strided_view(out, sizes, out_strides, out.storage_offset()),
                strided_view(x, sizes, in_strides, x.storage_offset()));
 }
+// The gradient seen as [r0, s0, r1, s1, ...] (as the kernel sees the output) summed over the
+// repeat dims.
+void repeat_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const auto& repeats = c.attrs.ints(0);
+  const Shape& in = c.input_meta[0].sizes;
+  const int64_t lead = static_cast<int64_t>(repeats.size()) - static_cast<int64_t>(in.size());
+  std::vector<int64_t> split, dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(repeats.size()); ++d) {
+    split.push_back(repeats[d]);
+    split.push_back(d < lead ? 1 : in[d - lead]);
+    dims.push_back(2 * d);
+  }
+  g[0] = sum(c.grad().reshape(split), dims).reshape(in);
+}
 const OpDef& repeat_op = register_op({.name = "repeat",
                                       .schema = "repeat(Tensor self, int[] repeats) -> Tensor",
                                       .kind = OpKind::Extern,
                                       .attr_names = {"repeats"},
                                       .meta = repeat_meta,
-                                      .kernel = repeat_kernel});
+                                      .kernel = repeat_kernel,
+                                      .derivative = {.fn = repeat_derivative}});
 
 // ---- flip: inputs [x]; attrs [dims] ----
 int flip_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -126,12 +150,16 @@ void flip_kernel(const OpCall& c, std::span<Tensor> outs) {
   }
   strided_copy(outs[0], strided_view(x, x.sizes(), strides, offset));
 }
-const OpDef& flip_op = register_op({.name = "flip",
-                                    .schema = "flip(Tensor self, int[] dims) -> Tensor",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"dims"},
-                                    .meta = flip_meta,
-                                    .kernel = flip_kernel});
+const OpDef& flip_op =
+    register_op({.name = "flip",
+                 .schema = "flip(Tensor self, int[] dims) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dims"},
+                 .meta = flip_meta,
+                 .kernel = flip_kernel,
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   g[0] = flip(c.grad(), c.attrs.ints(0));
+                 }}});
 
 // ---- roll: inputs [x]; attrs [shifts, dims] (as many of each, >= 1) ----
 // The net shift of each dim in [0, size) (a dim listed twice rolls twice, as PyTorch).
@@ -185,7 +213,13 @@ const OpDef& roll_op =
                  .kind = OpKind::Extern,
                  .attr_names = {"shifts", "dims"},
                  .meta = roll_meta,
-                 .kernel = roll_kernel});
+                 .kernel = roll_kernel,
+                 // rolled back by the opposite shifts
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   std::vector<int64_t> back = c.attrs.ints(0);
+                   for (int64_t& s : back) s = -s;
+                   g[0] = roll(c.grad(), back, c.attrs.ints(1));
+                 }}});
 
 // ---- pad (constant): inputs [x]; attrs [pad, value] ----
 // pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
@@ -231,12 +265,20 @@ void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
   strided_copy(strided_view(out, sizes, out.strides(), o_off),
                strided_view(x, sizes, x.strides(), x_off));
 }
-const OpDef& pad_op = register_op({.name = "pad",
-                                   .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
-                                   .kind = OpKind::Extern,
-                                   .attr_names = {"pad", "value"},
-                                   .meta = pad_meta,
-                                   .kernel = pad_kernel});
+const OpDef& pad_op =
+    register_op({.name = "pad",
+                 .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"pad", "value"},
+                 .meta = pad_meta,
+                 .kernel = pad_kernel,
+                 // the opposite padding crops the border off the gradient
+                 // (and pads with zeros where the input was cropped)
+                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
+                   std::vector<int64_t> back = c.attrs.ints(0);
+                   for (int64_t& p : back) p = -p;
+                   g[0] = pad(c.grad(), back, 0);
+                 }}});
 
 }  // namespace
 }  // namespace ops

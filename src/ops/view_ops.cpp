@@ -1,6 +1,9 @@
 // View ops: outputs share the input's storage (new sizes, strides and offset; no kernel).
+#include "kiln/ops/factory.h"
+#include "kiln/ops/indexing.h"
 #include "kiln/ops/op.h"
 #include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -339,28 +342,164 @@ Tensor diagonal_fn(const OpCall& c) {
   return make_view(c.in(0), std::move(sizes), std::move(strides), g.start);
 }
 
+// ---- derivatives: each rebuilds the input's shape from the gradient with out-of-place ops
+// (reshape, permute, pad, mul), so that they differentiate again ----
+
+// pad() amounts that pad dim `dim` of an ndim-d tensor by (left, right); negative amounts crop.
+std::vector<int64_t> pad_amounts(int64_t ndim, int64_t dim, int64_t left, int64_t right) {
+  std::vector<int64_t> p(static_cast<size_t>(2 * (ndim - dim)), 0);
+  p[static_cast<size_t>(2 * (ndim - 1 - dim))] = left;
+  p[static_cast<size_t>(2 * (ndim - 1 - dim) + 1)] = right;
+  return p;
+}
+Tensor pad_dim(const Tensor& t, int64_t dim, int64_t left, int64_t right) {
+  return pad(t, pad_amounts(t.dim(), dim, left, right), 0);
+}
+const Shape& in_sizes(const BackwardCall& c) { return c.input_meta[0].sizes; }
+
+void reshape_back_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  g[0] = c.grad().reshape(in_sizes(c));
+}
+void permute_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const auto& dims = c.attrs.ints(0);
+  const int64_t nd = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> inverse(dims.size());
+  for (int64_t i = 0; i < nd; ++i)
+    inverse[static_cast<size_t>(wrap_dim(dims[i], nd, "permute"))] = i;
+  g[0] = c.grad().permute(inverse);
+}
+// Autograd sums the gradient over the expanded (new leading and size-1) dims.
+void expand_derivative(const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }
+
+// The slice's elements sit at start, start + step, ... of dim: interleave step - 1 zeros after
+// each gradient element (pad a new dim, then merge it), then pad the dim out to its size.
+void slice_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Shape& in = in_sizes(c);
+  const int64_t dim = wrap_dim(c.attrs.i(0), static_cast<int64_t>(in.size()), "slice");
+  const int64_t n = in[dim], step = c.attrs.i(3);
+  auto clampi = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v + n, 0) : std::min(v, n); };
+  const int64_t start = c.attrs.has(1) ? clampi(c.attrs.i(1)) : 0;
+  const int64_t end = c.attrs.has(2) ? clampi(c.attrs.i(2)) : n;
+  const int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  if (len == 0) {
+    g[0] = zeros(in, c.grad().dtype());
+    return;
+  }
+  Tensor gr = c.grad();
+  if (step > 1) {
+    Shape merged = gr.sizes();
+    merged[dim] = len * step;
+    gr = pad_dim(gr.unsqueeze(dim + 1), dim + 1, 0, step - 1).reshape(merged);
+  }
+  g[0] = pad_dim(gr, dim, start, n - start - len * step);
+}
+void select_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Shape& in = in_sizes(c);
+  const int64_t dim = wrap_dim(c.attrs.i(0), static_cast<int64_t>(in.size()), "select");
+  const int64_t n = in[dim];
+  const int64_t index = c.attrs.i(1) < 0 ? c.attrs.i(1) + n : c.attrs.i(1);
+  g[0] = pad_dim(c.grad().unsqueeze(dim), dim, index, n - index - 1);
+}
+
+// The storage index of every element of a view with these sizes, strides and offset (int64).
+Tensor storage_indices(IntList sizes, IntList strides, int64_t offset) {
+  Tensor idx = full({}, offset, DType::Int64);
+  const int64_t nd = sizes.ssize();
+  for (int64_t d = 0; d < nd; ++d) {
+    std::vector<int64_t> shape(static_cast<size_t>(nd), 1);
+    shape[static_cast<size_t>(d)] = sizes[d];
+    idx = idx + arange(sizes[d], DType::Int64).view(shape) * strides[d];
+  }
+  return idx.expand(sizes).reshape({-1});
+}
+int64_t last_index(IntList sizes, IntList strides, int64_t offset) {
+  for (int64_t s : sizes)
+    if (s == 0) return -1;
+  for (int64_t d = 0; d < sizes.ssize(); ++d) offset += (sizes[d] - 1) * strides[d];
+  return offset;
+}
+// The gradient is accumulated into a zero "storage" at the view's element positions
+// (index_add), then read back at the input's positions (index_select). Inputs that overlap
+// themselves (a stride-0 dim) have no well-defined gradient here.
+void as_strided_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    KILN_CHECK(x.stride(d) != 0 || x.size(d) <= 1, NotImplementedError,
+               "as_strided: the derivative is not implemented for an input that overlaps itself "
+               "(stride 0 at dim ",
+               d, ", shape ", x.shape_str(), ")");
+  const auto& sizes = c.attrs.ints(0);
+  const auto& strides = c.attrs.ints(1);
+  const int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : x.storage_offset();
+  const int64_t top = std::max(last_index(sizes, strides, offset),
+                               last_index(x.sizes(), x.strides(), x.storage_offset()));
+  if (top < 0 || x.numel() == 0) {
+    g[0] = zeros(x.sizes(), c.grad().dtype());
+    return;
+  }
+  Tensor storage = zeros({top + 1}, c.grad().dtype());
+  storage = index_add(storage, 0, storage_indices(sizes, strides, offset), c.grad().reshape({-1}));
+  g[0] = index_select(storage, 0, storage_indices(x.sizes(), x.strides(), x.storage_offset()))
+             .view(x.sizes());
+}
+
+// The diagonal (last dim of the gradient) is embedded as a [len, len] matrix (times the
+// identity), padded out to the two diagonal dims' sizes at the offset, and moved back to dims
+// dim1 and dim2.
+void diagonal_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Shape& in = in_sizes(c);
+  const int64_t nd = static_cast<int64_t>(in.size());
+  const int64_t d1 = wrap_dim(c.attrs.i(1), nd, "diagonal");
+  const int64_t d2 = wrap_dim(c.attrs.i(2), nd, "diagonal");
+  const int64_t off = c.attrs.i(0);
+  const Tensor& gr = c.grad();
+  const int64_t len = gr.size(gr.dim() - 1);
+  if (len == 0) {
+    g[0] = zeros(in, gr.dtype());
+    return;
+  }
+  Tensor m = gr.unsqueeze(-1) * eye(len, len, gr.dtype());  // [..., len(d1), len(d2)]
+  const int64_t n1 = in[d1], n2 = in[d2];
+  const int64_t r0 = off >= 0 ? 0 : -off, c0 = off >= 0 ? off : 0;
+  m = pad_dim(m, nd - 2, r0, n1 - r0 - len);
+  m = pad_dim(m, nd - 1, c0, n2 - c0 - len);
+  std::vector<int64_t> current;  // the input dim each dim of m stands for
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != d1 && d != d2) current.push_back(d);
+  current.push_back(d1);
+  current.push_back(d2);
+  std::vector<int64_t> perm(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) perm[static_cast<size_t>(current[i])] = i;
+  g[0] = m.permute(perm);
+}
+
 }  // namespace
 
-#define KILN_VIEW_OP(NAME, SCHEMA, ...)                              \
+#define KILN_VIEW_OP(NAME, SCHEMA, DERIV, SAVED, ...)                \
   const OpDef& NAME##_op = register_op({.name = #NAME,               \
                                         .schema = SCHEMA,            \
                                         .kind = OpKind::View,        \
                                         .attr_names = {__VA_ARGS__}, \
                                         .meta = NAME##_meta,         \
-                                        .view = NAME##_fn});
-KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", "size")
-KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", "dims")
-KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", "size")
-KILN_VIEW_OP(slice, "slice(Tensor self, int dim, int? start, int? end, int step) -> Tensor", "dim",
-             "start", "end", "step")
-KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", "dim", "index")
-KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", "dims")
-KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", "dim")
+                                        .view = NAME##_fn,           \
+                                        .derivative = {.fn = DERIV, .saved_inputs = SAVED}});
+KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", reshape_back_derivative, 0, "size")
+KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", permute_derivative, 0, "dims")
+KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", expand_derivative, 0, "size")
+KILN_VIEW_OP(slice, "slice(Tensor self, int dim, int? start, int? end, int step) -> Tensor",
+             slice_derivative, 0, "dim", "start", "end", "step")
+KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", select_derivative, 0,
+             "dim", "index")
+KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", reshape_back_derivative, 0,
+             "dims")
+KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", reshape_back_derivative, 0,
+             "dim")
+// as_strided reads the input's strides and offset, so it keeps the input.
 KILN_VIEW_OP(as_strided,
              "as_strided(Tensor self, int[] size, int[] stride, int? storage_offset) -> Tensor",
-             "size", "stride", "storage_offset")
-KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) -> Tensor", "offset",
-             "dim1", "dim2")
+             as_strided_derivative, save({0}), "size", "stride", "storage_offset")
+KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) -> Tensor",
+             diagonal_derivative, 0, "offset", "dim1", "dim2")
 #undef KILN_VIEW_OP
 
 extern const OpDef& to_copy_op;  // pointwise_ternary.cpp

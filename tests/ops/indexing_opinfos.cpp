@@ -184,6 +184,7 @@ KILN_OPINFO(OpInfo{
                                        cat({zeros({2, 3})}, 2);
                                      }),
         },
+    .trailing_params = 1,
 });
 
 KILN_OPINFO(OpInfo{
@@ -235,6 +236,7 @@ KILN_OPINFO(OpInfo{
                                        stack({zeros({2, 3})}, 3);
                                      }),
         },
+    .trailing_params = 1,
 });
 
 // ---- split / chunk / unbind (views) ----
@@ -280,6 +282,7 @@ KILN_OPINFO(OpInfo{
             expect_error<ValueError>("size 0 on a non-empty dim", "can only be 0",
                                      [] { split(zeros({3}), 0); }),
         },
+    .trailing_params = 1,
 });
 
 KILN_OPINFO(OpInfo{
@@ -322,6 +325,7 @@ KILN_OPINFO(OpInfo{
                                        split(zeros({2}), Ints{3, -1}, 0);
                                      }),
         },
+    .trailing_params = 1,
 });
 
 KILN_OPINFO(OpInfo{
@@ -356,6 +360,7 @@ KILN_OPINFO(OpInfo{
             expect_error<ShapeError>("0-d", "at least a 1-dimensional",
                                      [] { chunk(zeros({}), 2); }),
         },
+    .trailing_params = 1,
 });
 
 KILN_OPINFO(OpInfo{
@@ -385,6 +390,7 @@ KILN_OPINFO(OpInfo{
             expect_error<IndexError>("dim out of range", "dimension out of range",
                                      [] { unbind(zeros({2}), 1); }),
         },
+    .trailing_params = 1,
 });
 
 // ---- index_select / embedding ----
@@ -1054,6 +1060,7 @@ KILN_OPINFO(OpInfo{
           return std::vector<Ref>{ref_triangle(in[0], ints_of(in[1])[0], true)};
         },
     .errors = {expect_error<ShapeError>("1-d", "at least 2 dimensions", [] { tril(zeros({3})); })},
+    .trailing_params = 1,
 });
 KILN_OPINFO(OpInfo{
     .name = "triu",
@@ -1069,6 +1076,7 @@ KILN_OPINFO(OpInfo{
           return std::vector<Ref>{ref_triangle(in[0], ints_of(in[1])[0], false)};
         },
     .errors = {expect_error<ShapeError>("0-d", "at least 2 dimensions", [] { triu(zeros({})); })},
+    .trailing_params = 1,
 });
 
 // ---- repeat / flip / roll / pad ----
@@ -1119,6 +1127,7 @@ KILN_OPINFO(OpInfo{
             expect_error<ValueError>("negative repeat", "non-negative",
                                      [] { repeat(zeros({2}), {-1}); }),
         },
+    .trailing_params = 1,
 });
 
 KILN_OPINFO(OpInfo{
@@ -1167,6 +1176,7 @@ KILN_OPINFO(OpInfo{
                                        flip(zeros({2, 3}), {2});
                                      }),
         },
+    .trailing_params = 1,
 });
 
 // Roll params: [number of shifts, shifts..., dims...].
@@ -1236,6 +1246,7 @@ KILN_OPINFO(OpInfo{
                                        roll(zeros({2, 3}), {1}, {2});
                                      }),
         },
+    .trailing_params = 1,
 });
 
 // Pad params: [value, pads...].
@@ -1305,6 +1316,7 @@ KILN_OPINFO(OpInfo{
                                        pad(zeros({3}), {-2, -2});
                                      }),
         },
+    .trailing_params = 1,
 });
 
 // ---- sort / argsort / topk ----

@@ -41,6 +41,12 @@ struct OpInfo {
   double grad_atol = 1e-5, grad_rtol = 1e-3;
   // Non-empty: why this OpInfo is left out of the gradient checks (printed as a skip).
   std::string no_gradcheck;
+  // The last this-many inputs are parameters carried as (float64) tensors, e.g. dims or pad
+  // amounts: never differentiated.
+  int trailing_params = 0;
+  // When set, the gradient checks use these samples instead of `samples` (e.g. to keep finite
+  // differences away from an op's discontinuities).
+  std::function<std::vector<Sample>(DType)> grad_samples;
 };
 
 // The registry all OpInfo files add to at static-initialisation time.

@@ -172,6 +172,7 @@ OpInfo unary_info(UnarySpec s) {
   };
   info.rtol32 = s.rtol32;
   info.atol32 = s.atol32;
+  info.second_order = true;
   std::string opname = s.opdef;
   info.errors.push_back(wrong_out_shape(opname, {ones({3})},
                                         opname == "gelu" ? Attrs{std::string("none")} : Attrs{}));
@@ -429,6 +430,7 @@ const bool kInplaceUnaryRegistered = [] {
       Tensor x = ones({1}, DType::Float32).expand({4});
       call(x);
     }));
+    info.second_order = true;
     RegisterOpInfo{std::move(info)};
   }
   return true;
@@ -483,6 +485,7 @@ void register_nan_to_num(std::string name, double nan, std::optional<double> pos
         run_into("nan_to_num", {ones({3}, DType::Int64)}, Attrs{0.0, AttrValue(), AttrValue()},
                  zeros({3}, DType::Int64));
       }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 const bool kNanToNumRegistered = [] {
@@ -519,6 +522,7 @@ const bool kPredicatesRegistered = [] {
         elementwise(in, Result::Bool, lift([](double x) { return x == 0 ? 1.0 : 0.0; }))};
   };
   info.errors.push_back(wrong_out_shape("logical_not", {ones({3})}));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -573,6 +577,7 @@ void register_clamp(std::string name, std::optional<Scalar> lo, std::optional<Sc
         Tensor x = ones({2}, DType::Int64);
         clamp_(x, 0.5, std::nullopt);
       }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 const bool kClampRegistered = [] {
@@ -637,6 +642,7 @@ OpInfo binary_info(BinarySpec s) {
     return std::vector<Ref>{elementwise(in, r, lift(f))};
   };
   info.errors = s.errors;
+  info.second_order = true;
   const DType dt = s.dtypes.back();
   info.errors.push_back(
       expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast", [call, dt] {
@@ -1020,7 +1026,24 @@ std::vector<BinarySpec> binary_specs() {
 }
 
 const bool kBinaryRegistered = [] {
-  for (BinarySpec& s : binary_specs()) RegisterOpInfo{binary_info(s)};
+  for (BinarySpec& s : binary_specs()) {
+    OpInfo info = binary_info(s);
+    if (s.covers[0] == "floor_divide" || s.covers[0] == "trunc_divide" ||
+        s.covers[0] == "remainder") {
+      // Rounded quotients jump wherever a / b crosses an integer: in the large sample a [300]
+      // divisor is shared by 200 rows, so perturbing one of its elements moves some quotient
+      // across a jump and finite differences see a spike. The gradient checks leave it out.
+      auto samples = info.samples;
+      info.grad_samples = [samples](DType dt) {
+        std::vector<Sample> kept;
+        for (Sample& x : samples(dt))
+          if (x.name.find("threaded") == std::string::npos) kept.push_back(std::move(x));
+        return kept;
+      };
+    }
+    info.second_order = true;
+    RegisterOpInfo{std::move(info)};
+  }
   return true;
 }();
 
@@ -1053,6 +1076,7 @@ void register_pow_scalar(std::string name, Scalar exponent, std::vector<DType> d
                                                  [] { pow(ones({2}, DType::Int64), -2); }));
   info.errors.push_back(expect_error<DTypeError>("bool tensor to a bool power", "bool",
                                                  [] { pow(ones({2}, DType::Bool), true); }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 const bool kPowScalarRegistered = [] {
@@ -1082,6 +1106,7 @@ const bool kPowScalarRegistered = [] {
   };
   info.errors.push_back(expect_error<DTypeError>("bool base and bool exponent", "bool",
                                                  [] { pow(true, ones({2}, DType::Bool)); }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -1182,6 +1207,7 @@ void register_inplace_binary(InplaceBinary s) {
         Tensor x = ones({3}, DType::Int64);
         call(x, ones({3}, DType::Float32));
       }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 
@@ -1275,6 +1301,7 @@ const bool kInplaceScalarRegistered = [] {
         Tensor x = ones({2}, DType::Int32);
         pow_(x, 0.5);
       }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -1319,6 +1346,7 @@ const bool kOutRegistered = [] {
         Tensor o = zeros({3}, DType::Int64);
         mul_out(o, ones({3}), ones({3}));
       }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -1378,6 +1406,7 @@ const bool kOperatorsRegistered = [] {
                                                   [] { return ones({2}, DType::Int32) % 0; }));
   arith.errors.push_back(expect_error<ShapeError>("[2] + [3]", "cannot be broadcast",
                                                   [] { return ones({2}) + ones({3}); }));
+  arith.second_order = true;
   RegisterOpInfo{std::move(arith)};
 
   // Comparison operators (tensor and number operands) and bitwise operators.
@@ -1419,6 +1448,7 @@ const bool kOperatorsRegistered = [] {
   };
   cmp.errors.push_back(expect_error<ShapeError>("[2] == [3]", "cannot be broadcast",
                                                 [] { return ones({2}) == ones({3}); }));
+  cmp.second_order = true;
   RegisterOpInfo{std::move(cmp)};
 
   OpInfo bits;
@@ -1441,6 +1471,7 @@ const bool kOperatorsRegistered = [] {
   };
   bits.errors.push_back(
       expect_error<DTypeError>("float & float", "float32", [] { return ones({2}) & ones({2}); }));
+  bits.second_order = true;
   RegisterOpInfo{std::move(bits)};
   return true;
 }();
@@ -1492,6 +1523,7 @@ const bool kWhereRegistered = [] {
   info.errors.push_back(
       expect_error<ShapeError>("shapes that don't broadcast", "cannot be broadcast",
                                [] { where(ones({2}, DType::Bool), ones({3}), ones({2})); }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
   return true;
 }();
@@ -1544,6 +1576,7 @@ const bool kLerpRegistered = [] {
     })};
   };
   errors(t);
+  t.second_order = true;
   RegisterOpInfo{std::move(t)};
 
   OpInfo s;
@@ -1576,6 +1609,7 @@ const bool kLerpRegistered = [] {
         Tensor x = ones({3});
         lerp_(x, ones({2, 3}), 0.5);
       }));
+  s.second_order = true;
   RegisterOpInfo{std::move(s)};
   return true;
 }();
@@ -1648,6 +1682,7 @@ void register_addc(std::string name, bool is_div, Scalar value, std::vector<DTyp
             addcmul_(x, ones({2, 3}), ones({3}));
         }));
   }
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 const bool kAddcRegistered = [] {
@@ -1713,6 +1748,7 @@ void register_masked_fill(std::string name, Scalar value, bool in_place) {
           masked_fill_(x, ones({2, 3}, DType::Bool), 0);
         }));
   }
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 }
 const bool kMaskedFillRegistered = [] {
@@ -1775,6 +1811,7 @@ const bool kCopyRegistered = [] {
     Tensor x = zeros({1, 3}).expand({2, 3});
     x.copy_(ones({2, 3}));
   }));
+  info.second_order = true;
   RegisterOpInfo{std::move(info)};
 
   // copy_ from an overlapping view of the same storage must read before it writes.
@@ -1807,6 +1844,9 @@ const bool kCopyRegistered = [] {
         Tensor d = a.slice(0, 1);
         d.copy_(a);
       }));
+  overlap.no_gradcheck =
+      "copies into views (slices of a clone): in-place changes to views under gradient "
+      "recording throw NotImplementedError";
   RegisterOpInfo{std::move(overlap)};
 
   // fill_ / zero_ with values of each category, through every layout.
@@ -1834,6 +1874,7 @@ const bool kCopyRegistered = [] {
     Tensor x = zeros({1}).expand({5});
     x.fill_(1);
   }));
+  fill.second_order = true;
   RegisterOpInfo{std::move(fill)};
   return true;
 }();
