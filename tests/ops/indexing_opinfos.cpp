@@ -16,7 +16,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- sample helpers ----
-Tensor params(std::vector<double> p) { return tensor(p); }
+// Non-tensor arguments (dims, alpha, ...) carried as a float64 tensor. Marked as a wrapped
+// number so that the gradient checks treat them as constants, not as data to perturb.
+Tensor params(std::vector<double> p) {
+  Tensor t = tensor(p);
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
 Ints ints_of(const Tensor& p) {
   Ints out;
   for (double v : p.to_vector<double>()) out.push_back(static_cast<int64_t>(v));
