@@ -45,7 +45,6 @@ void select_rows(const Tensor& x_in, const Tensor& index, const Tensor& out, int
   });
 }
 
-
 // ---- derivatives (in Kiln ops; index and mask inputs get none) ----
 Tensor zeros_of(const BackwardCall& c, size_t input) {
   return zeros(c.input_meta[input].sizes, c.grad().dtype());
@@ -77,8 +76,7 @@ void scatter_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const int64_t dim = c.attrs.i(0);
   const Tensor& index = c.in(1);
   // The overwritten positions of self receive nothing; src gets the gradient it was sent to.
-  if (c.needs_grad(0))
-    g[0] = scatter(c.grad(), dim, index, zeros(index.sizes(), c.grad().dtype()));
+  if (c.needs_grad(0)) g[0] = scatter(c.grad(), dim, index, zeros(index.sizes(), c.grad().dtype()));
   if (c.needs_grad(2)) {
     // With duplicate indices only the last write (row-major) reached the output: mark, for
     // each index element, whether it is the one that won its target.
@@ -373,7 +371,7 @@ const OpDef& index_add_op = register_op(
      .attr_names = {"dim", "alpha"},
      .meta = index_add_meta,
      .kernel = index_add_kernel,
-                 .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
+     .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
 
 // ---- masked_select: inputs [x, mask] -> 1-d (data-dependent size) ----
 int masked_select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {

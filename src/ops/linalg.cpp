@@ -459,26 +459,27 @@ void addmm_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 }  // namespace
 
-const OpDef& matmul_op = register_op({.name = "matmul",
-                                      .schema = "matmul(Tensor self, Tensor other) -> Tensor",
-                                      .kind = OpKind::Extern,
-                                      .meta = matmul_meta,
-                                      .kernel = matmul_kernel,
-                                      .derivative = {.fn = matmul_derivative,
-                                                     .saved_inputs = save({0, 1})}});
-const OpDef& mm_op = register_op({.name = "mm",
-                                  .schema = "mm(Tensor self, Tensor mat2) -> Tensor",
-                                  .kind = OpKind::Extern,
-                                  .meta = mm_meta,
-                                  .kernel = mm_kernel,
-                                  .derivative = {.fn = mm_derivative, .saved_inputs = save({0, 1})}});
-const OpDef& bmm_op = register_op({.name = "bmm",
-                                   .schema = "bmm(Tensor self, Tensor mat2) -> Tensor",
-                                   .kind = OpKind::Extern,
-                                   .meta = bmm_meta,
-                                   .kernel = bmm_kernel,
-                                   .derivative = {.fn = bmm_derivative,
-                                                  .saved_inputs = save({0, 1})}});
+const OpDef& matmul_op =
+    register_op({.name = "matmul",
+                 .schema = "matmul(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = matmul_meta,
+                 .kernel = matmul_kernel,
+                 .derivative = {.fn = matmul_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& mm_op =
+    register_op({.name = "mm",
+                 .schema = "mm(Tensor self, Tensor mat2) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = mm_meta,
+                 .kernel = mm_kernel,
+                 .derivative = {.fn = mm_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& bmm_op =
+    register_op({.name = "bmm",
+                 .schema = "bmm(Tensor self, Tensor mat2) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = bmm_meta,
+                 .kernel = bmm_kernel,
+                 .derivative = {.fn = bmm_derivative, .saved_inputs = save({0, 1})}});
 const OpDef& addmm_op = register_op(
     {.name = "addmm",
      .schema = "addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor",

@@ -413,9 +413,8 @@ const OpDef& rms_norm_op = register_op(
      .attr_names = {"normalized_shape", "eps", "has_weight"},
      .meta = rms_norm_meta,
      .kernel = rms_norm_kernel,
-     .derivative = {.fn = rms_norm_derivative,
-                    .saved_inputs = save({0, 1}),
-                    .saved_outputs = save({1})}});
+     .derivative = {
+         .fn = rms_norm_derivative, .saved_inputs = save({0, 1}), .saved_outputs = save({1})}});
 
 }  // namespace ops
 

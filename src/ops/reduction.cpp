@@ -124,7 +124,6 @@ void mean_derivative(const BackwardCall& c, std::span<Tensor> g) {
   g[0] = unreduce(c.grad() / n, in, c.attrs.ints(0), c.attrs.b(1));
 }
 
-
 // ---- derivatives of the other reductions (in Kiln ops) ----
 // Attributes of the dim-list reductions: 0 = dims, 1 = keepdim.
 Tensor unreduced(const BackwardCall& c, const Tensor& t) {
@@ -289,22 +288,24 @@ void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& amax_op =
-    register_op({.name = "amax",
-                 .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = extreme_meta,
-                 .kernel = extreme_kernel<true>,
-                 .derivative = {.fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
-const OpDef& amin_op =
-    register_op({.name = "amin",
-                 .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = extreme_meta,
-                 .kernel = extreme_kernel<false>,
-                 .derivative = {.fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& amax_op = register_op(
+    {.name = "amax",
+     .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = extreme_meta,
+     .kernel = extreme_kernel<true>,
+     .derivative = {
+         .fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& amin_op = register_op(
+    {.name = "amin",
+     .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = extreme_meta,
+     .kernel = extreme_kernel<false>,
+     .derivative = {
+         .fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- max/min along a dim (values and indices), argmax, argmin ----
 // Attributes: 0 = dim (absent for argmax/argmin over all elements), 1 = keepdim.
@@ -450,14 +451,15 @@ void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& logsumexp_op =
-    register_op({.name = "logsumexp",
-                 .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = floating_meta,
-                 .kernel = logsumexp_kernel,
-                 .derivative = {.fn = logsumexp_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& logsumexp_op = register_op(
+    {.name = "logsumexp",
+     .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = floating_meta,
+     .kernel = logsumexp_kernel,
+     .derivative = {
+         .fn = logsumexp_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- norm ----
 
@@ -520,14 +522,14 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& norm_op =
-    register_op({.name = "norm",
-                 .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim", "p"},
-                 .meta = norm_meta,
-                 .kernel = norm_kernel,
-                 .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& norm_op = register_op(
+    {.name = "norm",
+     .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim", "p"},
+     .meta = norm_meta,
+     .kernel = norm_kernel,
+     .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- all, any ----
 
@@ -592,14 +594,15 @@ const OpDef& cumsum_op =
                  .meta = scan_meta,
                  .kernel = scan_kernel<fold::Add, 0>,
                  .derivative = {.fn = cumsum_derivative}});
-const OpDef& cumprod_op =
-    register_op({.name = "cumprod",
-                 .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
-                 .kind = OpKind::Extern,
-                 .attr_names = {"dim", "dtype"},
-                 .meta = scan_meta,
-                 .kernel = scan_kernel<fold::Mul, 1>,
-                 .derivative = {.fn = cumprod_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& cumprod_op = register_op(
+    {.name = "cumprod",
+     .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+     .kind = OpKind::Extern,
+     .attr_names = {"dim", "dtype"},
+     .meta = scan_meta,
+     .kernel = scan_kernel<fold::Mul, 1>,
+     .derivative = {
+         .fn = cumprod_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 AttrValue dtype_attr(std::optional<DType> dt) { return dt ? AttrValue(*dt) : AttrValue(); }
 

@@ -317,22 +317,22 @@ void log_softmax_derivative(const BackwardCall& c, std::span<Tensor> g) {
   g[0] = grad - exp(c.out(0)) * sum(grad, {c.attrs.i(0)}, true);
 }
 
-const OpDef& softmax_op = register_op({.name = "softmax",
-                                       .schema = "softmax(Tensor self, int dim) -> Tensor",
-                                       .kind = OpKind::Extern,
-                                       .attr_names = {"dim"},
-                                       .meta = softmax_meta,
-                                       .kernel = softmax_kernel<false>,
-                                       .derivative = {.fn = softmax_derivative,
-                                                      .saved_outputs = save({0})}});
-const OpDef& log_softmax_op = register_op({.name = "log_softmax",
-                                           .schema = "log_softmax(Tensor self, int dim) -> Tensor",
-                                           .kind = OpKind::Extern,
-                                           .attr_names = {"dim"},
-                                           .meta = softmax_meta,
-                                           .kernel = softmax_kernel<true>,
-                                           .derivative = {.fn = log_softmax_derivative,
-                                                          .saved_outputs = save({0})}});
+const OpDef& softmax_op =
+    register_op({.name = "softmax",
+                 .schema = "softmax(Tensor self, int dim) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim"},
+                 .meta = softmax_meta,
+                 .kernel = softmax_kernel<false>,
+                 .derivative = {.fn = softmax_derivative, .saved_outputs = save({0})}});
+const OpDef& log_softmax_op =
+    register_op({.name = "log_softmax",
+                 .schema = "log_softmax(Tensor self, int dim) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim"},
+                 .meta = softmax_meta,
+                 .kernel = softmax_kernel<true>,
+                 .derivative = {.fn = log_softmax_derivative, .saved_outputs = save({0})}});
 
 }  // namespace ops
 

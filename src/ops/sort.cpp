@@ -144,15 +144,15 @@ void topk_kernel(const OpCall& c, std::span<Tensor> outs) {
     }
   });
 }
-const OpDef& topk_op = register_op({.name = "topk",
-                                    .schema = "topk(Tensor self, int k, int dim, bool largest, "
-                                              "bool sorted) -> (Tensor values, Tensor indices)",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"k", "dim", "largest", "sorted"},
-                                    .meta = topk_meta,
-                                    .kernel = topk_kernel,
-                                    .derivative = {.fn = sorted_values_derivative<1>,
-                                                   .saved_outputs = save({1})}});
+const OpDef& topk_op =
+    register_op({.name = "topk",
+                 .schema = "topk(Tensor self, int k, int dim, bool largest, "
+                           "bool sorted) -> (Tensor values, Tensor indices)",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"k", "dim", "largest", "sorted"},
+                 .meta = topk_meta,
+                 .kernel = topk_kernel,
+                 .derivative = {.fn = sorted_values_derivative<1>, .saved_outputs = save({1})}});
 
 }  // namespace
 }  // namespace ops

@@ -160,7 +160,8 @@ std::vector<Case> differentiable_cases() {
   std::vector<Case> out;
   for (size_t i = 0; i < opinfos().size(); ++i) {
     const OpInfo& info = opinfos()[i];
-    bool f64 = std::find(info.dtypes.begin(), info.dtypes.end(), DType::Float64) != info.dtypes.end();
+    bool f64 =
+        std::find(info.dtypes.begin(), info.dtypes.end(), DType::Float64) != info.dtypes.end();
     const OpDef* op = info.covers.empty() ? nullptr : find_op(info.covers[0]);
     const bool has_derivative = op && op->derivative.fn;
     if ((info.differentiable || has_derivative) && f64) out.push_back({i, DType::Float64});

@@ -1407,6 +1407,7 @@ KILN_OPINFO(OpInfo{
             expect_error<IndexError>("dim out of range", "dimension out of range",
                                      [] { argsort(zeros({}), 1); }),
         },
+    .no_gradcheck = "indices only: an integer result has no gradient",
 });
 
 // Topk params: [k, dim, largest].
