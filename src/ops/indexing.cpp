@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/pointwise.h"
 #include "ops/indexing_utils.h"
 
 namespace kiln {
@@ -44,6 +45,78 @@ void select_rows(const Tensor& x_in, const Tensor& index, const Tensor& out, int
   });
 }
 
+// ---- derivatives (in Kiln ops; index and mask inputs get none) ----
+Tensor zeros_of(const BackwardCall& c, size_t input) {
+  return zeros(c.input_meta[input].sizes, c.grad().dtype());
+}
+// A gradient computed at index's shape, zero-padded at the end of each dim up to `sizes`
+// (scatter's src may be larger than its index).
+Tensor pad_to(const Tensor& g, IntList sizes) {
+  if (g.sizes() == sizes.shape()) return g;
+  std::vector<int64_t> amounts;
+  for (int64_t d = g.dim() - 1; d >= 0; --d) {
+    amounts.push_back(0);
+    amounts.push_back(sizes[d] - g.size(d));
+  }
+  return pad(g, amounts);
+}
+void index_select_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = index_add(zeros_of(c, 0), c.attrs.i(0), c.in(1), c.grad());
+}
+void embedding_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (!c.needs_grad(0)) return;
+  const Tensor& grad = c.grad();
+  const int64_t width = c.input_meta[0].sizes[1];
+  g[0] = index_add(zeros_of(c, 0), 0, c.in(1).reshape({-1}), grad.reshape({-1, width}));
+}
+void gather_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = scatter_add(zeros_of(c, 0), c.attrs.i(0), c.in(1), c.grad());
+}
+void scatter_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const int64_t dim = c.attrs.i(0);
+  const Tensor& index = c.in(1);
+  // The overwritten positions of self receive nothing; src gets the gradient it was sent to.
+  if (c.needs_grad(0)) g[0] = scatter(c.grad(), dim, index, zeros(index.sizes(), c.grad().dtype()));
+  if (c.needs_grad(2)) {
+    // With duplicate indices only the last write (row-major) reached the output: mark, for
+    // each index element, whether it is the one that won its target.
+    const Tensor ids = arange(index.numel()).reshape(index.sizes());
+    const Tensor owner = scatter(zeros(c.input_meta[0].sizes, DType::Int64), dim, index, ids);
+    const Tensor won = eq(gather(owner, dim, index), ids);
+    g[2] = pad_to(gather(c.grad(), dim, index) * won, c.input_meta[2].sizes);
+  }
+}
+void scatter_add_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(2))
+    g[2] = pad_to(gather(c.grad(), c.attrs.i(0), c.in(1)), c.input_meta[2].sizes);
+}
+void index_add_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = c.grad();
+  if (c.needs_grad(2)) {
+    const double alpha = c.attrs.scalar(1).to<double>();
+    Tensor gs = index_select(c.grad(), c.attrs.i(0), c.in(1));
+    if (alpha != 1.0) gs = gs * alpha;
+    // A 0-d self with a one-element source: the selection is 0-d.
+    if (gs.dim() != c.input_meta[2].sizes.ssize()) gs = gs.reshape(c.input_meta[2].sizes);
+    g[2] = gs;
+  }
+}
+// The selected elements' gradients go back to the mask's true positions (of the broadcast
+// shape), found with nonzero on the flattened mask.
+void masked_select_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (!c.needs_grad(0)) return;
+  Shape shape = c.input_meta[0].sizes;
+  {
+    const Tensor ins[] = {zeros(shape, DType::Bool), c.in(1)};
+    shape = broadcast_shapes("masked_select", ins);
+  }
+  const Tensor positions = nonzero(c.in(1).expand(shape).reshape({-1})).reshape({-1});
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  g[0] = index_add(zeros({numel}, c.grad().dtype()), 0, positions, c.grad()).reshape(shape);
+}
+
 // ---- index_select: inputs [x, index]; attrs [dim] ----
 int index_select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
@@ -72,7 +145,8 @@ const OpDef& index_select_op =
                  .kind = OpKind::Extern,
                  .attr_names = {"dim"},
                  .meta = index_select_meta,
-                 .kernel = index_select_kernel});
+                 .kernel = index_select_kernel,
+                 .derivative = {.fn = index_select_derivative, .saved_inputs = save({1})}});
 
 // ---- embedding: inputs [weight [V, D], indices (any shape)] -> [..., D] ----
 int embedding_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -93,7 +167,8 @@ const OpDef& embedding_op =
                  .schema = "embedding(Tensor weight, Tensor indices) -> Tensor",
                  .kind = OpKind::Extern,
                  .meta = embedding_meta,
-                 .kernel = embedding_kernel});
+                 .kernel = embedding_kernel,
+                 .derivative = {.fn = embedding_derivative, .saved_inputs = save({1})}});
 
 // ---- gather / scatter / scatter_add: inputs [x, index(, src)]; attrs [dim] ----
 // PyTorch's shape rules: index has x's number of dims (and src's); index.size(d) <=
@@ -158,7 +233,8 @@ const OpDef& gather_op =
                  .kind = OpKind::Extern,
                  .attr_names = {"dim"},
                  .meta = gather_meta,
-                 .kernel = gather_kernel});
+                 .kernel = gather_kernel,
+                 .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
 
 int scatter_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, c.op.name.data(), &c.in(2));
@@ -208,14 +284,16 @@ const OpDef& scatter_op =
                  .kind = OpKind::Extern,
                  .attr_names = {"dim"},
                  .meta = scatter_meta,
-                 .kernel = scatter_kernel<false>});
+                 .kernel = scatter_kernel<false>,
+                 .derivative = {.fn = scatter_derivative, .saved_inputs = save({1})}});
 const OpDef& scatter_add_op =
     register_op({.name = "scatter_add",
                  .schema = "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
                  .kind = OpKind::Extern,
                  .attr_names = {"dim"},
                  .meta = scatter_meta,
-                 .kernel = scatter_kernel<true>});
+                 .kernel = scatter_kernel<true>,
+                 .derivative = {.fn = scatter_add_derivative, .saved_inputs = save({1})}});
 
 // ---- index_add: inputs [x, index, source]; attrs [dim, alpha] ----
 int index_add_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -292,7 +370,8 @@ const OpDef& index_add_op = register_op(
      .kind = OpKind::Extern,
      .attr_names = {"dim", "alpha"},
      .meta = index_add_meta,
-     .kernel = index_add_kernel});
+     .kernel = index_add_kernel,
+     .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
 
 // ---- masked_select: inputs [x, mask] -> 1-d (data-dependent size) ----
 int masked_select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -333,7 +412,8 @@ const OpDef& masked_select_op =
                  .schema = "masked_select(Tensor self, Tensor mask) -> Tensor",
                  .kind = OpKind::DataDependent,
                  .meta = masked_select_meta,
-                 .kernel = masked_select_kernel});
+                 .kernel = masked_select_kernel,
+                 .derivative = {.fn = masked_select_derivative, .saved_inputs = save({1})}});
 
 // ---- nonzero: [n, ndim] int64 coordinates of the nonzero elements, in row-major order ----
 int nonzero_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {

@@ -410,30 +410,84 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+// ---- derivatives (in Kiln ops; transposed views go to gemm without copies) ----
+// grad_a = grad @ b^T, grad_b = a^T @ grad, with 1-d operands seen as a row ([1, k]) or a
+// column ([k, 1]) and the added dim taken out of the result again. Batch dims come back at the
+// output's broadcast shape; autograd sums them down to each operand's shape.
+void matmul_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  Tensor grad = c.grad();
+  const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
+  if (a1 && b1) {  // dot product: grad is 0-d
+    if (c.needs_grad(0)) g[0] = grad * b;
+    if (c.needs_grad(1)) g[1] = grad * a;
+    return;
+  }
+  // Restore the dims the product dropped: [.., n, m] with n = 1 / m = 1 for 1-d operands.
+  if (a1) grad = grad.unsqueeze(-2);
+  if (b1) grad = grad.unsqueeze(-1);
+  const Tensor a2 = a1 ? a.unsqueeze(0) : a, b2 = b1 ? b.unsqueeze(-1) : b;
+  if (c.needs_grad(0)) {
+    Tensor ga = matmul(grad, b2.mT());  // [..., n, k]
+    if (a1) {
+      ga = ga.squeeze(-2);  // [..., k]; autograd sums the batch dims
+    }
+    g[0] = ga;
+  }
+  if (c.needs_grad(1)) {
+    Tensor gb = matmul(a2.mT(), grad);  // [..., k, m]
+    if (b1) gb = gb.squeeze(-1);
+    g[1] = gb;
+  }
+}
+void mm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = mm(c.grad(), c.in(1).t());
+  if (c.needs_grad(1)) g[1] = mm(c.in(0).t(), c.grad());
+}
+void bmm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = bmm(c.grad(), c.in(1).mT());
+  if (c.needs_grad(1)) g[1] = bmm(c.in(0).mT(), c.grad());
+}
+void addmm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const double beta = c.attrs.scalar(0).to<double>(), alpha = c.attrs.scalar(1).to<double>();
+  const Tensor& grad = c.grad();
+  if (c.needs_grad(0)) g[0] = beta == 1.0 ? grad : grad * beta;
+  const Tensor ga = alpha == 1.0 ? grad : grad * alpha;
+  if (c.needs_grad(1)) g[1] = mm(ga, c.in(2).t());
+  if (c.needs_grad(2)) g[2] = mm(c.in(1).t(), ga);
+}
+
 }  // namespace
 
-const OpDef& matmul_op = register_op({.name = "matmul",
-                                      .schema = "matmul(Tensor self, Tensor other) -> Tensor",
-                                      .kind = OpKind::Extern,
-                                      .meta = matmul_meta,
-                                      .kernel = matmul_kernel});
-const OpDef& mm_op = register_op({.name = "mm",
-                                  .schema = "mm(Tensor self, Tensor mat2) -> Tensor",
-                                  .kind = OpKind::Extern,
-                                  .meta = mm_meta,
-                                  .kernel = mm_kernel});
-const OpDef& bmm_op = register_op({.name = "bmm",
-                                   .schema = "bmm(Tensor self, Tensor mat2) -> Tensor",
-                                   .kind = OpKind::Extern,
-                                   .meta = bmm_meta,
-                                   .kernel = bmm_kernel});
+const OpDef& matmul_op =
+    register_op({.name = "matmul",
+                 .schema = "matmul(Tensor self, Tensor other) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = matmul_meta,
+                 .kernel = matmul_kernel,
+                 .derivative = {.fn = matmul_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& mm_op =
+    register_op({.name = "mm",
+                 .schema = "mm(Tensor self, Tensor mat2) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = mm_meta,
+                 .kernel = mm_kernel,
+                 .derivative = {.fn = mm_derivative, .saved_inputs = save({0, 1})}});
+const OpDef& bmm_op =
+    register_op({.name = "bmm",
+                 .schema = "bmm(Tensor self, Tensor mat2) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = bmm_meta,
+                 .kernel = bmm_kernel,
+                 .derivative = {.fn = bmm_derivative, .saved_inputs = save({0, 1})}});
 const OpDef& addmm_op = register_op(
     {.name = "addmm",
      .schema = "addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor",
      .kind = OpKind::Extern,
      .attr_names = {"beta", "alpha"},
      .meta = addmm_meta,
-     .kernel = addmm_kernel});
+     .kernel = addmm_kernel,
+     .derivative = {.fn = addmm_derivative, .saved_inputs = save({1, 2})}});
 
 }  // namespace ops
 

@@ -328,6 +328,69 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+// ---- derivatives (in Kiln ops, from the saved statistics) ----
+// The normalized dims: the last normalized_shape.size() dims of x.
+std::vector<int64_t> normalized_dims(const BackwardCall& c) {
+  const int64_t nd = static_cast<int64_t>(c.attrs.ints(0).size());
+  std::vector<int64_t> dims;
+  for (int64_t d = -nd; d < 0; ++d) dims.push_back(d);
+  return dims;
+}
+int64_t normalized_count(const BackwardCall& c) {
+  int64_t n = 1;
+  for (int64_t s : c.attrs.ints(0)) n *= s;
+  return n;
+}
+
+// y = xhat * w + b with xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps) (biased var).
+void layer_norm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const bool has_w = c.attrs.b(2), has_b = c.attrs.b(3);
+  const Tensor& x = c.in(0);
+  const Tensor &mean_ = c.out(1), &rstd = c.out(2);
+  const Tensor xhat = (x - mean_) * rstd;
+  const std::vector<int64_t> dims = normalized_dims(c);
+  const double n = static_cast<double>(normalized_count(c));
+  if (c.needs_grad(0)) {
+    Tensor gx;
+    if (c.grad(0).defined()) {
+      const Tensor gxhat = has_w ? c.grad(0) * c.in(1) : c.grad(0);
+      gx = rstd * (gxhat - mean(gxhat, dims, true) - xhat * mean(gxhat * xhat, dims, true));
+    }
+    // Gradients sent to the statistics themselves (e.g. by a double backward).
+    auto acc = [&gx](const Tensor& t) { gx = gx.defined() ? gx + t : t; };
+    if (c.grad(1).defined()) acc((c.grad(1) / n).expand(c.input_meta[0].sizes));
+    if (c.grad(2).defined()) acc(-(c.grad(2) * rstd * rstd / n) * xhat);
+    if (!gx.defined()) gx = zeros(c.input_meta[0].sizes, x.dtype());
+    g[0] = gx;
+  }
+  if (has_w && c.needs_grad(1) && c.grad(0).defined()) g[1] = c.grad(0) * xhat;
+  if (has_b && c.needs_grad(1 + has_w) && c.grad(0).defined()) g[1 + has_w] = c.grad(0);
+}
+
+// y = xhat * w with xhat = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps).
+void rms_norm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const bool has_w = c.attrs.b(2);
+  const Tensor& x = c.in(0);
+  const Tensor& rstd = c.out(1);
+  const Tensor xhat = x * rstd;
+  const std::vector<int64_t> dims = normalized_dims(c);
+  const double n = static_cast<double>(normalized_count(c));
+  if (c.needs_grad(0)) {
+    Tensor gx;
+    if (c.grad(0).defined()) {
+      const Tensor gxhat = has_w ? c.grad(0) * c.in(1) : c.grad(0);
+      gx = rstd * (gxhat - xhat * mean(gxhat * xhat, dims, true));
+    }
+    if (c.grad(1).defined()) {
+      const Tensor t = -(c.grad(1) * rstd * rstd / n) * xhat;
+      gx = gx.defined() ? gx + t : t;
+    }
+    if (!gx.defined()) gx = zeros(c.input_meta[0].sizes, x.dtype());
+    g[0] = gx;
+  }
+  if (has_w && c.needs_grad(1) && c.grad(0).defined()) g[1] = c.grad(0) * xhat;
+}
+
 }  // namespace
 
 // Extern: fused row kernels (a decomposition into reductions can be attached later).
@@ -338,7 +401,10 @@ const OpDef& layer_norm_op = register_op(
      .kind = OpKind::Extern,
      .attr_names = {"normalized_shape", "eps", "has_weight", "has_bias"},
      .meta = layer_norm_meta,
-     .kernel = layer_norm_kernel});
+     .kernel = layer_norm_kernel,
+     .derivative = {.fn = layer_norm_derivative,
+                    .saved_inputs = save({0, 1}),
+                    .saved_outputs = save({1, 2})}});
 const OpDef& rms_norm_op = register_op(
     {.name = "rms_norm",
      .schema = "rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps, "
@@ -346,7 +412,9 @@ const OpDef& rms_norm_op = register_op(
      .kind = OpKind::Extern,
      .attr_names = {"normalized_shape", "eps", "has_weight"},
      .meta = rms_norm_meta,
-     .kernel = rms_norm_kernel});
+     .kernel = rms_norm_kernel,
+     .derivative = {
+         .fn = rms_norm_derivative, .saved_inputs = save({0, 1}), .saved_outputs = save({1})}});
 
 }  // namespace ops
 

@@ -124,6 +124,108 @@ void mean_derivative(const BackwardCall& c, std::span<Tensor> g) {
   g[0] = unreduce(c.grad() / n, in, c.attrs.ints(0), c.attrs.b(1));
 }
 
+// ---- derivatives of the other reductions (in Kiln ops) ----
+// Attributes of the dim-list reductions: 0 = dims, 1 = keepdim.
+Tensor unreduced(const BackwardCall& c, const Tensor& t) {
+  return unreduce(t, c.input_meta[0].sizes, c.attrs.ints(0), c.attrs.b(1));
+}
+// The gradient of a max/min-like reduction, split evenly among the elements equal to the
+// result (PyTorch's rule for ties). `x` is what was reduced (the input, or |input| for norms).
+Tensor split_among_ties(const BackwardCall& c, const Tensor& x, const Tensor& out,
+                        const Tensor& grad) {
+  const Tensor hit = eq(x, unreduced(c, out));
+  const Tensor count = sum(hit, c.attrs.ints(0), true).to(grad.dtype());
+  Tensor g = grad;
+  if (!c.attrs.b(1) && x.dim() > 0)
+    for (int64_t d : reduction_dims(c.attrs.ints(0), x.dim(), "split_among_ties"))
+      g = g.unsqueeze(d);
+  return hit * (g / count).expand(c.input_meta[0].sizes);
+}
+
+// d prod / d x_i = the product of the others: out / x_i where x_i != 0; where x_i is a slice's
+// only zero, the product of the slice's non-zero elements; 0 where the slice has more zeros.
+void prod_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  const IntList dims = c.attrs.ints(0);
+  const Tensor is_zero = eq(x, wrap_scalar(0));
+  const Tensor ones_where_zero = where(is_zero, wrap_scalar(1), x);
+  const Tensor others_nonzero = prod(ones_where_zero, dims, true);
+  const Tensor one_zero = eq(sum(is_zero, dims, true), wrap_scalar(1));
+  const Tensor at_zero = where(one_zero, others_nonzero, zeros({}, x.dtype()));
+  const Tensor d = where(is_zero, at_zero, unreduced(c, c.out(0)) / ones_where_zero);
+  g[0] = unreduced(c, c.grad()) * d;
+}
+void amax_amin_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  g[0] = split_among_ties(c, c.in(0), c.out(0), c.grad());
+}
+// max_dim/min_dim: the gradient goes to the position the index output names.
+void max_dim_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (!c.grad(0).defined()) return;
+  const int64_t nd = c.input_meta[0].sizes.ssize();
+  Tensor grad = c.grad(0), index = c.out(1);
+  const int64_t dim = wrap_dim(c.attrs.i(0), nd, c.op.name.data());
+  if (!c.attrs.b(1) && nd > 0) {
+    grad = grad.unsqueeze(dim);
+    index = index.unsqueeze(dim);
+  }
+  g[0] = scatter_add(zeros(c.input_meta[0].sizes, grad.dtype()), dim, index, grad);
+}
+void var_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  const IntList dims = c.attrs.ints(0);
+  const double n = static_cast<double>(reduced_count(c.input_meta[0].sizes, dims));
+  const double denom = std::max(0.0, n - static_cast<double>(c.attrs.i(2)));
+  g[0] = unreduced(c, c.grad()) * (x - mean(x, dims, true)) * (2.0 / denom);
+}
+void logsumexp_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  g[0] = unreduced(c, c.grad()) * exp(c.in(0) - unreduced(c, c.out(0)));
+}
+// d ||x||_p / d x = sign(x) |x|^(p-1) / ||x||^(p-1); 0 where the norm (or, for p < 1, the
+// element) is 0, as the one-sided derivatives there cancel.
+void norm_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  const double p = c.attrs.f(2);
+  const Tensor grad = unreduced(c, c.grad());
+  const Tensor zero = zeros({}, x.dtype());
+  if (p == 0) {
+    g[0] = zeros_like(x);
+  } else if (p == 1) {
+    g[0] = grad * sign(x);
+  } else if (std::isinf(p)) {
+    g[0] = split_among_ties(c, abs(x), c.out(0), c.grad()) * sign(x);
+  } else {
+    const Tensor out = unreduced(c, c.out(0));
+    const Tensor out_is_zero = eq(out, wrap_scalar(0));
+    const Tensor safe_out = where(out_is_zero, wrap_scalar(1), out);
+    Tensor d;
+    if (p == 2) {
+      d = x / safe_out;
+    } else {
+      const Tensor ax = abs(x);
+      const Tensor x_is_zero = eq(ax, wrap_scalar(0));
+      const Tensor safe_ax = where(x_is_zero, wrap_scalar(1), ax);
+      d = where(x_is_zero, zero, sign(x) * pow(safe_ax / safe_out, p - 1));
+    }
+    g[0] = grad * where(out_is_zero, zero, d);
+  }
+}
+// Scans: attrs 0 = dim. The reverse cumulative sum of the gradient.
+Tensor reverse_cumsum(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return t;
+  return flip(cumsum(flip(t, {dim}), dim), {dim});
+}
+void cumsum_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  g[0] = reverse_cumsum(c.grad(), c.attrs.i(0));
+}
+// d out_j / d x_i = out_j / x_i for j >= i (x_i != 0).
+void cumprod_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(x.numel() == 0 || !any(eq(x, wrap_scalar(0)), {}, false).item<bool>(),
+             NotImplementedError,
+             "cumprod: the derivative for an input that contains zeros is not implemented yet");
+  g[0] = reverse_cumsum(c.grad() * c.out(0), c.attrs.i(0)) / x;
+}
+
 const OpDef& sum_op = register_op(
     {.name = "sum",
      .schema = "sum(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
@@ -138,7 +240,8 @@ const OpDef& prod_op = register_op(
      .kind = OpKind::Reduction,
      .attr_names = {"dims", "keepdim", "dtype"},
      .meta = sum_meta,
-     .kernel = sum_prod_kernel<fold::Mul, 1>});
+     .kernel = sum_prod_kernel<fold::Mul, 1>,
+     .derivative = {.fn = prod_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- mean ----
 
@@ -185,20 +288,24 @@ void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& amax_op =
-    register_op({.name = "amax",
-                 .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = extreme_meta,
-                 .kernel = extreme_kernel<true>});
-const OpDef& amin_op =
-    register_op({.name = "amin",
-                 .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = extreme_meta,
-                 .kernel = extreme_kernel<false>});
+const OpDef& amax_op = register_op(
+    {.name = "amax",
+     .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = extreme_meta,
+     .kernel = extreme_kernel<true>,
+     .derivative = {
+         .fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+const OpDef& amin_op = register_op(
+    {.name = "amin",
+     .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = extreme_meta,
+     .kernel = extreme_kernel<false>,
+     .derivative = {
+         .fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- max/min along a dim (values and indices), argmax, argmin ----
 // Attributes: 0 = dim (absent for argmax/argmin over all elements), 1 = keepdim.
@@ -263,14 +370,16 @@ const OpDef& max_dim_op = register_op(
      .kind = OpKind::Reduction,
      .attr_names = {"dim", "keepdim"},
      .meta = max_dim_meta,
-     .kernel = arg_kernel<true>});
+     .kernel = arg_kernel<true>,
+     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
 const OpDef& min_dim_op = register_op(
     {.name = "min_dim",
      .schema = "min_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Reduction,
      .attr_names = {"dim", "keepdim"},
      .meta = max_dim_meta,
-     .kernel = arg_kernel<false>});
+     .kernel = arg_kernel<false>,
+     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
 const OpDef& argmax_op =
     register_op({.name = "argmax",
                  .schema = "argmax(Tensor self, int? dim, bool keepdim) -> Tensor",
@@ -317,7 +426,8 @@ const OpDef& var_op =
                  .kind = OpKind::Reduction,
                  .attr_names = {"dims", "keepdim", "correction"},
                  .meta = floating_meta,
-                 .kernel = var_kernel});
+                 .kernel = var_kernel,
+                 .derivative = {.fn = var_derivative, .saved_inputs = save({0})}});
 
 // ---- logsumexp (two passes: the max, then log(sum(exp(x - max))) + max) ----
 
@@ -341,13 +451,15 @@ void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& logsumexp_op =
-    register_op({.name = "logsumexp",
-                 .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
-                 .meta = floating_meta,
-                 .kernel = logsumexp_kernel});
+const OpDef& logsumexp_op = register_op(
+    {.name = "logsumexp",
+     .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim"},
+     .meta = floating_meta,
+     .kernel = logsumexp_kernel,
+     .derivative = {
+         .fn = logsumexp_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- norm ----
 
@@ -410,13 +522,14 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& norm_op =
-    register_op({.name = "norm",
-                 .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim", "p"},
-                 .meta = norm_meta,
-                 .kernel = norm_kernel});
+const OpDef& norm_op = register_op(
+    {.name = "norm",
+     .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
+     .kind = OpKind::Reduction,
+     .attr_names = {"dims", "keepdim", "p"},
+     .meta = norm_meta,
+     .kernel = norm_kernel,
+     .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 // ---- all, any ----
 
@@ -479,14 +592,17 @@ const OpDef& cumsum_op =
                  .kind = OpKind::Extern,
                  .attr_names = {"dim", "dtype"},
                  .meta = scan_meta,
-                 .kernel = scan_kernel<fold::Add, 0>});
-const OpDef& cumprod_op =
-    register_op({.name = "cumprod",
-                 .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
-                 .kind = OpKind::Extern,
-                 .attr_names = {"dim", "dtype"},
-                 .meta = scan_meta,
-                 .kernel = scan_kernel<fold::Mul, 1>});
+                 .kernel = scan_kernel<fold::Add, 0>,
+                 .derivative = {.fn = cumsum_derivative}});
+const OpDef& cumprod_op = register_op(
+    {.name = "cumprod",
+     .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+     .kind = OpKind::Extern,
+     .attr_names = {"dim", "dtype"},
+     .meta = scan_meta,
+     .kernel = scan_kernel<fold::Mul, 1>,
+     .derivative = {
+         .fn = cumprod_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 
 AttrValue dtype_attr(std::optional<DType> dt) { return dt ? AttrValue(*dt) : AttrValue(); }
 

@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
 #include "ops/kernels/vec.h"
@@ -305,18 +306,33 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
 }  // namespace
 
 // Extern: fused kernels; the optimizing backend can later decompose them (amax, sub, exp, sum).
-const OpDef& softmax_op = register_op({.name = "softmax",
-                                       .schema = "softmax(Tensor self, int dim) -> Tensor",
-                                       .kind = OpKind::Extern,
-                                       .attr_names = {"dim"},
-                                       .meta = softmax_meta,
-                                       .kernel = softmax_kernel<false>});
-const OpDef& log_softmax_op = register_op({.name = "log_softmax",
-                                           .schema = "log_softmax(Tensor self, int dim) -> Tensor",
-                                           .kind = OpKind::Extern,
-                                           .attr_names = {"dim"},
-                                           .meta = softmax_meta,
-                                           .kernel = softmax_kernel<true>});
+// ---- derivatives (from the saved output y) ----
+void softmax_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& y = c.out(0);
+  const Tensor gy = c.grad() * y;
+  g[0] = gy - y * sum(gy, {c.attrs.i(0)}, true);
+}
+void log_softmax_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const Tensor& grad = c.grad();
+  g[0] = grad - exp(c.out(0)) * sum(grad, {c.attrs.i(0)}, true);
+}
+
+const OpDef& softmax_op =
+    register_op({.name = "softmax",
+                 .schema = "softmax(Tensor self, int dim) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim"},
+                 .meta = softmax_meta,
+                 .kernel = softmax_kernel<false>,
+                 .derivative = {.fn = softmax_derivative, .saved_outputs = save({0})}});
+const OpDef& log_softmax_op =
+    register_op({.name = "log_softmax",
+                 .schema = "log_softmax(Tensor self, int dim) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"dim"},
+                 .meta = softmax_meta,
+                 .kernel = softmax_kernel<true>,
+                 .derivative = {.fn = log_softmax_derivative, .saved_outputs = save({0})}});
 
 }  // namespace ops
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "ops/indexing_utils.h"
 
@@ -80,13 +81,24 @@ void sort_kernel(const OpCall& c, std::span<Tensor> outs) {
     });
   });
 }
+// ---- derivatives: the values' gradient goes back to the positions the indices name ----
+template <size_t DimAttr>
+void sorted_values_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (!c.needs_grad(0) || !c.grad(0).defined()) return;
+  const int64_t nd = c.input_meta[0].sizes.ssize();
+  const int64_t dim = nd == 0 ? 0 : wrap_dim(c.attrs.i(DimAttr), nd, c.op.name.data());
+  const Tensor& grad = c.grad(0);
+  g[0] = scatter_add(zeros(c.input_meta[0].sizes, grad.dtype()), dim, c.out(1), grad);
+}
+
 const OpDef& sort_op = register_op(
     {.name = "sort",
      .schema = "sort(Tensor self, int dim, bool descending) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Extern,
      .attr_names = {"dim", "descending"},
      .meta = sort_meta,
-     .kernel = sort_kernel});
+     .kernel = sort_kernel,
+     .derivative = {.fn = sorted_values_derivative<0>, .saved_outputs = save({1})}});
 
 // ---- topk: inputs [x]; attrs [k, dim, largest, sorted] -> (values, int64 indices) ----
 int topk_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
@@ -132,13 +144,15 @@ void topk_kernel(const OpCall& c, std::span<Tensor> outs) {
     }
   });
 }
-const OpDef& topk_op = register_op({.name = "topk",
-                                    .schema = "topk(Tensor self, int k, int dim, bool largest, "
-                                              "bool sorted) -> (Tensor values, Tensor indices)",
-                                    .kind = OpKind::Extern,
-                                    .attr_names = {"k", "dim", "largest", "sorted"},
-                                    .meta = topk_meta,
-                                    .kernel = topk_kernel});
+const OpDef& topk_op =
+    register_op({.name = "topk",
+                 .schema = "topk(Tensor self, int k, int dim, bool largest, "
+                           "bool sorted) -> (Tensor values, Tensor indices)",
+                 .kind = OpKind::Extern,
+                 .attr_names = {"k", "dim", "largest", "sorted"},
+                 .meta = topk_meta,
+                 .kernel = topk_kernel,
+                 .derivative = {.fn = sorted_values_derivative<1>, .saved_outputs = save({1})}});
 
 }  // namespace
 }  // namespace ops

@@ -16,7 +16,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- sample helpers ----
-Tensor params(std::vector<double> p) { return tensor(p); }
+// Non-tensor arguments (dims, alpha, ...) carried as a float64 tensor. Marked as a wrapped
+// number so that the gradient checks treat them as constants, not as data to perturb.
+Tensor params(std::vector<double> p) {
+  Tensor t = tensor(p);
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
 Ints ints_of(const Tensor& p) {
   Ints out;
   for (double v : p.to_vector<double>()) out.push_back(static_cast<int64_t>(v));
@@ -1325,14 +1331,15 @@ bool ref_less(double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < 
 
 std::vector<Sample> sort_samples(DType dt) {
   std::vector<Sample> s = {
-      {"ties, last dim", {with_ties({4, 9}, dt, 1), params({-1, 0})}},
-      {"ties, dim 0 descending", {with_ties({7, 5}, dt, 2), params({0, 1})}},
+      {"ties, last dim", {with_ties({4, 9}, dt, 1), params({-1, 0})}, true},
+      {"ties, dim 0 descending", {with_ties({7, 5}, dt, 2), params({0, 1})}, true},
       {"transposed dim 1 descending",
-       {with_ties({5, 6}, dt, 3, Layout::Transposed), params({1, 1})}},
+       {with_ties({5, 6}, dt, 3, Layout::Transposed), params({1, 1})},
+       true},
       {"strided 3-d dim 1", {make({2, 5, 3}, dt, Layout::Strided), params({1, 0})}},
       {"0-d", {make({}, dt), params({0, 0})}},
       {"empty", {make({0, 4}, dt), params({1, 0})}},
-      {"many lines (threaded)", {with_ties({2000, 40}, dt, 4), params({1, 1})}},
+      {"many lines (threaded)", {with_ties({2000, 40}, dt, 4), params({1, 1})}, true},
       {"one long line", {make({5000}, dt, Layout::Contiguous, 5), params({0, 0})}},
   };
   if (is_floating(dt)) {
@@ -1412,6 +1419,7 @@ KILN_OPINFO(OpInfo{
             expect_error<IndexError>("dim out of range", "dimension out of range",
                                      [] { argsort(zeros({}), 1); }),
         },
+    .no_gradcheck = "indices only: an integer result has no gradient",
 });
 
 // Topk params: [k, dim, largest].
@@ -1421,13 +1429,13 @@ KILN_OPINFO(OpInfo{
     .dtypes = kNumericDTypes,
     .samples = [](DType dt) -> std::vector<Sample> {
       std::vector<Sample> s = {
-          {"k 3 of ties, largest", {with_ties({4, 9}, dt, 1), params({3, -1, 1})}},
-          {"k 2 of ties, smallest, dim 0", {with_ties({7, 5}, dt, 2), params({2, 0, 0})}},
+          {"k 3 of ties, largest", {with_ties({4, 9}, dt, 1), params({3, -1, 1})}, true},
+          {"k 2 of ties, smallest, dim 0", {with_ties({7, 5}, dt, 2), params({2, 0, 0})}, true},
           {"transposed, k = size", {make({5, 6}, dt, Layout::Transposed), params({6, 1, 1})}},
           {"strided 3-d, k 0", {make({2, 5, 3}, dt, Layout::Strided), params({0, 1, 1})}},
           {"0-d", {make({}, dt), params({1, 0, 1})}},
           {"empty lines", {make({0, 4}, dt), params({2, 1, 0})}},
-          {"many lines (threaded)", {with_ties({2000, 40}, dt, 4), params({5, 1, 1})}},
+          {"many lines (threaded)", {with_ties({2000, 40}, dt, 4), params({5, 1, 1})}, true},
           {"one long line", {make({5000}, dt, Layout::Contiguous, 5), params({17, 0, 0})}},
       };
       if (is_floating(dt)) {

@@ -244,6 +244,7 @@ KILN_OPINFO({
                                                }));
           return e;
         }(),
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -265,6 +266,7 @@ KILN_OPINFO({
                                         [] {
                                           ones({2, 3}).matmul(ones({2, 3}));
                                         })},
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -341,6 +343,7 @@ KILN_OPINFO({
           }));
           return e;
         }(),
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -377,6 +380,7 @@ KILN_OPINFO({
                   bmm(ones({1, 2, 2}, DType::Int64), ones({1, 2, 2}, DType::Int64));
                 }),
         },
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -418,6 +422,7 @@ KILN_OPINFO({
                                              ones({3, 4}, DType::Int64));
                                      }),
         },
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -439,6 +444,7 @@ KILN_OPINFO({
                                         [] {
                                           addmm(ones({4}), ones({3}), ones({3, 4}), 0.5, 2);
                                         })},
+    .second_order = true,
 });
 
 KILN_OPINFO({

@@ -141,6 +141,7 @@ KILN_OPINFO({
     .rtol32 = 1e-5,
     .atol32 = 1e-6,
     .errors = softmax_errors("softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }),
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -160,6 +161,7 @@ KILN_OPINFO({
     .atol32 = 1e-5,
     .errors = softmax_errors("log_softmax",
                              [](const Tensor& x, int64_t d) { return log_softmax(x, d); }),
+    .second_order = true,
 });
 
 KILN_OPINFO({
@@ -182,6 +184,7 @@ KILN_OPINFO({
     .atol32 = 1e-5,
     .errors = {expect_error<IndexError>("dim", "dimension out of range",
                                         [] { ones({2}).softmax(3); })},
+    .second_order = true,
 });
 
 // ---- layer_norm / rms_norm ----

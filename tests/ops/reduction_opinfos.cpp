@@ -171,7 +171,8 @@ std::vector<Sample> make_samples(const DimsCase& dc, DType dt, const SampleRule&
                      {with_nans(make_tensor_for_test(s.sizes, dt, r.lo, r.hi, s.layout, seed))}});
     if (rule.ties && t.numel() > 1)
       out.push_back({s.name + " with ties",
-                     {rewrite(t.clone(), [](double x, int64_t) { return std::round(x / 3); })}});
+                     {rewrite(t.clone(), [](double x, int64_t) { return std::round(x / 3); })},
+                     /*no_gradcheck=*/true});
   }
   return out;
 }
@@ -302,6 +303,8 @@ struct ReductionSpec {
   std::function<DType(DType)> out_dtype = [](DType d) { return d; };
   std::function<double(const std::vector<double>&)> ref;
   std::vector<ErrorCase> errors;
+  bool second_order = false;  // gradcheck the second derivatives too
+  std::string no_gradcheck;   // why the gradient checks leave it out
 };
 
 // One OpInfo per dims case: name + suffix.
@@ -319,6 +322,8 @@ void add_reduction(const ReductionSpec& spec, const std::vector<DimsCase>& cases
       return std::vector<Ref>{reduce_ref(in[0], dc, spec.out_dtype(in[0].dtype), spec.ref)};
     };
     info.errors = spec.errors;
+    info.second_order = spec.second_order;
+    info.no_gradcheck = spec.no_gradcheck;
     opinfos().push_back(std::move(info));
   }
 }
@@ -333,7 +338,8 @@ const bool registered_reductions = [] {
                  .fn = [](const Tensor& x, IntList d, bool k) { return sum(x, d, k); },
                  .out_dtype = sum_dtype,
                  .ref = ref_sum,
-                 .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d); })},
+                 .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d); }),
+                 .second_order = true},
                 dims_cases());
   add_reduction(
       {.name = "sum_dtype_float64",
@@ -342,7 +348,8 @@ const bool registered_reductions = [] {
        .fn = [](const Tensor& x, IntList d, bool k) { return sum(x, d, k, DType::Float64); },
        .out_dtype = [](DType) { return DType::Float64; },
        .ref = ref_sum,
-       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Float64); })},
+       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Float64); }),
+       .second_order = true},
       {case_named(""), case_named("_dim0_keepdim")});
   add_reduction(
       {.name = "sum_dtype_int32",
@@ -357,7 +364,8 @@ const bool registered_reductions = [] {
              for (double x : s) acc += std::trunc(x);
              return acc;
            },
-       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Int32); })},
+       .errors = dim_errors([](const Tensor& x, IntList d) { sum(x, d, false, DType::Int32); }),
+       .no_gradcheck = "an int32 result: nothing to differentiate"},
       {case_named("_dim_last")});
   // Products stay in range: floats near 1, small integers (whose long products are 0).
   SampleRule prod_rule{.range = [](DType d) {
@@ -370,7 +378,8 @@ const bool registered_reductions = [] {
                  .fn = [](const Tensor& x, IntList d, bool k) { return prod(x, d, k); },
                  .out_dtype = sum_dtype,
                  .ref = ref_prod,
-                 .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d); })},
+                 .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d); }),
+                 .second_order = true},
                 dims_cases());
   add_reduction(
       {.name = "prod_dtype_float64",
@@ -380,7 +389,8 @@ const bool registered_reductions = [] {
        .fn = [](const Tensor& x, IntList d, bool k) { return prod(x, d, k, DType::Float64); },
        .out_dtype = [](DType) { return DType::Float64; },
        .ref = ref_prod,
-       .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d, false, DType::Float64); })},
+       .errors = dim_errors([](const Tensor& x, IntList d) { prod(x, d, false, DType::Float64); }),
+       .second_order = true},
       {case_named("_dim_last")});
 
   // mean: floating only; the mean of nothing is NaN.
@@ -390,7 +400,8 @@ const bool registered_reductions = [] {
                  .rule = {.nans = true},
                  .fn = [](const Tensor& x, IntList d, bool k) { return mean(x, d, k); },
                  .ref = ref_mean,
-                 .errors = floating_errors([](const Tensor& x, IntList d) { mean(x, d); })},
+                 .errors = floating_errors([](const Tensor& x, IntList d) { mean(x, d); }),
+                 .second_order = true},
                 dims_cases());
 
   // amax, amin: NaN propagates; no identity, so zero-size reductions are errors.
@@ -449,7 +460,8 @@ const bool registered_reductions = [] {
          .fn = [correction](const Tensor& x, IntList d,
                             bool k) { return var(x, d, correction, k); },
          .ref = [correction](const std::vector<double>& s) { return ref_var(s, correction); },
-         .errors = floating_errors([](const Tensor& x, IntList d) { var(x, d); })},
+         .errors = floating_errors([](const Tensor& x, IntList d) { var(x, d); }),
+         .second_order = true},
         cases);
     add_reduction(
         {.name = "std" + suffix,
@@ -459,7 +471,11 @@ const bool registered_reductions = [] {
                             bool k) { return kiln::std(x, d, correction, k); },
          .ref = [correction](
                     const std::vector<double>& s) { return std::sqrt(ref_var(s, correction)); },
-         .errors = floating_errors([](const Tensor& x, IntList d) { kiln::std(x, d); })},
+         .errors = floating_errors([](const Tensor& x, IntList d) { kiln::std(x, d); }),
+         .second_order = true,
+         .no_gradcheck = correction == 0
+                             ? "the 0-d sample has std = sqrt(0), where the derivative is infinite"
+                             : ""},
         cases);
   }
 
@@ -474,7 +490,8 @@ const bool registered_reductions = [] {
                           .nans = true},
                  .fn = [](const Tensor& x, IntList d, bool k) { return logsumexp(x, d, k); },
                  .ref = ref_logsumexp,
-                 .errors = floating_errors([](const Tensor& x, IntList d) { logsumexp(x, d); })},
+                 .errors = floating_errors([](const Tensor& x, IntList d) { logsumexp(x, d); }),
+                 .second_order = true},
                 dims_cases());
   add_reduction({.name = "logsumexp_infinities",
                  .covers = {"logsumexp"},
@@ -504,7 +521,8 @@ const bool registered_reductions = [] {
                  .rule = {.nans = true},
                  .fn = [](const Tensor& x, IntList d, bool k) { return norm(x, 2, d, k); },
                  .ref = [](const std::vector<double>& s) { return ref_norm(s, 2); },
-                 .errors = floating_errors([](const Tensor& x, IntList d) { norm(x, 2, d); })},
+                 .errors = floating_errors([](const Tensor& x, IntList d) { norm(x, 2, d); }),
+                 .second_order = true},
                 dims_cases());
   for (auto [p, label] : std::vector<std::pair<double, std::string>>{{1, "1"},
                                                                      {kInf, "inf"},
@@ -524,7 +542,8 @@ const bool registered_reductions = [] {
     add_reduction({.name = "norm_p" + label,
                    .covers = {"norm"},
                    .dtypes = kFloatDTypes,
-                   // Some zeros, for p = 0 and negative p.
+                   // Some zeros, for p = 0 and negative p (whole zero slices too: no second
+                   // derivative there, so these are checked to first order only).
                    .rule = {.nonempty = inf,
                             .prepare =
                                 [](Tensor t) {
@@ -734,6 +753,7 @@ const bool registered_scans = [] {
         const DType out = sc.dtype ? *sc.dtype : sum_dtype(in[0].dtype);
         return std::vector<Ref>{scan_ref(in[0], sc.dim, out, is_prod)};
       };
+      info.second_order = true;
       info.errors = {
           expect_error<IndexError>("dim out of range", "dimension out of range", [is_prod] {
             is_prod ? cumprod(zeros({2, 3}), 2) : cumsum(zeros({2, 3}), -3);
