@@ -23,19 +23,21 @@ std::atomic<size_t> next_hook_handle{1};
 // ---- Node ----
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
-size_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook) {
+size_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) {
   size_t h = next_hook_handle.fetch_add(1);
-  pre_hooks_.push_back({h, output_nr, std::move(hook)});
+  pre_hooks_.push_back({h, output_nr, std::move(hook), run_last});
   return h;
 }
 void Node::remove_pre_hook(size_t handle) {
   std::erase_if(pre_hooks_, [&](const PreHook& p) { return p.handle == handle; });
 }
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
-  for (const PreHook& h : pre_hooks_) {
-    if (h.output_nr != output_nr || !grad.defined()) continue;
-    Tensor replaced = h.fn(grad);
-    if (replaced.defined()) grad = std::move(replaced);
+  for (bool last : {false, true}) {
+    for (const PreHook& h : pre_hooks_) {
+      if (h.output_nr != output_nr || h.run_last != last || !grad.defined()) continue;
+      Tensor replaced = h.fn(grad);
+      if (replaced.defined()) grad = std::move(replaced);
+    }
   }
   return grad;
 }
@@ -97,15 +99,28 @@ class AccumulateGrad : public Node {
     output_meta_.push_back({leaf.dtype(), leaf.sizes()});
   }
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf's tensor hooks, run by the engine before apply (or before kiln::grad captures the
+  // leaf's gradient, which it must see modified too).
+  bool has_pre_hooks() const override {
+    std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+    return leaf && leaf->autograd_meta() && !leaf->autograd_meta()->hooks.empty();
+  }
+  Tensor run_pre_hooks(uint32_t, Tensor g) const override {
+    std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+    if (!leaf || !g.defined()) return g;
+    // A copy: a hook may register or remove hooks.
+    std::vector<AutogradMeta::Hook> hooks = leaf->autograd_meta()->hooks;
+    for (const AutogradMeta::Hook& h : hooks) {
+      Tensor replaced = h.fn(g);
+      if (replaced.defined()) g = std::move(replaced);
+    }
+    return g;
+  }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     std::shared_ptr<TensorImpl> leaf = leaf_.lock();
     if (!leaf || !grads[0].defined()) return {};
     Tensor g = std::move(grads[0]);
     AutogradMeta& m = *leaf->autograd_meta();
-    for (const AutogradMeta::Hook& h : m.hooks) {
-      Tensor replaced = h.fn(g);
-      if (replaced.defined()) g = std::move(replaced);
-    }
     if (is_grad_enabled()) {  // create_graph: the sum stays differentiable
       m.grad = m.grad.defined() ? m.grad + g : g;
       return {};
@@ -167,9 +182,9 @@ Tensor validate_gradient(const Node& node, size_t i, Tensor g) {
   const TensorMeta& want = node.input_meta()[i];
   if (g.sizes() != want.sizes) {
     // Gradients computed at the broadcast shape are summed back to the input's shape.
-    KILN_CHECK(g.dim() >= static_cast<int64_t>(want.sizes.size()), Error, "internal error: ",
-               node.name(), " returned a gradient of shape ", g.shape_str(), " for input ", i,
-               " of shape ", IntList(want.sizes));
+    KILN_CHECK(g.dim() >= static_cast<int64_t>(want.sizes.size()), Error,
+               "internal error: ", node.name(), " returned a gradient of shape ", g.shape_str(),
+               " for input ", i, " of shape ", IntList(want.sizes));
     const int64_t lead = g.dim() - static_cast<int64_t>(want.sizes.size());
     std::vector<int64_t> dims;
     for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
@@ -194,8 +209,7 @@ struct ByPriority {
 // Runs backward from roots. With `captures`, returns the gradient arriving at each captured
 // edge and runs only the nodes leading to one (no accumulation into leaves).
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
-                            bool keep_graph, bool create_graph,
-                            const std::vector<Edge>* captures) {
+                            bool keep_graph, bool create_graph, const std::vector<Edge>* captures) {
   std::unordered_map<Node*, NodeState> state;
   // Discover the graph and count, for each node, the edges that will bring it a gradient.
   std::vector<Node*> stack;
@@ -264,7 +278,11 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
     if (auto it = capture_at.find(n); it != capture_at.end())
       for (auto [nr, k] : it->second) captured[k] = grads[nr];
     std::vector<Tensor> input_grads;
-    const bool run = s.needed && (!captures || !n->next_edges().empty());
+    // With captures, a node runs only when a captured gradient lies beyond it (a capture point
+    // itself has no more to compute: running it would waste work and free its saved tensors).
+    bool run = !captures;
+    if (captures && s.needed)
+      for (const Edge& e : n->next_edges()) run = run || (e.valid() && state[e.fn.get()].needed);
     const bool any_grad =
         std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     if (run && any_grad) {
@@ -326,8 +344,8 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs,
-                         std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
   std::vector<Edge> roots;
   std::vector<Tensor> grads;
   autograd::make_roots(outputs, grad_outputs, "grad", roots, grads);
@@ -338,9 +356,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                " does not require grad");
     captures.push_back(autograd::gradient_edge(inputs[i]));
   }
-  std::vector<Tensor> result =
-      autograd::execute(roots, std::move(grads), retain_graph.value_or(create_graph),
-                        create_graph, &captures);
+  std::vector<Tensor> result = autograd::execute(
+      roots, std::move(grads), retain_graph.value_or(create_graph), create_graph, &captures);
   for (size_t i = 0; i < result.size(); ++i) {
     KILN_CHECK(result[i].defined() || allow_unused, Error, "grad: input ", i, " (shape ",
                inputs[i].shape_str(),
@@ -407,17 +424,20 @@ void Tensor::retain_grad() const {
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
   std::weak_ptr<TensorImpl> self = impl_;
-  m.grad_fn->add_pre_hook(m.output_nr, [self](const Tensor& g) {
-    if (auto impl = self.lock()) {
-      AutogradMeta& mm = *impl->autograd_meta();
-      if (!mm.grad.defined()) {
-        mm.grad = is_grad_enabled() ? g : g.detach().clone();
-      } else {
-        mm.grad = is_grad_enabled() ? mm.grad + g : mm.grad.detach() + g.detach();
-      }
-    }
-    return Tensor();
-  });
+  m.grad_fn->add_pre_hook(
+      m.output_nr,
+      [self](const Tensor& g) {
+        if (auto impl = self.lock()) {
+          AutogradMeta& mm = *impl->autograd_meta();
+          if (!mm.grad.defined()) {
+            mm.grad = is_grad_enabled() ? g : g.detach().clone();
+          } else {
+            mm.grad = is_grad_enabled() ? mm.grad + g : mm.grad.detach() + g.detach();
+          }
+        }
+        return Tensor();
+      },
+      /*run_last=*/true);
 }
 bool Tensor::retains_grad() const {
   const auto& m = impl_->autograd_meta();

@@ -56,8 +56,9 @@ std::vector<Tensor> CustomFunctionNode::apply(std::vector<Tensor>&& grad_outputs
     Tensor g = grads.size() == num_args_ ? grads[static_cast<size_t>(tensor_args_[k])] : grads[k];
     if (!g.defined() || !next_edges_[k].valid()) continue;
     const TensorMeta& want = input_meta_[k];
-    KILN_CHECK(g.sizes() == want.sizes, ShapeError, name(), ": backward returned a gradient of shape ",
-               g.shape_str(), " for tensor argument ", k, " of shape ", IntList(want.sizes));
+    KILN_CHECK(g.sizes() == want.sizes, ShapeError, name(),
+               ": backward returned a gradient of shape ", g.shape_str(), " for tensor argument ",
+               k, " of shape ", IntList(want.sizes));
     out[k] = std::move(g);
   }
   return out;
@@ -69,8 +70,7 @@ void CustomFunctionNode::release_saved() {
 }
 
 void connect_custom_function(const std::shared_ptr<CustomFunctionNode>& node,
-                             const std::vector<Tensor>& tensor_args,
-                             std::vector<Tensor>& outputs) {
+                             const std::vector<Tensor>& tensor_args, std::vector<Tensor>& outputs) {
   for (const Tensor& t : tensor_args) {
     node->next_edges_.push_back(gradient_edge(t));
     node->input_meta_.push_back({t.dtype(), t.sizes()});

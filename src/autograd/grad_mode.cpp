@@ -22,10 +22,10 @@ AutoGradMode::~AutoGradMode() { tls_grad_enabled = prev_; }
 
 InferenceMode::InferenceMode(bool enabled)
     : prev_grad_(tls_grad_enabled), prev_inference_(tls_inference_mode) {
-  if (enabled) {
-    tls_grad_enabled = false;
-    tls_inference_mode = true;
-  }
+  // As c10::InferenceMode: InferenceMode(false) turns inference mode off (and grad mode on)
+  // for its scope, so it can carve a normal scope out of an inference one.
+  tls_grad_enabled = !enabled;
+  tls_inference_mode = enabled;
 }
 InferenceMode::~InferenceMode() {
   tls_grad_enabled = prev_grad_;

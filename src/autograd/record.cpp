@@ -122,13 +122,20 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
              ") cannot be changed in place while gradients are recorded; do it under "
              "kiln::NoGradGuard, or on a clone()");
   KILN_CHECK(!(any_requires && out.impl()->is_view() && out.impl()->storage().use_count() > 1),
-             NotImplementedError, op.name,
-             ": an in-place change to a view (shape ", out.shape_str(),
+             NotImplementedError, op.name, ": an in-place change to a view (shape ",
+             out.shape_str(),
              ") while gradients are recorded is not supported yet: the tensor it views would "
              "not see the change in its history. Compute the result out of place instead");
   check_inplace_target(op, out);
   std::array<Tensor, kMaxOpOutputs> result;
   const int n = dispatch_no_autograd(op, inputs, attrs, result);
+  // The checks dispatch makes when it writes into `out` directly (the copy below would
+  // broadcast and cast instead, and an integer `out` would end up requiring grad).
+  KILN_CHECK(result[0].sizes() == out.sizes(), ShapeError, op.name, ": the result has shape ",
+             result[0].shape_str(), " but the output tensor has shape ", out.shape_str(),
+             " (an in-place op cannot change its tensor's shape)");
+  KILN_CHECK(can_cast(result[0].dtype(), out.dtype()), DTypeError, op.name, ": result type ",
+             result[0].dtype(), " can't be cast to the desired output type ", out.dtype());
   // An input the derivative reads that shares the destination's storage is about to be
   // overwritten: save a copy of its current value instead (recorded, so it keeps its history).
   std::vector<Tensor> saved(inputs.begin(), inputs.end());

@@ -116,6 +116,12 @@ Tensor& Tensor::requires_grad_(bool r) {
   KILN_CHECK(!r || is_floating(dtype()), DTypeError,
              "requires_grad_: only floating point tensors can require gradients, got dtype ",
              dtype());
+  // As in PyTorch: a non-leaf's flag follows its history (clearing it would silently cut the
+  // graph there); detach() is the way to get a tensor without history.
+  KILN_CHECK(r || is_leaf(), Error,
+             "requires_grad_(false): only a leaf's requires_grad can be changed, but this tensor "
+             "(shape ",
+             shape_str(), ") has a grad_fn; use detach() for a tensor without history");
   impl_->set_requires_grad(r);
   return *this;
 }

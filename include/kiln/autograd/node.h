@@ -49,11 +49,15 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr() const { return sequence_nr_; }
 
   // Hooks on the gradient of forward output `output_nr` (tensor hooks of non-leaves).
-  size_t add_pre_hook(uint32_t output_nr, TensorHook hook);
+  // `run_last` hooks run after all others whatever the order of registration (retain_grad's,
+  // so that .grad is the gradient after the tensor's hooks, as in PyTorch).
+  size_t add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last = false);
   void remove_pre_hook(size_t handle);
-  // Runs the hooks on output_nr's gradient; each may replace it.
-  Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
-  bool has_pre_hooks() const { return !pre_hooks_.empty(); }
+  // Runs the hooks on output_nr's gradient; each may replace it. The engine runs them before
+  // the node and before kiln::grad captures the gradient (leaves' accumulators run the leaf's
+  // tensor hooks here).
+  virtual Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
+  virtual bool has_pre_hooks() const { return !pre_hooks_.empty(); }
 
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> input_meta_;
@@ -64,6 +68,7 @@ class Node : public std::enable_shared_from_this<Node> {
     size_t handle;
     uint32_t output_nr;
     TensorHook fn;
+    bool run_last;
   };
   uint64_t sequence_nr_;
   std::vector<PreHook> pre_hooks_;
@@ -71,10 +76,10 @@ class Node : public std::enable_shared_from_this<Node> {
 
 // What autograd keeps on a tensor that requires grad.
 struct AutogradMeta {
-  Tensor grad;                            // accumulated gradient (leaves, retain_grad)
-  std::shared_ptr<Node> grad_fn;          // null for leaves
-  std::weak_ptr<Node> grad_accumulator;   // leaves: the node that accumulates into grad
-  uint32_t output_nr = 0;                 // which output of grad_fn this tensor is
+  Tensor grad;                           // accumulated gradient (leaves, retain_grad)
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that accumulates into grad
+  uint32_t output_nr = 0;                // which output of grad_fn this tensor is
   struct Hook {
     size_t handle;
     TensorHook fn;
