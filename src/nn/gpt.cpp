@@ -16,8 +16,8 @@ namespace kiln::nn {
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head_, double dropout,
                                          DType dtype)
     : UnaryModule("CausalSelfAttention"), n_head(n_head_), attn_dropout(dropout) {
-  KILN_CHECK(n_head > 0 && n_embd % n_head == 0, ValueError, "CausalSelfAttention: n_embd ",
-             n_embd, " must be a positive multiple of n_head ", n_head);
+  KILN_CHECK(n_head > 0 && n_embd % n_head == 0, ValueError, "CausalSelfAttention: n_embd ", n_embd,
+             " must be a positive multiple of n_head ", n_head);
   qkv = register_module("qkv", std::make_shared<Linear>(n_embd, 3 * n_embd, true, dtype));
   proj = register_module("proj", std::make_shared<Linear>(n_embd, n_embd, true, dtype));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(dropout));
@@ -32,8 +32,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   Tensor q = h.select(2, 0).transpose(1, 2);
   Tensor k = h.select(2, 1).transpose(1, 2);
   Tensor v = h.select(2, 2).transpose(1, 2);
-  Tensor y = scaled_dot_product_attention(q, k, v, std::nullopt,
-                                          is_training() ? attn_dropout : 0.0, /*is_causal=*/true);
+  Tensor y = scaled_dot_product_attention(q, k, v, std::nullopt, is_training() ? attn_dropout : 0.0,
+                                          /*is_causal=*/true);
   y = y.transpose(1, 2).reshape({B, T, C});
   return resid_dropout->forward(proj->forward(y));
 }
@@ -49,12 +49,12 @@ Tensor MLP::forward(const Tensor& x) {
 }
 
 Block::Block(int64_t n_embd, int64_t n_head, double dropout, DType dtype) : UnaryModule("Block") {
-  ln1 = register_module("ln1", std::make_shared<LayerNorm>(std::vector<int64_t>{n_embd}, 1e-5,
-                                                           true, true, dtype));
-  attn = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout,
-                                                                       dtype));
-  ln2 = register_module("ln2", std::make_shared<LayerNorm>(std::vector<int64_t>{n_embd}, 1e-5,
-                                                           true, true, dtype));
+  ln1 = register_module(
+      "ln1", std::make_shared<LayerNorm>(std::vector<int64_t>{n_embd}, 1e-5, true, true, dtype));
+  attn = register_module("attn",
+                         std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, dtype));
+  ln2 = register_module(
+      "ln2", std::make_shared<LayerNorm>(std::vector<int64_t>{n_embd}, 1e-5, true, true, dtype));
   mlp = register_module("mlp", std::make_shared<MLP>(n_embd, dropout, dtype));
 }
 Tensor Block::forward(const Tensor& x) {
@@ -63,18 +63,18 @@ Tensor Block::forward(const Tensor& x) {
 }
 
 GPT::GPT(const GPTConfig& c) : UnaryModule("GPT"), config_(c) {
-  KILN_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 &&
-                 c.n_embd > 0,
-             ValueError, "GPT: vocab_size, block_size, n_layer, n_head and n_embd must be "
-             "positive, got ", c.vocab_size, ", ", c.block_size, ", ", c.n_layer, ", ", c.n_head,
-             ", ", c.n_embd);
+  KILN_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
+             ValueError,
+             "GPT: vocab_size, block_size, n_layer, n_head and n_embd must be "
+             "positive, got ",
+             c.vocab_size, ", ", c.block_size, ", ", c.n_layer, ", ", c.n_head, ", ", c.n_embd);
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, c.dtype));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, c.dtype));
   blocks = register_module("blocks", std::make_shared<ModuleList<Block>>());
   for (int64_t i = 0; i < c.n_layer; ++i)
     blocks->push_back(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, c.dtype));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(std::vector<int64_t>{c.n_embd},
-                                                             1e-5, true, true, c.dtype));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(std::vector<int64_t>{c.n_embd}, 1e-5,
+                                                             true, true, c.dtype));
   if (!c.tied_head)
     lm_head = register_module("lm_head",
                               std::make_shared<Linear>(c.n_embd, c.vocab_size, false, c.dtype));
@@ -122,8 +122,7 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
 }
 
 Tensor GPT::generate(const Tensor& idx, int64_t new_tokens, double temperature, Generator* gen) {
-  KILN_CHECK(temperature >= 0, ValueError, "generate: temperature must be >= 0, got ",
-             temperature);
+  KILN_CHECK(temperature >= 0, ValueError, "generate: temperature must be >= 0, got ", temperature);
   NoGradGuard no_grad;
   Tensor seq = idx;
   for (int64_t step = 0; step < new_tokens; ++step) {

@@ -21,9 +21,11 @@ void Module::register_buffer(std::string name, Tensor& member) {
 
 void Module::collect(const std::string& prefix, bool recurse, bool buffers,
                      NamedTensorList& out) const {
-  for (const auto& [name, slot] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, *slot);
+  for (const auto& [name, slot] : buffers ? buffers_ : params_)
+    out.emplace_back(prefix + name, *slot);
   if (!recurse) return;
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, buffers, out);
+  for (const auto& [name, child] : children_)
+    child->collect(prefix + name + ".", true, buffers, out);
 }
 
 NamedTensorList Module::named_parameters(bool recurse) const {
@@ -115,22 +117,22 @@ void Module::load_state_dict(const NamedTensorList& state, bool strict) {
   for (const auto& [name, t] : mine) {
     auto it = given.find(name);
     if (it == given.end()) {
-      KILN_CHECK(!strict, Error, "load_state_dict: ", type_name_, " expects '", name,
-                 "' (shape ", t.shape_str(), ") but the state has no such entry");
+      KILN_CHECK(!strict, Error, "load_state_dict: ", type_name_, " expects '", name, "' (shape ",
+                 t.shape_str(), ") but the state has no such entry");
       continue;
     }
     const Tensor& src = *it->second;
     KILN_CHECK(src.defined(), Error, "load_state_dict: '", name, "' is undefined");
     KILN_CHECK(src.sizes() == t.sizes(), ShapeError, "load_state_dict: '", name, "' has shape ",
                src.shape_str(), " in the state but ", t.shape_str(), " in the model");
-    KILN_CHECK(src.dtype() == t.dtype(), DTypeError, "load_state_dict: '", name,
-               "' has dtype ", src.dtype(), " in the state but ", t.dtype(), " in the model");
+    KILN_CHECK(src.dtype() == t.dtype(), DTypeError, "load_state_dict: '", name, "' has dtype ",
+               src.dtype(), " in the state but ", t.dtype(), " in the model");
     used.insert(name);
   }
   if (strict)
     for (const auto& [name, t] : state)
-      KILN_CHECK(used.count(name), Error, "load_state_dict: unexpected entry '", name,
-                 "' (shape ", t.shape_str(), ") that ", type_name_, " does not have");
+      KILN_CHECK(used.count(name), Error, "load_state_dict: unexpected entry '", name, "' (shape ",
+                 t.shape_str(), ") that ", type_name_, " does not have");
   NoGradGuard no_grad;
   for (auto& [name, t] : mine) {
     auto it = given.find(name);

@@ -25,9 +25,7 @@ class TwoLayer : public UnaryModule {
     scale = ones({2});
     register_buffer("scale", scale);
   }
-  Tensor forward(const Tensor& x) override {
-    return fc2->forward(relu(fc1->forward(x))) * scale;
-  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))) * scale; }
   std::shared_ptr<Linear> fc1, fc2;
   Tensor scale;
 };
@@ -169,8 +167,8 @@ TEST(GPT, ShapesAndTiedHead) {
   EXPECT_EQ(m.forward(idx).shape_str(), "[3, 8, 11]");
   // Tied: the head is the token embedding, counted once.
   const int64_t C = 16, V = 11, T = 8;
-  const int64_t per_block = 2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) +
-                            (C * 4 * C + 4 * C) + (4 * C * C + C);
+  const int64_t per_block =
+      2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C);
   EXPECT_EQ(m.num_parameters(), V * C + T * C + 2 * per_block + 2 * C);
   EXPECT_THROW(m.forward(randint(0, 11, {1, 9})), ShapeError);
 }

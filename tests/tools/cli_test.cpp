@@ -1,7 +1,7 @@
 // run_cli: command dispatch, help, and the exit status and message of each kind of failure.
 // (tests/CMakeLists.txt also runs the built binary on bad arguments.)
-#include <filesystem>
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include <sstream>
 #include <string>
@@ -100,9 +100,9 @@ TEST(Cli, MissingFilesExitOneWithoutUsage) {
 TEST(Cli, TrainReportsTheDataAndTheBaseline) {
   // The default --data is the shipped corpus, found through the source tree from any folder.
   const std::string out = (std::filesystem::temp_directory_path() / "kiln_cli_test.safetensors");
-  Result r = run({"train", "--steps", "2", "--batch", "2", "--block", "8", "--layers", "1",
-                  "--embd", "8", "--heads", "2", "--eval-every", "2", "--eval-batches", "1",
-                  "--out", out});
+  Result r =
+      run({"train", "--steps", "2", "--batch", "2", "--block", "8", "--layers", "1", "--embd", "8",
+           "--heads", "2", "--eval-every", "2", "--eval-batches", "1", "--out", out});
   EXPECT_EQ(r.status, kExitOk) << r.err;
   EXPECT_TRUE(contains(r.err, "684768 characters, 75 distinct")) << r.err;
   EXPECT_TRUE(contains(r.err, "unigram-entropy baseline")) << r.err;

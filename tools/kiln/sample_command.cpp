@@ -46,8 +46,8 @@ int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   Generator gen(o.seed);
   Tensor ids = ckpt.vocab.encode_tensor(prompt).unsqueeze(0);
   Tensor result = model.generate(ids, o.tokens, o.temperature, &gen);
-  out << (o.prompt.empty() ? "" : o.prompt)
-      << ckpt.vocab.decode(result[0].slice(0, ids.size(1))) << "\n";
+  out << (o.prompt.empty() ? "" : o.prompt) << ckpt.vocab.decode(result[0].slice(0, ids.size(1)))
+      << "\n";
   return kExitOk;
 }
 

@@ -34,7 +34,9 @@ ArgParser train_parser() {
       .add_path("resume", "FILE", "", "continue training from this checkpoint", PathRole::kInput)
       .add_int("threads", "N", 2, "threads for kernels and BLAS")
       .add_float("dropout", "F", 0.0, "dropout probability", FloatRange::half_open(0.0, 1.0))
-      .add_switch("eager", "run eagerly (for now the only mode: kiln::compile comes with the capture frontend)");
+      .add_switch(
+          "eager",
+          "run eagerly (for now the only mode: kiln::compile comes with the capture frontend)");
   return p;
 }
 
@@ -134,8 +136,8 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
                    ckpt.config.n_head == o.heads && ckpt.config.n_embd == o.embd,
                CheckpointError, o.resume, ": the model in it (block ", ckpt.config.block_size,
                ", layers ", ckpt.config.n_layer, ", heads ", ckpt.config.n_head, ", embd ",
-               ckpt.config.n_embd, ") differs from the one asked for (block ", o.block,
-               ", layers ", o.layers, ", heads ", o.heads, ", embd ", o.embd, ")");
+               ckpt.config.n_embd, ") differs from the one asked for (block ", o.block, ", layers ",
+               o.layers, ", heads ", o.heads, ", embd ", o.embd, ")");
     model.load_state_dict(ckpt.model);
     opt.load_state_dict(ckpt.optimizer);
     start_step = ckpt.step;
@@ -153,9 +155,9 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   }
 
   err << "kiln train: " << data.name() << ": " << data.tokens().numel() << " characters, "
-      << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd
-      << " wide, " << model.num_parameters() << " parameters; " << o.steps - start_step
-      << " steps of " << o.batch << " x " << o.block << " tokens\n";
+      << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd << " wide, "
+      << model.num_parameters() << " parameters; " << o.steps - start_step << " steps of "
+      << o.batch << " x " << o.block << " tokens\n";
   err << "kiln train: unigram-entropy baseline (val) " << fixed(baseline)
       << " nats; the goal is to end well below it\n";
 
@@ -167,14 +169,15 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
     opt.set_lr(schedule.lr_at(step));
     Batch b = data.get_batch(Split::kTrain, o.batch, o.block, batch_gen);
     const double loss = train_step(model, opt, b);
-    KILN_CHECK(std::isfinite(loss), Error, "training diverged at step ", step + 1, " (loss ",
-               loss, "); try a lower --lr");
+    KILN_CHECK(std::isfinite(loss), Error, "training diverged at step ", step + 1, " (loss ", loss,
+               "); try a lower --lr");
     bar.update(step + 1, loss);
     if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
       train_loss = evaluate(model, data, Split::kTrain, o, eval_gen);
       val = evaluate(model, data, Split::kVal, o, eval_gen);
-      bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) +
-                  ", val " + fixed(val) + " (baseline " + fixed(baseline) + ", " + versus(val, baseline) + ")");
+      bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) + ", val " +
+                  fixed(val) + " (baseline " + fixed(baseline) + ", " + versus(val, baseline) +
+                  ")");
     }
   }
   bar.finish();
@@ -193,12 +196,11 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
 
   out << "final: train " << fixed(train_loss) << ", val " << fixed(val) << " nats; baseline "
       << fixed(baseline) << " (" << versus(val, baseline) << ")\n";
-  out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out
-      << ")\n";
+  out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out << ")\n";
   Generator sample_gen(o.seed);
   Tensor prompt = data.vocab().encode_tensor("\n").unsqueeze(0);
-  out << "sample:\n" << data.vocab().decode(model.generate(prompt, 200, 0.8, &sample_gen)[0])
-      << "\n";
+  out << "sample:\n"
+      << data.vocab().decode(model.generate(prompt, 200, 0.8, &sample_gen)[0]) << "\n";
   return kExitOk;
 }
 

@@ -116,7 +116,8 @@ void connect_custom_function(const std::shared_ptr<CustomFunctionNode>& node,
                              const std::vector<Tensor>& tensor_args, std::vector<Tensor>& outputs);
 
 template <typename A>
-void collect_tensor(const A& a, int pos, std::vector<Tensor>& tensors, std::vector<int>& positions) {
+void collect_tensor(const A& a, int pos, std::vector<Tensor>& tensors,
+                    std::vector<int>& positions) {
   if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) {
     tensors.push_back(a);
     positions.push_back(pos);
@@ -152,11 +153,12 @@ struct Function {
     (detail::collect_tensor(args, pos++, tensors, positions), ...);
     bool record = is_grad_enabled();
     bool any_requires = false;
-    for (const Tensor& t : tensors) any_requires = any_requires || (t.defined() && t.requires_grad());
+    for (const Tensor& t : tensors)
+      any_requires = any_requires || (t.defined() && t.requires_grad());
     record = record && any_requires;
     auto node = record ? std::make_shared<detail::CustomFunctionNode>(
-                             std::string(typeid(Derived).name()), &backward_trampoline,
-                             positions, sizeof...(Args))
+                             std::string(typeid(Derived).name()), &backward_trampoline, positions,
+                             sizeof...(Args))
                        : nullptr;
     FunctionContext local;
     FunctionContext* ctx = node ? &node->ctx : &local;

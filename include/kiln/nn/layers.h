@@ -30,8 +30,7 @@ class Embedding : public UnaryModule {
 class LayerNorm : public UnaryModule {
  public:
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5,
-                     bool elementwise_affine = true, bool bias = true,
-                     DType dtype = kDefaultFloat);
+                     bool elementwise_affine = true, bool bias = true, DType dtype = kDefaultFloat);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   std::vector<int64_t> normalized_shape;
