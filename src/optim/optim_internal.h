@@ -10,26 +10,17 @@
 #include <string>
 #include <type_traits>
 
-#include "../ops/kernels/vec.h"
+#include "ops/kernels/loops.h"
+#include "ops/kernels/vec.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::optim::detail {
 
-// Splits [0, n) across the OpenMP threads when n is large; calls f(begin, end) on each piece.
+// Splits [0, n) across the OpenMP threads when n is large (the kernels' own splitter).
 template <typename F>
 void parallel_range(int64_t n, F&& f) {
-  if (n <= kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    if (n > 0) f(int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
-  }
+  kernels::parallel_range(n, kParallelGrain, std::forward<F>(f));
 }
 
 // Runs body.template operator()<X>(i) over [begin, end): X = vec::Vec<T> on whole SIMD blocks,
