@@ -2,6 +2,8 @@
 #pragma once
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/capture/compile.h"
+#include "kiln/capture/debug.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
@@ -10,6 +12,8 @@
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/io/safetensors.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ir/passes.h"
 #include "kiln/nn/gpt.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"

@@ -23,6 +23,34 @@ std::atomic<size_t> next_hook_handle{1};
 // ---- Node ----
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+namespace {
+// The nodes waiting to be released by the outermost ~Node running on this thread (a plain
+// pointer: trivially destructible, so safe however late a node dies).
+thread_local std::vector<std::shared_ptr<Node>>* tls_release_stack = nullptr;
+}  // namespace
+
+Node::~Node() {
+  // Derived members (saved tensors, which may also hold the nodes below) are gone already, so
+  // the edges hold the last references. Hand them to the outermost ~Node instead of letting
+  // each release recurse into the next node's destructor.
+  if (tls_release_stack) {
+    for (Edge& e : next_edges_)
+      if (e.fn) tls_release_stack->push_back(std::move(e.fn));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> stack;
+  for (Edge& e : next_edges_)
+    if (e.fn) stack.push_back(std::move(e.fn));
+  if (stack.empty()) return;
+  tls_release_stack = &stack;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    n.reset();  // if this was the last reference, its ~Node pushes its own edges
+  }
+  tls_release_stack = nullptr;
+}
+
 size_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) {
   size_t h = next_hook_handle.fetch_add(1);
   pre_hooks_.push_back({h, output_nr, std::move(hook), run_last});
@@ -31,12 +59,25 @@ size_t Node::add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) {
 void Node::remove_pre_hook(size_t handle) {
   std::erase_if(pre_hooks_, [&](const PreHook& p) { return p.handle == handle; });
 }
+namespace {
+// A hook may replace a gradient only by one of the same shape and dtype.
+Tensor checked_hook_result(const Tensor& grad, Tensor replaced, const std::string& where) {
+  if (!replaced.defined()) return grad;
+  KILN_CHECK(replaced.sizes() == grad.sizes(), ShapeError, "a hook on the gradient of ", where,
+             " returned a gradient of shape ", replaced.shape_str(), " for one of shape ",
+             grad.shape_str(), "; a hook must keep the shape");
+  KILN_CHECK(replaced.dtype() == grad.dtype(), DTypeError, "a hook on the gradient of ", where,
+             " returned a gradient of dtype ", replaced.dtype(), " for one of dtype ", grad.dtype(),
+             "; a hook must keep the dtype");
+  return replaced;
+}
+}  // namespace
+
 Tensor Node::run_pre_hooks(uint32_t output_nr, Tensor grad) const {
   for (bool last : {false, true}) {
     for (const PreHook& h : pre_hooks_) {
       if (h.output_nr != output_nr || h.run_last != last || !grad.defined()) continue;
-      Tensor replaced = h.fn(grad);
-      if (replaced.defined()) grad = std::move(replaced);
+      grad = checked_hook_result(grad, h.fn(grad), "an output of " + name());
     }
   }
   return grad;
@@ -88,6 +129,25 @@ AutogradMeta& meta(const Tensor& t) {
   return *impl->autograd_meta();
 }
 
+void add_retain_grad_hook(const Tensor& t) {
+  AutogradMeta& m = meta(t);
+  std::weak_ptr<TensorImpl> self = t.impl_ptr();
+  m.retain_grad_hook = m.grad_fn->add_pre_hook(
+      m.output_nr,
+      [self](const Tensor& g) {
+        if (auto impl = self.lock()) {
+          AutogradMeta& mm = *impl->autograd_meta();
+          if (!mm.grad.defined()) {
+            mm.grad = is_grad_enabled() ? g : g.detach().clone();
+          } else {
+            mm.grad = is_grad_enabled() ? mm.grad + g : mm.grad.detach() + g.detach();
+          }
+        }
+        return Tensor();
+      },
+      /*run_last=*/true);
+}
+
 namespace {
 
 // Accumulates the gradient of a leaf into its grad(). Holds the leaf weakly: a leaf that is
@@ -110,10 +170,7 @@ class AccumulateGrad : public Node {
     if (!leaf || !g.defined()) return g;
     // A copy: a hook may register or remove hooks.
     std::vector<AutogradMeta::Hook> hooks = leaf->autograd_meta()->hooks;
-    for (const AutogradMeta::Hook& h : hooks) {
-      Tensor replaced = h.fn(g);
-      if (replaced.defined()) g = std::move(replaced);
-    }
+    for (const AutogradMeta::Hook& h : hooks) g = checked_hook_result(g, h.fn(g), "a leaf");
     return g;
   }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -127,10 +184,14 @@ class AccumulateGrad : public Node {
     }
     if (!m.grad.defined()) {
       // Keep g itself only when nothing else can see or change it.
+      // (A pending gradient's memory may be shared by views the engine cannot see.)
       const bool exclusive = g.impl_ptr().use_count() == 1 && g.is_contiguous() &&
-                             g.impl()->storage().use_count() == 1 && !g.requires_grad();
+                             g.impl()->has_storage() && g.impl()->storage().use_count() == 1 &&
+                             !g.requires_grad();
       m.grad = exclusive ? std::move(g) : g.detach().clone();
-    } else if (m.grad.requires_grad()) {
+    } else if (m.grad.requires_grad() || m.grad.impl()->is_inference()) {
+      // Not in place: a grad with history must keep it, and a grad made by a backward pass
+      // run inside InferenceMode may not be changed in place outside it.
       m.grad = m.grad.detach() + g;
     } else {
       m.grad.add_(g);
@@ -423,21 +484,7 @@ void Tensor::retain_grad() const {
   AutogradMeta& m = autograd::meta(*this);
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
-  std::weak_ptr<TensorImpl> self = impl_;
-  m.grad_fn->add_pre_hook(
-      m.output_nr,
-      [self](const Tensor& g) {
-        if (auto impl = self.lock()) {
-          AutogradMeta& mm = *impl->autograd_meta();
-          if (!mm.grad.defined()) {
-            mm.grad = is_grad_enabled() ? g : g.detach().clone();
-          } else {
-            mm.grad = is_grad_enabled() ? mm.grad + g : mm.grad.detach() + g.detach();
-          }
-        }
-        return Tensor();
-      },
-      /*run_last=*/true);
+  autograd::add_retain_grad_hook(*this);
 }
 bool Tensor::retains_grad() const {
   const auto& m = impl_->autograd_meta();

@@ -56,9 +56,14 @@ std::vector<Tensor> CustomFunctionNode::apply(std::vector<Tensor>&& grad_outputs
     Tensor g = grads.size() == num_args_ ? grads[static_cast<size_t>(tensor_args_[k])] : grads[k];
     if (!g.defined() || !next_edges_[k].valid()) continue;
     const TensorMeta& want = input_meta_[k];
-    KILN_CHECK(g.sizes() == want.sizes, ShapeError, name(),
-               ": backward returned a gradient of shape ", g.shape_str(), " for tensor argument ",
-               k, " of shape ", IntList(want.sizes));
+    // As for ops' derivatives (and PyTorch's custom functions), a gradient at a shape the
+    // input broadcasts to is summed down to the input's shape by the engine.
+    bool reducible = g.dim() >= static_cast<int64_t>(want.sizes.size());
+    const int64_t lead = g.dim() - static_cast<int64_t>(want.sizes.size());
+    for (size_t d = 0; reducible && d < want.sizes.size(); ++d)
+      reducible = want.sizes[d] == g.size(lead + static_cast<int64_t>(d)) || want.sizes[d] == 1;
+    KILN_CHECK(reducible, ShapeError, name(), ": backward returned a gradient of shape ",
+               g.shape_str(), " for tensor argument ", k, " of shape ", IntList(want.sizes));
     out[k] = std::move(g);
   }
   return out;

@@ -30,6 +30,8 @@ class OpNode : public Node {
   OpNode(const OpDef& op, const Attrs& attrs, std::vector<Edge> edges)
       : op_(op), attrs_(attrs), needs_(0) {
     next_edges_ = std::move(edges);
+    // Bit i: input i needs a gradient (BackwardCall::needs_grad treats inputs from the 33rd
+    // on as always needed; the engine drops gradients for inputs without an edge).
     for (size_t i = 0; i < next_edges_.size() && i < 32; ++i)
       if (next_edges_[i].valid()) needs_ |= 1u << i;
   }
@@ -40,12 +42,14 @@ class OpNode : public Node {
     if (d.saved_inputs) {
       saved_inputs_.resize(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i)
-        if ((d.saved_inputs >> i) & 1u) saved_inputs_[i] = SavedTensor(inputs[i], false);
+        if (i < 32 && ((d.saved_inputs >> i) & 1u))
+          saved_inputs_[i] = SavedTensor(inputs[i], false);
     }
     if (d.saved_outputs) {
       saved_outputs_.resize(outputs.size());
       for (size_t i = 0; i < outputs.size(); ++i)
-        if ((d.saved_outputs >> i) & 1u) saved_outputs_[i] = SavedTensor(outputs[i], true);
+        if (i < 32 && ((d.saved_outputs >> i) & 1u))
+          saved_outputs_[i] = SavedTensor(outputs[i], true);
     }
   }
 
@@ -121,7 +125,8 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
              ": a leaf tensor that requires grad (shape ", out.shape_str(),
              ") cannot be changed in place while gradients are recorded; do it under "
              "kiln::NoGradGuard, or on a clone()");
-  KILN_CHECK(!(any_requires && out.impl()->is_view() && out.impl()->storage().use_count() > 1),
+  KILN_CHECK(!(any_requires && out.impl()->is_view() &&
+               (out.impl()->is_pending() || out.impl()->storage().use_count() > 1)),
              NotImplementedError, op.name, ": an in-place change to a view (shape ",
              out.shape_str(),
              ") while gradients are recorded is not supported yet: the tensor it views would "
@@ -140,9 +145,8 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
   // overwritten: save a copy of its current value instead (recorded, so it keeps its history).
   std::vector<Tensor> saved(inputs.begin(), inputs.end());
   for (size_t i = 0; i < saved.size(); ++i) {
-    if (!((op.derivative.saved_inputs >> i) & 1u)) continue;
-    if (saved[i].impl()->has_storage() && out.impl()->has_storage() &&
-        saved[i].impl()->storage() == out.impl()->storage()) {
+    if (i >= 32 || !((op.derivative.saved_inputs >> i) & 1u)) continue;
+    if (saved[i].impl()->memory_id() == out.impl()->memory_id()) {
       saved[i] = saved[i].clone();
     }
   }
@@ -156,9 +160,13 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
   }
   if (any_requires) {
     AutogradMeta& m = meta(out);
+    // retain_grad follows the tensor to its new value (its other hooks stay with the old one,
+    // as in PyTorch).
+    if (m.retains_grad && m.grad_fn) m.grad_fn->remove_pre_hook(m.retain_grad_hook);
     m.grad_fn = result[0].grad_fn();
     m.output_nr = 0;
     out.impl()->set_requires_grad(result[0].requires_grad());
+    if (m.retains_grad && m.grad_fn) add_retain_grad_hook(out);
   } else if (out.impl()->autograd_meta()) {
     // Nothing that requires grad went into the new value: it has no history any more.
     out.impl()->autograd_meta()->grad_fn = nullptr;

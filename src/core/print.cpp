@@ -232,6 +232,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   } else {
     if (t.dtype() != kDefaultFloat && t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
       suffixes.push_back(detail::concat("dtype=", t.dtype()));
+    t.impl()->sync("printing a tensor reads its values");
     Printer p{t, static_cast<const char*>(t.data_ptr()), opt, t.numel() > opt.threshold};
     Shape idx(static_cast<size_t>(t.dim()), 0);
     std::vector<Element> shown;

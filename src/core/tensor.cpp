@@ -82,9 +82,11 @@ void TensorImpl::set_storage(std::shared_ptr<Storage> storage, int64_t offset) {
 }
 
 void TensorImpl::materialize() {
-  auto p = pending_;  // keep alive while it runs
-  p->materialize(*this);
-  KILN_CHECK(storage_ && !pending_, Error, "internal error: a pending tensor was not materialised");
+  auto p = pending_ ? pending_ : storage_->pending_writer();  // keep alive while it runs
+  p->materialize(*this, "a tensor's data was read (data_ptr, printing, or an op run eagerly)",
+                 nullptr);
+  KILN_CHECK(storage_ && !pending_ && !storage_->pending_writer(), Error,
+             "internal error: a pending tensor was not materialised");
 }
 
 Tensor make_tensor(IntList sizes, DType dtype) {
@@ -155,6 +157,7 @@ void gather_elements(const Tensor& t, std::vector<T>& out) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   KILN_CHECK(defined(), Error, "to_vector: the tensor is undefined");
+  impl_->sync("to_vector() reads the tensor's values");
   std::vector<T> out;
   gather_elements(*this, out);
   return out;
@@ -166,6 +169,7 @@ T Tensor::item(std::source_location loc) const {
   KILN_CHECK(numel() == 1, ValueError, "item: a tensor with ", numel(),
              " elements cannot be converted to a scalar (shape ", shape_str(), ") at ",
              loc.file_name(), ":", loc.line());
+  impl_->sync("item() reads the tensor's value", &loc);
   T value{};
   KILN_DISPATCH_ALL(dtype(), "item", [&]<typename S>() {
     value = static_cast<T>(*static_cast<const S*>(data_ptr()));
@@ -183,6 +187,7 @@ Tensor::operator bool() const {
   KILN_CHECK(defined(), Error, "bool(Tensor): the tensor is undefined");
   KILN_CHECK(numel() == 1, ValueError, "bool(Tensor): the truth value of a tensor with ", numel(),
              " elements is ambiguous (shape ", shape_str(), "); use any() or all()");
+  impl_->sync("bool(Tensor): a tensor's value decides a branch");
   return item<double>() != 0.0;
 }
 

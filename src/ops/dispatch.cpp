@@ -200,11 +200,15 @@ int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
     outputs[0].impl()->set_is_view(true);
     return 1;
   }
-  if (op.kind == OpKind::DataDependent) {
+  if (op.kind == OpKind::DataDependent || op.kind == OpKind::Opaque) {
     KILN_CHECK(!outputs[0].defined(), Error, op.name, ": has no in-place or out= form");
+    // DataDependent: meta validates, the kernel fills in the sizes. Opaque: meta would have to
+    // trace the user's function; the kernel reports how many outputs it made.
     std::array<OutputMeta, kMaxOpOutputs> metas;
-    int n = op.meta(call, metas);  // validates; sizes are filled by the kernel
+    int n = op.kind == OpKind::Opaque ? kMaxOpOutputs : op.meta(call, metas);
     op.kernel(call, outputs.first(static_cast<size_t>(n)));
+    if (op.kind == OpKind::Opaque)
+      while (n > 0 && !outputs[static_cast<size_t>(n - 1)].defined()) --n;
     return n;
   }
   std::array<OutputMeta, kMaxOpOutputs> metas;

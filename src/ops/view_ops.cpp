@@ -11,8 +11,10 @@ namespace ops {
 namespace {
 
 Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(x.impl()->storage(), offset, std::move(sizes),
-                                           std::move(strides), x.dtype());
+  // A view of a pending tensor is pending on the same memory (no sync point).
+  auto impl = std::make_shared<TensorImpl>(x.impl()->storage_if_concrete(), offset,
+                                           std::move(sizes), std::move(strides), x.dtype());
+  if (x.impl()->is_pending()) x.impl()->pending()->share_with(impl);
   return Tensor(std::move(impl));
 }
 
@@ -504,6 +506,55 @@ KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) ->
 
 extern const OpDef& to_copy_op;  // pointwise_ternary.cpp
 
+// ---- as_strided_scatter: a copy of self (read as contiguous) with the elements at
+// (size, stride, storage_offset) replaced by src. The functional form of writing through a
+// view: graph capture records in-place writes to part of a buffer with it.
+extern const OpDef& as_strided_scatter_op;
+namespace {
+int as_strided_scatter_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+  const Tensor& self = c.in(0);
+  const Tensor& src = c.in(1);
+  const auto& sizes = c.attrs.ints(0);
+  KILN_CHECK(src.sizes() == Shape(sizes), ShapeError, "as_strided_scatter: src has shape ",
+             src.shape_str(), " but the region has shape ", IntList(sizes));
+  KILN_CHECK(can_cast(src.dtype(), self.dtype()), DTypeError, "as_strided_scatter: src dtype ",
+             src.dtype(), " can't be cast to ", self.dtype());
+  const auto& strides = c.attrs.ints(1);
+  KILN_CHECK(sizes.size() == strides.size(), ShapeError, "as_strided_scatter: sizes ",
+             IntList(sizes), " and strides ", IntList(strides), " must have the same length");
+  const int64_t last = last_index(sizes, strides, c.attrs.i(2));
+  KILN_CHECK(c.attrs.i(2) >= 0 && last < self.numel(), IndexError,
+             "as_strided_scatter: the region reaches element ", last, " of a tensor of ",
+             self.numel(), " elements");
+  return one_output(out, self.dtype(), self.sizes());
+}
+void as_strided_scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
+  convert_into(outs[0], c.in(0));
+  Tensor region(std::make_shared<TensorImpl>(outs[0].impl()->storage(), c.attrs.i(2),
+                                             Shape(c.attrs.ints(0)), Shape(c.attrs.ints(1)),
+                                             outs[0].dtype()));
+  convert_into(region, c.in(1));
+}
+void as_strided_scatter_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  const auto& sizes = c.attrs.ints(0);
+  const auto& strides = c.attrs.ints(1);
+  const int64_t offset = c.attrs.i(2);
+  Tensor grad = c.grad().contiguous();
+  if (c.needs_grad(0))
+    g[0] = call(as_strided_scatter_op, {grad, zeros(sizes, grad.dtype())}, c.attrs);
+  if (c.needs_grad(1)) g[1] = grad.as_strided(sizes, strides, grad.storage_offset() + offset);
+}
+}  // namespace
+const OpDef& as_strided_scatter_op = register_op(
+    {.name = "as_strided_scatter",
+     .schema = "as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int "
+               "storage_offset) -> Tensor",
+     .kind = OpKind::Extern,
+     .attr_names = {"size", "stride", "storage_offset"},
+     .meta = as_strided_scatter_meta,
+     .kernel = as_strided_scatter_kernel,
+     .derivative = {.fn = as_strided_scatter_derivative}});
+
 bool can_view(const Tensor& x, IntList sizes) {
   return view_strides(x, infer_size(sizes, x.numel(), "reshape", x)).has_value();
 }
@@ -629,8 +680,10 @@ Tensor Tensor::clone() const {
   return ops::call(ops::to_copy_op, {*this}, {dtype()});
 }
 Tensor Tensor::detach() const {
-  return Tensor(std::make_shared<TensorImpl>(impl_->storage(), storage_offset(), sizes(), strides(),
-                                             dtype()));
+  auto impl = std::make_shared<TensorImpl>(impl_->storage_if_concrete(), storage_offset(), sizes(),
+                                           strides(), dtype());
+  if (impl_->is_pending()) impl_->pending()->share_with(impl);
+  return Tensor(std::move(impl));
 }
 Tensor Tensor::to(DType dt) const { return to_dtype(*this, dt); }
 Tensor& Tensor::copy_(const Tensor& src) { return kiln::copy_(*this, src); }

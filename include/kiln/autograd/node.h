@@ -27,7 +27,9 @@ struct Edge {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases the nodes this one points to iteratively, so that dropping a graph millions of
+  // nodes deep does not overflow the stack.
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -86,6 +88,7 @@ struct AutogradMeta {
   };
   std::vector<Hook> hooks;  // leaves' tensor hooks (non-leaves keep theirs on grad_fn)
   bool retains_grad = false;
+  size_t retain_grad_hook = 0;  // handle of retain_grad's hook on grad_fn
 };
 
 // A tensor saved for backward: checks, when unpacked, that no in-place op changed it since.
@@ -116,6 +119,8 @@ Edge gradient_edge(const Tensor& t);
 void set_history(std::span<Tensor> outputs, const std::shared_ptr<Node>& node);
 // AutogradMeta of t, created on first use.
 AutogradMeta& meta(const Tensor& t);
+// Registers retain_grad's hook on t's grad_fn (again after an in-place op gave t a new one).
+void add_retain_grad_hook(const Tensor& t);
 }  // namespace autograd
 
 }  // namespace kiln

@@ -9,6 +9,8 @@
 
 namespace kiln {
 
+struct PendingValue;
+
 class Storage {
  public:
   // A new buffer of `nbytes` from the host allocator (contents uninitialised).
@@ -28,6 +30,13 @@ class Storage {
   // autograd can tell that a tensor saved for backward was modified.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Carries a pending tensor's version over to the storage it materialised into.
+  void set_version(uint64_t v) { version_.store(v, std::memory_order_relaxed); }
+
+  // Set while a graph capture has recorded writes into this storage that have not run yet:
+  // reading the data first runs them (a sync point). Null otherwise.
+  const std::shared_ptr<PendingValue>& pending_writer() const { return pending_writer_; }
+  void set_pending_writer(std::shared_ptr<PendingValue> w) { pending_writer_ = std::move(w); }
 
   // Public only for make_shared; use allocate() / wrap().
   struct Private {};
@@ -39,6 +48,7 @@ class Storage {
   bool owned_;  // allocated by the host allocator (vs wrapped)
   std::function<void(void*)> deleter_;
   std::atomic<uint64_t> version_{0};
+  std::shared_ptr<PendingValue> pending_writer_;
 };
 
 }  // namespace kiln

@@ -25,8 +25,16 @@ struct AutogradMeta;  // owned by the autograd layer
 // A value that will exist once a captured graph runs; the capture layer implements it.
 struct PendingValue {
   virtual ~PendingValue() = default;
-  // Runs what is needed so that `self` has storage; called by TensorImpl::data().
-  virtual void materialize(class TensorImpl& self) = 0;
+  // Runs what is needed so that `self` has storage (a sync point): `why` names the reason and
+  // `where` the user's line when known (null: found from the call stack).
+  virtual void materialize(class TensorImpl& self, const char* why,
+                           const std::source_location* where) = 0;
+  // Makes `alias`, a new tensor over the same memory (a view, detach()), pending on it too.
+  virtual void share_with(const std::shared_ptr<class TensorImpl>& alias) = 0;
+  // Identifies the memory the tensor will live in: equal for tensors that alias.
+  virtual const void* memory_id() const = 0;
+  // The memory's version counter (bumped by each in-place write), as Storage::version().
+  virtual uint64_t version() const = 0;
 };
 
 class TensorImpl {
@@ -44,19 +52,32 @@ class TensorImpl {
 
   // The only way to reach the elements: materialises a pending tensor first.
   void* data() {
-    if (pending_) [[unlikely]]
+    if (pending_ || storage_->pending_writer()) [[unlikely]]
       materialize();
     return static_cast<char*>(storage_->data()) + offset_ * itemsize(dtype_);
   }
   // Storage (null while pending).
   const std::shared_ptr<Storage>& storage() {
-    if (pending_) [[unlikely]]
+    if (pending_ || storage_->pending_writer()) [[unlikely]]
       materialize();
     return storage_;
   }
   bool has_storage() const { return storage_ != nullptr; }
+  // Storage without materialising (null while pending).
+  const std::shared_ptr<Storage>& storage_if_concrete() const { return storage_; }
+  // Equal for tensors over the same memory, pending or not.
+  const void* memory_id() const {
+    return pending_ ? pending_->memory_id() : static_cast<const void*>(storage_.get());
+  }
 
   bool is_pending() const { return pending_ != nullptr; }
+  // Makes a pending tensor concrete, naming why (a sync point under capture).
+  void sync(const char* why, const std::source_location* where = nullptr) {
+    if (pending_ || (storage_ && storage_->pending_writer())) [[unlikely]] {
+      auto p = pending_ ? pending_ : storage_->pending_writer();  // keep alive while it runs
+      p->materialize(*this, why, where);
+    }
+  }
   const std::shared_ptr<PendingValue>& pending() const { return pending_; }
   void set_pending(std::shared_ptr<PendingValue> p) { pending_ = std::move(p); }
   // Gives a pending tensor its storage (called by the capture layer once the graph has run).
@@ -78,8 +99,10 @@ class TensorImpl {
   // Made under InferenceMode: may never be saved for backward.
   bool is_inference() const { return inference_; }
   void set_inference(bool v) { inference_ = v; }
-  // Version of the storage's contents (bumped by every in-place write); 0 while pending.
-  uint64_t version() const { return storage_ ? storage_->version() : 0; }
+  // Version of the memory's contents (bumped by every in-place write), pending or not.
+  uint64_t version() const {
+    return pending_ ? pending_->version() : storage_ ? storage_->version() : 0;
+  }
 
   // Replaces sizes/strides (views made in place, e.g. squeeze_); recomputes cached facts.
   void set_sizes_strides(Shape sizes, Shape strides);

@@ -65,13 +65,14 @@ inline constexpr int kMaxOpOutputs = 4;
 
 // What kind of computation an op is: the optimizing backend fuses by kind.
 enum class OpKind : uint8_t {
-  Pointwise,     // each output element from the same-index input elements (after broadcasting)
-  Reduction,     // reduces some dims
-  View,          // output shares input storage (no kernel; `view` builds it)
-  Factory,       // no tensor inputs
-  Random,        // draws from the Philox generator (seed/offset in its attrs)
-  Extern,        // library-grade kernel (matmul), or anything else opaque
-  DataDependent  // output shape depends on input values (nonzero, masked_select): a sync point
+  Pointwise,      // each output element from the same-index input elements (after broadcasting)
+  Reduction,      // reduces some dims
+  View,           // output shares input storage (no kernel; `view` builds it)
+  Factory,        // no tensor inputs
+  Random,         // draws from the Philox generator (seed/offset in its attrs)
+  Extern,         // library-grade kernel (matmul), or anything else opaque
+  DataDependent,  // output shape depends on input values (nonzero, masked_select): a sync point
+  Opaque          // calls a user function (kiln::allow_in_graph); its kernel allocates outputs
 };
 
 struct OpDef;
@@ -94,12 +95,13 @@ struct BackwardCall {
   std::span<const TensorMeta> input_meta;  // every input's dtype and shape
   std::span<const TensorMeta> output_meta;
   std::span<const Tensor> grads;  // gradient w.r.t. each output; undefined means zero
-  uint32_t needs_input_grad;      // bit i set: the gradient of input i is wanted
+  uint32_t needs_input_grad;      // bit i set: the gradient of input i is wanted (inputs from
+                                  // the 33rd on, as in a long cat, are always wanted)
 
   const Tensor& in(size_t i) const { return inputs[i]; }
   const Tensor& out(size_t i) const { return outputs[i]; }
   const Tensor& grad(size_t i = 0) const { return grads[i]; }
-  bool needs_grad(size_t i) const { return (needs_input_grad >> i) & 1u; }
+  bool needs_grad(size_t i) const { return i >= 32 || ((needs_input_grad >> i) & 1u); }
   // The gradient of output i, or zeros of its shape when none flowed into it.
   Tensor grad_or_zeros(size_t i) const;
 };
@@ -126,7 +128,8 @@ constexpr uint32_t save(std::initializer_list<int> indices) {
 // throwing kiln::Error naming the op, shapes and dtypes. Returns the number of outputs.
 using MetaFn = int (*)(const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> out);
 // Eager CPU kernel: computes into already allocated outputs, which never partially overlap
-// the inputs (dispatch sees to that). For DataDependent ops the kernel allocates outputs.
+// the inputs (dispatch sees to that). For DataDependent and Opaque ops the kernel allocates
+// outputs.
 using KernelFn = void (*)(const OpCall& call, std::span<Tensor> outputs);
 // View ops: builds the output view over the input's storage.
 using ViewFn = Tensor (*)(const OpCall& call);

@@ -1,0 +1,132 @@
+// kiln::allow_in_graph(name, fn): fn is recorded as ONE node of the captured graph (an opaque
+// callable to the frontend, as torch.compiler.allow_in_graph). Included by compile.h.
+//
+// The contract, as the reference documents state it (breaking it is undefined behaviour; Kiln
+// cannot check it):
+//  - fn's arguments and results are tensors, numbers (bool, integers, floating) or
+//    std::vector<Tensor>; other types are refused with kiln::Error when allow_in_graph is called;
+//  - every tensor fn uses is passed in as an argument (no captured tensors, no module state);
+//  - fn is functional: no mutation of its inputs or of global state, no data-dependent errors
+//    or control flow on tensor values.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <tuple>
+#include <typeinfo>
+#include <vector>
+
+namespace kiln {
+namespace detail {
+
+// The body of an allowed function over flattened arguments: tensors in order, and attrs
+// holding [layout, scalar arguments...] (layout[i]: -1 a number, -2 a Tensor, n >= 0 a list
+// of n tensors).
+using AllowedBody = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
+// Registers the op "allow_in_graph.<name>" that calls `body`; kiln::Error if the name is taken.
+const OpDef& register_allowed_function(const std::string& name, AllowedBody body);
+// Calls the op: one graph node under capture, the body itself otherwise.
+std::vector<Tensor> call_allowed_function(const OpDef& op, std::vector<Tensor> tensors,
+                                          Attrs attrs);
+[[noreturn]] void refuse_allowed_type(const std::string& name, const std::string& what,
+                                      const char* type_name);
+
+template <class T>
+constexpr bool is_graph_number_v =
+    std::is_arithmetic_v<std::decay_t<T>> || std::is_same_v<std::decay_t<T>, Scalar>;
+template <class T>
+constexpr bool is_graph_value_v =
+    std::is_same_v<std::decay_t<T>, Tensor> ||
+    std::is_same_v<std::decay_t<T>, std::vector<Tensor>> || is_graph_number_v<T>;
+
+template <class T>
+void flatten_arg(const T& a, std::vector<Tensor>& tensors, std::vector<int64_t>& layout,
+                 Attrs& attrs) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    tensors.push_back(a);
+    layout.push_back(-2);
+  } else if constexpr (std::is_same_v<D, std::vector<Tensor>>) {
+    tensors.insert(tensors.end(), a.begin(), a.end());
+    layout.push_back(static_cast<int64_t>(a.size()));
+  } else if constexpr (is_graph_number_v<D>) {
+    attrs.push_back(Scalar(a));
+    layout.push_back(-1);
+  }
+}
+
+template <class T>
+std::decay_t<T> unflatten_arg(std::span<const Tensor> tensors, const Attrs& attrs, size_t& ti,
+                              size_t& ai, int64_t kind) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    return tensors[ti++];
+  } else if constexpr (std::is_same_v<D, std::vector<Tensor>>) {
+    std::vector<Tensor> v(tensors.begin() + static_cast<std::ptrdiff_t>(ti),
+                          tensors.begin() + static_cast<std::ptrdiff_t>(ti) + kind);
+    ti += static_cast<size_t>(kind);
+    return v;
+  } else if constexpr (std::is_same_v<D, Scalar>) {
+    return attrs.scalar(ai++);
+  } else {
+    return attrs.scalar(ai++).template to<D>();
+  }
+}
+
+template <class R>
+std::vector<Tensor> flatten_result(R r) {
+  if constexpr (std::is_same_v<R, Tensor>)
+    return {std::move(r)};
+  else
+    return r;
+}
+
+template <class R, class... A>
+auto make_allowed(const std::string& name, std::function<R(A...)> fn) {
+  const char* arg_types[] = {typeid(A).name()..., nullptr};
+  const bool arg_ok[] = {is_graph_value_v<A>..., true};
+  for (size_t i = 0; i < sizeof...(A); ++i)
+    if (!arg_ok[i]) refuse_allowed_type(name, "argument " + std::to_string(i + 1), arg_types[i]);
+  constexpr bool result_ok = std::is_same_v<R, Tensor> || std::is_same_v<R, std::vector<Tensor>>;
+  if constexpr (!result_ok || !(is_graph_value_v<A> && ...)) {
+    refuse_allowed_type(name, "its result", typeid(R).name());
+    return fn;  // not reached; keeps the return type deducible
+  } else {
+    AllowedBody body = [fn](std::span<const Tensor> tensors, const Attrs& attrs) {
+      const auto& layout = attrs.ints(0);
+      size_t ti = 0, ai = 1, k = 0;
+      // Braced initialisation evaluates the arguments left to right.
+      std::tuple<std::decay_t<A>...> args{unflatten_arg<A>(tensors, attrs, ti, ai, layout[k++])...};
+      return flatten_result<R>(std::apply(fn, std::move(args)));
+    };
+    const OpDef* op = &register_allowed_function(name, std::move(body));
+    return [op](A... args) -> R {
+      std::vector<Tensor> tensors;
+      std::vector<int64_t> layout;
+      Attrs attrs;
+      attrs.push_back(std::vector<int64_t>{});
+      (flatten_arg(args, tensors, layout, attrs), ...);
+      Attrs with_layout;
+      with_layout.push_back(std::move(layout));
+      for (size_t i = 1; i < attrs.size(); ++i) with_layout.push_back(attrs[i]);
+      std::vector<Tensor> outs = call_allowed_function(*op, std::move(tensors), with_layout);
+      if constexpr (std::is_same_v<R, Tensor>)
+        return outs.at(0);
+      else
+        return outs;
+    };
+  }
+}
+
+}  // namespace detail
+
+// Returns a callable with fn's signature that, under capture, is recorded as one graph node
+// (output metadata from running fn on metadata-only tensors); outside capture it calls fn.
+// `name` names the node ("allow_in_graph.<name>") and must be unique. fn must be a function
+// pointer or a lambda with one call signature.
+template <class F>
+auto allow_in_graph(const std::string& name, F fn) {
+  return detail::make_allowed(name, std::function(std::move(fn)));
+}
+
+}  // namespace kiln

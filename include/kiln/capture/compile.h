@@ -1,0 +1,210 @@
+// kiln::compile and the controls around it: graph capture by lazy tracing (DESIGN.md, "Capture
+// by lazy tracing"), guards and the compiled-graph cache, stances, and the fine-grained tracing
+// APIs of the reference documents (disable, disallow_in_graph, allow_in_graph, graph_break,
+// is_compiling). The guide is docs/compile.md; explain() and the logs are in debug.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+// fullgraph=true and a graph break was reached (names the reason and the user's line).
+class GraphBreakError : public Error {
+  using Error::Error;
+};
+// The stance is fail_on_recompile and a call needed a new compile (names the reason).
+class RecompileError : public Error {
+  using Error::Error;
+};
+
+// ---- backends ----
+// What a backend returns: runs the graph on the placeholders' tensors. `runtime_values` are
+// the graph's runtime attributes for this call (Graph::runtime_attrs order: the seed and offset
+// of each random op), to be used in place of the values baked into the graph. Outputs must be
+// contiguous tensors of the graph outputs' dtype and shape that alias no input.
+using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
+                                                        std::span<const int64_t> runtime_values)>;
+// A backend: compiles a captured graph, given the metadata of its example inputs. Called once
+// per cache miss; may throw kiln::Error (the call fails and nothing is cached).
+using Backend =
+    std::function<CompiledGraph(const ir::Graph& graph, std::span<const ir::TensorInfo> inputs)>;
+// Registers a backend under a name (kiln::Error if the name is taken).
+void register_backend(const std::string& name, Backend backend);
+// Names of the registered backends, sorted ("eager" is always there).
+std::vector<std::string> list_backends();
+// The backend registered under `name`; kiln::Error for an unknown or reserved name.
+Backend lookup_backend(const std::string& name);
+
+// ---- options and global configuration ----
+struct CompileOptions {
+  // A registered backend's name or a user callable. Empty: the best available (now "eager").
+  std::variant<std::string, Backend> backend = std::string();
+  // Throw GraphBreakError at the first graph break instead of splitting the graph.
+  bool fullgraph = false;
+  // Reserved for dynamic shapes: true is an error until they exist.
+  std::optional<bool> dynamic;
+  // Reserved: "" or "default" only, until the optimizing backend's modes exist.
+  std::string mode;
+  // Name used in warnings, logs and reports (default: the call site of compile()).
+  std::string name;
+};
+
+struct CompileConfig {
+  // Compiled entries kept per graph segment of a compiled function; past it the function runs
+  // eagerly, with one warning.
+  int cache_size_limit = 8;
+};
+CompileConfig& compile_config();
+
+// What a compiled function does on each call (torch.compiler.set_stance).
+enum class Stance {
+  Default,           // capture, compile on a miss
+  ForceEager,        // run every compiled function eagerly
+  EagerOnRecompile,  // use cached graphs; a miss after the first compile runs eagerly
+  FailOnRecompile,   // use cached graphs; a miss after the first compile throws RecompileError
+};
+void set_stance(Stance stance);
+Stance stance();
+// Sets the stance for a scope (per process), restoring the previous one on exit.
+class StanceGuard {
+ public:
+  explicit StanceGuard(Stance s) : prev_(stance()) { set_stance(s); }
+  ~StanceGuard() { set_stance(prev_); }
+  StanceGuard(const StanceGuard&) = delete;
+  StanceGuard& operator=(const StanceGuard&) = delete;
+
+ private:
+  Stance prev_;
+};
+
+// Drops every compiled function's cached graphs and counters (torch._dynamo.reset()).
+void reset();
+
+namespace detail {
+class CompiledState;
+// Begins a call of a compiled function on this thread: captures, inlines into an enclosing
+// capture, or runs eagerly, as the stance and the controls say.
+class CallScope {
+ public:
+  CallScope(const std::shared_ptr<CompiledState>& state, bool frozen);
+  ~CallScope();  // abandons the capture if fn threw
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  // Ends the capture at the function's return: runs the last segment (outputs concrete).
+  void finish();
+
+ private:
+  std::shared_ptr<CompiledState> state_;
+  bool started_ = false;
+  bool finished_ = false;
+};
+std::shared_ptr<CompiledState> make_compiled_state(CompileOptions options,
+                                                   std::source_location loc);
+}  // namespace detail
+
+// A compiled function: call it like fn. Copies share the compiled-graph cache.
+template <class F>
+class CompiledFunction {
+ public:
+  CompiledFunction(F fn, std::shared_ptr<detail::CompiledState> state, bool frozen = false)
+      : fn_(std::move(fn)), state_(std::move(state)), frozen_(frozen) {}
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    detail::CallScope scope(state_, frozen_);
+    using R = std::invoke_result_t<const F&, Args&&...>;
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(fn_, std::forward<Args>(args)...);
+      scope.finish();
+    } else {
+      R result = std::invoke(fn_, std::forward<Args>(args)...);
+      scope.finish();
+      return result;
+    }
+  }
+  // The reference FAQ's frozen mode (dynamo.run): cached graphs are used, nothing new is
+  // compiled, and a miss runs eagerly.
+  CompiledFunction frozen() const { return CompiledFunction(fn_, state_, true); }
+  const std::shared_ptr<detail::CompiledState>& state() const { return state_; }
+
+ private:
+  F fn_;
+  std::shared_ptr<detail::CompiledState> state_;
+  bool frozen_;
+};
+
+// torch.compile: returns a callable with fn's signature that captures graphs from fn's tensor
+// ops and runs them through the backend (see docs/compile.md).
+template <class F>
+CompiledFunction<std::decay_t<F>> compile(
+    F&& fn, CompileOptions options = {},
+    std::source_location loc = std::source_location::current()) {
+  return CompiledFunction<std::decay_t<F>>(std::forward<F>(fn),
+                                           detail::make_compiled_state(std::move(options), loc));
+}
+// torch._dynamo.run: the frozen form of a compiled function.
+template <class F>
+CompiledFunction<F> run(const CompiledFunction<F>& compiled) {
+  return compiled.frozen();
+}
+
+// ---- fine-grained tracing controls ----
+// A graph break here: the ops captured so far run as one graph, capture resumes after.
+void graph_break(std::source_location loc = std::source_location::current());
+// True under kiln::compile's capture and while a backend compiles or traces a graph.
+bool is_compiling();
+// True only under the frontend's capture (torch.compiler.is_dynamo_compiling).
+bool is_dynamo_compiling();
+
+struct DisableOptions {
+  // true: everything fn calls also runs eagerly, compiled functions included.
+  // false: fn's own ops run eagerly, but compiled functions it calls still compile.
+  bool recursive = true;
+};
+namespace detail {
+// A region in which capture is off (see disable). Pending tensors are made concrete first.
+class DisableScope {
+ public:
+  DisableScope(const char* what, bool recursive, std::source_location loc);
+  ~DisableScope();
+  DisableScope(const DisableScope&) = delete;
+  DisableScope& operator=(const DisableScope&) = delete;
+};
+}  // namespace detail
+// The scoped form: `{ kiln::DisableGuard off; ... }` runs the block eagerly.
+class DisableGuard : public detail::DisableScope {
+ public:
+  explicit DisableGuard(DisableOptions options = {},
+                        std::source_location loc = std::source_location::current())
+      : DisableScope("a kiln::DisableGuard block", options.recursive, loc) {}
+};
+// torch.compiler.disable: returns fn wrapped so that calling it under capture ends the graph
+// (a graph break) and runs fn eagerly.
+template <class F>
+auto disable(F fn, DisableOptions options = {},
+             std::source_location loc = std::source_location::current()) {
+  return [fn = std::move(fn), options, loc](auto&&... args) -> decltype(auto) {
+    detail::DisableScope scope("a function wrapped by kiln::disable", options.recursive, loc);
+    return std::invoke(fn, std::forward<decltype(args)>(args)...);
+  };
+}
+
+// torch._dynamo.disallow_in_graph: the op (by name) always breaks the graph and runs eagerly.
+// Global; allow_in_graph(name) undoes it. kiln::Error for an unknown op.
+void disallow_in_graph(const std::string& op_name);
+void allow_in_graph(const std::string& op_name);
+bool is_disallowed_in_graph(const OpDef& op);
+
+}  // namespace kiln
+
+#include "kiln/capture/allow_in_graph.h"

@@ -1,0 +1,208 @@
+// kiln::compile's call path (CallScope), the per-thread capture stack, the fine-grained
+// controls (disable, graph_break, disallow_in_graph, is_compiling), stances and configuration.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+
+#include "capture/tracer.h"
+
+namespace kiln {
+
+namespace capture {
+
+thread_local int tls_backend_compiling = 0;
+
+std::vector<Frame>& frames() {
+  thread_local std::vector<Frame> stack;
+  return stack;
+}
+
+Tracer* current_tracer() {
+  auto& f = frames();
+  return f.empty() ? nullptr : f.back().tracer;
+}
+
+void sync_current(const std::string& reason, std::source_location loc, bool loc_known) {
+  if (Tracer* t = current_tracer()) t->flush(reason, user_call_site(loc, loc_known), false);
+}
+
+namespace {
+// Installs the interceptor that the top of the capture stack asks for.
+void apply_top() { set_interceptor(current_tracer()); }
+}  // namespace
+
+}  // namespace capture
+
+// ---- configuration and stances ----
+CompileConfig& compile_config() {
+  static CompileConfig config;
+  return config;
+}
+
+namespace {
+std::atomic<Stance> g_stance{Stance::Default};
+std::mutex g_states_mu;
+std::vector<std::weak_ptr<detail::CompiledState>>& all_states() {
+  static auto* v = new std::vector<std::weak_ptr<detail::CompiledState>>();
+  return *v;
+}
+std::atomic<int> g_unnamed{0};
+}  // namespace
+
+void set_stance(Stance s) { g_stance = s; }
+Stance stance() { return g_stance; }
+
+void reset() {
+  std::lock_guard<std::mutex> lock(g_states_mu);
+  for (auto& w : all_states())
+    if (auto st = w.lock()) {
+      std::lock_guard<std::mutex> l(st->mu);
+      st->segments.clear();
+      st->entry_count.clear();
+      st->run_eagerly = false;
+      st->warned_limit = false;
+      st->compiles = st->recompiles = st->calls = 0;
+      st->last_recompile_reason.clear();
+    }
+  capture::reset_compile_times();
+}
+
+namespace detail {
+
+CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
+    : options(std::move(opts)) {
+  KILN_CHECK(!options.dynamic.value_or(false), NotImplementedError,
+             "kiln::compile: dynamic=true (dynamic shapes) is not implemented yet; leave it unset "
+             "or false (every new shape compiles a new graph)");
+  KILN_CHECK(options.mode.empty() || options.mode == "default", NotImplementedError,
+             "kiln::compile: mode '", options.mode,
+             "' is not implemented yet; only \"default\" exists until the optimizing backend");
+  if (const auto* name = std::get_if<std::string>(&options.backend))
+    backend = lookup_backend(name->empty() ? "eager" : *name);
+  else
+    backend = std::get<Backend>(options.backend);
+  KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
+  name = options.name;
+  if (name.empty()) {
+    std::string file = loc.file_name();
+    if (auto slash = file.find_last_of('/'); slash != std::string::npos)
+      file = file.substr(slash + 1);
+    name = detail::concat("compiled@", file, ":", loc.line());
+    if (file.empty()) name = detail::concat("compiled#", ++g_unnamed);
+  }
+}
+
+std::shared_ptr<CompiledState> make_compiled_state(CompileOptions options,
+                                                   std::source_location loc) {
+  auto st = std::make_shared<CompiledState>(std::move(options), loc);
+  std::lock_guard<std::mutex> lock(g_states_mu);
+  auto& v = all_states();
+  std::erase_if(v, [](const auto& w) { return w.expired(); });
+  v.push_back(st);
+  return st;
+}
+
+CallScope::CallScope(const std::shared_ptr<CompiledState>& state, bool frozen) : state_(state) {
+  auto& f = capture::frames();
+  if (!f.empty()) {
+    // Inside a capture: inline into it. Inside a recursive disable: run eagerly. Inside a
+    // non-recursive disable: this function compiles on its own.
+    if (f.back().tracer || f.back().recursive) return;
+  }
+  if (stance() == Stance::ForceEager || state->run_eagerly) return;
+  f.push_back({new capture::Tracer(state, frozen), false});
+  capture::apply_top();
+  started_ = true;
+  std::lock_guard<std::mutex> lock(state->mu);
+  ++state->calls;
+}
+
+void CallScope::finish() {
+  if (!started_ || finished_) return;
+  finished_ = true;
+  auto& f = capture::frames();
+  capture::Tracer* t = f.back().tracer;
+  try {
+    t->flush("return", {}, true);
+  } catch (...) {
+    f.pop_back();
+    delete t;
+    capture::apply_top();
+    throw;
+  }
+  f.pop_back();
+  delete t;
+  capture::apply_top();
+}
+
+CallScope::~CallScope() {
+  if (!started_ || finished_) return;
+  // fn threw: pending tensors it left behind cannot be computed.
+  auto& f = capture::frames();
+  capture::Tracer* t = f.back().tracer;
+  t->abandon("the function threw an exception");
+  f.pop_back();
+  delete t;
+  capture::apply_top();
+}
+
+DisableScope::DisableScope(const char* what, bool recursive, std::source_location loc) {
+  // The location is the user's: where the function was wrapped, or where the guard stands.
+  if (capture::current_tracer())
+    capture::sync_current(detail::concat("call to ", what, " (kiln::disable)"), loc, true);
+  capture::frames().push_back({nullptr, recursive});
+  capture::apply_top();
+}
+
+DisableScope::~DisableScope() {
+  capture::frames().pop_back();
+  capture::apply_top();
+}
+
+}  // namespace detail
+
+// ---- controls ----
+void graph_break(std::source_location loc) {
+  capture::sync_current("graph_break() was called", loc, true);
+}
+
+bool is_dynamo_compiling() { return capture::current_tracer() != nullptr; }
+bool is_compiling() { return is_dynamo_compiling() || capture::tls_backend_compiling > 0; }
+
+namespace {
+std::shared_mutex g_disallowed_mu;
+std::set<const OpDef*>& disallowed() {
+  static auto* s = new std::set<const OpDef*>();
+  return *s;
+}
+std::atomic<bool> g_any_disallowed{false};
+const OpDef& op_named(const std::string& name, const char* api) {
+  const OpDef* op = find_op(name);
+  KILN_CHECK(op, Error, api, ": there is no op named '", name, "'");
+  return *op;
+}
+}  // namespace
+
+void disallow_in_graph(const std::string& op_name) {
+  const OpDef& op = op_named(op_name, "disallow_in_graph");
+  std::unique_lock lock(g_disallowed_mu);
+  disallowed().insert(&op);
+  g_any_disallowed = true;
+}
+
+void allow_in_graph(const std::string& op_name) {
+  const OpDef& op = op_named(op_name, "allow_in_graph");
+  std::unique_lock lock(g_disallowed_mu);
+  disallowed().erase(&op);
+  g_any_disallowed = !disallowed().empty();
+}
+
+bool is_disallowed_in_graph(const OpDef& op) {
+  if (!g_any_disallowed.load(std::memory_order_relaxed)) return false;
+  std::shared_lock lock(g_disallowed_mu);
+  return disallowed().count(&op) > 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,367 @@
+// Seeing what kiln::compile did: logs by topic, observers (explain, CompileProfiler), compile
+// times, and the user's call site of a graph break.
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "capture/tracer.h"
+
+namespace kiln {
+
+namespace capture {
+
+// ---- logs ----
+namespace {
+std::atomic<unsigned> g_log_mask{0};
+std::mutex g_log_mu;
+std::function<void(const std::string&)>& log_sink() {
+  static auto* s = new std::function<void(const std::string&)>();
+  return *s;
+}
+unsigned parse_topics(const std::string& spec) {
+  static const std::pair<const char*, LogTopic> names[] = {{"graph_breaks", LogTopic::GraphBreaks},
+                                                           {"recompiles", LogTopic::Recompiles},
+                                                           {"guards", LogTopic::Guards},
+                                                           {"graphs", LogTopic::Graphs},
+                                                           {"output_code", LogTopic::OutputCode}};
+  unsigned mask = 0;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" +"));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.empty()) continue;
+    if (item == "all") {
+      mask = ~0u;
+      continue;
+    }
+    bool found = false;
+    for (const auto& [n, t] : names)
+      if (item == n) mask |= static_cast<unsigned>(t), found = true;
+    KILN_CHECK(found, ValueError, "set_logs: unknown topic '", item,
+               "' (topics: graph_breaks, recompiles, guards, graphs, output_code, all)");
+  }
+  return mask;
+}
+const char* topic_name(LogTopic t) {
+  switch (t) {
+    case LogTopic::GraphBreaks:
+      return "graph_breaks";
+    case LogTopic::Recompiles:
+      return "recompiles";
+    case LogTopic::Guards:
+      return "guards";
+    case LogTopic::Graphs:
+      return "graphs";
+    case LogTopic::OutputCode:
+      return "output_code";
+  }
+  return "?";
+}
+// KILN_LOGS is read once, when the library loads.
+const bool g_env_logs_read = [] {
+  if (const char* env = std::getenv("KILN_LOGS")) {
+    try {
+      g_log_mask = parse_topics(env);
+    } catch (const Error& e) {
+      std::cerr << "[kiln] KILN_LOGS ignored: " << e.what() << "\n";
+    }
+  }
+  return true;
+}();
+}  // namespace
+
+void log(LogTopic topic, const std::string& text) {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  // Multi-line payloads (graphs) keep the tag on the first line only.
+  std::string line = std::string("[kiln:") + topic_name(topic) + "] " + text;
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  if (log_sink())
+    log_sink()(line);
+  else
+    std::cerr << line << "\n";
+}
+
+// ---- observers ----
+namespace {
+std::mutex g_obs_mu;
+std::vector<Observer*>& observers() {
+  static auto* v = new std::vector<Observer*>();
+  return *v;
+}
+std::atomic<int> g_num_observers{0};
+template <class F>
+void each_observer(F f) {
+  std::lock_guard<std::mutex> lock(g_obs_mu);
+  for (Observer* o : observers()) f(o);
+}
+}  // namespace
+void add_observer(Observer* o) {
+  std::lock_guard<std::mutex> lock(g_obs_mu);
+  observers().push_back(o);
+  ++g_num_observers;
+}
+void remove_observer(Observer* o) {
+  std::lock_guard<std::mutex> lock(g_obs_mu);
+  std::erase(observers(), o);
+  --g_num_observers;
+}
+bool has_observers() { return g_num_observers.load(std::memory_order_relaxed) > 0; }
+void notify_graph(const detail::CompiledState& fn, const ir::Graph& g, bool compiled) {
+  each_observer([&](Observer* o) { o->on_graph(fn, g, compiled); });
+}
+void notify_break(const detail::CompiledState& fn, const GraphBreak& br) {
+  each_observer([&](Observer* o) { o->on_break(fn, br); });
+}
+void notify_recompile(const detail::CompiledState& fn, const std::string& reason) {
+  each_observer([&](Observer* o) { o->on_recompile(fn, reason); });
+}
+
+// ---- compile times ----
+namespace {
+std::mutex g_times_mu;
+std::map<std::string, double>& times() {
+  static auto* m = new std::map<std::string, double>();
+  return *m;
+}
+}  // namespace
+void reset_compile_times() {
+  std::lock_guard<std::mutex> lock(g_times_mu);
+  times().clear();
+}
+void add_compile_time(const char* phase, double seconds) {
+  std::lock_guard<std::mutex> lock(g_times_mu);
+  times()[phase] += seconds;
+  times()["total"] += seconds;
+}
+
+// ---- call sites ----
+namespace {
+bool is_runtime_object(const char* path) {
+  if (!path) return true;
+  std::string_view p(path);
+  for (std::string_view skip :
+       {"libkiln.so", "libstdc++", "libc.so", "libgcc", "libgomp", "ld-linux", "libc-"})
+    if (p.find(skip) != std::string_view::npos) return true;
+  return false;
+}
+// file:line and function of a return address, through addr2line (when installed); the
+// function name alone from the dynamic symbol table otherwise.
+ir::SourceLoc symbolize(void* pc) {
+  ir::SourceLoc loc;
+  Dl_info info{};
+  if (!dladdr(pc, &info) || !info.dli_fname) return loc;
+  // A return address points after the call: look up the call instruction itself.
+  const auto addr = reinterpret_cast<uintptr_t>(pc) - 1;
+  const auto base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  if (info.dli_sname) loc.function = info.dli_sname;
+  const std::string cmd = detail::concat("addr2line -C -f -e '", info.dli_fname, "' 0x", std::hex,
+                                         addr - base, " 2>/dev/null");
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char fn[1024] = {0}, where[2048] = {0};
+    if (std::fgets(fn, sizeof fn, p) && std::fgets(where, sizeof where, p)) {
+      std::string f(fn), w(where);
+      while (!f.empty() && (f.back() == '\n' || f.back() == '\r')) f.pop_back();
+      while (!w.empty() && (w.back() == '\n' || w.back() == '\r')) w.pop_back();
+      for (size_t a; (a = f.find("(anonymous namespace)::")) != std::string::npos;) f.erase(a, 23);
+      if (auto paren = f.find('('); paren != std::string::npos) f = f.substr(0, paren);
+      if (f != "??") loc.function = f;
+      if (auto disc = w.find(" (discriminator"); disc != std::string::npos) w = w.substr(0, disc);
+      if (auto colon = w.rfind(':'); colon != std::string::npos && w.substr(0, 2) != "??") {
+        loc.file = w.substr(0, colon);
+        loc.line = std::atoi(w.c_str() + colon + 1);
+      }
+    }
+    pclose(p);
+  }
+  return loc;
+}
+}  // namespace
+
+CallSite user_call_site(std::source_location loc, bool loc_known) {
+  CallSite site;
+  if (loc_known) {
+    site.loc = {loc.file_name(), static_cast<int>(loc.line()), loc.function_name()};
+    return site;
+  }
+  void* buf[32];
+  const int n = backtrace(buf, 32);
+  for (int i = 1; i < n; ++i) {
+    Dl_info info{};
+    if (dladdr(buf[i], &info) && !is_runtime_object(info.dli_fname)) {
+      site.frames.push_back(buf[i]);
+      break;
+    }
+  }
+  return site;
+}
+
+ir::SourceLoc CallSite::resolve() const {
+  if (loc.known() || frames.empty()) return loc;
+  return symbolize(frames.front());
+}
+
+}  // namespace capture
+
+void set_logs(const std::vector<LogTopic>& topics) {
+  unsigned m = 0;
+  for (LogTopic t : topics) m |= static_cast<unsigned>(t);
+  capture::g_log_mask = m;
+}
+void set_logs(const std::string& spec) { capture::g_log_mask = capture::parse_topics(spec); }
+bool log_enabled(LogTopic topic) {
+  return (capture::g_log_mask.load(std::memory_order_relaxed) & static_cast<unsigned>(topic)) != 0;
+}
+void set_log_sink(std::function<void(const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(capture::g_log_mu);
+  capture::log_sink() = std::move(sink);
+}
+
+std::map<std::string, double> compile_times() {
+  std::lock_guard<std::mutex> lock(capture::g_times_mu);
+  return capture::times();
+}
+
+std::string compile_times_str() {
+  std::ostringstream os;
+  os << "kiln::compile times (seconds, totals since start-up or kiln::reset())\n";
+  for (const auto& [phase, s] : compile_times())
+    os << "  " << std::left << std::setw(18) << phase << std::fixed << std::setprecision(6) << s
+       << "\n";
+  return os.str();
+}
+
+// ---- explain ----
+namespace {
+struct ExplainObserver final : capture::Observer {
+  ExplainOutput* out;
+  const detail::CompiledState* only = nullptr;
+  void on_graph(const detail::CompiledState& fn, const ir::Graph& g, bool) override {
+    if (&fn != only) return;
+    out->graphs.push_back(g);
+    out->ops_per_graph.push_back(g.num_calls());
+    out->op_count += g.num_calls();
+    std::vector<std::string> guards;
+    for (const ir::Node& n : g.nodes)
+      if (n.kind == ir::NodeKind::Placeholder) {
+        const ir::TensorInfo& t = n.outputs[0];
+        guards.push_back(detail::concat("input ", n.input_index, ": dtype ", t.dtype, ", shape ",
+                                        IntList(t.sizes), ", strides ", IntList(t.strides),
+                                        ", requires_grad ", t.requires_grad ? "true" : "false"));
+      }
+    out->guards.push_back(std::move(guards));
+  }
+  void on_break(const detail::CompiledState& fn, const GraphBreak& br) override {
+    if (&fn == only) out->break_reasons.push_back(br);
+  }
+};
+}  // namespace
+
+struct detail::ExplainSession::Impl {
+  ExplainObserver obs;
+  double before = 0;
+};
+
+detail::ExplainSession::ExplainSession(ExplainOutput& out) : impl_(std::make_unique<Impl>()) {
+  impl_->obs.out = &out;
+  impl_->before = compile_times()["total"];
+}
+void detail::ExplainSession::watch(const std::shared_ptr<CompiledState>& state) {
+  impl_->obs.only = state.get();
+  capture::add_observer(&impl_->obs);
+}
+detail::ExplainSession::~ExplainSession() {
+  if (impl_->obs.only) capture::remove_observer(&impl_->obs);
+}
+void detail::ExplainSession::finish() {
+  capture::remove_observer(&impl_->obs);
+  impl_->obs.only = nullptr;
+  ExplainOutput& out = *impl_->obs.out;
+  out.compile_seconds = compile_times()["total"] - impl_->before;
+  out.graph_count = static_cast<int64_t>(out.graphs.size());
+  out.graph_break_count = static_cast<int64_t>(out.break_reasons.size());
+}
+
+std::string ExplainOutput::str() const {
+  std::ostringstream os;
+  os << "Kiln produced " << graph_count << (graph_count == 1 ? " graph" : " graphs") << ", with "
+     << graph_break_count << (graph_break_count == 1 ? " graph break" : " graph breaks") << " and "
+     << op_count << (op_count == 1 ? " op" : " ops") << ".\n";
+  if (!break_reasons.empty()) {
+    os << "Break reasons:\n";
+    for (size_t i = 0; i < break_reasons.size(); ++i) {
+      const GraphBreak& b = break_reasons[i];
+      os << "  " << i + 1 << ". " << b.reason << "\n";
+      if (b.loc.known()) os << "     " << b.loc.str() << "\n";
+    }
+  }
+  os << "Ops per graph:";
+  for (size_t i = 0; i < ops_per_graph.size(); ++i) os << (i ? ", " : " ") << ops_per_graph[i];
+  os << "\n";
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    os << "Graph " << i << ":\n" << graphs[i];
+    if (i < guards.size() && !guards[i].empty()) {
+      os << "  guards:\n";
+      for (const std::string& g : guards[i]) os << "    " << g << "\n";
+    }
+  }
+  os << "Compile time: " << std::fixed << std::setprecision(4) << compile_seconds << " s\n";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) { return os << e.str(); }
+
+// ---- CompileProfiler ----
+struct CompileProfiler::Impl final : capture::Observer {
+  mutable std::mutex mu;
+  std::map<std::string, FunctionStats> stats;
+  void on_graph(const detail::CompiledState& fn, const ir::Graph& g, bool) override {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& s = stats[fn.name];
+    ++s.graphs;
+    s.ops_per_graph.push_back(g.num_calls());
+  }
+  void on_break(const detail::CompiledState& fn, const GraphBreak&) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats[fn.name].graph_breaks;
+  }
+  void on_recompile(const detail::CompiledState& fn, const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu);
+    stats[fn.name].recompile_reasons.push_back(reason);
+  }
+};
+
+CompileProfiler::CompileProfiler() : impl_(std::make_shared<Impl>()) {
+  capture::add_observer(impl_.get());
+}
+CompileProfiler::~CompileProfiler() { capture::remove_observer(impl_.get()); }
+
+std::map<std::string, CompileProfiler::FunctionStats> CompileProfiler::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+std::string CompileProfiler::report() const {
+  std::ostringstream os;
+  auto all = stats();
+  os << "Compile profiler report: " << all.size() << " compiled function"
+     << (all.size() == 1 ? "" : "s") << "\n";
+  for (const auto& [name, s] : all) {
+    os << "- " << name << ": " << s.graphs << " graph" << (s.graphs == 1 ? "" : "s") << ", "
+       << s.graph_breaks << " graph break" << (s.graph_breaks == 1 ? "" : "s") << ", "
+       << s.recompile_reasons.size() << " recompile" << (s.recompile_reasons.size() == 1 ? "" : "s")
+       << "; ops per graph:";
+    for (int64_t n : s.ops_per_graph) os << " " << n;
+    os << "\n";
+    for (size_t i = 0; i < s.recompile_reasons.size(); ++i)
+      os << "    recompile " << i + 1 << ": " << s.recompile_reasons[i] << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,279 @@
+// Running a captured segment at a sync point: guard lookup in the compiled function's cache,
+// compile on a miss (with the stance, the cache limit and recompile reasons), run, and make the
+// pending tensors concrete.
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "capture/tracer.h"
+#include "kiln/ir/passes.h"
+#include "ops/op_utils.h"
+
+namespace kiln::capture {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The cached entry nearest to `g` (fewest differing nodes), for a recompile reason.
+const CacheEntry* nearest_entry(
+    const std::unordered_map<uint64_t, std::vector<std::shared_ptr<CacheEntry>>>& entries,
+    const ir::Graph& g) {
+  const CacheEntry* best = nullptr;
+  int64_t best_score = INT64_MAX;
+  for (const auto& [hash, list] : entries)
+    for (const auto& e : list) {
+      int64_t score = std::llabs(static_cast<int64_t>(e->graph.nodes.size()) -
+                                 static_cast<int64_t>(g.nodes.size())) *
+                      1000;
+      const size_t n = std::min(e->graph.nodes.size(), g.nodes.size());
+      for (size_t i = 0; i < n; ++i) {
+        const ir::Node& a = e->graph.nodes[i];
+        const ir::Node& b = g.nodes[i];
+        score += a.kind != b.kind || a.op != b.op || !(a.attrs == b.attrs) ||
+                 (a.kind == ir::NodeKind::Placeholder && !(a.outputs[0] == b.outputs[0]));
+      }
+      if (score < best_score) best_score = score, best = e.get();
+    }
+  return best;
+}
+
+std::string guard_lines(const ir::Graph& g) {
+  std::ostringstream os;
+  for (const ir::Node& n : g.nodes) {
+    if (n.kind != ir::NodeKind::Placeholder) continue;
+    const ir::TensorInfo& t = n.outputs[0];
+    os << "input " << n.input_index << ": " << t.dtype << IntList(t.sizes) << " strides "
+       << IntList(t.strides) << " offset " << t.storage_offset << " requires_grad "
+       << (t.requires_grad ? "true" : "false") << "\n";
+  }
+  return os.str();
+}
+
+// Compiles `raw` with the function's backend: passes, then the backend, timed per phase.
+std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir::Graph& raw,
+                                          std::span<const Tensor> inputs) {
+  auto entry = std::make_shared<CacheEntry>();
+  entry->graph = raw;
+  auto t0 = std::chrono::steady_clock::now();
+  // Passes may drop random ops: tag each runtime attribute with its index to map them after.
+  ir::Graph g = raw;
+  for (size_t k = 0; k < g.runtime_attrs.size(); ++k) {
+    const ir::RuntimeAttr& r = g.runtime_attrs[k];
+    ir::Node& n = g.nodes[r.node];
+    Attrs patched;
+    for (size_t a = 0; a < n.attrs.size(); ++a)
+      patched.push_back(static_cast<int32_t>(a) == r.attr ? AttrValue(static_cast<int64_t>(k))
+                                                          : n.attrs[a]);
+    n.attrs = patched;
+  }
+  ir::eliminate_common_subexpressions(g);
+  ir::eliminate_dead_code(g);
+  const std::vector<int64_t> raw_values = raw.runtime_attr_values();
+  for (const ir::RuntimeAttr& r : g.runtime_attrs) {
+    ir::Node& n = g.nodes[r.node];
+    const int64_t k = n.attrs.i(static_cast<size_t>(r.attr));
+    entry->runtime_index.push_back(static_cast<int32_t>(k));
+    Attrs restored;
+    for (size_t a = 0; a < n.attrs.size(); ++a)
+      restored.push_back(static_cast<int32_t>(a) == r.attr
+                             ? AttrValue(raw_values[static_cast<size_t>(k)])
+                             : n.attrs[a]);
+    n.attrs = restored;
+  }
+  add_compile_time("passes", seconds_since(t0));
+  std::vector<ir::TensorInfo> infos;
+  for (const Tensor& t : inputs)
+    infos.push_back({t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()});
+  auto t1 = std::chrono::steady_clock::now();
+  ++tls_backend_compiling;
+  try {
+    entry->compiled = state.backend(g, infos);
+  } catch (...) {
+    --tls_backend_compiling;
+    throw;
+  }
+  --tls_backend_compiling;
+  KILN_CHECK(entry->compiled, Error, "kiln::compile: the backend of '", state.name,
+             "' returned an empty callable");
+  add_compile_time("backend_compile", seconds_since(t1));
+  if (log_enabled(LogTopic::Graphs))
+    log(LogTopic::Graphs, detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
+  if (log_enabled(LogTopic::Guards))
+    log(LogTopic::Guards, detail::concat(state.name, ": guards\n", guard_lines(raw)));
+  notify_graph(state, g, true);
+  return entry;
+}
+
+}  // namespace
+
+std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
+  PauseCapture pause;
+  detail::CompiledState& st = *state_;
+  const uint64_t key = graph.hash();
+  std::shared_ptr<CacheEntry> entry;
+  bool eager = false;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.segments.size() <= segment_index_) {
+      st.segments.resize(segment_index_ + 1);
+      st.entry_count.resize(segment_index_ + 1, 0);
+    }
+    auto& entries = st.segments[segment_index_];
+    if (auto it = entries.find(key); it != entries.end())
+      for (const auto& e : it->second)
+        if (ir::structurally_equal(e->graph, graph)) entry = e;
+    if (!entry) {
+      const int count = st.entry_count[segment_index_];
+      const Stance stance_now = stance();
+      if (count > 0) {
+        const CacheEntry* near = nearest_entry(entries, graph);
+        std::string reason = near ? ir::describe_difference(near->graph, graph) : "";
+        if (reason.empty()) reason = "the graph differs";
+        st.last_recompile_reason = reason;
+        if (stance_now == Stance::FailOnRecompile)
+          throw RecompileError(detail::concat("kiln::compile: '", st.name,
+                                              "' would recompile graph ", segment_index_,
+                                              " but the stance is fail_on_recompile: ", reason));
+        if (stance_now == Stance::EagerOnRecompile || frozen_) {
+          eager = true;
+        } else if (count >= compile_config().cache_size_limit) {
+          eager = true;
+          st.run_eagerly = true;
+          if (!st.warned_limit) {
+            st.warned_limit = true;
+            std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit ("
+                      << compile_config().cache_size_limit << ") recompiling graph "
+                      << segment_index_ << "; it runs eagerly from now on. Last reason: " << reason
+                      << "\n";
+          }
+        } else {
+          ++st.recompiles;
+          if (log_enabled(LogTopic::Recompiles))
+            log(LogTopic::Recompiles,
+                detail::concat("recompiling '", st.name, "' graph ", segment_index_, ": ", reason));
+          notify_recompile(st, reason);
+        }
+      } else if (frozen_) {
+        eager = true;
+      }
+    }
+  }
+  std::vector<Tensor> outs;
+  if (eager) {
+    outs = ir::interpret(graph, inputs_);
+  } else {
+    if (!entry) {
+      auto fresh = compile_entry(st, graph, inputs_);  // outside the lock: may be slow
+      std::lock_guard<std::mutex> lock(st.mu);
+      st.segments[segment_index_][key].push_back(fresh);
+      ++st.entry_count[segment_index_];
+      ++st.compiles;
+      entry = fresh;
+    }
+    const std::vector<int64_t> all = graph.runtime_attr_values();
+    std::vector<int64_t> values;
+    values.reserve(entry->runtime_index.size());
+    for (int32_t k : entry->runtime_index) values.push_back(all[static_cast<size_t>(k)]);
+    outs = entry->compiled(inputs_, values);
+  }
+  // The backend contract: one fresh contiguous tensor per graph output.
+  KILN_CHECK(outs.size() == graph.outputs.size(), Error, "kiln::compile: the backend of '", st.name,
+             "' returned ", outs.size(), " outputs for a graph with ", graph.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const ir::TensorInfo& want = graph.info(graph.outputs[i]);
+    Tensor& o = outs[i];
+    KILN_CHECK(
+        o.defined() && o.dtype() == want.dtype && o.numel() == checked_numel(want.sizes, "capture"),
+        Error, "kiln::compile: the backend of '", st.name, "' returned output ", i,
+        o.defined() ? detail::concat(" of dtype ", o.dtype(), " and shape ", o.shape_str())
+                    : std::string(" undefined"),
+        "; the graph says ", want.dtype, IntList(want.sizes));
+    // Each buffer needs memory of its own: an output may alias an input (a backend's
+    // shortcut) or another output (CSE merges equal values, e.g. two zeros_like).
+    bool alias = !o.is_contiguous();
+    for (const Tensor& in : inputs_)
+      alias = alias || in.impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
+    for (size_t j = 0; j < i && !alias; ++j)
+      alias = outs[j].impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
+    if (alias) o = o.clone();
+  }
+  return outs;
+}
+
+void Tracer::flush(const std::string& reason, const CallSite& site, bool is_return) {
+  detail::CompiledState& st = *state_;
+  KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
+             ": the function needs a tensor's value (", reason,
+             "), but functions allowed in graphs must not depend on tensor values");
+  if (!is_return) {
+    if (st.options.fullgraph) {
+      const ir::SourceLoc where = site.resolve();
+      abandon("fullgraph=true and a graph break was reached");
+      throw GraphBreakError(detail::concat(
+          "kiln::compile(fullgraph=true) of '", st.name, "': graph break at ",
+          where.known() ? where.str() : std::string("an unknown location"), ": ", reason));
+    }
+    if (log_enabled(LogTopic::GraphBreaks) || has_observers()) {
+      GraphBreak br{reason, site.resolve()};
+      if (log_enabled(LogTopic::GraphBreaks))
+        log(LogTopic::GraphBreaks,
+            detail::concat(st.name, ": graph break after graph ", segment_index_, " at ",
+                           br.loc.known() ? br.loc.str() : "an unknown location", ": ", reason));
+      notify_break(st, br);
+    }
+  }
+  // Outputs: the buffer of every pending tensor still referenced, and every written storage.
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, PendingTensor*>> live;
+  std::vector<Buffer*> buffers;
+  graph_.outputs.clear();
+  auto add_output = [&](Buffer* b) {
+    if (b->output_slot >= 0) return;
+    b->output_slot = static_cast<int32_t>(graph_.outputs.size());
+    graph_.outputs.push_back(b->value);
+    buffers.push_back(b);
+  };
+  for (auto& w : pending_) {
+    std::shared_ptr<TensorImpl> impl = w.lock();
+    if (!impl || !impl->is_pending()) continue;
+    auto* p = dynamic_cast<PendingTensor*>(impl->pending().get());
+    if (!p || p->tracer != this) continue;
+    add_output(p->buffer.get());
+    live.emplace_back(std::move(impl), p);
+  }
+  for (auto& [storage, b] : written_storages_) add_output(b.get());
+  const size_t segment = segment_index_;
+  if (graph_.num_calls() == 0 || graph_.outputs.empty()) {
+    for (Buffer* b : buffers) b->output_slot = -1;
+    release_written_storages();
+    reset_segment();
+    return;
+  }
+  std::vector<Tensor> outs;
+  release_written_storages();  // the graph reads them (old values) and writes them back
+  try {
+    outs = run_segment(graph_);
+  } catch (...) {
+    for (Buffer* b : buffers) b->output_slot = -1;
+    abandon("running the captured graph failed");
+    throw;
+  }
+  for (auto& [impl, p] : live) {
+    const Tensor& o = outs[static_cast<size_t>(p->buffer->output_slot)];
+    const uint64_t version = p->buffer->version;
+    impl->set_storage(o.impl()->storage(), o.storage_offset() + impl->storage_offset());
+    impl->storage_if_concrete()->set_version(version);
+  }
+  for (auto& [storage, b] : written_storages_) {
+    const Tensor& o = outs[static_cast<size_t>(b->output_slot)];
+    Tensor flat(std::make_shared<TensorImpl>(o.impl()->storage(), o.storage_offset(),
+                                             Shape{b->numel}, Shape{1}, o.dtype()));
+    ops::convert_into(b->concrete_flat, flat);
+  }
+  reset_segment();
+  segment_index_ = segment + 1;
+}
+
+}  // namespace kiln::capture

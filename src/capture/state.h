@@ -1,0 +1,95 @@
+// Internal state of the capture frontend: the compiled-graph cache of a compiled function, the
+// per-thread capture stack, and the statistics that explain/logs/profiler read.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+
+#include "kiln/capture/debug.h"
+
+namespace kiln::capture {
+
+class Tracer;
+
+// One compiled graph of one segment, with the raw captured graph it was compiled from (the
+// cache key is that graph: structure + input metadata + constants).
+struct CacheEntry {
+  ir::Graph graph;
+  CompiledGraph compiled;
+  // For each runtime attribute the compiled graph takes, its index in the captured graph's
+  // list (passes may remove random ops that nothing uses).
+  std::vector<int32_t> runtime_index;
+};
+
+// Where a sync point came from: an explicit location, or return addresses symbolised lazily.
+struct CallSite {
+  ir::SourceLoc loc;
+  std::vector<void*> frames;
+  ir::SourceLoc resolve() const;
+};
+// The first frame of the caller outside Kiln and the C++ runtime.
+CallSite user_call_site(std::source_location loc, bool loc_known);
+
+}  // namespace kiln::capture
+
+namespace kiln::detail {
+
+class CompiledState {
+ public:
+  CompiledState(CompileOptions options, std::source_location loc);
+
+  CompileOptions options;
+  Backend backend;
+  std::string name;
+
+  std::mutex mu;
+  // segments[i]: entries for the i-th graph segment of a call, by graph hash.
+  std::vector<std::unordered_map<uint64_t, std::vector<std::shared_ptr<capture::CacheEntry>>>>
+      segments;
+  std::vector<int> entry_count;          // per segment
+  std::atomic<bool> run_eagerly{false};  // the cache limit was hit
+  bool warned_limit = false;
+  std::string last_recompile_reason;
+  // Counters (under mu).
+  int64_t compiles = 0, recompiles = 0, calls = 0;
+};
+
+}  // namespace kiln::detail
+
+namespace kiln::capture {
+
+// Observers that see every event (explain, CompileProfiler): registered globally.
+struct Observer {
+  virtual ~Observer() = default;
+  virtual void on_graph(const detail::CompiledState& fn, const ir::Graph& graph, bool compiled) {}
+  virtual void on_break(const detail::CompiledState& fn, const GraphBreak& br) {}
+  virtual void on_recompile(const detail::CompiledState& fn, const std::string& reason) {}
+};
+void add_observer(Observer* o);
+void remove_observer(Observer* o);
+bool has_observers();
+void notify_graph(const detail::CompiledState& fn, const ir::Graph& graph, bool compiled);
+void notify_break(const detail::CompiledState& fn, const GraphBreak& br);
+void notify_recompile(const detail::CompiledState& fn, const std::string& reason);
+
+void log(LogTopic topic, const std::string& line);
+void add_compile_time(const char* phase, double seconds);
+void reset_compile_times();
+
+// The per-thread capture stack: a Tracer per active capture, or a null entry for a region
+// where capture is off (disable). The top decides what dispatch does.
+struct Frame {
+  Tracer* tracer;  // null: an eager region
+  bool recursive;  // eager region: compiled functions called inside also run eagerly
+};
+std::vector<Frame>& frames();
+Tracer* current_tracer();
+// True while a backend is compiling a graph on this thread (is_compiling()).
+extern thread_local int tls_backend_compiling;
+
+// Makes every pending tensor concrete (a sync point), if a capture is active on this thread.
+void sync_current(const std::string& reason, std::source_location loc, bool loc_known);
+
+}  // namespace kiln::capture

@@ -1,0 +1,118 @@
+// The tracer: while a compiled function runs, dispatch hands it every op call; it records a
+// graph node and returns *pending* tensors (metadata now, storage once the segment runs).
+// A sync point runs the segment (cache lookup, compile on a miss) and makes them concrete.
+//
+// Memory model (functionalisation): every pending tensor lives in a virtual Buffer whose
+// current value is a contiguous graph value. Views of it are views of that buffer; an in-place
+// write replaces the buffer's value (with as_strided_scatter when only part of it is written)
+// and bumps its version, so a view read later is re-derived from the new value. A concrete
+// tensor written in place gets a Buffer over its Storage (a flat graph input) that is written
+// back after the segment runs, so aliasing through views stays correct.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capture/state.h"
+#include "kiln/autograd/autograd.h"
+
+namespace kiln::capture {
+
+class Tracer;
+
+// Turns interception and autograd recording off for a scope: what runs inside (a backend
+// compiling or running a graph) computes eagerly.
+class PauseCapture {
+ public:
+  PauseCapture() : prev_(set_interceptor(nullptr)) { frames().push_back({nullptr, true}); }
+  ~PauseCapture() {
+    frames().pop_back();
+    set_interceptor(prev_);
+  }
+  PauseCapture(const PauseCapture&) = delete;
+  PauseCapture& operator=(const PauseCapture&) = delete;
+
+ private:
+  DispatchInterceptor* prev_;
+  AutoGradMode no_grad_{false};
+};
+
+struct Buffer {
+  ir::ValueRef value;  // contiguous, numel elements
+  int64_t numel = 0;
+  DType dtype = DType::Float32;
+  uint64_t version = 0;
+  std::shared_ptr<Storage> concrete;  // a written concrete storage (written back after the run)
+  Tensor concrete_flat;               // its flat graph input
+  int32_t output_slot = -1;           // during a flush: which graph output holds it
+};
+
+class PendingTensor final : public PendingValue {
+ public:
+  PendingTensor(Tracer* tracer, std::shared_ptr<Buffer> buffer, ir::ValueRef value)
+      : tracer(tracer),
+        buffer(std::move(buffer)),
+        value(value),
+        value_version(this->buffer->version) {}
+  void materialize(TensorImpl& self, const char* why, const std::source_location* where) override;
+  void share_with(const std::shared_ptr<TensorImpl>& alias) override;
+  const void* memory_id() const override { return buffer.get(); }
+  uint64_t version() const override { return buffer->version; }
+
+  Tracer* tracer;
+  std::shared_ptr<Buffer> buffer;
+  ir::ValueRef value;  // this tensor's value, valid while value_version == buffer->version
+  uint64_t value_version;
+};
+
+class Tracer final : public DispatchInterceptor {
+ public:
+  Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
+      : state_(std::move(state)), frozen_(frozen) {}
+  ~Tracer() override;
+
+  bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                 std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) override;
+
+  // A sync point: runs the captured segment and makes every live pending tensor concrete.
+  // `is_return`: the function's return (not a graph break).
+  void flush(const std::string& reason, const CallSite& site, bool is_return);
+  // Gives up on the segment (fn threw): pending tensors left alive throw when read.
+  void abandon(const std::string& why);
+
+  void register_pending(const std::shared_ptr<TensorImpl>& impl) { pending_.push_back(impl); }
+  // A pending tensor with t's dtype and shape that is a new graph input (metadata-only runs).
+  Tensor symbolic_input(const Tensor& t);
+  // This capture only computes metadata: a sync point is an error naming `who`.
+  void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
+  detail::CompiledState& state() { return *state_; }
+  // For explain: the graphs and breaks seen go to observers too; nothing else is needed here.
+
+ private:
+  ir::ValueRef value_of(const Tensor& t);
+  Tensor new_pending(const ir::TensorInfo& info, ir::ValueRef value);
+  void write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorInfo& value_info);
+  bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                   std::span<Tensor, kMaxOpOutputs> outputs);
+  void reset_segment();
+  // Written concrete storages stop being sync points (before the segment runs or is dropped).
+  void release_written_storages();
+  // Runs (compiling on a miss) the finished graph; returns its outputs.
+  std::vector<Tensor> run_segment(ir::Graph& graph);
+
+  std::shared_ptr<detail::CompiledState> state_;
+  bool frozen_;  // use cached graphs only; a miss runs eagerly
+  std::string metadata_only_;
+  ir::Graph graph_;
+  std::vector<Tensor> inputs_;  // the placeholders' tensors
+  std::unordered_map<const TensorImpl*, ir::ValueRef> input_of_;
+  std::unordered_map<const Storage*, std::shared_ptr<Buffer>> written_storages_;
+  // Concrete tensors over written storages: their value, valid for one buffer version.
+  std::unordered_map<const TensorImpl*, std::pair<ir::ValueRef, uint64_t>> written_views_;
+  std::vector<std::weak_ptr<TensorImpl>> pending_;
+  size_t segment_index_ = 0;
+};
+
+}  // namespace kiln::capture

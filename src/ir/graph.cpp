@@ -1,0 +1,412 @@
+// The graph IR: building, hashing, comparing, printing, serialising and interpreting.
+#include "kiln/ir/graph.h"
+
+#include <bit>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/op_utils.h"
+
+namespace kiln::ir {
+
+std::string SourceLoc::str() const {
+  std::ostringstream os;
+  if (!file.empty()) os << file << ":" << line;
+  if (!function.empty()) os << (file.empty() ? "" : " ") << "in " << function;
+  return os.str();
+}
+
+// ---- building ----
+ValueRef Graph::add_placeholder(const TensorInfo& info) {
+  Node n;
+  n.kind = NodeKind::Placeholder;
+  n.input_index = num_inputs_++;
+  n.outputs.push_back(info);
+  nodes.push_back(std::move(n));
+  return {static_cast<int32_t>(nodes.size() - 1), 0};
+}
+
+ValueRef Graph::add_constant(const Scalar& value, DType dtype) {
+  Node n;
+  n.kind = NodeKind::Constant;
+  n.attrs = Attrs{value, dtype};
+  n.outputs.push_back({dtype, {}, {}, 0, false});
+  nodes.push_back(std::move(n));
+  return {static_cast<int32_t>(nodes.size() - 1), 0};
+}
+
+ValueRef Graph::add_call(const OpDef& op, std::vector<ValueRef> inputs, Attrs attrs,
+                         std::vector<TensorInfo> outputs, SourceLoc loc) {
+  Node n;
+  n.kind = NodeKind::Call;
+  n.op = &op;
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  n.outputs = std::move(outputs);
+  n.loc = std::move(loc);
+  nodes.push_back(std::move(n));
+  return {static_cast<int32_t>(nodes.size() - 1), 0};
+}
+
+int64_t Graph::num_calls() const {
+  int64_t n = 0;
+  for (const Node& node : nodes) n += node.kind == NodeKind::Call;
+  return n;
+}
+
+std::vector<int64_t> Graph::runtime_attr_values() const {
+  std::vector<int64_t> out;
+  out.reserve(runtime_attrs.size());
+  for (const RuntimeAttr& r : runtime_attrs) out.push_back(nodes[r.node].attrs.i(r.attr));
+  return out;
+}
+
+// ---- hashing and equality ----
+namespace {
+
+struct Hasher {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  void add(uint64_t v) {  // 64-bit mix (splitmix-style), order-sensitive
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+  }
+  void add_bytes(std::string_view s) {
+    for (char c : s) add(static_cast<unsigned char>(c));
+  }
+  void add(const Shape& s) {
+    add(s.size());
+    for (int64_t v : s) add(static_cast<uint64_t>(v));
+  }
+  void add(const TensorInfo& t) {
+    add(static_cast<uint64_t>(t.dtype));
+    add(t.sizes);
+    add(t.strides);
+    add(static_cast<uint64_t>(t.storage_offset));
+    add(t.requires_grad);
+  }
+  void add(const Scalar& s) {
+    add(static_cast<uint64_t>(s.dtype()));
+    add(s.is_floating() ? std::bit_cast<uint64_t>(s.to_double())
+                        : static_cast<uint64_t>(s.to_int()));
+  }
+  void add(const AttrValue& v) {
+    add(v.index());
+    std::visit(
+        [&](const auto& x) {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, std::monostate>) {
+          } else if constexpr (std::is_same_v<X, double>) {
+            add(std::bit_cast<uint64_t>(x));
+          } else if constexpr (std::is_same_v<X, DType>) {
+            add(static_cast<uint64_t>(x));
+          } else if constexpr (std::is_same_v<X, Scalar>) {
+            add(x);
+          } else if constexpr (std::is_same_v<X, std::vector<int64_t>>) {
+            add(x.size());
+            for (int64_t e : x) add(static_cast<uint64_t>(e));
+          } else if constexpr (std::is_same_v<X, std::string>) {
+            add_bytes(x);
+          } else {
+            add(static_cast<uint64_t>(x));
+          }
+        },
+        v);
+  }
+};
+
+bool is_runtime_attr(const Graph& g, size_t node, size_t attr) {
+  for (const RuntimeAttr& r : g.runtime_attrs)
+    if (r.node == static_cast<int32_t>(node) && r.attr == static_cast<int32_t>(attr)) return true;
+  return false;
+}
+
+// Attribute equality that treats NaN constants as equal to themselves (bitwise for floats).
+bool same_attr(const AttrValue& a, const AttrValue& b) {
+  if (a.index() != b.index()) return false;
+  if (const double* x = std::get_if<double>(&a))
+    return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(std::get<double>(b));
+  if (const Scalar* x = std::get_if<Scalar>(&a)) {
+    const Scalar& y = std::get<Scalar>(b);
+    if (x->dtype() != y.dtype()) return false;
+    return x->is_floating()
+               ? std::bit_cast<uint64_t>(x->to_double()) == std::bit_cast<uint64_t>(y.to_double())
+               : x->to_int() == y.to_int();
+  }
+  return a == b;
+}
+
+}  // namespace
+
+uint64_t Graph::hash() const {
+  Hasher h;
+  h.add(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    h.add(static_cast<uint64_t>(n.kind));
+    if (n.op) h.add(reinterpret_cast<uintptr_t>(n.op));
+    h.add(n.inputs.size());
+    for (ValueRef v : n.inputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
+    for (size_t k = 0; k < n.attrs.size(); ++k)
+      if (runtime_attrs.empty() || !is_runtime_attr(*this, i, k)) h.add(n.attrs[k]);
+    // Op outputs follow from inputs and attributes; only placeholders carry guarded metadata.
+    if (n.kind == NodeKind::Placeholder) h.add(n.outputs[0]);
+  }
+  h.add(outputs.size());
+  for (ValueRef v : outputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
+  return h.h;
+}
+
+bool structurally_equal(const Graph& a, const Graph& b) {
+  if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||
+      a.runtime_attrs != b.runtime_attrs)
+    return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const Node& x = a.nodes[i];
+    const Node& y = b.nodes[i];
+    if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
+        x.attrs.size() != y.attrs.size())
+      return false;
+    for (size_t k = 0; k < x.attrs.size(); ++k)
+      if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;
+    if (x.kind == NodeKind::Placeholder && !(x.outputs[0] == y.outputs[0])) return false;
+  }
+  return true;
+}
+
+namespace {
+std::string short_dtype(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "b8";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
+  }
+  return "?";
+}
+
+std::string describe_input_change(int32_t index, const TensorInfo& a, const TensorInfo& b) {
+  std::ostringstream os;
+  os << "input " << index << ": ";
+  if (a.dtype != b.dtype) {
+    os << "dtype changed " << a.dtype << " → " << b.dtype;
+  } else if (a.sizes.size() != b.sizes.size()) {
+    os << "number of dims changed " << a.sizes.size() << " → " << b.sizes.size() << " (shape "
+       << IntList(a.sizes) << " → " << IntList(b.sizes) << ")";
+  } else if (a.sizes != b.sizes) {
+    for (size_t d = 0; d < a.sizes.size(); ++d)
+      if (a.sizes[d] != b.sizes[d]) {
+        os << "size of dim " << d << " changed " << a.sizes[d] << " → " << b.sizes[d];
+        break;
+      }
+  } else if (a.strides != b.strides) {
+    os << "strides changed " << IntList(a.strides) << " → " << IntList(b.strides);
+  } else if (a.storage_offset != b.storage_offset) {
+    os << "storage offset changed " << a.storage_offset << " → " << b.storage_offset;
+  } else {
+    os << "requires_grad changed " << (a.requires_grad ? "true" : "false") << " → "
+       << (b.requires_grad ? "true" : "false");
+  }
+  return os.str();
+}
+
+std::string node_label(const Node& n, size_t i) {
+  std::ostringstream os;
+  os << "node " << i << " (" << (n.op ? std::string(n.op->name) : "constant") << ")";
+  return os.str();
+}
+}  // namespace
+
+std::string describe_difference(const Graph& a, const Graph& b) {
+  std::ostringstream os;
+  // Inputs first: they are what users change most, and what guards compare.
+  for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {
+    const Node& x = a.nodes[i];
+    const Node& y = b.nodes[i];
+    if (x.kind == NodeKind::Placeholder && y.kind == NodeKind::Placeholder &&
+        !(x.outputs[0] == y.outputs[0]))
+      return describe_input_change(x.input_index, x.outputs[0], y.outputs[0]);
+  }
+  for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {
+    const Node& x = a.nodes[i];
+    const Node& y = b.nodes[i];
+    if (x.kind != y.kind || x.op != y.op) {
+      os << "node " << i << " changed from " << (x.op ? x.op->name : "a non-op node") << " to "
+         << (y.op ? y.op->name : "a non-op node");
+      return os.str();
+    }
+    if (x.kind == NodeKind::Constant && !same_attr(x.attrs[0], y.attrs[0])) {
+      os << "constant at node " << i << " changed " << x.attrs[0] << " → " << y.attrs[0];
+      return os.str();
+    }
+    if (x.inputs != y.inputs) return node_label(y, i) + " takes different inputs";
+    for (size_t k = 0; k < x.attrs.size() && k < y.attrs.size(); ++k) {
+      if (is_runtime_attr(a, i, k) || same_attr(x.attrs[k], y.attrs[k])) continue;
+      std::string name = x.op && k < x.op->attr_names.size() ? std::string(x.op->attr_names[k])
+                                                             : "#" + std::to_string(k);
+      os << "constant " << name << " of " << node_label(y, i) << " changed " << x.attrs[k] << " → "
+         << y.attrs[k];
+      return os.str();
+    }
+  }
+  if (a.nodes.size() != b.nodes.size()) {
+    os << "the graph has " << b.num_calls() << " ops where the cached one has " << a.num_calls();
+    return os.str();
+  }
+  if (a.outputs != b.outputs) return "the graph returns different values";
+  if (!structurally_equal(a, b)) return "the graph differs";
+  return "";
+}
+
+// ---- printing ----
+namespace {
+std::string info_str(const TensorInfo& t) {
+  std::ostringstream os;
+  os << short_dtype(t.dtype) << IntList(t.sizes);
+  return os.str();
+}
+std::string ref_str(ValueRef v) {
+  std::string s = "%" + std::to_string(v.node);
+  if (v.output) s += "." + std::to_string(v.output);
+  return s;
+}
+}  // namespace
+
+std::string Graph::to_string() const {
+  std::ostringstream os;
+  os << "graph(";
+  bool first = true;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind != NodeKind::Placeholder) continue;
+    os << (first ? "" : ", ") << "%" << i << ": " << info_str(n.outputs[0]);
+    const TensorInfo& t = n.outputs[0];
+    if (t.strides != contiguous_strides(t.sizes) || t.storage_offset)
+      os << " strides=" << IntList(t.strides) << (t.storage_offset ? " offset=" : "")
+         << (t.storage_offset ? std::to_string(t.storage_offset) : "");
+    if (t.requires_grad) os << " requires_grad";
+    first = false;
+  }
+  os << "):\n";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind == NodeKind::Placeholder) continue;
+    std::ostringstream line;
+    line << "  %" << i;
+    for (size_t k = 1; k < n.outputs.size(); ++k) line << ", %" << i << "." << k;
+    if (n.kind == NodeKind::Constant) {
+      line << " = constant(" << n.attrs[0] << ") : " << short_dtype(n.attrs.dtype(1));
+    } else {
+      line << " = " << n.op->name << "(";
+      for (size_t k = 0; k < n.inputs.size(); ++k) line << (k ? ", " : "") << ref_str(n.inputs[k]);
+      for (size_t k = 0; k < n.attrs.size(); ++k) {
+        line << (n.inputs.empty() && k == 0 ? "" : ", ");
+        if (k < n.op->attr_names.size()) line << n.op->attr_names[k] << "=";
+        line << n.attrs[k];
+      }
+      line << ") : ";
+      for (size_t k = 0; k < n.outputs.size(); ++k)
+        line << (k ? ", " : "") << info_str(n.outputs[k]);
+    }
+    std::string s = line.str();
+    if (n.loc.known())
+      s += std::string(s.size() < 60 ? 60 - s.size() : 1, ' ') + "# " + n.loc.str();
+    os << s << "\n";
+  }
+  os << "  return (";
+  for (size_t k = 0; k < outputs.size(); ++k) os << (k ? ", " : "") << ref_str(outputs[k]);
+  os << ")\n";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_string(); }
+
+// ---- interpreting ----
+std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
+                              std::span<const int64_t> runtime_values) {
+  KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
+             "interpret: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
+  KILN_CHECK(runtime_values.empty() || runtime_values.size() == g.runtime_attrs.size(), Error,
+             "interpret: the graph has ", g.runtime_attrs.size(), " runtime attributes, got ",
+             runtime_values.size(), " values");
+  // Eager kernels only: no capture of these calls, no autograd recording (autograd was
+  // recorded around the graph when it was captured).
+  struct NoInterceptor {
+    DispatchInterceptor* prev = set_interceptor(nullptr);
+    ~NoInterceptor() { set_interceptor(prev); }
+  } no_interceptor;
+  AutoGradMode no_grad(false);
+  std::vector<std::vector<Tensor>> values(g.nodes.size());
+  size_t next_runtime = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    switch (n.kind) {
+      case NodeKind::Placeholder:
+        values[i] = {inputs[static_cast<size_t>(n.input_index)]};
+        break;
+      case NodeKind::Constant: {
+        Tensor t = wrap_scalar(n.attrs.scalar(0));
+        if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
+        t.impl()->set_wrapped_number(true);
+        values[i] = {t};
+        break;
+      }
+      case NodeKind::Call: {
+        std::vector<Tensor> ins;
+        ins.reserve(n.inputs.size());
+        for (ValueRef v : n.inputs) {
+          KILN_CHECK(v.node >= 0 && static_cast<size_t>(v.node) < i &&
+                         static_cast<size_t>(v.output) < values[v.node].size(),
+                     Error, "interpret: node ", i, " (", n.op->name, ") reads %", v.node, ".",
+                     v.output, ", which no earlier node produced");
+          ins.push_back(values[v.node][v.output]);
+        }
+        const Attrs* attrs = &n.attrs;
+        Attrs patched;
+        if (!runtime_values.empty() && next_runtime < g.runtime_attrs.size() &&
+            g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i)) {
+          patched = n.attrs;
+          Attrs rebuilt;
+          for (size_t k = 0; k < patched.size(); ++k) {
+            bool replaced = false;
+            while (next_runtime < g.runtime_attrs.size() &&
+                   g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i) &&
+                   g.runtime_attrs[next_runtime].attr == static_cast<int32_t>(k)) {
+              rebuilt.push_back(runtime_values[next_runtime++]);
+              replaced = true;
+            }
+            if (!replaced) rebuilt.push_back(patched[k]);
+          }
+          patched = rebuilt;
+          attrs = &patched;
+        }
+        std::array<Tensor, kMaxOpOutputs> outs;
+        const int m = dispatch_no_autograd(*n.op, ins, *attrs, outs);
+        values[i].assign(outs.begin(), outs.begin() + m);
+        break;
+      }
+    }
+  }
+  std::vector<Tensor> result;
+  result.reserve(g.outputs.size());
+  for (ValueRef v : g.outputs) {
+    KILN_CHECK(v.node >= 0 && static_cast<size_t>(v.node) < values.size() &&
+                   static_cast<size_t>(v.output) < values[v.node].size(),
+               Error, "interpret: the graph returns %", v.node, ".", v.output,
+               ", which no node produced");
+    result.push_back(values[v.node][v.output]);
+  }
+  return result;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,88 @@
+// Dead-code and common-subexpression elimination over the graph IR.
+#include "kiln/ir/passes.h"
+
+#include <unordered_map>
+
+namespace kiln::ir {
+
+namespace {
+// Keeps the nodes for which keep[i] is true (placeholders always), remapping references
+// through `replace` first (a node's uses redirected to an equivalent earlier node).
+void rebuild(Graph& g, const std::vector<bool>& keep, const std::vector<int32_t>& replace) {
+  std::vector<int32_t> new_index(g.nodes.size(), -1);
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  auto remap = [&](ValueRef v) { return ValueRef{new_index[replace[v.node]], v.output}; };
+  std::vector<RuntimeAttr> runtime;
+  size_t next_runtime = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const bool is_kept = keep[i] && replace[i] == static_cast<int32_t>(i);
+    while (next_runtime < g.runtime_attrs.size() &&
+           g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i)) {
+      if (is_kept)
+        runtime.push_back({static_cast<int32_t>(kept.size()), g.runtime_attrs[next_runtime].attr});
+      ++next_runtime;
+    }
+    if (!is_kept) continue;
+    Node n = std::move(g.nodes[i]);
+    for (ValueRef& v : n.inputs) v = remap(v);
+    new_index[i] = static_cast<int32_t>(kept.size());
+    kept.push_back(std::move(n));
+  }
+  for (ValueRef& v : g.outputs) v = remap(v);
+  g.nodes = std::move(kept);
+  g.runtime_attrs = std::move(runtime);
+}
+
+std::vector<int32_t> identity(size_t n) {
+  std::vector<int32_t> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = static_cast<int32_t>(i);
+  return r;
+}
+}  // namespace
+
+int64_t eliminate_dead_code(Graph& g) {
+  std::vector<bool> live(g.nodes.size(), false);
+  for (ValueRef v : g.outputs) live[v.node] = true;
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    if (g.nodes[i].kind == NodeKind::Placeholder) live[i] = true;
+    if (!live[i]) continue;
+    for (ValueRef v : g.nodes[i].inputs) live[v.node] = true;
+  }
+  int64_t removed = 0;
+  for (bool l : live) removed += !l;
+  if (removed) rebuild(g, live, identity(g.nodes.size()));
+  return removed;
+}
+
+int64_t eliminate_common_subexpressions(Graph& g) {
+  std::vector<int32_t> replace = identity(g.nodes.size());
+  std::unordered_map<uint64_t, std::vector<int32_t>> seen;  // node hash -> candidates
+  int64_t merged = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Placeholder) continue;
+    for (ValueRef& v : n.inputs) v.node = replace[v.node];
+    if (n.kind == NodeKind::Call && n.op->kind == OpKind::Random) continue;
+    // A single-node graph's hash is a cheap structural key for the node.
+    Graph one;
+    one.nodes.push_back(n);
+    const uint64_t key = one.hash();
+    bool found = false;
+    for (int32_t j : seen[key]) {
+      const Node& m = g.nodes[j];
+      if (m.kind == n.kind && m.op == n.op && m.inputs == n.inputs && m.attrs == n.attrs &&
+          m.outputs == n.outputs) {
+        replace[i] = j;
+        ++merged;
+        found = true;
+        break;
+      }
+    }
+    if (!found) seen[key].push_back(static_cast<int32_t>(i));
+  }
+  if (merged) rebuild(g, std::vector<bool>(g.nodes.size(), true), replace);
+  return merged;
+}
+
+}  // namespace kiln::ir

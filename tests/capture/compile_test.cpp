@@ -1,0 +1,523 @@
+// kiln::compile: capture, sync points, guards and recompiles, stances, mutation, training,
+// threads; and one test per row of the reference table of fine-grained tracing APIs.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+void expect_equal(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.sizes(), b.sizes());
+  ASSERT_EQ(a.dtype(), b.dtype());
+  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
+}
+
+// Counts graphs and ops that reach the backend (a user backend that runs the eager one).
+struct Counting {
+  std::shared_ptr<std::atomic<int>> graphs = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> ops = std::make_shared<std::atomic<int>>(0);
+  CompileOptions options(bool fullgraph = false) const {
+    CompileOptions o;
+    auto g = graphs;
+    auto n = ops;
+    o.backend = Backend([g, n](const ir::Graph& graph, std::span<const ir::TensorInfo> inputs) {
+      ++*g;
+      *n += static_cast<int>(graph.num_calls());
+      return lookup_backend("eager")(graph, inputs);
+    });
+    o.fullgraph = fullgraph;
+    return o;
+  }
+};
+
+Tensor toy_example(Tensor a, Tensor b) {
+  Tensor x = a / (abs(a) + 1);
+  std::printf("woo\n");  // plain C++: runs every call, never breaks the graph
+  if (b.sum() < 0) b = b * -1;
+  return x * b;
+}
+
+// ---- capture and sync points ----
+TEST(Compile, ToyExampleMatchesEagerAndBreaksOnlyAtTheBranch) {
+  manual_seed(0);
+  Tensor a = randn({10}), b = full({10}, -0.5);  // b.sum() < 0: the branch is taken
+  Counting c;
+  auto f = compile(toy_example, c.options());
+  expect_equal(f(a, b), toy_example(a, b));
+  EXPECT_EQ(*c.graphs, 2);  // before and after the `if`
+  ExplainOutput e = explain(toy_example, a, b);
+  EXPECT_EQ(e.graph_count, 2);
+  EXPECT_EQ(e.graph_break_count, 1);
+  ASSERT_EQ(e.break_reasons.size(), 1u);
+  EXPECT_NE(e.break_reasons[0].reason.find("bool(Tensor)"), std::string::npos);
+  EXPECT_NE(e.break_reasons[0].loc.function.find("toy_example"), std::string::npos) << e.str();
+  EXPECT_EQ(e.op_count, 7);  // abs, add, div, sum, lt | mul, mul
+  EXPECT_NE(e.str().find("Kiln produced 2 graphs, with 1 graph break and 7 ops."),
+            std::string::npos)
+      << e.str();
+}
+
+TEST(Compile, ItemIsASyncPointWithTheUsersLine) {
+  auto f = compile([](Tensor x) {
+    Tensor y = x * 2;
+    const double v = y.sum().item<double>();  // sync point
+    return y + v;
+  });
+  Tensor x = arange(4, DType::Float32);
+  expect_equal(f(x), x * 2 + 12.0);
+  ExplainOutput e = explain([](Tensor x) { return (x * 2).sum().item<double>(); }, x);
+  ASSERT_EQ(e.break_reasons.size(), 1u);
+  EXPECT_NE(e.break_reasons[0].reason.find("item()"), std::string::npos);
+  EXPECT_NE(e.break_reasons[0].loc.file.find("compile_test.cpp"), std::string::npos);
+}
+
+TEST(Compile, DataDependentOpsBreakTheGraphAndRunEagerly) {
+  auto f = compile([](Tensor x) { return nonzero(x * 1) + 0; });
+  Tensor x = tensor({0.0, 1.0, 0.0, 2.0});
+  expect_equal(f(x), nonzero(x) + 0);
+  ExplainOutput e = explain([](Tensor x) { return nonzero(x * 1) + 0; }, x);
+  ASSERT_EQ(e.graph_break_count, 1);
+  EXPECT_NE(e.break_reasons[0].reason.find("'nonzero' is data-dependent"), std::string::npos);
+}
+
+TEST(Compile, ShapeErrorsThrowAtCaptureTime) {
+  auto f = compile([](Tensor x) { return x + ones({3}); });
+  EXPECT_THROW(f(ones({4})), ShapeError);
+  expect_equal(f(ones({3})), ones({3}) * 2);  // the failed call left nothing behind
+}
+
+TEST(Compile, ConcreteTensorsUsedInsideBecomeInputsNotConstants) {
+  Tensor w = ones({3});
+  Counting c;
+  auto f = compile([&](Tensor x) { return x * w; }, c.options());
+  expect_equal(f(ones({3})), ones({3}));
+  w.fill_(2.0);  // new values, same metadata: no recompile
+  expect_equal(f(ones({3})), ones({3}) * 2);
+  EXPECT_EQ(*c.graphs, 1);
+}
+
+TEST(Compile, NestedCompiledFunctionsInline) {
+  Counting inner_c, outer_c;
+  auto inner = compile([](Tensor x) { return x.exp(); }, inner_c.options());
+  auto outer = compile([&](Tensor x) { return inner(x) + 1; }, outer_c.options());
+  expect_equal(outer(ones({2})), ones({2}).exp() + 1);
+  EXPECT_EQ(*inner_c.graphs, 0);
+  EXPECT_EQ(*outer_c.graphs, 1);
+  EXPECT_EQ(*outer_c.ops, 2);
+}
+
+// ---- guards and recompiles ----
+TEST(Compile, RecompilesOnShapeDtypeAndConstantWithReasons) {
+  std::vector<std::string> lines;
+  set_log_sink([&](const std::string& l) { lines.push_back(l); });
+  set_logs("recompiles");
+  double k = 0.5;
+  auto f = compile([&](Tensor x) { return x * k; }, CompileOptions{.name = "scale"});
+  f(ones({2, 16}));
+  f(ones({2, 16}));  // cached
+  f(ones({2, 24}));
+  f(ones({2, 24}, DType::Float64));
+  k = 0.25;
+  f(ones({2, 24}, DType::Float64));
+  set_logs("");
+  set_log_sink({});
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("[kiln:recompiles] recompiling 'scale' graph 0: input 0: size of dim 1 "
+                          "changed 16 → 24"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("input 0: dtype changed float32 → float64"), std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("constant at node"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("changed 0.5 → 0.25"), std::string::npos) << lines[2];
+}
+
+TEST(Compile, RandomOpsDoNotRecompileAndMatchEagerDraws) {
+  Counting c;
+  auto f = compile([](Tensor x) { return x + randn({4}); }, c.options());
+  for (int i = 0; i < 3; ++i) {
+    manual_seed(7 + i);
+    Tensor got = f(zeros({4}));
+    manual_seed(7 + i);
+    expect_equal(got, zeros({4}) + randn({4}));
+  }
+  EXPECT_EQ(*c.graphs, 1);
+}
+
+TEST(Compile, CacheSizeLimitFallsBackToEagerWithOneWarning) {
+  const int saved = compile_config().cache_size_limit;
+  compile_config().cache_size_limit = 2;
+  Counting c;
+  auto f = compile([](Tensor x) { return x + 1; }, c.options());
+  for (int n = 1; n <= 5; ++n) expect_equal(f(zeros({n})), ones({n}));
+  EXPECT_EQ(*c.graphs, 2);
+  EXPECT_TRUE(f.state() != nullptr);
+  compile_config().cache_size_limit = saved;
+}
+
+TEST(Compile, AFailedFirstCompileDoesNotPoisonTheCache) {
+  auto fail = std::make_shared<bool>(true);
+  CompileOptions o;
+  o.backend = Backend([fail](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+    if (*fail) throw Error("backend failed on purpose");
+    return lookup_backend("eager")(g, in);
+  });
+  auto f = compile([](Tensor x) { return x * 3; }, o);
+  EXPECT_THROW(f(ones({2})), Error);
+  *fail = false;
+  expect_equal(f(ones({2})), ones({2}) * 3);
+}
+
+TEST(Compile, Stances) {
+  Counting c;
+  auto f = compile([](Tensor x) { return x - 1; }, c.options());
+  {
+    StanceGuard s(Stance::ForceEager);
+    expect_equal(f(ones({2})), zeros({2}));
+    EXPECT_EQ(*c.graphs, 0);
+  }
+  f(ones({2}));
+  EXPECT_EQ(*c.graphs, 1);
+  {
+    StanceGuard s(Stance::EagerOnRecompile);
+    expect_equal(f(ones({3})), zeros({3}));  // runs eagerly, compiles nothing
+    EXPECT_EQ(*c.graphs, 1);
+  }
+  {
+    StanceGuard s(Stance::FailOnRecompile);
+    expect_equal(f(ones({2})), zeros({2}));  // cached: fine
+    try {
+      f(ones({5}));
+      ADD_FAILURE() << "no RecompileError";
+    } catch (const RecompileError& e) {
+      EXPECT_NE(std::string(e.what()).find("size of dim 0 changed 2 → 5"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(stance(), Stance::Default);
+}
+
+TEST(Compile, FrozenRunModeUsesTheCacheAndNeverCompiles) {
+  Counting c;
+  auto f = compile([](Tensor x) { return x * x; }, c.options());
+  f(ones({2}));
+  auto frozen = kiln::run(f);
+  expect_equal(frozen(ones({2}) * 3), ones({2}) * 9);
+  expect_equal(frozen(ones({7}) * 2), ones({7}) * 4);  // a miss: eager, not compiled
+  EXPECT_EQ(*c.graphs, 1);
+}
+
+TEST(Compile, FullgraphThrowsAtTheFirstBreakNamingTheLine) {
+  auto f = compile(toy_example, Counting().options(/*fullgraph=*/true));
+  try {
+    f(ones({3}), ones({3}));
+    ADD_FAILURE() << "no GraphBreakError";
+  } catch (const GraphBreakError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("fullgraph"), std::string::npos) << m;
+    EXPECT_NE(m.find("bool(Tensor)"), std::string::npos) << m;
+    EXPECT_NE(m.find("toy_example"), std::string::npos) << m;
+  }
+  // A function without breaks compiles as one graph.
+  auto g = compile([](Tensor x) { return x.exp().sum(); }, Counting().options(true));
+  expect_equal(g(ones({2})), ones({2}).exp().sum());
+}
+
+TEST(Compile, ReservedAndUnknownBackendsAreClearErrors) {
+  EXPECT_THROW(compile([](Tensor x) { return x; }, {.backend = std::string("inductor")}),
+               NotImplementedError);
+  EXPECT_THROW(compile([](Tensor x) { return x; }, {.backend = std::string("aot_eager")}),
+               NotImplementedError);
+  EXPECT_THROW(compile([](Tensor x) { return x; }, {.backend = std::string("nope")}), Error);
+  EXPECT_THROW(compile([](Tensor x) { return x; }, {.dynamic = true}), NotImplementedError);
+  auto names = list_backends();
+  EXPECT_NE(std::find(names.begin(), names.end(), "eager"), names.end());
+}
+
+// ---- mutation ----
+TEST(Compile, InPlaceWritesToInputsAreWrittenBackThroughViews) {
+  auto body = [](Tensor p, Tensor g) {
+    NoGradGuard no_grad;
+    p.add_(g * 0.5);
+    Tensor head = p.slice(0, 0, 2);
+    head.mul_(2);  // through a view of a concrete tensor
+    Tensor t = p.t();
+    return (t * 1).sum() + head.sum();
+  };
+  Tensor p1 = arange(6, DType::Float32).view({3, 2}), p2 = p1.clone();
+  Tensor g = ones({3, 2});
+  Tensor want = body(p1, g);
+  auto f = compile(body);
+  Tensor got = f(p2, g);
+  expect_equal(got, want);
+  expect_equal(p2, p1);
+}
+
+TEST(Compile, InPlaceOnPendingViewsUpdatesTheBase) {
+  auto body = [](Tensor x) {
+    Tensor y = x * 1;  // pending
+    Tensor row = y.select(0, 1);
+    row.fill_(7);          // write through a pending view
+    Tensor z = y.t() + 0;  // reads the base after the write
+    return std::vector<Tensor>{y, z, row};
+  };
+  Tensor x = arange(6, DType::Float32).view({2, 3});
+  auto want = body(x);
+  auto got = compile(body)(x);
+  for (size_t i = 0; i < want.size(); ++i) expect_equal(got[i], want[i]);
+}
+
+// ---- training ----
+TEST(Compile, BackwardInsideAndOutsideTheCompiledFunctionMatchEager) {
+  manual_seed(3);
+  Tensor w1 = randn({3, 4}).requires_grad_(), w2 = w1.detach().clone().requires_grad_();
+  Tensor x = randn({2, 3});
+  auto loss_of = [](const Tensor& w, const Tensor& x) { return matmul(x, w).tanh().sum(); };
+  loss_of(w1, x).backward();
+  Counting c;
+  auto f = compile(
+      [&](Tensor x) {
+        Tensor l = loss_of(w2, x);
+        l.backward();
+        return l;
+      },
+      c.options());
+  f(x);
+  expect_equal(w2.grad(), w1.grad());
+  EXPECT_EQ(*c.graphs, 1);  // forward and backward in one graph
+  // Outputs that require grad stay differentiable outside.
+  auto g = compile([&](Tensor x) { return loss_of(w2, x); });
+  w1.set_grad({});
+  w2.set_grad({});
+  loss_of(w1, x).backward();
+  g(x).backward();
+  expect_equal(w2.grad(), w1.grad());
+}
+
+TEST(Compile, WholeTrainingStepIsOneGraphAndMatchesEager) {
+  manual_seed(5);
+  nn::Linear eager_model(4, 3), compiled_model(4, 3);
+  compiled_model.load_state_dict(eager_model.state_dict());
+  optim::AdamW eager_opt(eager_model.parameters(), optim::AdamWOptions{.lr = 0.01});
+  optim::AdamW compiled_opt(compiled_model.parameters(), optim::AdamWOptions{.lr = 0.01});
+  auto step = [](nn::Linear& m, optim::AdamW& opt, const Tensor& x) {
+    opt.zero_grad();
+    Tensor loss = m.forward(x).pow(2).mean();
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  Counting c;
+  auto compiled_step =
+      compile([&](const Tensor& x) { return step(compiled_model, compiled_opt, x); }, c.options());
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randn({5, 4});
+    expect_equal(compiled_step(x), step(eager_model, eager_opt, x));
+  }
+  auto pe = eager_model.parameters(), pc = compiled_model.parameters();
+  for (size_t i = 0; i < pe.size(); ++i) expect_equal(pc[i], pe[i]);
+  // The optimizers' fused kernels read parameter data (a sync point), so today the step is
+  // forward+backward in one graph and the update eagerly; see the open issue's note.
+  EXPECT_GE(*c.graphs, 1);
+}
+
+TEST(Compile, ForwardBackwardAndAnUpdateWrittenInOpsAreOneGraph) {
+  manual_seed(6);
+  Tensor w_eager = randn({4, 3}).requires_grad_();
+  Tensor w_comp = w_eager.detach().clone().requires_grad_();
+  auto step = [](Tensor& w, const Tensor& x) {
+    w.set_grad({});
+    Tensor loss = matmul(x, w).tanh().pow(2).mean();
+    loss.backward();
+    NoGradGuard no_grad;
+    w.sub_(w.grad() * 0.1);
+    return loss;
+  };
+  Counting c;
+  auto compiled_step = compile([&](const Tensor& x) { return step(w_comp, x); }, c.options());
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randn({5, 4});
+    expect_equal(compiled_step(x), step(w_eager, x));
+    expect_equal(w_comp, w_eager);
+  }
+  EXPECT_EQ(*c.graphs, 1);
+}
+
+// ---- threads ----
+TEST(Compile, EightThreadsShareOneCompiledFunction) {
+  Counting c;
+  auto f = compile([](Tensor x) { return (x * 2).exp().sum(); }, c.options());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        Tensor x = ones({t % 2 + 1}) * 0.1;
+        Tensor want = (x * 2).exp().sum();
+        if (f(x).item<double>() != want.item<double>()) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, 0);
+  EXPECT_LE(*c.graphs, 8);  // two shapes; a race may compile a shape more than once
+  EXPECT_GE(*c.graphs, 2);
+}
+
+// ---- the reference table of fine-grained tracing APIs, one test per row ----
+TEST(FineGrained, DisableRunsTheFunctionAndEverythingItCallsEagerly) {
+  Counting inner_c;
+  auto inner = compile([](Tensor x) { return x + 1; }, inner_c.options());
+  std::vector<bool> compiling;
+  auto a_fn = disable([&](Tensor x) {
+    compiling.push_back(is_compiling());
+    return inner(x * 2);
+  });
+  Counting c;
+  auto fn = compile([&](Tensor x) { return a_fn(x.exp()) - 1; }, c.options());
+  Tensor x = ones({2});
+  expect_equal(fn(x), (x.exp() * 2 + 1) - 1);
+  EXPECT_EQ(compiling, std::vector<bool>{false});
+  EXPECT_EQ(*inner_c.graphs, 0);  // recursive: the compiled function inside ran eagerly
+  EXPECT_EQ(*c.graphs, 2);        // before and after the disabled call
+  ExplainOutput e = explain([&](Tensor x) { return a_fn(x.exp()) - 1; }, x);
+  ASSERT_EQ(e.graph_break_count, 1);
+  EXPECT_NE(e.break_reasons[0].reason.find("kiln::disable"), std::string::npos);
+}
+
+TEST(FineGrained, DisableNonRecursiveLetsCompiledCalleesCompile) {
+  Counting inner_c;
+  auto inner = compile([](Tensor x) { return x + 1; }, inner_c.options());
+  auto a_fn = disable([&](Tensor x) { return inner(x * 2); }, {.recursive = false});
+  auto fn = compile([&](Tensor x) { return a_fn(x) * 3; });
+  expect_equal(fn(ones({2})), (ones({2}) * 2 + 1) * 3);
+  EXPECT_EQ(*inner_c.graphs, 1);
+  // The scoped form.
+  auto g = compile([&](Tensor x) {
+    DisableGuard off;
+    EXPECT_FALSE(is_compiling());
+    return x + 1;
+  });
+  expect_equal(g(ones({1})), ones({1}) * 2);
+}
+
+TEST(FineGrained, DisallowInGraphBreaksAndRunsTheOpEagerly) {
+  auto body = [](Tensor x) { return x.exp().relu() + 1; };
+  disallow_in_graph("relu");
+  ExplainOutput e = explain(body, ones({3}));
+  allow_in_graph("relu");
+  ASSERT_EQ(e.graph_break_count, 1);
+  EXPECT_NE(e.break_reasons[0].reason.find("'relu' is marked disallow_in_graph"),
+            std::string::npos);
+  expect_equal(compile(body)(ones({3})), body(ones({3})));
+  EXPECT_EQ(explain(body, ones({3})).graph_break_count, 0);  // allow_in_graph undid it
+  EXPECT_THROW(disallow_in_graph("no_such_op"), Error);
+}
+
+TEST(FineGrained, AllowInGraphRecordsOneNodeAndBackendsCanRunIt) {
+  auto my_fn = allow_in_graph("test.double_exp", [](Tensor x, double k) { return (x * k).exp(); });
+  Tensor x = ones({2}) * 0.5;
+  expect_equal(my_fn(x, 2.0), (x * 2.0).exp());  // outside capture: just calls it
+  auto body = [&](Tensor x) { return my_fn(x + 1, 3.0) + 1; };
+  ExplainOutput e = explain(body, x);
+  ASSERT_EQ(e.graphs.size(), 1u);
+  EXPECT_EQ(e.op_count, 3);  // add, the allowed function as one node, add
+  EXPECT_NE(e.graphs[0].to_string().find("allow_in_graph.test.double_exp"), std::string::npos);
+  expect_equal(compile(body)(x), body(x));
+  // Gradients flow through it (its derivative re-runs it under autograd).
+  Tensor w = x.detach().clone().requires_grad_();
+  Tensor w2 = x.detach().clone().requires_grad_();
+  compile([&](Tensor) {
+    Tensor l = my_fn(w, 3.0).sum();
+    l.backward();
+    return l;
+  })(x);
+  (w2 * 3.0).exp().sum().backward();
+  EXPECT_NEAR((w.grad() - w2.grad()).abs().sum().item<double>(), 0.0, 1e-6);
+}
+
+struct NotAGraphValue {};
+TEST(FineGrained, AllowInGraphRefusesValuesThatAreNotTensorsOrNumbers) {
+  EXPECT_THROW(allow_in_graph("test.bad_arg", [](Tensor x, NotAGraphValue) { return x; }), Error);
+  EXPECT_THROW(allow_in_graph("test.bad_result", [](Tensor) { return std::string("no"); }), Error);
+  auto ok = allow_in_graph("test.unique", [](Tensor x) { return x; });
+  EXPECT_THROW(allow_in_graph("test.unique", [](Tensor x) { return x; }), ValueError);
+}
+
+TEST(FineGrained, GraphBreakSplitsTheGraph) {
+  Counting c;
+  auto f = compile(
+      [](Tensor x) {
+        Tensor y = x + 1;
+        graph_break();
+        return y * 2;
+      },
+      c.options());
+  expect_equal(f(ones({2})), ones({2}) * 4);
+  EXPECT_EQ(*c.graphs, 2);
+  graph_break();  // outside capture: nothing happens
+}
+
+TEST(FineGrained, IsCompilingAndIsDynamoCompiling) {
+  EXPECT_FALSE(is_compiling());
+  EXPECT_FALSE(is_dynamo_compiling());
+  bool during = false, dynamo = false, in_backend = false, in_backend_dynamo = true;
+  CompileOptions o;
+  o.backend = Backend([&](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+    in_backend = is_compiling();
+    in_backend_dynamo = is_dynamo_compiling();
+    return lookup_backend("eager")(g, in);
+  });
+  auto f = compile(
+      [&](Tensor x) {
+        during = is_compiling();
+        dynamo = is_dynamo_compiling();
+        return x + 1;
+      },
+      o);
+  f(ones({1}));
+  EXPECT_TRUE(during);
+  EXPECT_TRUE(dynamo);
+  EXPECT_TRUE(in_backend);
+  EXPECT_FALSE(in_backend_dynamo);
+}
+
+// ---- seeing what happened ----
+TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
+  CompileProfiler prof;
+  auto f = compile([](Tensor x) { return x.exp() + 1; }, CompileOptions{.name = "prof_fn"});
+  f(ones({2}));
+  f(ones({3}));
+  auto stats = prof.stats();
+  ASSERT_TRUE(stats.count("prof_fn"));
+  EXPECT_EQ(stats["prof_fn"].graphs, 2);
+  ASSERT_EQ(stats["prof_fn"].recompile_reasons.size(), 1u);
+  EXPECT_NE(stats["prof_fn"].recompile_reasons[0].find("size of dim 0 changed 2 → 3"),
+            std::string::npos);
+  EXPECT_EQ(stats["prof_fn"].ops_per_graph, (std::vector<int64_t>{2, 2}));
+  EXPECT_NE(prof.report().find("prof_fn: 2 graphs"), std::string::npos) << prof.report();
+  EXPECT_GT(compile_times().count("backend_compile"), 0u);
+}
+
+TEST(Debug, LogsByTopic) {
+  std::vector<std::string> lines;
+  set_log_sink([&](const std::string& l) { lines.push_back(l); });
+  set_logs("graph_breaks,graphs");
+  compile(toy_example, CompileOptions{.name = "logged"})(ones({2}), ones({2}));
+  set_logs("");
+  set_log_sink({});
+  int breaks = 0, graphs = 0;
+  for (const auto& l : lines) {
+    breaks += l.rfind("[kiln:graph_breaks] logged: graph break", 0) == 0;
+    graphs += l.rfind("[kiln:graphs] logged: graph with", 0) == 0;
+  }
+  EXPECT_EQ(breaks, 1);
+  EXPECT_EQ(graphs, 2);
+  EXPECT_THROW(set_logs("bogus"), ValueError);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,127 @@
+// Every known way a compiled run can differ from eager, as an executable test of what Kiln
+// does about it. docs/compile.md ("Differences from eager") lists the same cases.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+CompileOptions counting(std::shared_ptr<std::atomic<int>> graphs) {
+  CompileOptions o;
+  o.backend = Backend([graphs](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+    ++*graphs;
+    return lookup_backend("eager")(g, in);
+  });
+  return o;
+}
+
+// 1. A C++ number is baked into the graph: a new value is a recompile (same results).
+//    Pass a 0-d tensor for values that change every call (a learning rate, a step count).
+TEST(Footguns, ChangingCppNumbersRecompileButZeroDimTensorsDoNot) {
+  auto graphs = std::make_shared<std::atomic<int>>(0);
+  double lr = 0.1;
+  auto by_number = compile([&](Tensor x) { return x * lr; }, counting(graphs));
+  for (int i = 0; i < 3; ++i, lr /= 2)
+    EXPECT_FLOAT_EQ(by_number(ones({1})).item<float>(), static_cast<float>(lr));
+  EXPECT_EQ(*graphs, 3);
+  *graphs = 0;
+  Tensor lr_t = scalar_tensor(0.1, DType::Float32);
+  auto by_tensor = compile([&](Tensor x) { return x * lr_t; }, counting(graphs));
+  for (int i = 0; i < 3; ++i) {
+    lr_t.fill_(0.1 / (i + 1));
+    EXPECT_FLOAT_EQ(by_tensor(ones({1})).item<float>(), static_cast<float>(0.1 / (i + 1)));
+  }
+  EXPECT_EQ(*graphs, 1);
+}
+
+// 2. Plain C++ side effects run on every call, as in eager (no "print breaks the graph").
+TEST(Footguns, CppSideEffectsRunEveryCall) {
+  int calls = 0;
+  auto f = compile([&](Tensor x) {
+    ++calls;
+    return x + 1;
+  });
+  f(ones({1}));
+  f(ones({1}));
+  EXPECT_EQ(calls, 2);
+}
+
+// 3. Reading a tensor's value inside the function is a graph break: correct, but the graph is
+//    split in two (explain() names the line).
+TEST(Footguns, ReadingAValueSplitsTheGraph) {
+  auto body = [](Tensor x) {
+    Tensor y = x.exp();
+    return y.sum().item<double>() > 1 ? y : -y;
+  };
+  EXPECT_EQ(explain(body, ones({2})).graph_break_count, 1);
+  EXPECT_EQ(compile(body)(ones({2})).to_vector<float>(), body(ones({2})).to_vector<float>());
+}
+
+// 4. An in-place change to a pending view while gradients are recorded is not supported
+//    (eager allows it when the base is gone): a clear NotImplementedError, never a wrong grad.
+TEST(Footguns, InPlaceOnAPendingViewUnderAutogradIsAnError) {
+  Tensor w = ones({2, 2}).requires_grad_();
+  auto f = compile([&](Tensor) {
+    Tensor y = (w * 2).t();
+    y.mul_(3);
+    return y.sum();
+  });
+  EXPECT_THROW(f(ones({1})), NotImplementedError);
+}
+
+// 5. Memory written in place and read as another dtype in one graph is refused.
+TEST(Footguns, OneMemoryTwoDTypesIsAnError) {
+  Tensor a = zeros({4});
+  Tensor as_int(
+      std::make_shared<TensorImpl>(a.impl()->storage(), 0, Shape{4}, Shape{1}, DType::Int32));
+  auto f = compile([&](Tensor x) {
+    a.add_(x);
+    as_int.add_(1);
+    return a;
+  });
+  EXPECT_THROW(f(ones({4})), NotImplementedError);
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(4, 0.0f));  // nothing was half-written
+}
+
+// 6. Random ops draw exactly what eager draws (one Philox generator for both).
+TEST(Footguns, RandomNumbersMatchEagerBitForBit) {
+  auto f = compile([](Tensor x) { return dropout(x, 0.5, true); });
+  manual_seed(11);
+  auto got = f(ones({64})).to_vector<float>();
+  manual_seed(11);
+  EXPECT_EQ(got, dropout(ones({64}), 0.5, true).to_vector<float>());
+}
+
+// 7. A function that throws leaves no half-computed tensor behind: reading one that escaped
+//    is an error, not garbage.
+TEST(Footguns, TensorsLeftByAThrowingFunctionCannotBeRead) {
+  Tensor escaped;
+  auto f = compile([&](Tensor x) {
+    escaped = x * 2;
+    throw std::runtime_error("user error");
+    return x;
+  });
+  EXPECT_THROW(f(ones({2})), std::runtime_error);
+  EXPECT_THROW(escaped.to_vector<float>(), Error);
+}
+
+// 8. The fused optimizers read parameter data (a sync point): the update runs eagerly after the
+//    forward+backward graph. Results are the same; it is a missed fusion, not an error.
+TEST(Footguns, OptimizerStepBreaksTheGraph) {
+  nn::Linear m(2, 2);
+  optim::SGD opt(m.parameters(), {.lr = 0.1});
+  auto step = [&](Tensor x) {
+    opt.zero_grad();
+    Tensor l = m.forward(x).sum();
+    l.backward();
+    opt.step();
+    return l;
+  };
+  EXPECT_GE(explain(step, ones({1, 2})).graph_break_count, 1);
+}
+
+}  // namespace
+}  // namespace kiln

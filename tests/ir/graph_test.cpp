@@ -1,0 +1,100 @@
+// The graph IR: building, printing, hashing, serialisation round trips, passes, interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kiln.h"
+
+namespace kiln::ir {
+namespace {
+
+const OpDef& op(const char* name) { return *find_op(name); }
+
+// %0 + %1, then exp, plus a dead mul and a duplicated exp.
+Graph sample_graph() {
+  Graph g;
+  TensorInfo info{DType::Float32, {2, 3}, {3, 1}, 0, false};
+  ValueRef a = g.add_placeholder(info);
+  ValueRef b = g.add_placeholder(info);
+  ValueRef s = g.add_call(op("add"), {a, b}, Attrs{Scalar(1)}, {info});
+  ValueRef e1 = g.add_call(op("exp"), {s}, Attrs{}, {info});
+  ValueRef e2 = g.add_call(op("exp"), {s}, Attrs{}, {info});
+  g.add_call(op("mul"), {a, b}, Attrs{}, {info});  // dead
+  ValueRef half = g.add_constant(Scalar(0.5), DType::Float64);
+  ValueRef out = g.add_call(op("mul"), {e1, half}, Attrs{}, {info});
+  ValueRef out2 = g.add_call(op("add"), {out, e2}, Attrs{Scalar(1)}, {info});
+  g.outputs = {out2};
+  return g;
+}
+
+TEST(Graph, PrintsOneLinePerNode) {
+  std::string s = sample_graph().to_string();
+  EXPECT_NE(s.find("graph(%0: f32[2, 3], %1: f32[2, 3]):"), std::string::npos) << s;
+  EXPECT_NE(s.find("%2 = add(%0, %1, alpha=1) : f32[2, 3]"), std::string::npos) << s;
+  EXPECT_NE(s.find("constant(0.5)"), std::string::npos) << s;
+  EXPECT_NE(s.find("return (%8)"), std::string::npos) << s;
+}
+
+TEST(Graph, HashAndEqualityAreStructural) {
+  Graph a = sample_graph(), b = sample_graph();
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_TRUE(structurally_equal(a, b));
+  b.nodes[0].outputs[0].sizes = {2, 4};
+  EXPECT_FALSE(structurally_equal(a, b));
+  EXPECT_NE(a.hash(), b.hash());
+  EXPECT_EQ(describe_difference(a, b), "input 0: size of dim 1 changed 3 → 4");
+  Graph c = sample_graph();
+  c.nodes[6].attrs = Attrs{Scalar(0.25), DType::Float64};
+  EXPECT_EQ(describe_difference(a, c), "constant at node 6 changed 0.5 → 0.25");
+}
+
+TEST(Graph, SerialisationRoundTrips) {
+  Graph g = sample_graph();
+  g.nodes[0].outputs[0].requires_grad = true;
+  Graph back = parse_graph(g.serialize());
+  EXPECT_TRUE(structurally_equal(g, back));
+  EXPECT_EQ(back.serialize(), g.serialize());
+  // Random ops keep their runtime attributes.
+  Graph r;
+  r.add_call(op("normal"), {},
+             Attrs{std::vector<int64_t>{3}, DType::Float32, 0.0, 1.0, int64_t{7}, int64_t{11}},
+             {{DType::Float32, {3}, {1}, 0, false}});
+  r.outputs = {{0, 0}};
+  r.runtime_attrs = {{0, 4}, {0, 5}};
+  Graph r2 = parse_graph(r.serialize());
+  EXPECT_EQ(r2.runtime_attrs, r.runtime_attrs);
+  EXPECT_EQ(r2.runtime_attr_values(), (std::vector<int64_t>{7, 11}));
+}
+
+TEST(Graph, ParseErrorsNameTheLine) {
+  EXPECT_THROW(parse_graph(""), Error);
+  EXPECT_THROW(parse_graph("kiln-graph 1\ncall no_such_op 0 0 0\noutput 0\n"), Error);
+  EXPECT_THROW(parse_graph("kiln-graph 1\noutput 1 5:0\n"), Error);
+  try {
+    parse_graph("kiln-graph 1\ninput 3 1,2 1,1 0 0\ninput zz\n");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Graph, DeadCodeAndCommonSubexpressions) {
+  Graph g = sample_graph();
+  Tensor x = ones({2, 3}), y = ones({2, 3}) * 2;
+  std::vector<Tensor> in{x, y};
+  std::vector<double> before = interpret(g, in)[0].to_vector<double>();
+  EXPECT_EQ(eliminate_common_subexpressions(g), 1);  // the second exp
+  EXPECT_EQ(eliminate_dead_code(g), 1);              // the unused mul
+  EXPECT_EQ(g.num_calls(), 4);
+  EXPECT_EQ(interpret(g, in)[0].to_vector<double>(), before);
+  EXPECT_NEAR(before[0], std::exp(3.0) * 1.5, 1e-4);
+}
+
+TEST(Graph, InterpretChecksItsInputs) {
+  Graph g = sample_graph();
+  std::vector<Tensor> one{ones({2, 3})};
+  EXPECT_THROW(interpret(g, one), Error);
+}
+
+}  // namespace
+}  // namespace kiln::ir
