@@ -52,6 +52,21 @@ std::function<void()> w6() {
   };
 }
 
+// W6c: W6 through kiln::compile with the eager backend. The graph is cached after the first
+// call, so (W6c - W6) / 100 is the per-op cost of capture + guard + lookup + interpretation.
+std::function<void()> w6_compiled() {
+  auto x = std::make_shared<Tensor>(randn({64}));
+  auto c = std::make_shared<Tensor>(randn({64}));
+  auto chain = [c](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 100; ++i) y = i % 3 == 0 ? y + *c : i % 3 == 1 ? y * *c : tanh(y);
+    return y;
+  };
+  auto compiled = std::make_shared<decltype(compile(chain))>(
+      compile(chain, CompileOptions{.backend = std::string("eager"), .name = "W6c"}));
+  return [x, compiled] { (*compiled)(*x); };
+}
+
 // W4: one MLP training step: batch 256, 784-512-512-10 with ReLU, cross-entropy, backward,
 // SGD (lr 0.01).
 std::function<void()> w4() {
@@ -100,6 +115,7 @@ const std::vector<Workload>& workloads() {
       {"W4", "MLP training step 784-512-512-10, batch 256, SGD", "10.3-10.8 ms", w4},
       {"W5", "GPT-2 block training step B8 T128 C256 4 heads, AdamW", "115-125 ms", w5},
       {"W6", "100 small pointwise ops (add/mul/tanh) on [64]", "224 us", w6},
+      {"W6c", "W6 through kiln::compile (eager backend, cached graph)", "n/a", w6_compiled},
   };
   return all;
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/capture/compile.h"
+#include "kiln/ops/pointwise.h"
 #include "kiln/optim/optimizer.h"
 #include "optim_internal.h"
 
@@ -85,6 +87,32 @@ void adam_dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, bool decoup
   }
 }
 
+// The same update written in Kiln ops, operation for operation as adam_kernel computes it (so
+// the results are bit-identical), for use under kiln::compile: the ops are recorded into the
+// captured graph instead of reading parameter data (which would be a sync point). Every scalar
+// is a concrete 0-d tensor, a graph input, so that a new learning rate or step count does not
+// change the graph (no recompile).
+template <typename T>
+void adam_step_in_ops(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, Tensor& vmax,
+                      bool decoupled, bool l2, bool amsgrad, bool maximize, const AdamScalars& s) {
+  auto S = [](T value) { return detail::scalar_input(static_cast<double>(value), dtype_v<T>); };
+  const T w1 = static_cast<T>(s.beta1_weight);
+  Tensor gi = maximize ? -g : g;
+  Tensor pi = p;
+  if (l2) gi = gi + S(static_cast<T>(s.weight_decay)) * pi;
+  if (decoupled) pi = pi * S(static_cast<T>(s.wd_factor));
+  Tensor mi = w1 < T(0.5) ? m + S(w1) * (gi - m) : gi - (gi - m) * S(T(1) - w1);
+  Tensor vi = v * S(static_cast<T>(s.beta2)) + S(static_cast<T>(s.one_minus_beta2)) * gi * gi;
+  m.copy_(mi);
+  v.copy_(vi);
+  if (amsgrad) {
+    vi = maximum(vmax, vi);
+    vmax.copy_(vi);
+  }
+  Tensor denom = sqrt(vi) / S(static_cast<T>(s.bc2_sqrt)) + S(static_cast<T>(s.eps));
+  p.copy_(pi + S(static_cast<T>(s.neg_step_size)) * mi / denom);
+}
+
 AdamOptions from_adamw(const AdamWOptions& o) {
   return {.lr = o.lr,
           .betas = o.betas,
@@ -138,6 +166,13 @@ void Adam::step() {
     const bool l2 = !decoupled_ && o_.weight_decay != 0;
     Tensor m = st.at("exp_avg"), v = st.at("exp_avg_sq");
     Tensor vmax = o_.amsgrad ? st.at("max_exp_avg_sq") : Tensor();
+    if (is_dynamo_compiling()) {
+      if (p.dtype() == DType::Float32)
+        adam_step_in_ops<float>(p, g, m, v, vmax, decoupled, l2, o_.amsgrad, o_.maximize, s);
+      else
+        adam_step_in_ops<double>(p, g, m, v, vmax, decoupled, l2, o_.amsgrad, o_.maximize, s);
+      continue;
+    }
     detail::update_param(p, [&](void* pd) {
       if (p.dtype() == DType::Float32)
         adam_dispatch(static_cast<float*>(pd), g.data_ptr<float>(), m.data_ptr<float>(),

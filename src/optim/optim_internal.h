@@ -10,10 +10,10 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/kernels/loops.h"
-#include "ops/kernels/vec.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/tensor.h"
+#include "ops/kernels/loops.h"
+#include "ops/kernels/vec.h"
 
 namespace kiln::optim::detail {
 
@@ -75,6 +75,9 @@ bool meta_bool(const std::map<std::string, std::string>& m, const std::string& k
 
 // A zero-filled contiguous tensor shaped and typed as p.
 Tensor zeros_like_param(const Tensor& p);
+// A concrete 0-d tensor holding `value` (made without dispatch, so under kiln::compile it is a
+// graph input whose value is not part of the guard: optimizer scalars that change every step).
+Tensor scalar_input(double value, DType dtype);
 
 // The gradient of p ready for a fused kernel: p's dtype, contiguous, shape-checked.
 Tensor dense_grad(const Tensor& p, size_t index, const char* who);

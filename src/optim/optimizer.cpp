@@ -46,6 +46,15 @@ Tensor zeros_like_param(const Tensor& p) {
   return t;
 }
 
+Tensor scalar_input(double value, DType dtype) {
+  Tensor t = make_tensor({}, dtype);
+  if (dtype == DType::Float32)
+    *t.data_ptr<float>() = static_cast<float>(value);
+  else
+    *t.data_ptr<double>() = value;
+  return t;
+}
+
 Tensor dense_grad(const Tensor& p, size_t index, const char* who) {
   Tensor g = p.grad();
   KILN_CHECK(g.sizes() == p.sizes(), ShapeError, who, ": parameter ", index, " has shape ",

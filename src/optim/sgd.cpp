@@ -2,6 +2,8 @@
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/capture/compile.h"
+#include "kiln/ops/pointwise.h"
 #include "kiln/optim/optimizer.h"
 #include "optim_internal.h"
 
@@ -44,6 +46,23 @@ void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, int64
   });
 }
 
+// The same update in Kiln ops, operation for operation (bit-identical), for kiln::compile:
+// recorded into the graph instead of a sync point; scalars are 0-d graph inputs.
+template <typename T>
+void sgd_step_in_ops(Tensor& p, const Tensor& g, Tensor& buf, bool first, const SGDOptions& o,
+                     double lr) {
+  auto S = [](T value) { return detail::scalar_input(static_cast<double>(value), dtype_v<T>); };
+  Tensor gi = o.maximize ? -g : g;
+  if (o.weight_decay != 0) gi = gi + S(static_cast<T>(o.weight_decay)) * p;
+  if (buf.defined()) {
+    Tensor bi =
+        first ? gi : buf * S(static_cast<T>(o.momentum)) + S(static_cast<T>(1 - o.dampening)) * gi;
+    buf.copy_(bi);
+    gi = o.nesterov ? gi + S(static_cast<T>(o.momentum)) * bi : bi;
+  }
+  p.copy_(p + S(static_cast<T>(-lr)) * gi);
+}
+
 template <typename T>
 void sgd_dispatch(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOptions& o, double lr) {
   if (buf)
@@ -76,6 +95,14 @@ void SGD::step() {
     if (o_.momentum != 0) {
       if (first) state_[i]["momentum_buffer"] = detail::zeros_like_param(p);
       buf = state_[i].at("momentum_buffer");
+    }
+    if (is_dynamo_compiling()) {
+      if (p.dtype() == DType::Float32)
+        sgd_step_in_ops<float>(p, g, buf, first, o_, lr_);
+      else
+        sgd_step_in_ops<double>(p, g, buf, first, o_, lr_);
+      ++steps_[i];
+      continue;
     }
     detail::update_param(p, [&](void* pd) {
       if (p.dtype() == DType::Float32)

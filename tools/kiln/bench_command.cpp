@@ -54,7 +54,7 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   kiln::set_num_threads(threads);
 
   std::ostringstream table;
-  table << "| workload | what | Kiln eager median | min | PyTorch 1.13 eager (reference) |\n"
+  table << "| workload | what | Kiln median | min | PyTorch 1.13 eager (reference) |\n"
         << "|---|---|---|---|---|\n";
   for (const auto& w : all) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.id) == only.end()) continue;
@@ -88,7 +88,7 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     table << "| " << w.id << " | " << w.description << " | " << format_time(median) << " | "
           << format_time(times.front()) << " | " << w.reference << " |\n";
   }
-  out << "\nKiln eager, " << threads << " threads, median of " << runs
+  out << "\nKiln, " << threads << " threads, median of " << runs
       << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n\n"
       << table.str();
   if (!out_path.empty()) {

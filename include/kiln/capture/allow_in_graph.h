@@ -95,8 +95,9 @@ auto make_allowed(const std::string& name, std::function<R(A...)> fn) {
     AllowedBody body = [fn](std::span<const Tensor> tensors, const Attrs& attrs) {
       const auto& layout = attrs.ints(0);
       size_t ti = 0, ai = 1, k = 0;
-      // Braced initialisation evaluates the arguments left to right.
-      std::tuple<std::decay_t<A>...> args{unflatten_arg<A>(tensors, attrs, ti, ai, layout[k++])...};
+      auto next = [&]<class X>() { return unflatten_arg<X>(tensors, attrs, ti, ai, layout[k++]); };
+      // Braced initialisation evaluates its elements left to right.
+      std::tuple<std::decay_t<A>...> args{next.template operator()<A>()...};
       return flatten_result<R>(std::apply(fn, std::move(args)));
     };
     const OpDef* op = &register_allowed_function(name, std::move(body));
