@@ -126,7 +126,7 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
              ") cannot be changed in place while gradients are recorded; do it under "
              "kiln::NoGradGuard, or on a clone()");
   KILN_CHECK(!(any_requires && out.impl()->is_view() &&
-               (out.impl()->is_pending() || out.impl()->storage().use_count() > 1)),
+               (out.impl()->is_pending() || out.impl()->storage_if_concrete().use_count() > 1)),
              NotImplementedError, op.name, ": an in-place change to a view (shape ",
              out.shape_str(),
              ") while gradients are recorded is not supported yet: the tensor it views would "

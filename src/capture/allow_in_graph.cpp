@@ -72,6 +72,9 @@ void allowed_kernel(const OpCall& c, std::span<Tensor> outs) {
 void allowed_derivative(const BackwardCall& c, std::span<Tensor> g) {
   std::vector<Tensor> ins, wrt;
   std::vector<size_t> wrt_index;
+  KILN_CHECK(c.inputs.size() <= 32, NotImplementedError, "allow_in_graph('", fn_name(c.op),
+             "'): gradients through a function with more than 32 tensor arguments (",
+             c.inputs.size(), ") are not supported");
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     Tensor x = c.in(i).detach();
     if (c.needs_grad(i) && x.is_floating_point()) {

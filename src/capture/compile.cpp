@@ -139,10 +139,16 @@ void CallScope::finish() {
 
 CallScope::~CallScope() {
   if (!started_ || finished_) return;
-  // fn threw: pending tensors it left behind cannot be computed.
+  // fn threw. As in eager mode, what it did before the throw takes effect: run the segment
+  // recorded so far (in-place writes land, escaped tensors get their values). If that fails
+  // too, the pending tensors it left behind cannot be computed.
   auto& f = capture::frames();
   capture::Tracer* t = f.back().tracer;
-  t->abandon("the function threw an exception");
+  try {
+    t->flush("the function threw an exception", {}, true);
+  } catch (...) {
+    t->abandon("the function threw an exception");
+  }
   f.pop_back();
   delete t;
   capture::apply_top();

@@ -168,6 +168,10 @@ std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
     if (!entry) {
       auto fresh = compile_entry(st, graph, inputs_);  // outside the lock: may be slow
       std::lock_guard<std::mutex> lock(st.mu);
+      if (st.segments.size() <= segment_index_) {  // kiln::reset() ran meanwhile
+        st.segments.resize(segment_index_ + 1);
+        st.entry_count.resize(segment_index_ + 1, 0);
+      }
       st.segments[segment_index_][key].push_back(fresh);
       ++st.entry_count[segment_index_];
       ++st.compiles;
@@ -208,6 +212,14 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
              ": the function needs a tensor's value (", reason,
              "), but functions allowed in graphs must not depend on tensor values");
+  KILN_CHECK(!flushing_, Error, "kiln::compile: '", st.name,
+             "': a tensor of the graph being run was read while it runs (", reason,
+             "; from a backend, a log sink or an observer?)");
+  struct Flushing {
+    bool& flag;
+    explicit Flushing(bool& f) : flag(f) { flag = true; }
+    ~Flushing() { flag = false; }
+  } flushing(flushing_);
   if (!is_return) {
     if (st.options.fullgraph) {
       const ir::SourceLoc where = site.resolve();
@@ -243,7 +255,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     add_output(p->buffer.get());
     live.emplace_back(std::move(impl), p);
   }
-  for (auto& [storage, b] : written_storages_) add_output(b.get());
+  for (Buffer* b : written_order_) add_output(b);
   const size_t segment = segment_index_;
   if (graph_.num_calls() == 0 || graph_.outputs.empty()) {
     for (Buffer* b : buffers) b->output_slot = -1;
@@ -266,7 +278,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     impl->set_storage(o.impl()->storage(), o.storage_offset() + impl->storage_offset());
     impl->storage_if_concrete()->set_version(version);
   }
-  for (auto& [storage, b] : written_storages_) {
+  for (Buffer* b : written_order_) {
     const Tensor& o = outs[static_cast<size_t>(b->output_slot)];
     Tensor flat(std::make_shared<TensorImpl>(o.impl()->storage(), o.storage_offset(),
                                              Shape{b->numel}, Shape{1}, o.dtype()));

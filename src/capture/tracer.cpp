@@ -44,6 +44,7 @@ struct AbandonedValue final : PendingValue {
   }
   const void* memory_id() const override { return this; }
   uint64_t version() const override { return 0; }
+  int64_t capacity() const override { return 0; }
 };
 
 // Marks a concrete storage that the segment writes: reading it runs the segment first.
@@ -59,6 +60,7 @@ struct StorageWriter final : PendingValue {
   void share_with(const std::shared_ptr<TensorImpl>&) override {}
   const void* memory_id() const override { return this; }
   uint64_t version() const override { return 0; }
+  int64_t capacity() const override { return 0; }
 };
 }  // namespace
 
@@ -118,14 +120,15 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
   if (auto it = written_storages_.find(impl->storage_if_concrete().get());
       it != written_storages_.end()) {
     Buffer& b = *it->second;
-    auto& cached = written_views_[impl];
-    if (cached.second != b.version + 1) {
-      cached.first = graph_.add_call(as_strided_op(), {b.value},
+    WrittenView& cached = written_views_[impl];
+    if (cached.version_plus_one != b.version + 1) {
+      cached.tensor = t;
+      cached.value = graph_.add_call(as_strided_op(), {b.value},
                                      Attrs{t.sizes().vec(), t.strides().vec(), t.storage_offset()},
                                      {info_of(t)});
-      cached.second = b.version + 1;  // +1: 0 means "not recorded yet"
+      cached.version_plus_one = b.version + 1;
     }
-    return cached.first;
+    return cached.value;
   }
   auto [it, inserted] = input_of_.try_emplace(impl);
   if (inserted) {
@@ -159,6 +162,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
       slot->value = graph_.add_placeholder(info_of(slot->concrete_flat));
       inputs_.push_back(slot->concrete_flat);
       storage->set_pending_writer(std::make_shared<StorageWriter>(this));
+      written_order_.push_back(slot.get());
     }
     KILN_CHECK(slot->dtype == dst.dtype(), NotImplementedError,
                "kiln::compile: a tensor's memory is written in place as ", dst.dtype(),
@@ -179,10 +183,14 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
   }
   ++buffer->version;
   if (p && p->tracer == this) {
-    p->value = value;
-    p->value_version = buffer->version;
+    // A partial write leaves dst's value to be re-derived from the buffer (as_strided with an
+    // absolute offset, which later as_strided views of dst rely on).
+    if (covers_whole(dst, *buffer)) {
+      p->value = value;
+      p->value_version = buffer->version;
+    }
   } else {
-    written_views_[impl] = {value, buffer->version + 1};
+    written_views_[impl] = {dst, value, buffer->version + 1};
   }
 }
 
@@ -192,6 +200,7 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   const bool pending = base.impl()->is_pending();
   if (!pending) return false;  // a view of a concrete tensor is concrete (no data is touched)
   ir::ValueRef in = value_of(base);
+  if (!base.impl()->is_pending()) return false;  // another capture's tensor, now concrete
   OpCall call{op, inputs, attrs};
   Tensor out = op.view(call);  // metadata only: pending on the base's buffer
   out.impl()->set_is_view(true);
@@ -266,7 +275,7 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 }
 
 void Tracer::release_written_storages() {
-  for (auto& [storage, b] : written_storages_) b->concrete->set_pending_writer(nullptr);
+  for (Buffer* b : written_order_) b->concrete->set_pending_writer(nullptr);
 }
 
 void Tracer::reset_segment() {
@@ -274,6 +283,7 @@ void Tracer::reset_segment() {
   inputs_.clear();
   input_of_.clear();
   written_storages_.clear();
+  written_order_.clear();
   written_views_.clear();
   pending_.clear();
 }

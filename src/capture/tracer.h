@@ -60,6 +60,7 @@ class PendingTensor final : public PendingValue {
   void share_with(const std::shared_ptr<TensorImpl>& alias) override;
   const void* memory_id() const override { return buffer.get(); }
   uint64_t version() const override { return buffer->version; }
+  int64_t capacity() const override { return buffer->numel; }
 
   Tracer* tracer;
   std::shared_ptr<Buffer> buffer;
@@ -109,8 +110,16 @@ class Tracer final : public DispatchInterceptor {
   std::vector<Tensor> inputs_;  // the placeholders' tensors
   std::unordered_map<const TensorImpl*, ir::ValueRef> input_of_;
   std::unordered_map<const Storage*, std::shared_ptr<Buffer>> written_storages_;
-  // Concrete tensors over written storages: their value, valid for one buffer version.
-  std::unordered_map<const TensorImpl*, std::pair<ir::ValueRef, uint64_t>> written_views_;
+  std::vector<Buffer*> written_order_;  // the same buffers in the order of their first write
+  bool flushing_ = false;
+  // Concrete tensors over written storages: their value, valid for one buffer version. The
+  // tensor is kept alive so that its address cannot be reused by another tensor meanwhile.
+  struct WrittenView {
+    Tensor tensor;
+    ir::ValueRef value;
+    uint64_t version_plus_one = 0;  // 0: not recorded yet
+  };
+  std::unordered_map<const TensorImpl*, WrittenView> written_views_;
   std::vector<std::weak_ptr<TensorImpl>> pending_;
   size_t segment_index_ = 0;
 };

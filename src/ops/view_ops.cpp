@@ -288,9 +288,10 @@ void check_as_strided(const OpCall& c) {
   if (empty) return;
   KILN_CHECK(!overflow, IndexError, "as_strided: sizes ", IntList(sizes), " and strides ",
              IntList(strides), " reach beyond the int64 range: out of bounds for any storage");
-  int64_t capacity = x.impl()->has_storage()
-                         ? static_cast<int64_t>(x.impl()->storage()->nbytes()) / x.element_size()
-                         : INT64_MAX;
+  const TensorImpl& xi = *x.impl();
+  const int64_t capacity =
+      xi.is_pending() ? xi.pending()->capacity()
+                      : static_cast<int64_t>(xi.storage_if_concrete()->nbytes()) / x.element_size();
   KILN_CHECK(last < capacity, IndexError, "as_strided: sizes ", IntList(sizes), ", strides ",
              IntList(strides), " and offset ", offset, " reach element ", last,
              ", out of bounds for storage of ", capacity, " elements");

@@ -283,7 +283,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
              ", so they cannot be clipped; pass error_if_nonfinite = false to clip anyway");
   const double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1.0)) {  // clamp(coef, max=1): a NaN coefficient is applied too, as PyTorch
-    for (Tensor& g : grads) g.mul_(coef);
+    // A 0-d tensor, not a C++ number: under kiln::compile a number would be a constant of the
+    // graph and every new coefficient a recompile.
+    for (Tensor& g : grads) g.mul_(detail::scalar_input(coef, g.dtype()));
   }
   return total;
 }

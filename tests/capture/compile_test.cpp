@@ -271,6 +271,36 @@ TEST(Compile, InPlaceOnPendingViewsUpdatesTheBase) {
   for (size_t i = 0; i < want.size(); ++i) expect_equal(got[i], want[i]);
 }
 
+TEST(Compile, AsStridedOnPendingTensorsIsBoundsCheckedAndUsesAbsoluteOffsets) {
+  auto oob = compile([](Tensor x) { return (x * 2).as_strided({10}, {1}, 0); });
+  EXPECT_THROW(oob(ones({4})), IndexError);
+  auto body = [](Tensor x) {
+    Tensor y = x * 1;  // pending [4, 4]
+    Tensor z = y.select(1, 1);
+    z.add_(1);  // a partial write through a view
+    return z.as_strided({2}, {4}, 5) + 0;
+  };
+  Tensor x = arange(16, DType::Float32).view({4, 4});
+  expect_equal(compile(body)(x), body(x));
+}
+
+TEST(Compile, FreshWrittenTensorsEachCallDoNotRecompile) {
+  Counting c;
+  auto f = compile(
+      [](Tensor a, Tensor b, Tensor x) {
+        a.add_(x);
+        b.mul_(x);
+        return a + b;
+      },
+      c.options());
+  for (int i = 0; i < 12; ++i) {
+    Tensor a = ones({3}), b = ones({3}) * 2;
+    expect_equal(f(a, b, ones({3}) * 3), ones({3}) * 10);
+    expect_equal(a, ones({3}) * 4);
+  }
+  EXPECT_EQ(*c.graphs, 1);
+}
+
 // ---- training ----
 TEST(Compile, BackwardInsideAndOutsideTheCompiledFunctionMatchEager) {
   manual_seed(3);

@@ -83,7 +83,8 @@ TEST(Footguns, OneMemoryTwoDTypesIsAnError) {
     return a;
   });
   EXPECT_THROW(f(ones({4})), NotImplementedError);
-  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(4, 0.0f));  // nothing was half-written
+  // The write recorded before the refused one took effect, as it would have in eager mode.
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(4, 1.0f));
 }
 
 // 6. Random ops draw exactly what eager draws (one Philox generator for both).
@@ -95,16 +96,33 @@ TEST(Footguns, RandomNumbersMatchEagerBitForBit) {
   EXPECT_EQ(got, dropout(ones({64}), 0.5, true).to_vector<float>());
 }
 
-// 7. A function that throws leaves no half-computed tensor behind: reading one that escaped
-//    is an error, not garbage.
-TEST(Footguns, TensorsLeftByAThrowingFunctionCannotBeRead) {
+// 7. A function that throws: what it did before the throw takes effect, as in eager mode (the
+//    segment recorded so far runs). If even that fails, a tensor it left behind is an error to
+//    read, never garbage.
+TEST(Footguns, WorkBeforeAThrowTakesEffect) {
   Tensor escaped;
+  Tensor state = zeros({2});
   auto f = compile([&](Tensor x) {
     escaped = x * 2;
+    state.add_(x);
     throw std::runtime_error("user error");
     return x;
   });
   EXPECT_THROW(f(ones({2})), std::runtime_error);
+  EXPECT_EQ(escaped.to_vector<float>(), std::vector<float>(2, 2.0f));
+  EXPECT_EQ(state.to_vector<float>(), std::vector<float>(2, 1.0f));
+  CompileOptions failing;
+  failing.backend = Backend([](const ir::Graph&, std::span<const ir::TensorInfo>) -> CompiledGraph {
+    throw Error("backend down");
+  });
+  auto g = compile(
+      [&](Tensor x) {
+        escaped = x * 3;
+        throw std::runtime_error("user error");
+        return x;
+      },
+      failing);
+  EXPECT_THROW(g(ones({2})), std::runtime_error);
   EXPECT_THROW(escaped.to_vector<float>(), Error);
 }
 

@@ -40,27 +40,7 @@ void expect_identical(const Tensor& eager, const Tensor& compiled, const std::st
   }
 }
 
-struct Case {
-  size_t info;
-  DType dtype;
-};
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << opinfos()[c.info].name << " on " << dtype_name(c.dtype);
-}
-std::vector<Case> all_cases() {
-  std::vector<Case> out;
-  for (size_t i = 0; i < opinfos().size(); ++i)
-    for (DType d : opinfos()[i].dtypes) out.push_back({i, d});
-  return out;
-}
-std::string case_name(const ::testing::TestParamInfo<Case>& p) {
-  std::string n = opinfos()[p.param.info].name + "_" + std::string(dtype_name(p.param.dtype));
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
-
-class CompiledConformance : public ::testing::TestWithParam<Case> {};
+class CompiledConformance : public ::testing::TestWithParam<OpInfoCase> {};
 
 // The outputs, and with `backward` the gradients of the sum of the floating outputs w.r.t.
 // every floating input (computed inside the same function).
@@ -120,7 +100,8 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CompiledConformance, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ops, CompiledConformance, ::testing::ValuesIn(all_opinfo_cases()),
+                         opinfo_case_name);
 
 }  // namespace
 }  // namespace kiln::testing

@@ -7,30 +7,7 @@
 namespace kiln::testing {
 namespace {
 
-struct Case {
-  size_t info;
-  DType dtype;
-};
-// Names the case in test output (gtest would otherwise print its raw bytes).
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << opinfos()[c.info].name << " on " << dtype_name(c.dtype);
-}
-
-std::vector<Case> all_cases() {
-  std::vector<Case> out;
-  for (size_t i = 0; i < opinfos().size(); ++i)
-    for (DType d : opinfos()[i].dtypes) out.push_back({i, d});
-  return out;
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& p) {
-  std::string n = opinfos()[p.param.info].name + "_" + std::string(dtype_name(p.param.dtype));
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
-
-class Conformance : public ::testing::TestWithParam<Case> {};
+class Conformance : public ::testing::TestWithParam<OpInfoCase> {};
 
 TEST_P(Conformance, MatchesReference) {
   const OpInfo& info = opinfos()[GetParam().info];
@@ -58,7 +35,8 @@ TEST_P(Conformance, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ops, Conformance, ::testing::ValuesIn(all_opinfo_cases()),
+                         opinfo_case_name);
 
 class ConformanceErrors : public ::testing::TestWithParam<size_t> {};
 

@@ -1,5 +1,6 @@
 #include "ops/opinfo.h"
 
+#include <cctype>
 #include <random>
 #include <sstream>
 
@@ -169,6 +170,24 @@ void expect_matches(const Tensor& got, const Ref& want, double rtol, double atol
                     << " (rtol " << rtol << ", atol " << atol << ")";
     }
   }
+}
+
+void PrintTo(const OpInfoCase& c, std::ostream* os) {
+  *os << opinfos()[c.info].name << " on " << dtype_name(c.dtype);
+}
+
+std::vector<OpInfoCase> all_opinfo_cases() {
+  std::vector<OpInfoCase> out;
+  for (size_t i = 0; i < opinfos().size(); ++i)
+    for (DType d : opinfos()[i].dtypes) out.push_back({i, d});
+  return out;
+}
+
+std::string opinfo_case_name(const ::testing::TestParamInfo<OpInfoCase>& p) {
+  std::string n = opinfos()[p.param.info].name + "_" + std::string(dtype_name(p.param.dtype));
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
 
 }  // namespace kiln::testing

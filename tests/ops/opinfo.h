@@ -62,6 +62,17 @@ struct RegisterOpInfo {
 #define KILN_OPINFO(...) \
   static ::kiln::testing::RegisterOpInfo KILN_CONCAT(kiln_opinfo_, __LINE__)(__VA_ARGS__)
 
+// One (OpInfo, dtype) pair: the parameter of the drivers that run every OpInfo on every
+// dtype it supports (conformance, compiled conformance).
+struct OpInfoCase {
+  size_t info;
+  DType dtype;
+};
+// Names the case in test output (gtest would otherwise print its raw bytes).
+void PrintTo(const OpInfoCase& c, std::ostream* os);
+std::vector<OpInfoCase> all_opinfo_cases();
+std::string opinfo_case_name(const ::testing::TestParamInfo<OpInfoCase>& p);
+
 // ---- sample helpers ----
 enum class Layout { Contiguous, Transposed, Strided };
 

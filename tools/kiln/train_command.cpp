@@ -159,9 +159,9 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   err << "kiln train: unigram-entropy baseline (val) " << fixed(baseline)
       << " nats; the goal is to end well below it\n";
 
-  // The training step through kiln::compile (unless --eager): forward and backward are
-  // captured as one graph; gradient clipping reads the gradients (a graph break) and the
-  // fused optimizer update runs eagerly.
+  // The training step through kiln::compile (unless --eager): forward and backward are one
+  // graph; gradient clipping reads the gradients (a graph break); the clipping and the AdamW
+  // update are a second graph.
   CompileProfiler profiler;
   auto compiled_step = kiln::compile([&](const Batch& b) { return train_step(model, opt, b); },
                                      CompileOptions{.name = "train_step"});

@@ -35,6 +35,8 @@ struct PendingValue {
   virtual const void* memory_id() const = 0;
   // The memory's version counter (bumped by each in-place write), as Storage::version().
   virtual uint64_t version() const = 0;
+  // How many elements the memory will hold (bounds for views made before it exists).
+  virtual int64_t capacity() const = 0;
 };
 
 class TensorImpl {
