@@ -63,8 +63,6 @@ void reset() {
       st->entry_count.clear();
       st->run_eagerly = false;
       st->warned_limit = false;
-      st->compiles = st->recompiles = st->calls = 0;
-      st->last_recompile_reason.clear();
     }
   capture::reset_compile_times();
 }
@@ -115,8 +113,6 @@ CallScope::CallScope(const std::shared_ptr<CompiledState>& state, bool frozen) :
   f.push_back({new capture::Tracer(state, frozen), false});
   capture::apply_top();
   started_ = true;
-  std::lock_guard<std::mutex> lock(state->mu);
-  ++state->calls;
 }
 
 void CallScope::finish() {

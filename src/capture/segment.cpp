@@ -132,7 +132,6 @@ std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
         const CacheEntry* near = nearest_entry(entries, graph);
         std::string reason = near ? ir::describe_difference(near->graph, graph) : "";
         if (reason.empty()) reason = "the graph differs";
-        st.last_recompile_reason = reason;
         if (stance_now == Stance::FailOnRecompile)
           throw RecompileError(detail::concat("kiln::compile: '", st.name,
                                               "' would recompile graph ", segment_index_,
@@ -150,7 +149,6 @@ std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
                       << "\n";
           }
         } else {
-          ++st.recompiles;
           if (log_enabled(LogTopic::Recompiles))
             log(LogTopic::Recompiles,
                 detail::concat("recompiling '", st.name, "' graph ", segment_index_, ": ", reason));
@@ -174,7 +172,6 @@ std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
       }
       st.segments[segment_index_][key].push_back(fresh);
       ++st.entry_count[segment_index_];
-      ++st.compiles;
       entry = fresh;
     }
     const std::vector<int64_t> all = graph.runtime_attr_values();

@@ -51,9 +51,6 @@ class CompiledState {
   std::vector<int> entry_count;          // per segment
   std::atomic<bool> run_eagerly{false};  // the cache limit was hit
   bool warned_limit = false;
-  std::string last_recompile_reason;
-  // Counters (under mu).
-  int64_t compiles = 0, recompiles = 0, calls = 0;
 };
 
 }  // namespace kiln::detail
