@@ -85,7 +85,8 @@ Tracer::~Tracer() = default;
 Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
   auto buffer = std::make_shared<Buffer>();
   buffer->value = value;
-  buffer->numel = checked_numel(info.sizes, "capture");
+  buffer->numel = 1;  // meta already checked the sizes
+  for (int64_t s : info.sizes) buffer->numel *= s;
   buffer->dtype = info.dtype;
   auto impl = std::make_shared<TensorImpl>(nullptr, 0, info.sizes, contiguous_strides(info.sizes),
                                            info.dtype);
@@ -279,7 +280,12 @@ void Tracer::release_written_storages() {
 }
 
 void Tracer::reset_segment() {
+  // A fresh graph that keeps the node array's capacity: the next segment (usually the same
+  // graph again) records without reallocating.
+  std::vector<ir::Node> nodes = std::move(graph_.nodes);
+  nodes.clear();
   graph_ = ir::Graph();
+  graph_.nodes = std::move(nodes);
   inputs_.clear();
   input_of_.clear();
   written_storages_.clear();

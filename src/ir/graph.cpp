@@ -347,6 +347,7 @@ std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
   } no_interceptor;
   AutoGradMode no_grad(false);
   std::vector<std::vector<Tensor>> values(g.nodes.size());
+  std::vector<Tensor> ins;  // one node's inputs, reused
   size_t next_runtime = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -362,8 +363,7 @@ std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
         break;
       }
       case NodeKind::Call: {
-        std::vector<Tensor> ins;
-        ins.reserve(n.inputs.size());
+        ins.clear();
         for (ValueRef v : n.inputs) {
           KILN_CHECK(v.node >= 0 && static_cast<size_t>(v.node) < i &&
                          static_cast<size_t>(v.output) < values[v.node].size(),
