@@ -170,8 +170,15 @@ void graph_break(std::source_location loc) {
   capture::sync_current("graph_break() was called", loc, true);
 }
 
-bool is_dynamo_compiling() { return capture::current_tracer() != nullptr; }
-bool is_compiling() { return is_dynamo_compiling() || capture::tls_backend_compiling > 0; }
+// An allowed function's metadata-only run is tracing below the frontend (as AOT autograd traces
+// through torch.compiler.allow_in_graph functions): compiling, but not the frontend's capture.
+bool is_dynamo_compiling() {
+  const capture::Tracer* t = capture::current_tracer();
+  return t && !t->metadata_only();
+}
+bool is_compiling() {
+  return capture::current_tracer() != nullptr || capture::tls_backend_compiling > 0;
+}
 
 namespace {
 std::shared_mutex g_disallowed_mu;

@@ -88,6 +88,7 @@ class Tracer final : public DispatchInterceptor {
   Tensor symbolic_input(const Tensor& t);
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
+  bool metadata_only() const { return !metadata_only_.empty(); }
   detail::CompiledState& state() { return *state_; }
   // For explain: the graphs and breaks seen go to observers too; nothing else is needed here.
 

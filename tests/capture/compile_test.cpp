@@ -472,13 +472,21 @@ TEST(FineGrained, DisallowInGraphBreaksAndRunsTheOpEagerly) {
 }
 
 TEST(FineGrained, AllowInGraphRecordsOneNodeAndBackendsCanRunIt) {
-  auto my_fn = allow_in_graph("test.double_exp", [](Tensor x, double k) { return (x * k).exp(); });
+  static std::vector<std::pair<bool, bool>> seen;  // (is_compiling, is_dynamo_compiling)
+  auto my_fn = allow_in_graph("test.double_exp", [](Tensor x, double k) {
+    seen.emplace_back(is_compiling(), is_dynamo_compiling());
+    return (x * k).exp();
+  });
   Tensor x = ones({2}) * 0.5;
   expect_equal(my_fn(x, 2.0), (x * 2.0).exp());  // outside capture: just calls it
   auto body = [&](Tensor x) { return my_fn(x + 1, 3.0) + 1; };
+  seen.clear();
   ExplainOutput e = explain(body, x);
   ASSERT_EQ(e.graphs.size(), 1u);
   EXPECT_EQ(e.op_count, 3);  // add, the allowed function as one node, add
+  // The frontend does not look inside: its metadata run is tracing below the frontend.
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), std::make_pair(true, false));
   EXPECT_NE(e.graphs[0].to_string().find("allow_in_graph.test.double_exp"), std::string::npos);
   expect_equal(compile(body)(x), body(x));
   // Gradients flow through it (its derivative re-runs it under autograd).
