@@ -112,8 +112,20 @@ void remove_observer(Observer* o) {
   --g_num_observers;
 }
 bool has_observers() { return g_num_observers.load(std::memory_order_relaxed) > 0; }
-void notify_graph(const detail::CompiledState& fn, const ir::Graph& g, bool compiled) {
-  each_observer([&](Observer* o) { o->on_graph(fn, g, compiled); });
+void notify_graph(const detail::CompiledState& fn, const ir::Graph& g) {
+  each_observer([&](Observer* o) { o->on_graph(fn, g); });
+}
+std::vector<std::string> guard_lines(const ir::Graph& g) {
+  std::vector<std::string> lines;
+  for (const ir::Node& n : g.nodes) {
+    if (n.kind != ir::NodeKind::Placeholder) continue;
+    const ir::TensorInfo& t = n.outputs[0];
+    lines.push_back(detail::concat("input ", n.input_index, ": dtype ", t.dtype, ", shape ",
+                                   IntList(t.sizes), ", strides ", IntList(t.strides),
+                                   ", storage offset ", t.storage_offset, ", requires_grad ",
+                                   t.requires_grad ? "true" : "false"));
+  }
+  return lines;
 }
 void notify_break(const detail::CompiledState& fn, const GraphBreak& br) {
   each_observer([&](Observer* o) { o->on_break(fn, br); });
@@ -241,20 +253,12 @@ namespace {
 struct ExplainObserver final : capture::Observer {
   ExplainOutput* out;
   const detail::CompiledState* only = nullptr;
-  void on_graph(const detail::CompiledState& fn, const ir::Graph& g, bool) override {
+  void on_graph(const detail::CompiledState& fn, const ir::Graph& g) override {
     if (&fn != only) return;
     out->graphs.push_back(g);
     out->ops_per_graph.push_back(g.num_calls());
     out->op_count += g.num_calls();
-    std::vector<std::string> guards;
-    for (const ir::Node& n : g.nodes)
-      if (n.kind == ir::NodeKind::Placeholder) {
-        const ir::TensorInfo& t = n.outputs[0];
-        guards.push_back(detail::concat("input ", n.input_index, ": dtype ", t.dtype, ", shape ",
-                                        IntList(t.sizes), ", strides ", IntList(t.strides),
-                                        ", requires_grad ", t.requires_grad ? "true" : "false"));
-      }
-    out->guards.push_back(std::move(guards));
+    out->guards.push_back(capture::guard_lines(g));
   }
   void on_break(const detail::CompiledState& fn, const GraphBreak& br) override {
     if (&fn == only) out->break_reasons.push_back(br);
@@ -320,7 +324,7 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) { return os <
 struct CompileProfiler::Impl final : capture::Observer {
   mutable std::mutex mu;
   std::map<std::string, FunctionStats> stats;
-  void on_graph(const detail::CompiledState& fn, const ir::Graph& g, bool) override {
+  void on_graph(const detail::CompiledState& fn, const ir::Graph& g) override {
     std::lock_guard<std::mutex> lock(mu);
     auto& s = stats[fn.name];
     ++s.graphs;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "capture/tracer.h"
+#include "ir/attrs_edit.h"
 #include "kiln/ir/passes.h"
 #include "ops/op_utils.h"
 
@@ -40,18 +41,6 @@ const CacheEntry* nearest_entry(
   return best;
 }
 
-std::string guard_lines(const ir::Graph& g) {
-  std::ostringstream os;
-  for (const ir::Node& n : g.nodes) {
-    if (n.kind != ir::NodeKind::Placeholder) continue;
-    const ir::TensorInfo& t = n.outputs[0];
-    os << "input " << n.input_index << ": " << t.dtype << IntList(t.sizes) << " strides "
-       << IntList(t.strides) << " offset " << t.storage_offset << " requires_grad "
-       << (t.requires_grad ? "true" : "false") << "\n";
-  }
-  return os.str();
-}
-
 // Compiles `raw` with the function's backend: passes, then the backend, timed per phase.
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir::Graph& raw,
                                           std::span<const Tensor> inputs) {
@@ -63,11 +52,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   for (size_t k = 0; k < g.runtime_attrs.size(); ++k) {
     const ir::RuntimeAttr& r = g.runtime_attrs[k];
     ir::Node& n = g.nodes[r.node];
-    Attrs patched;
-    for (size_t a = 0; a < n.attrs.size(); ++a)
-      patched.push_back(static_cast<int32_t>(a) == r.attr ? AttrValue(static_cast<int64_t>(k))
-                                                          : n.attrs[a]);
-    n.attrs = patched;
+    n.attrs = ir::with_attr(n.attrs, static_cast<size_t>(r.attr), static_cast<int64_t>(k));
   }
   ir::eliminate_common_subexpressions(g);
   ir::eliminate_dead_code(g);
@@ -76,12 +61,8 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
     ir::Node& n = g.nodes[r.node];
     const int64_t k = n.attrs.i(static_cast<size_t>(r.attr));
     entry->runtime_index.push_back(static_cast<int32_t>(k));
-    Attrs restored;
-    for (size_t a = 0; a < n.attrs.size(); ++a)
-      restored.push_back(static_cast<int32_t>(a) == r.attr
-                             ? AttrValue(raw_values[static_cast<size_t>(k)])
-                             : n.attrs[a]);
-    n.attrs = restored;
+    n.attrs =
+        ir::with_attr(n.attrs, static_cast<size_t>(r.attr), raw_values[static_cast<size_t>(k)]);
   }
   add_compile_time("passes", seconds_since(t0));
   std::vector<ir::TensorInfo> infos;
@@ -102,8 +83,9 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   if (log_enabled(LogTopic::Graphs))
     log(LogTopic::Graphs, detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
   if (log_enabled(LogTopic::Guards))
-    log(LogTopic::Guards, detail::concat(state.name, ": guards\n", guard_lines(raw)));
-  notify_graph(state, g, true);
+    for (const std::string& line : guard_lines(raw))
+      log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
+  notify_graph(state, g);
   return entry;
 }
 

@@ -60,14 +60,16 @@ namespace kiln::capture {
 // Observers that see every event (explain, CompileProfiler): registered globally.
 struct Observer {
   virtual ~Observer() = default;
-  virtual void on_graph(const detail::CompiledState& fn, const ir::Graph& graph, bool compiled) {}
+  virtual void on_graph(const detail::CompiledState& fn, const ir::Graph& graph) {}
   virtual void on_break(const detail::CompiledState& fn, const GraphBreak& br) {}
   virtual void on_recompile(const detail::CompiledState& fn, const std::string& reason) {}
 };
 void add_observer(Observer* o);
 void remove_observer(Observer* o);
 bool has_observers();
-void notify_graph(const detail::CompiledState& fn, const ir::Graph& graph, bool compiled);
+void notify_graph(const detail::CompiledState& fn, const ir::Graph& graph);
+// One line per guarded input of a graph: what a cache hit requires of it.
+std::vector<std::string> guard_lines(const ir::Graph& graph);
 void notify_break(const detail::CompiledState& fn, const GraphBreak& br);
 void notify_recompile(const detail::CompiledState& fn, const std::string& reason);
 

@@ -89,8 +89,6 @@ class Tracer final : public DispatchInterceptor {
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
   bool metadata_only() const { return !metadata_only_.empty(); }
-  detail::CompiledState& state() { return *state_; }
-  // For explain: the graphs and breaks seen go to observers too; nothing else is needed here.
 
  private:
   ir::ValueRef value_of(const Tensor& t);

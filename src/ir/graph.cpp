@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "ir/attrs_edit.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
@@ -332,6 +333,12 @@ std::string Graph::to_string() const {
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_string(); }
 
 // ---- interpreting ----
+Attrs with_attr(const Attrs& attrs, size_t k, AttrValue value) {
+  Attrs out;
+  for (size_t a = 0; a < attrs.size(); ++a) out.push_back(a == k ? value : attrs[a]);
+  return out;
+}
+
 std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
                               std::span<const int64_t> runtime_values) {
   KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
@@ -371,24 +378,17 @@ std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
                      v.output, ", which no earlier node produced");
           ins.push_back(values[v.node][v.output]);
         }
+        // Runtime attributes (in node order) take this run's values.
         const Attrs* attrs = &n.attrs;
         Attrs patched;
-        if (!runtime_values.empty() && next_runtime < g.runtime_attrs.size() &&
-            g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i)) {
-          patched = n.attrs;
-          Attrs rebuilt;
-          for (size_t k = 0; k < patched.size(); ++k) {
-            bool replaced = false;
-            while (next_runtime < g.runtime_attrs.size() &&
-                   g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i) &&
-                   g.runtime_attrs[next_runtime].attr == static_cast<int32_t>(k)) {
-              rebuilt.push_back(runtime_values[next_runtime++]);
-              replaced = true;
-            }
-            if (!replaced) rebuilt.push_back(patched[k]);
-          }
-          patched = rebuilt;
+        for (; next_runtime < g.runtime_attrs.size() &&
+               g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i);
+             ++next_runtime) {
+          if (runtime_values.empty()) continue;
+          if (attrs != &patched) patched = n.attrs;
           attrs = &patched;
+          patched = with_attr(patched, static_cast<size_t>(g.runtime_attrs[next_runtime].attr),
+                              runtime_values[next_runtime]);
         }
         std::array<Tensor, kMaxOpOutputs> outs;
         const int m = dispatch_no_autograd(*n.op, ins, *attrs, outs);

@@ -568,17 +568,19 @@ TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
 TEST(Debug, LogsByTopic) {
   std::vector<std::string> lines;
   set_log_sink([&](const std::string& l) { lines.push_back(l); });
-  set_logs("graph_breaks,graphs");
+  set_logs("graph_breaks,graphs,guards");
   compile(toy_example, CompileOptions{.name = "logged"})(ones({2}), ones({2}));
   set_logs("");
   set_log_sink({});
-  int breaks = 0, graphs = 0;
+  int breaks = 0, graphs = 0, guards = 0;
   for (const auto& l : lines) {
     breaks += l.rfind("[kiln:graph_breaks] logged: graph break", 0) == 0;
     graphs += l.rfind("[kiln:graphs] logged: graph with", 0) == 0;
+    guards += l.rfind("[kiln:guards] logged: guard input ", 0) == 0;
   }
   EXPECT_EQ(breaks, 1);
   EXPECT_EQ(graphs, 2);
+  EXPECT_EQ(guards, 4);  // (a, b) before the branch, (x, b) after it
   EXPECT_THROW(set_logs("bogus"), ValueError);
 }
 
