@@ -61,6 +61,8 @@ void reset() {
       std::lock_guard<std::mutex> l(st->mu);
       st->segments.clear();
       st->entry_count.clear();
+      st->last_used.clear();
+      ++st->generation;
       st->run_eagerly = false;
       st->warned_limit = false;
     }

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "capture/tracer.h"
-#include "ir/attrs_edit.h"
+#include "ir/attr_utils.h"
 #include "kiln/ir/passes.h"
 #include "ops/op_utils.h"
 
@@ -91,13 +91,13 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
 
 }  // namespace
 
-std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
+std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit) {
   PauseCapture pause;
   detail::CompiledState& st = *state_;
-  const uint64_t key = graph.hash();
-  std::shared_ptr<CacheEntry> entry;
+  std::shared_ptr<CacheEntry> entry = std::move(hit);
   bool eager = false;
-  {
+  if (!entry) {
+    const uint64_t key = graph.hash();
     std::lock_guard<std::mutex> lock(st.mu);
     if (st.segments.size() <= segment_index_) {
       st.segments.resize(segment_index_ + 1);
@@ -152,11 +152,18 @@ std::vector<Tensor> Tracer::run_segment(ir::Graph& graph) {
         st.segments.resize(segment_index_ + 1);
         st.entry_count.resize(segment_index_ + 1, 0);
       }
-      st.segments[segment_index_][key].push_back(fresh);
+      st.segments[segment_index_][graph.hash()].push_back(fresh);
       ++st.entry_count[segment_index_];
       entry = fresh;
     }
-    const std::vector<int64_t> all = graph.runtime_attr_values();
+    if (entry != replay_) {  // the next call replays what ran now
+      std::lock_guard<std::mutex> lock(st.mu);
+      if (st.last_used.size() <= segment_index_) st.last_used.resize(segment_index_ + 1);
+      st.last_used[segment_index_] = entry;
+    }
+    // A replayed segment collected its runtime values while recording; otherwise the graph
+    // holds them.
+    const std::vector<int64_t> all = replay_ ? replay_runtime_values_ : graph.runtime_attr_values();
     std::vector<int64_t> values;
     values.reserve(entry->runtime_index.size());
     for (int32_t k : entry->runtime_index) values.push_back(all[static_cast<size_t>(k)]);
@@ -236,7 +243,16 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   }
   for (Buffer* b : written_order_) add_output(b);
   const size_t segment = segment_index_;
-  if (graph_.num_calls() == 0 || graph_.outputs.empty()) {
+  // A replay that matched the cached graph to its end, outputs included, is a cache hit.
+  std::shared_ptr<CacheEntry> hit;
+  if (replay_) {
+    if (cursor_ == replay_->graph.nodes.size() && graph_.outputs == replay_->graph.outputs &&
+        st.generation.load() == replay_generation_)
+      hit = replay_;
+    else
+      stop_replay();
+  }
+  if (!hit && (graph_.num_calls() == 0 || graph_.outputs.empty())) {
     for (Buffer* b : buffers) b->output_slot = -1;
     release_written_storages();
     reset_segment();
@@ -245,7 +261,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   std::vector<Tensor> outs;
   release_written_storages();  // the graph reads them (old values) and writes them back
   try {
-    outs = run_segment(graph_);
+    outs = run_segment(hit ? hit->graph : graph_, hit);
   } catch (...) {
     for (Buffer* b : buffers) b->output_slot = -1;
     abandon("running the captured graph failed");
@@ -265,6 +281,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   }
   reset_segment();
   segment_index_ = segment + 1;
+  start_replay();
 }
 
 }  // namespace kiln::capture

@@ -49,6 +49,10 @@ class CompiledState {
   std::vector<std::unordered_map<uint64_t, std::vector<std::shared_ptr<capture::CacheEntry>>>>
       segments;
   std::vector<int> entry_count;          // per segment
+  // Per segment: the entry that ran last, which the next call replays (see Tracer).
+  std::vector<std::shared_ptr<capture::CacheEntry>> last_used;
+  // Bumped by kiln::reset(): a call that started replaying before it must not use the entry.
+  std::atomic<uint64_t> generation{0};
   std::atomic<bool> run_eagerly{false};  // the cache limit was hit
   bool warned_limit = false;
 };

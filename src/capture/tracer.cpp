@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "ir/attr_utils.h"
 #include "kiln/ir/passes.h"
 #include "kiln/ops/pointwise.h"
 
@@ -24,6 +25,17 @@ ir::TensorInfo info_of(const Tensor& t) {
 }
 ir::TensorInfo contiguous_info(DType dtype, const Shape& sizes) {
   return {dtype, sizes, contiguous_strides(sizes), 0, false};
+}
+// The metadata of a view's graph value (whether it requires grad is autograd's business).
+ir::TensorInfo view_info(const Tensor& t) {
+  return {t.dtype(), t.sizes(), t.strides(), t.storage_offset(), false};
+}
+Attrs as_strided_attrs(const Tensor& t) {
+  return Attrs{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
+}
+// Random ops take their Philox seed and offset as the last two attributes: runtime values.
+size_t num_runtime_attrs(const OpDef& op, const Attrs& attrs) {
+  return op.kind == OpKind::Random && attrs.size() >= 2 ? 2 : 0;
 }
 bool covers_whole(const Tensor& t, const Buffer& b) {
   return t.storage_offset() == 0 && t.is_contiguous() && t.numel() == b.numel;
@@ -79,8 +91,107 @@ void PendingTensor::share_with(const std::shared_ptr<TensorImpl>& alias) {
   tracer->register_pending(alias);  // it becomes concrete with the rest
 }
 
-// ---- Tracer ----
+// ---- Tracer: recording and replay ----
+Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
+    : state_(std::move(state)), frozen_(frozen) {
+  start_replay();
+}
+
 Tracer::~Tracer() = default;
+
+void Tracer::start_replay() {
+  replay_.reset();
+  cursor_ = 0;
+  replay_runtime_values_.clear();
+  detail::CompiledState& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (segment_index_ < st.last_used.size() && st.last_used[segment_index_]) {
+    replay_ = st.last_used[segment_index_];
+    replay_generation_ = st.generation;
+  }
+}
+
+void Tracer::stop_replay() {
+  if (!replay_) return;
+  const std::shared_ptr<CacheEntry> entry = std::move(replay_);
+  replay_.reset();
+  const ir::Graph& g = entry->graph;
+  for (size_t i = 0; i < cursor_; ++i) {
+    const ir::Node& n = g.nodes[i];
+    switch (n.kind) {
+      case ir::NodeKind::Placeholder:
+        graph_.add_placeholder(n.outputs[0]);
+        break;
+      case ir::NodeKind::Constant:
+        graph_.add_constant(n.attrs.scalar(0), n.attrs.dtype(1));
+        break;
+      case ir::NodeKind::Call:
+        graph_.add_call(*n.op, n.inputs, n.attrs, n.outputs, n.loc);
+        break;
+    }
+  }
+  // This call's runtime values replace the cached ones (runtime_attrs are in node order).
+  size_t k = 0;
+  for (const ir::RuntimeAttr& r : g.runtime_attrs) {
+    if (static_cast<size_t>(r.node) >= cursor_) break;
+    ir::Node& n = graph_.nodes[static_cast<size_t>(r.node)];
+    n.attrs = ir::with_attr(n.attrs, static_cast<size_t>(r.attr), replay_runtime_values_[k++]);
+    graph_.runtime_attrs.push_back(r);
+  }
+  cursor_ = 0;
+  replay_runtime_values_.clear();
+}
+
+ir::ValueRef Tracer::record_placeholder(const ir::TensorInfo& info) {
+  if (replay_) {
+    const auto& nodes = replay_->graph.nodes;
+    if (cursor_ < nodes.size() && nodes[cursor_].kind == ir::NodeKind::Placeholder &&
+        nodes[cursor_].outputs[0] == info)
+      return {static_cast<int32_t>(cursor_++), 0};
+    stop_replay();
+  }
+  return graph_.add_placeholder(info);
+}
+
+ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
+  if (replay_) {
+    const auto& nodes = replay_->graph.nodes;
+    if (cursor_ < nodes.size() && nodes[cursor_].kind == ir::NodeKind::Constant &&
+        nodes[cursor_].attrs.dtype(1) == dtype && ir::same_attr(nodes[cursor_].attrs[0], value))
+      return {static_cast<int32_t>(cursor_++), 0};
+    stop_replay();
+  }
+  return graph_.add_constant(value, dtype);
+}
+
+template <class Infer>
+ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
+                                 const Attrs& attrs, Infer&& infer) {
+  const size_t runtime = num_runtime_attrs(op, attrs);
+  if (replay_) {
+    const auto& nodes = replay_->graph.nodes;
+    if (cursor_ < nodes.size()) {
+      const ir::Node& n = nodes[cursor_];
+      bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
+                  std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
+      for (size_t k = 0; same && k + runtime < attrs.size(); ++k)
+        same = ir::same_attr(n.attrs[k], attrs[k]);
+      if (same) {
+        for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
+          replay_runtime_values_.push_back(attrs.i(k));
+        return {static_cast<int32_t>(cursor_++), 0};
+      }
+    }
+    stop_replay();
+  }
+  const ir::ValueRef v =
+      graph_.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
+  for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
+    graph_.runtime_attrs.push_back({v.node, static_cast<int32_t>(k)});
+  return v;
+}
+
+// ---- Tracer: ops ----
 
 Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
   auto buffer = std::make_shared<Buffer>();
@@ -97,7 +208,7 @@ Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
 
 Tensor Tracer::symbolic_input(const Tensor& t) {
   ir::TensorInfo info = contiguous_info(t.dtype(), t.sizes());
-  return new_pending(info, graph_.add_placeholder(info));
+  return new_pending(info, record_placeholder(info));
 }
 
 ir::ValueRef Tracer::value_of(const Tensor& t) {
@@ -107,42 +218,47 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
     if (p && p->tracer == this) {
       if (p->value_version != p->buffer->version) {
         // Written since this tensor's value was recorded: re-derive it from the buffer.
-        p->value = graph_.add_call(as_strided_op(), {p->buffer->value},
-                                   Attrs{t.sizes().vec(), t.strides().vec(), t.storage_offset()},
-                                   {info_of(t)});
-        graph_.nodes.back().outputs[0].requires_grad = false;
+        const ir::ValueRef base = p->buffer->value;
+        p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t), [&] {
+          return std::vector<ir::TensorInfo>{view_info(t)};
+        });
         p->value_version = p->buffer->version;
       }
       return p->value;
     }
     (void)impl->data();  // another capture's tensor: make it concrete, then read it as input
   }
-  if (impl->is_wrapped_number()) return graph_.add_constant(t.item_scalar(), t.dtype());
-  if (auto it = written_storages_.find(impl->storage_if_concrete().get());
-      it != written_storages_.end()) {
-    Buffer& b = *it->second;
-    WrittenView& cached = written_views_[impl];
-    if (cached.version_plus_one != b.version + 1) {
-      cached.tensor = t;
-      cached.value = graph_.add_call(as_strided_op(), {b.value},
-                                     Attrs{t.sizes().vec(), t.strides().vec(), t.storage_offset()},
-                                     {info_of(t)});
-      cached.version_plus_one = b.version + 1;
+  if (impl->is_wrapped_number()) return record_constant(t.item_scalar(), t.dtype());
+  if (!written_storages_.empty())
+    if (auto it = written_storages_.find(impl->storage_if_concrete().get());
+        it != written_storages_.end()) {
+      Buffer& b = *it->second;
+      WrittenView& cached = written_views_[impl];
+      if (cached.version_plus_one != b.version + 1) {
+        cached.tensor = t;
+        const ir::ValueRef base = b.value;
+        cached.value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t), [&] {
+          return std::vector<ir::TensorInfo>{view_info(t)};
+        });
+        cached.version_plus_one = b.version + 1;
+      }
+      return cached.value;
     }
-    return cached.value;
-  }
   auto [it, inserted] = input_of_.try_emplace(impl);
   if (inserted) {
-    it->second = graph_.add_placeholder(info_of(t));
+    it->second = record_placeholder(info_of(t));
     inputs_.push_back(t);
   }
   return it->second;
 }
 
 void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorInfo& value_info) {
-  if (value_info.dtype != dst.dtype())
-    value = graph_.add_call(ops::to_copy_op, {value}, Attrs{dst.dtype()},
-                            {contiguous_info(dst.dtype(), value_info.sizes)});
+  if (value_info.dtype != dst.dtype()) {
+    const ir::ValueRef from = value;
+    value = record_call(ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()}, [&] {
+      return std::vector<ir::TensorInfo>{contiguous_info(dst.dtype(), value_info.sizes)};
+    });
+  }
   TensorImpl* impl = dst.impl();
   std::shared_ptr<Buffer> buffer;
   PendingTensor* p =
@@ -160,7 +276,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
       slot->concrete = storage;
       slot->concrete_flat = Tensor(
           std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
-      slot->value = graph_.add_placeholder(info_of(slot->concrete_flat));
+      slot->value = record_placeholder(info_of(slot->concrete_flat));
       inputs_.push_back(slot->concrete_flat);
       storage->set_pending_writer(std::make_shared<StorageWriter>(this));
       written_order_.push_back(slot.get());
@@ -177,10 +293,13 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
   if (covers_whole(dst, *buffer)) {
     buffer->value = value;
   } else {
-    buffer->value =
-        graph_.add_call(ops::as_strided_scatter_op, {buffer->value, value},
-                        Attrs{dst.sizes().vec(), dst.strides().vec(), dst.storage_offset()},
-                        {contiguous_info(buffer->dtype, Shape{buffer->numel})});
+    // The result has the shape of the buffer's current value (contiguous, numel elements).
+    const std::array<ir::ValueRef, 2> ins{buffer->value, value};
+    buffer->value = record_call(ops::as_strided_scatter_op, ins, as_strided_attrs(dst), [&] {
+      const ir::TensorInfo& base = recorded_node(static_cast<size_t>(ins[0].node))
+                                       .outputs[static_cast<size_t>(ins[0].output)];
+      return std::vector<ir::TensorInfo>{contiguous_info(buffer->dtype, base.sizes)};
+    });
   }
   ++buffer->version;
   if (p && p->tracer == this) {
@@ -206,8 +325,8 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   Tensor out = op.view(call);  // metadata only: pending on the base's buffer
   out.impl()->set_is_view(true);
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
-  p->value = graph_.add_call(op, {in}, attrs, {info_of(out)});
-  graph_.nodes.back().outputs[0].requires_grad = false;
+  p->value = record_call(op, {&in, 1}, attrs,
+                         [&] { return std::vector<ir::TensorInfo>{view_info(out)}; });
   p->value_version = p->buffer->version;
   outputs[0] = std::move(out);
   return true;
@@ -234,37 +353,37 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     }
     return false;
   }
-  // Shape and dtype inference now, so that errors surface at the user's line.
-  OpCall call{op, inputs, attrs};
-  std::array<OutputMeta, kMaxOpOutputs> metas;
-  const int n = op.meta(call, metas);
-  std::vector<ir::ValueRef> ins;
-  ins.reserve(inputs.size());
+  SmallVector<ir::ValueRef, 8> ins;
   for (const Tensor& t : inputs) ins.push_back(value_of(t));
-  std::vector<ir::TensorInfo> infos;
-  for (int i = 0; i < n; ++i) infos.push_back(contiguous_info(metas[i].dtype, metas[i].sizes));
-  ir::ValueRef v = graph_.add_call(op, std::move(ins), attrs, infos);
-  if (op.kind == OpKind::Random && attrs.size() >= 2) {
-    const auto node = v.node;
-    graph_.runtime_attrs.push_back({node, static_cast<int32_t>(attrs.size() - 2)});
-    graph_.runtime_attrs.push_back({node, static_cast<int32_t>(attrs.size() - 1)});
-  }
+  // Shape and dtype inference now, so that errors surface at the user's line (a replayed node
+  // already has them: it had the same input metadata and attributes when it was recorded).
+  const ir::ValueRef v = record_call(op, ins, attrs, [&] {
+    OpCall call{op, inputs, attrs};
+    std::array<OutputMeta, kMaxOpOutputs> metas;
+    const int n = op.meta(call, metas);
+    std::vector<ir::TensorInfo> infos;
+    for (int i = 0; i < n; ++i) infos.push_back(contiguous_info(metas[i].dtype, metas[i].sizes));
+    return infos;
+  });
+  const std::vector<ir::TensorInfo>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
+  const int n = static_cast<int>(infos.size());
   if (outputs[0].defined()) {
     // In place / out=: the same checks eager dispatch makes, then a functional write.
     Tensor& out = outputs[0];
     KILN_CHECK(n == 1, NotImplementedError, op.name,
                ": in-place forms of multi-output ops are not supported under kiln::compile");
-    KILN_CHECK(out.sizes() == metas[0].sizes, ShapeError, op.name, ": the result has shape ",
-               IntList(metas[0].sizes), " but the output tensor has shape ", out.shape_str(),
+    const ir::TensorInfo result = infos[0];  // (recording below may move the node array)
+    KILN_CHECK(out.sizes() == result.sizes, ShapeError, op.name, ": the result has shape ",
+               IntList(result.sizes), " but the output tensor has shape ", out.shape_str(),
                " (an in-place op cannot change its tensor's shape)");
-    KILN_CHECK(can_cast(metas[0].dtype, out.dtype()), DTypeError, op.name, ": result type ",
-               metas[0].dtype, " can't be cast to the desired output type ", out.dtype());
+    KILN_CHECK(can_cast(result.dtype, out.dtype()), DTypeError, op.name, ": result type ",
+               result.dtype, " can't be cast to the desired output type ", out.dtype());
     for (int64_t d = 0; d < out.dim(); ++d)
       KILN_CHECK(!(out.stride(d) == 0 && out.size(d) > 1), ValueError, op.name,
                  ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
                  out.shape_str(), ", strides ", IntList(out.strides()),
                  "); call .clone() on it first");
-    write_into(out, v, infos[0]);
+    write_into(out, v, result);
     num_outputs = 1;
     return true;
   }
@@ -288,6 +407,9 @@ void Tracer::reset_segment() {
   graph_.nodes = std::move(nodes);
   inputs_.clear();
   input_of_.clear();
+  replay_.reset();
+  cursor_ = 0;
+  replay_runtime_values_.clear();
   written_storages_.clear();
   written_order_.clear();
   written_views_.clear();

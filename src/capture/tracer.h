@@ -70,8 +70,7 @@ class PendingTensor final : public PendingValue {
 
 class Tracer final : public DispatchInterceptor {
  public:
-  Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
-      : state_(std::move(state)), frozen_(frozen) {}
+  Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen);
   ~Tracer() override;
 
   bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -91,6 +90,28 @@ class Tracer final : public DispatchInterceptor {
   bool metadata_only() const { return !metadata_only_.empty(); }
 
  private:
+  // ---- recording ----
+  // While a segment repeats the graph this function ran last time (`replay_`), node for node,
+  // nothing is built: each record_* call only compares with the cached node at the cursor and
+  // skips shape inference (the cached node already has its output metadata). The first
+  // difference copies the matched prefix into graph_ and recording goes on from there, so a
+  // changed graph is captured exactly as without replay.
+  ir::ValueRef record_placeholder(const ir::TensorInfo& info);
+  ir::ValueRef record_constant(const Scalar& value, DType dtype);
+  // Records a call whose output metadata `infer` computes (not run while replaying).
+  template <class Infer>
+  ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
+                              const Attrs& attrs, Infer&& infer);
+  bool replaying() const { return replay_ != nullptr; }
+  // Stops replaying: graph_ gets the nodes matched so far.
+  void stop_replay();
+  // The segment about to start repeats, we guess, the entry its function last ran for it.
+  void start_replay();
+  size_t num_recorded() const { return replay_ ? cursor_ : graph_.nodes.size(); }
+  const ir::Node& recorded_node(size_t i) const {
+    return replay_ ? replay_->graph.nodes[i] : graph_.nodes[i];
+  }
+
   ir::ValueRef value_of(const Tensor& t);
   Tensor new_pending(const ir::TensorInfo& info, ir::ValueRef value);
   void write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorInfo& value_info);
@@ -100,7 +121,8 @@ class Tracer final : public DispatchInterceptor {
   // Written concrete storages stop being sync points (before the segment runs or is dropped).
   void release_written_storages();
   // Runs (compiling on a miss) the finished graph; returns its outputs.
-  std::vector<Tensor> run_segment(ir::Graph& graph);
+  // `hit`: the entry a replay matched completely (no lookup needed).
+  std::vector<Tensor> run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit);
 
   std::shared_ptr<detail::CompiledState> state_;
   bool frozen_;  // use cached graphs only; a miss runs eagerly
@@ -121,6 +143,12 @@ class Tracer final : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, WrittenView> written_views_;
   std::vector<std::weak_ptr<TensorImpl>> pending_;
   size_t segment_index_ = 0;
+  // Replay state (see record_*): the entry being repeated, how many of its nodes matched, and
+  // the runtime attributes (random seeds/offsets) met so far, in node order.
+  std::shared_ptr<CacheEntry> replay_;
+  uint64_t replay_generation_ = 0;
+  size_t cursor_ = 0;
+  std::vector<int64_t> replay_runtime_values_;
 };
 
 }  // namespace kiln::capture

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "ir/attrs_edit.h"
+#include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
@@ -126,7 +126,8 @@ bool is_runtime_attr(const Graph& g, size_t node, size_t attr) {
   return false;
 }
 
-// Attribute equality that treats NaN constants as equal to themselves (bitwise for floats).
+}  // namespace
+
 bool same_attr(const AttrValue& a, const AttrValue& b) {
   if (a.index() != b.index()) return false;
   if (const double* x = std::get_if<double>(&a))
@@ -140,8 +141,6 @@ bool same_attr(const AttrValue& a, const AttrValue& b) {
   }
   return a == b;
 }
-
-}  // namespace
 
 uint64_t Graph::hash() const {
   Hasher h;
@@ -332,81 +331,11 @@ std::string Graph::to_string() const {
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_string(); }
 
-// ---- interpreting ----
+// ---- attribute helpers ----
 Attrs with_attr(const Attrs& attrs, size_t k, AttrValue value) {
   Attrs out;
   for (size_t a = 0; a < attrs.size(); ++a) out.push_back(a == k ? value : attrs[a]);
   return out;
-}
-
-std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
-                              std::span<const int64_t> runtime_values) {
-  KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
-             "interpret: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
-  KILN_CHECK(runtime_values.empty() || runtime_values.size() == g.runtime_attrs.size(), Error,
-             "interpret: the graph has ", g.runtime_attrs.size(), " runtime attributes, got ",
-             runtime_values.size(), " values");
-  // Eager kernels only: no capture of these calls, no autograd recording (autograd was
-  // recorded around the graph when it was captured).
-  struct NoInterceptor {
-    DispatchInterceptor* prev = set_interceptor(nullptr);
-    ~NoInterceptor() { set_interceptor(prev); }
-  } no_interceptor;
-  AutoGradMode no_grad(false);
-  std::vector<std::vector<Tensor>> values(g.nodes.size());
-  std::vector<Tensor> ins;  // one node's inputs, reused
-  size_t next_runtime = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    switch (n.kind) {
-      case NodeKind::Placeholder:
-        values[i] = {inputs[static_cast<size_t>(n.input_index)]};
-        break;
-      case NodeKind::Constant: {
-        Tensor t = wrap_scalar(n.attrs.scalar(0));
-        if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
-        t.impl()->set_wrapped_number(true);
-        values[i] = {t};
-        break;
-      }
-      case NodeKind::Call: {
-        ins.clear();
-        for (ValueRef v : n.inputs) {
-          KILN_CHECK(v.node >= 0 && static_cast<size_t>(v.node) < i &&
-                         static_cast<size_t>(v.output) < values[v.node].size(),
-                     Error, "interpret: node ", i, " (", n.op->name, ") reads %", v.node, ".",
-                     v.output, ", which no earlier node produced");
-          ins.push_back(values[v.node][v.output]);
-        }
-        // Runtime attributes (in node order) take this run's values.
-        const Attrs* attrs = &n.attrs;
-        Attrs patched;
-        for (; next_runtime < g.runtime_attrs.size() &&
-               g.runtime_attrs[next_runtime].node == static_cast<int32_t>(i);
-             ++next_runtime) {
-          if (runtime_values.empty()) continue;
-          if (attrs != &patched) patched = n.attrs;
-          attrs = &patched;
-          patched = with_attr(patched, static_cast<size_t>(g.runtime_attrs[next_runtime].attr),
-                              runtime_values[next_runtime]);
-        }
-        std::array<Tensor, kMaxOpOutputs> outs;
-        const int m = dispatch_no_autograd(*n.op, ins, *attrs, outs);
-        values[i].assign(outs.begin(), outs.begin() + m);
-        break;
-      }
-    }
-  }
-  std::vector<Tensor> result;
-  result.reserve(g.outputs.size());
-  for (ValueRef v : g.outputs) {
-    KILN_CHECK(v.node >= 0 && static_cast<size_t>(v.node) < values.size() &&
-                   static_cast<size_t>(v.output) < values[v.node].size(),
-               Error, "interpret: the graph returns %", v.node, ".", v.output,
-               ", which no node produced");
-    result.push_back(values[v.node][v.output]);
-  }
-  return result;
 }
 
 }  // namespace kiln::ir

@@ -1,14 +1,15 @@
 // The "eager" backend: runs the captured graph node by node with the eager kernels. What it
 // checks is the capture itself (the reference FAQ's first triage step).
 #include "kiln/capture/compile.h"
+#include "kiln/ir/interpreter.h"
 
 namespace kiln::backends {
 
 Backend make_eager_backend() {
   return [](const ir::Graph& graph, std::span<const ir::TensorInfo>) -> CompiledGraph {
-    auto g = std::make_shared<const ir::Graph>(graph);
-    return [g](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
-      return ir::interpret(*g, inputs, runtime_values);
+    auto interpreter = std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
+    return [interpreter](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
+      return interpreter->run(inputs, runtime_values);
     };
   };
 }

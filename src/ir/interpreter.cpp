@@ -1,0 +1,165 @@
+// The graph interpreter: a flat slot table planned once, kernels called directly once the
+// graph's recorded metadata has been checked against a real run.
+#include "kiln/ir/interpreter.h"
+
+#include "ir/attr_utils.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/op_utils.h"
+
+namespace kiln::ir {
+
+Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+  const Graph& g = *graph_;
+  const auto num_nodes = static_cast<int32_t>(g.nodes.size());
+  slot_of_.resize(g.nodes.size());
+  for (int32_t i = 0; i < num_nodes; ++i) {
+    slot_of_[static_cast<size_t>(i)] = num_slots_;
+    num_slots_ += static_cast<int32_t>(g.nodes[static_cast<size_t>(i)].outputs.size());
+  }
+  auto slot = [&](ValueRef v, const char* who) {
+    KILN_CHECK(v.node >= 0 && v.node < num_nodes && v.output >= 0 &&
+                   static_cast<size_t>(v.output) < g.nodes[static_cast<size_t>(v.node)].outputs.size(),
+               Error, "interpret: ", who, " reads %", v.node, ".", v.output,
+               ", which no node produced");
+    return slot_of_[static_cast<size_t>(v.node)] + v.output;
+  };
+  // The last step reading each slot; graph outputs live to the end.
+  std::vector<int32_t> last_reader(static_cast<size_t>(num_slots_), -1);
+  uint32_t runtime = 0;
+  for (int32_t i = 0; i < num_nodes; ++i) {
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    Step s{i, slot_of_[static_cast<size_t>(i)], static_cast<uint32_t>(input_slots_.size()), 0,
+           runtime, runtime, 0, 0};
+    for (ValueRef v : n.inputs) {
+      KILN_CHECK(v.node < i, Error, "interpret: node ", i, " (", n.op ? n.op->name : "?",
+                 ") reads %", v.node, ".", v.output, ", which no earlier node produced");
+      const int32_t sl = slot(v, "a node");
+      input_slots_.push_back(sl);
+      last_reader[static_cast<size_t>(sl)] = static_cast<int32_t>(steps_.size());
+    }
+    s.inputs_end = static_cast<uint32_t>(input_slots_.size());
+    while (runtime < g.runtime_attrs.size() && g.runtime_attrs[runtime].node == i) ++runtime;
+    s.runtime_end = runtime;
+    steps_.push_back(s);
+  }
+  KILN_CHECK(runtime == g.runtime_attrs.size(), Error,
+             "interpret: the graph's runtime attributes are not in node order");
+  for (ValueRef v : g.outputs) last_reader[static_cast<size_t>(slot(v, "the graph's return"))] = -2;
+  // Release lists, grouped by step.
+  std::vector<std::vector<int32_t>> dead(steps_.size());
+  for (int32_t sl = 0; sl < num_slots_; ++sl)
+    if (last_reader[static_cast<size_t>(sl)] >= 0)
+      dead[static_cast<size_t>(last_reader[static_cast<size_t>(sl)])].push_back(sl);
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    steps_[k].release_begin = static_cast<uint32_t>(release_.size());
+    release_.insert(release_.end(), dead[k].begin(), dead[k].end());
+    steps_[k].release_end = static_cast<uint32_t>(release_.size());
+  }
+}
+
+namespace {
+// Whether an op's results can be allocated from recorded metadata and its kernel called
+// directly (views build their result, opaque ops allocate their own).
+bool direct_kernel(const OpDef& op) {
+  return op.kind != OpKind::View && op.kind != OpKind::Opaque &&
+         op.kind != OpKind::DataDependent;
+}
+}  // namespace
+
+std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
+                                     std::span<const int64_t> runtime_values) const {
+  const Graph& g = *graph_;
+  KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
+             "interpret: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
+  KILN_CHECK(runtime_values.empty() || runtime_values.size() == g.runtime_attrs.size(), Error,
+             "interpret: the graph has ", g.runtime_attrs.size(), " runtime attributes, got ",
+             runtime_values.size(), " values");
+  // Eager kernels only: no capture of these calls, no autograd recording (autograd was
+  // recorded around the graph when it was captured).
+  struct NoInterceptor {
+    DispatchInterceptor* prev = set_interceptor(nullptr);
+    ~NoInterceptor() { set_interceptor(prev); }
+  } no_interceptor;
+  AutoGradMode no_grad(false);
+  const bool verified = verified_.load(std::memory_order_acquire);
+  std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
+  std::vector<Tensor> ins;  // one node's inputs, reused
+  for (const Step& s : steps_) {
+    const Node& n = g.nodes[static_cast<size_t>(s.node)];
+    Tensor* out = &slots[static_cast<size_t>(s.first_slot)];
+    switch (n.kind) {
+      case NodeKind::Placeholder: {
+        const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
+        const TensorInfo& want = n.outputs[0];
+        KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes, Error,
+                   "interpret: input ", n.input_index, " is ",
+                   t.defined() ? detail::concat(t.dtype(), t.shape_str()) : "undefined",
+                   " but the graph was built for ", want.dtype, IntList(want.sizes));
+        *out = t;
+        break;
+      }
+      case NodeKind::Constant: {
+        Tensor t = wrap_scalar(n.attrs.scalar(0));
+        if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
+        t.impl()->set_wrapped_number(true);
+        *out = std::move(t);
+        break;
+      }
+      case NodeKind::Call: {
+        ins.clear();
+        for (uint32_t k = s.inputs_begin; k < s.inputs_end; ++k)
+          ins.push_back(slots[static_cast<size_t>(input_slots_[k])]);
+        // Runtime attributes take this run's values.
+        const Attrs* attrs = &n.attrs;
+        Attrs patched;
+        if (!runtime_values.empty() && s.runtime_begin != s.runtime_end) {
+          patched = n.attrs;
+          for (uint32_t r = s.runtime_begin; r < s.runtime_end; ++r)
+            patched = with_attr(patched, static_cast<size_t>(g.runtime_attrs[r].attr),
+                                runtime_values[r]);
+          attrs = &patched;
+        }
+        const auto m = static_cast<int>(n.outputs.size());
+        if (verified && direct_kernel(*n.op)) {
+          for (int k = 0; k < m; ++k)
+            out[k] = make_tensor(n.outputs[static_cast<size_t>(k)].sizes,
+                                 n.outputs[static_cast<size_t>(k)].dtype);
+          n.op->kernel(OpCall{*n.op, ins, *attrs}, std::span<Tensor>(out, static_cast<size_t>(m)));
+        } else {
+          std::array<Tensor, kMaxOpOutputs> results;
+          const int got = dispatch_no_autograd(*n.op, ins, *attrs, results);
+          KILN_CHECK(got == m, Error, "interpret: node ", s.node, " (", n.op->name, ") made ", got,
+                     " outputs but the graph records ", m);
+          for (int k = 0; k < m; ++k) {
+            const TensorInfo& want = n.outputs[static_cast<size_t>(k)];
+            const Tensor& r = results[static_cast<size_t>(k)];
+            KILN_CHECK(r.dtype() == want.dtype && r.sizes() == want.sizes, Error,
+                       "interpret: node ", s.node, " (", n.op->name, ") output ", k, " is ",
+                       r.dtype(), r.shape_str(), " but the graph records ", want.dtype,
+                       IntList(want.sizes));
+            out[k] = std::move(results[static_cast<size_t>(k)]);
+          }
+        }
+        break;
+      }
+    }
+    for (uint32_t k = s.release_begin; k < s.release_end; ++k)
+      slots[static_cast<size_t>(release_[k])] = Tensor();
+  }
+  if (!verified) verified_.store(true, std::memory_order_release);
+  std::vector<Tensor> result;
+  result.reserve(g.outputs.size());
+  for (ValueRef v : g.outputs)
+    result.push_back(slots[static_cast<size_t>(slot_of_[static_cast<size_t>(v.node)] + v.output)]);
+  return result;
+}
+
+std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,
+                              std::span<const int64_t> runtime_values) {
+  // A one-off run: the interpreter borrows the graph (an owner-less shared_ptr).
+  return Interpreter(std::shared_ptr<const Graph>(std::shared_ptr<const Graph>(), &g))
+      .run(inputs, runtime_values);
+}
+
+}  // namespace kiln::ir
