@@ -67,6 +67,22 @@ std::function<void()> w6_compiled() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
+// W6s / W6sc: one add on [64], eager and compiled: with W6/W6c they split the capture overhead
+// into a per-call part and a per-op part (`kiln bench` prints the split).
+std::function<void()> w6_single() {
+  auto x = std::make_shared<Tensor>(randn({64}));
+  auto c = std::make_shared<Tensor>(randn({64}));
+  return [x, c] { Tensor y = *x + *c; };
+}
+std::function<void()> w6_single_compiled() {
+  auto x = std::make_shared<Tensor>(randn({64}));
+  auto c = std::make_shared<Tensor>(randn({64}));
+  auto one = [c](const Tensor& x) { return x + *c; };
+  auto compiled = std::make_shared<decltype(compile(one))>(
+      compile(one, CompileOptions{.backend = std::string("eager"), .name = "W6sc"}));
+  return [x, compiled] { (*compiled)(*x); };
+}
+
 // W4: one MLP training step: batch 256, 784-512-512-10 with ReLU, cross-entropy, backward,
 // SGD (lr 0.01).
 std::function<void()> w4() {
@@ -116,6 +132,9 @@ const std::vector<Workload>& workloads() {
       {"W5", "GPT-2 block training step B8 T128 C256 4 heads, AdamW", "115-125 ms", w5},
       {"W6", "100 small pointwise ops (add/mul/tanh) on [64]", "224 us", w6},
       {"W6c", "W6 through kiln::compile (eager backend, cached graph)", "n/a", w6_compiled},
+      {"W6s", "one add on [64]", "n/a", w6_single},
+      {"W6sc", "W6s through kiln::compile (eager backend, cached graph)", "n/a",
+       w6_single_compiled},
   };
   return all;
 }

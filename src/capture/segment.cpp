@@ -238,7 +238,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     if (!impl || !impl->is_pending()) continue;
     auto* p = dynamic_cast<PendingTensor*>(impl->pending().get());
     if (!p || p->tracer != this) continue;
-    add_output(p->buffer.get());
+    add_output(&p->buffer());
     live.emplace_back(std::move(impl), p);
   }
   for (Buffer* b : written_order_) add_output(b);
@@ -268,8 +268,8 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     throw;
   }
   for (auto& [impl, p] : live) {
-    const Tensor& o = outs[static_cast<size_t>(p->buffer->output_slot)];
-    const uint64_t version = p->buffer->version;
+    const Tensor& o = outs[static_cast<size_t>(p->buffer().output_slot)];
+    const uint64_t version = p->buffer().version;
     impl->set_storage(o.impl()->storage(), o.storage_offset() + impl->storage_offset());
     impl->storage_if_concrete()->set_version(version);
   }

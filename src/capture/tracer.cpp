@@ -85,9 +85,8 @@ void PendingTensor::materialize(TensorImpl&, const char* why, const std::source_
 }
 
 void PendingTensor::share_with(const std::shared_ptr<TensorImpl>& alias) {
-  auto p = std::make_shared<PendingTensor>(tracer, buffer, value);
-  p->value_version = value_version;
-  alias->set_pending(std::move(p));
+  alias->set_pending(
+      std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value, value_version));
   tracer->register_pending(alias);  // it becomes concrete with the rest
 }
 
@@ -194,14 +193,9 @@ ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> 
 // ---- Tracer: ops ----
 
 Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
-  auto buffer = std::make_shared<Buffer>();
-  buffer->value = value;
-  buffer->numel = 1;  // meta already checked the sizes
-  for (int64_t s : info.sizes) buffer->numel *= s;
-  buffer->dtype = info.dtype;
-  auto impl = std::make_shared<TensorImpl>(nullptr, 0, info.sizes, contiguous_strides(info.sizes),
-                                           info.dtype);
-  impl->set_pending(std::make_shared<PendingTensor>(this, std::move(buffer), value));
+  // `info` is a graph value's: contiguous, with sizes that shape inference has checked.
+  auto impl = std::make_shared<TensorImpl>(nullptr, 0, info.sizes, info.strides, info.dtype);
+  impl->set_pending(std::make_shared<PendingTensor>(this, value, impl->numel(), info.dtype));
   pending_.push_back(impl);
   return Tensor(std::move(impl));
 }
@@ -216,13 +210,13 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
   if (impl->is_pending()) {
     auto* p = dynamic_cast<PendingTensor*>(impl->pending().get());
     if (p && p->tracer == this) {
-      if (p->value_version != p->buffer->version) {
+      if (p->value_version != p->buffer().version) {
         // Written since this tensor's value was recorded: re-derive it from the buffer.
-        const ir::ValueRef base = p->buffer->value;
+        const ir::ValueRef base = p->buffer().value;
         p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t), [&] {
           return std::vector<ir::TensorInfo>{view_info(t)};
         });
-        p->value_version = p->buffer->version;
+        p->value_version = p->buffer().version;
       }
       return p->value;
     }
@@ -260,11 +254,11 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
     });
   }
   TensorImpl* impl = dst.impl();
-  std::shared_ptr<Buffer> buffer;
+  Buffer* buffer = nullptr;
   PendingTensor* p =
       impl->is_pending() ? dynamic_cast<PendingTensor*>(impl->pending().get()) : nullptr;
   if (impl->is_pending() && p && p->tracer == this) {
-    buffer = p->buffer;
+    buffer = &p->buffer();
   } else {
     if (impl->is_pending()) (void)impl->data();
     const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
@@ -286,7 +280,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
                " and also used as ", slot->dtype,
                " in one graph; reinterpreting memory as another dtype is not supported under "
                "capture");
-    buffer = slot;
+    buffer = slot.get();
     // Bumped now, as eager would, so that autograd sees a tensor it saved was overwritten.
     storage->bump_version();
   }
@@ -327,7 +321,7 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
   p->value = record_call(op, {&in, 1}, attrs,
                          [&] { return std::vector<ir::TensorInfo>{view_info(out)}; });
-  p->value_version = p->buffer->version;
+  p->value_version = p->buffer().version;
   outputs[0] = std::move(out);
   return true;
 }

@@ -49,23 +49,44 @@ struct Buffer {
   int32_t output_slot = -1;           // during a flush: which graph output holds it
 };
 
-class PendingTensor final : public PendingValue {
+// A pending tensor of a tracer. The first tensor over some memory keeps that memory's Buffer
+// inline (one allocation per op result); tensors made over it later (views, detach()) point to
+// it and keep it alive.
+class PendingTensor final : public PendingValue,
+                            public std::enable_shared_from_this<PendingTensor> {
  public:
-  PendingTensor(Tracer* tracer, std::shared_ptr<Buffer> buffer, ir::ValueRef value)
-      : tracer(tracer),
-        buffer(std::move(buffer)),
+  // A tensor with memory of its own, whose current value is `value`.
+  PendingTensor(Tracer* tracer, ir::ValueRef value, int64_t numel, DType dtype)
+      : tracer(tracer), value(value), buffer_(&own_) {
+    own_.value = value;
+    own_.numel = numel;
+    own_.dtype = dtype;
+  }
+  // A tensor over `memory`'s memory.
+  PendingTensor(std::shared_ptr<PendingTensor> memory, ir::ValueRef value, uint64_t value_version)
+      : tracer(memory->tracer),
         value(value),
-        value_version(this->buffer->version) {}
+        value_version(value_version),
+        owner_(std::move(memory)),
+        buffer_(owner_->buffer_) {}
+  PendingTensor(const PendingTensor&) = delete;
+  PendingTensor& operator=(const PendingTensor&) = delete;
+
   void materialize(TensorImpl& self, const char* why, const std::source_location* where) override;
   void share_with(const std::shared_ptr<TensorImpl>& alias) override;
-  const void* memory_id() const override { return buffer.get(); }
-  uint64_t version() const override { return buffer->version; }
-  int64_t capacity() const override { return buffer->numel; }
+  const void* memory_id() const override { return buffer_; }
+  uint64_t version() const override { return buffer_->version; }
+  int64_t capacity() const override { return buffer_->numel; }
+  Buffer& buffer() const { return *buffer_; }
 
   Tracer* tracer;
-  std::shared_ptr<Buffer> buffer;
-  ir::ValueRef value;  // this tensor's value, valid while value_version == buffer->version
-  uint64_t value_version;
+  ir::ValueRef value;  // this tensor's value, valid while value_version == buffer().version
+  uint64_t value_version = 0;
+
+ private:
+  Buffer own_;
+  std::shared_ptr<PendingTensor> owner_;  // the tensor whose own_ is this tensor's memory
+  Buffer* buffer_;
 };
 
 class Tracer final : public DispatchInterceptor {

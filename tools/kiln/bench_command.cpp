@@ -3,6 +3,7 @@
 #include <chrono>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -22,7 +23,7 @@ std::string format_time(double seconds) {
   if (seconds >= 1e-3) {
     os << std::setprecision(seconds >= 0.1 ? 1 : 2) << seconds * 1e3 << " ms";
   } else {
-    os << std::setprecision(1) << seconds * 1e6 << " us";
+    os << std::setprecision(seconds >= 1e-5 ? 1 : 2) << seconds * 1e6 << " us";
   }
   return os.str();
 }
@@ -53,6 +54,7 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
   kiln::set_num_threads(threads);
 
+  std::map<std::string, double> fastest;
   std::ostringstream table;
   table << "| workload | what | Kiln median | min | PyTorch 1.13 eager (reference) |\n"
         << "|---|---|---|---|---|\n";
@@ -84,6 +86,7 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     }
     std::sort(times.begin(), times.end());
     double median = times[times.size() / 2];
+    fastest[w.id] = times.front();
     err << " " << format_time(median) << "\n";
     table << "| " << w.id << " | " << w.description << " | " << format_time(median) << " | "
           << format_time(times.front()) << " | " << w.reference << " |\n";
@@ -91,6 +94,20 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   out << "\nKiln, " << threads << " threads, median of " << runs
       << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n\n"
       << table.str();
+  // The capture overhead of a cached compiled call (compiled minus eager), split into a
+  // per-call and a per-op part from the 1-op and 100-op chains. From the fastest runs: a
+  // difference of two microsecond timings is what other processes on a shared machine disturb
+  // most.
+  if (fastest.count("W6") && fastest.count("W6c") && fastest.count("W6s") &&
+      fastest.count("W6sc")) {
+    const double one = fastest["W6sc"] - fastest["W6s"];
+    const double hundred = fastest["W6c"] - fastest["W6"];
+    const double per_op = (hundred - one) / 99;
+    table << "\nCapture overhead of a cached compiled call (fastest runs of W6c - W6 for 100 ops, W6sc - W6s for 1): "
+          << std::fixed << std::setprecision(2) << (one - per_op) * 1e6 << " us per call + "
+          << std::setprecision(0) << per_op * 1e9 << " ns per op\n";
+    out << table.str().substr(table.str().rfind("\nCapture"));
+  }
   if (!out_path.empty()) {
     std::ofstream f(out_path);
     f << table.str();
