@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "kiln/ir/interpreter.h"
 #include "kiln/kiln.h"
 
 namespace kiln::ir {
@@ -94,6 +95,45 @@ TEST(Graph, InterpretChecksItsInputs) {
   Graph g = sample_graph();
   std::vector<Tensor> one{ones({2, 3})};
   EXPECT_THROW(interpret(g, one), Error);
+}
+
+TEST(Interpreter, ChecksRecordedMetadataOnItsFirstRunThenRunsKernelsDirectly) {
+  Graph g = sample_graph();
+  auto plan = std::make_shared<const Interpreter>(std::make_shared<const Graph>(g));
+  std::vector<Tensor> in{ones({2, 3}), full({2, 3}, 2.0)};
+  const std::vector<double> first = plan->run(in)[0].to_vector<double>();
+  EXPECT_EQ(plan->run(in)[0].to_vector<double>(), first);  // the direct path: same numbers
+  EXPECT_EQ(interpret(g, in)[0].to_vector<double>(), first);
+
+  // A graph whose recorded metadata is wrong (a hand-edited dump, say) is refused, naming the
+  // node, instead of having its kernel write past a too-small result.
+  Graph bad = sample_graph();
+  bad.nodes[2].outputs[0].sizes = {6};
+  try {
+    Interpreter(std::make_shared<const Graph>(bad)).run(in);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 2 (add)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Interpreter, ChecksInputsAgainstThePlaceholdersOnEveryRun) {
+  auto plan = std::make_shared<const Interpreter>(std::make_shared<const Graph>(sample_graph()));
+  std::vector<Tensor> in{ones({2, 3}), ones({2, 3})};
+  plan->run(in);
+  std::vector<Tensor> wrong_shape{ones({3, 2}), ones({2, 3})};
+  EXPECT_THROW(plan->run(wrong_shape), Error);
+  std::vector<Tensor> wrong_dtype{ones({2, 3}, DType::Float64), ones({2, 3})};
+  EXPECT_THROW(plan->run(wrong_dtype), Error);
+}
+
+TEST(Interpreter, RejectsReadsOfValuesNoEarlierNodeMade) {
+  Graph g;
+  TensorInfo info{DType::Float32, {2}, {1}, 0, false};
+  ValueRef a = g.add_placeholder(info);
+  g.add_call(*find_op("neg"), {ValueRef{5, 0}}, Attrs{}, {info});
+  g.outputs = {a};
+  EXPECT_THROW(Interpreter{std::make_shared<const Graph>(g)}, Error);
 }
 
 }  // namespace
