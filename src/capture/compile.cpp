@@ -12,7 +12,7 @@ namespace kiln {
 
 namespace capture {
 
-thread_local int tls_backend_compiling = 0;
+thread_local int tls_in_backend = 0;
 
 std::vector<Frame>& frames() {
   thread_local std::vector<Frame> stack;
@@ -179,7 +179,7 @@ bool is_dynamo_compiling() {
   return t && !t->metadata_only();
 }
 bool is_compiling() {
-  return capture::current_tracer() != nullptr || capture::tls_backend_compiling > 0;
+  return capture::current_tracer() != nullptr || capture::tls_in_backend > 0;
 }
 
 namespace {

@@ -69,14 +69,10 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   for (const Tensor& t : inputs)
     infos.push_back({t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()});
   auto t1 = std::chrono::steady_clock::now();
-  ++tls_backend_compiling;
-  try {
+  {
+    InBackend in_backend;
     entry->compiled = state.backend(g, infos);
-  } catch (...) {
-    --tls_backend_compiling;
-    throw;
   }
-  --tls_backend_compiling;
   KILN_CHECK(entry->compiled, Error, "kiln::compile: the backend of '", state.name,
              "' returned an empty callable");
   add_compile_time("backend_compile", seconds_since(t1));
@@ -142,6 +138,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     }
   }
   std::vector<Tensor> outs;
+  InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
   if (eager) {
     outs = ir::interpret(graph, inputs_);
   } else {

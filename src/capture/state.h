@@ -89,8 +89,14 @@ struct Frame {
 };
 std::vector<Frame>& frames();
 Tracer* current_tracer();
-// True while a backend is compiling a graph on this thread (is_compiling()).
-extern thread_local int tls_backend_compiling;
+// How many backends are compiling or running a graph on this thread (is_compiling()).
+extern thread_local int tls_in_backend;
+struct InBackend {
+  InBackend() { ++tls_in_backend; }
+  ~InBackend() { --tls_in_backend; }
+  InBackend(const InBackend&) = delete;
+  InBackend& operator=(const InBackend&) = delete;
+};
 
 // Makes every pending tensor concrete (a sync point), if a capture is active on this thread.
 void sync_current(const std::string& reason, std::source_location loc, bool loc_known);

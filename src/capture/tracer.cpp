@@ -78,6 +78,10 @@ struct StorageWriter final : PendingValue {
 
 // ---- PendingTensor ----
 void PendingTensor::materialize(TensorImpl&, const char* why, const std::source_location* where) {
+  KILN_CHECK(std::this_thread::get_id() == thread, Error,
+             "a tensor computed by a compiled function still running on another thread was read "
+             "(", why, "); it has no value until that function reaches a sync point or returns: "
+             "hand tensors to other threads after the compiled call");
   tracer->flush(
       why,
       where ? user_call_site(*where, true) : user_call_site(std::source_location::current(), false),
@@ -96,7 +100,8 @@ Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
   start_replay();
 }
 
-Tracer::~Tracer() = default;
+// Storages still marked point to storage_writer_, which dies with the tracer: unmark them.
+Tracer::~Tracer() { release_written_storages(); }
 
 void Tracer::start_replay() {
   replay_.reset();
@@ -272,7 +277,8 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
           std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
       slot->value = record_placeholder(info_of(slot->concrete_flat));
       inputs_.push_back(slot->concrete_flat);
-      storage->set_pending_writer(std::make_shared<StorageWriter>(this));
+      if (!storage_writer_) storage_writer_ = std::make_unique<StorageWriter>(this);
+      storage->set_pending_writer(storage_writer_.get());
       written_order_.push_back(slot.get());
     }
     KILN_CHECK(slot->dtype == dst.dtype(), NotImplementedError,

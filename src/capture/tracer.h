@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -57,7 +58,7 @@ class PendingTensor final : public PendingValue,
  public:
   // A tensor with memory of its own, whose current value is `value`.
   PendingTensor(Tracer* tracer, ir::ValueRef value, int64_t numel, DType dtype)
-      : tracer(tracer), value(value), buffer_(&own_) {
+      : tracer(tracer), thread(std::this_thread::get_id()), value(value), buffer_(&own_) {
     own_.value = value;
     own_.numel = numel;
     own_.dtype = dtype;
@@ -65,6 +66,7 @@ class PendingTensor final : public PendingValue,
   // A tensor over `memory`'s memory.
   PendingTensor(std::shared_ptr<PendingTensor> memory, ir::ValueRef value, uint64_t value_version)
       : tracer(memory->tracer),
+        thread(memory->thread),
         value(value),
         value_version(value_version),
         owner_(std::move(memory)),
@@ -80,6 +82,7 @@ class PendingTensor final : public PendingValue,
   Buffer& buffer() const { return *buffer_; }
 
   Tracer* tracer;
+  std::thread::id thread;  // the capturing thread: the only one that may run the graph
   ir::ValueRef value;  // this tensor's value, valid while value_version == buffer().version
   uint64_t value_version = 0;
 
@@ -153,6 +156,8 @@ class Tracer final : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, ir::ValueRef> input_of_;
   std::unordered_map<const Storage*, std::shared_ptr<Buffer>> written_storages_;
   std::vector<Buffer*> written_order_;  // the same buffers in the order of their first write
+  // What a written storage points to while marked: reading it on this thread is a sync point.
+  std::unique_ptr<PendingValue> storage_writer_;
   bool flushing_ = false;
   // Concrete tensors over written storages: their value, valid for one buffer version. The
   // tensor is kept alive so that its address cannot be reused by another tensor meanwhile.

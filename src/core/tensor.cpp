@@ -82,9 +82,7 @@ void TensorImpl::set_storage(std::shared_ptr<Storage> storage, int64_t offset) {
 }
 
 void TensorImpl::materialize() {
-  auto p = pending_ ? pending_ : storage_->pending_writer();  // keep alive while it runs
-  p->materialize(*this, "a tensor's data was read (data_ptr, printing, or an op run eagerly)",
-                 nullptr);
+  sync("a tensor's data was read (data_ptr, printing, or an op run eagerly)");
   KILN_CHECK(storage_ && !pending_ && !storage_->pending_writer(), Error,
              "internal error: a pending tensor was not materialised");
 }

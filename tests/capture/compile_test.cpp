@@ -421,6 +421,41 @@ TEST(Compile, EightThreadsShareOneCompiledFunction) {
   EXPECT_GE(*c.graphs, 2);
 }
 
+// A graph runs only on its own thread. Another thread reading a parameter that a running
+// compiled function has written in place sees the memory as it is (the old values); reading a
+// tensor that function has not computed yet is an error.
+TEST(Compile, OtherThreadsNeverRunAThreadsGraph) {
+  Tensor w = zeros({3});
+  Tensor escaped;
+  std::atomic<int> stage{0};
+  std::vector<double> seen;
+  bool pending_read_failed = false;
+  std::thread reader([&] {
+    while (stage.load() != 1) std::this_thread::yield();
+    seen = w.to_vector<double>();  // the recorded add_ has not run
+    try {
+      (void)escaped.to_vector<double>();
+    } catch (const Error& e) {
+      pending_read_failed = std::string(e.what()).find("another thread") != std::string::npos;
+    }
+    stage = 2;
+  });
+  auto step = compile([&](Tensor g) {
+    w.add_(g);
+    escaped = w * 2;
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    return w.sum();
+  });
+  Tensor total = step(ones({3}));
+  reader.join();
+  EXPECT_EQ(seen, (std::vector<double>{0, 0, 0}));
+  EXPECT_TRUE(pending_read_failed);
+  EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(escaped.to_vector<double>(), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(total.item<double>(), 3);
+}
+
 // ---- the reference table of fine-grained tracing APIs, one test per row ----
 TEST(FineGrained, DisableRunsTheFunctionAndEverythingItCallsEagerly) {
   Counting inner_c;
@@ -528,11 +563,17 @@ TEST(FineGrained, IsCompilingAndIsDynamoCompiling) {
   EXPECT_FALSE(is_compiling());
   EXPECT_FALSE(is_dynamo_compiling());
   bool during = false, dynamo = false, in_backend = false, in_backend_dynamo = true;
+  bool running = false, running_dynamo = true;
   CompileOptions o;
   o.backend = Backend([&](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
     in_backend = is_compiling();
     in_backend_dynamo = is_dynamo_compiling();
-    return lookup_backend("eager")(g, in);
+    CompiledGraph run = lookup_backend("eager")(g, in);
+    return CompiledGraph([&, run](std::span<const Tensor> inputs, std::span<const int64_t> rt) {
+      running = is_compiling();  // the graph executes as part of kiln::compile
+      running_dynamo = is_dynamo_compiling();
+      return run(inputs, rt);
+    });
   });
   auto f = compile(
       [&](Tensor x) {
@@ -546,6 +587,9 @@ TEST(FineGrained, IsCompilingAndIsDynamoCompiling) {
   EXPECT_TRUE(dynamo);
   EXPECT_TRUE(in_backend);
   EXPECT_FALSE(in_backend_dynamo);
+  EXPECT_TRUE(running);
+  EXPECT_FALSE(running_dynamo);
+  EXPECT_FALSE(is_compiling());
 }
 
 // ---- seeing what happened ----

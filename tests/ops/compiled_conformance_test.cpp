@@ -106,7 +106,9 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
           ADD_FAILURE() << at << ": compiled run threw " << e.what();
           break;
         }
-        if (call == 1) EXPECT_EQ(compiles, compiles_before) << at << ": not a cache hit";
+        if (call == 1) {
+          EXPECT_EQ(compiles, compiles_before) << at << ": not a cache hit";
+        }
         ASSERT_EQ(got.size(), want.size()) << at;
         for (size_t k = 0; k < got.size(); ++k)
           expect_identical(want[k], got[k], at + " output " + std::to_string(k));

@@ -161,7 +161,9 @@ CompiledFunction<F> run(const CompiledFunction<F>& compiled) {
 // ---- fine-grained tracing controls ----
 // A graph break here: the ops captured so far run as one graph, capture resumes after.
 void graph_break(std::source_location loc = std::source_location::current());
-// True under kiln::compile's capture and while a backend compiles or traces a graph.
+// True under kiln::compile's capture and while a backend compiles, traces or runs a graph
+// (torch.compiler.is_compiling: "a graph is executed/traced as part of torch.compile()"); so
+// an allow_in_graph function sees true when the graph that holds it runs.
 bool is_compiling();
 // True only under the frontend's capture (torch.compiler.is_dynamo_compiling).
 bool is_dynamo_compiling();

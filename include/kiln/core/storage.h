@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <thread>
 
 namespace kiln {
 
@@ -34,9 +35,22 @@ class Storage {
   void set_version(uint64_t v) { version_.store(v, std::memory_order_relaxed); }
 
   // Set while a graph capture has recorded writes into this storage that have not run yet:
-  // reading the data first runs them (a sync point). Null otherwise.
-  const std::shared_ptr<PendingValue>& pending_writer() const { return pending_writer_; }
-  void set_pending_writer(std::shared_ptr<PendingValue> w) { pending_writer_ = std::move(w); }
+  // reading the data on the capturing thread first runs them (a sync point). Other threads get
+  // null and see the memory as it is, as if they had read it just before those writes (the
+  // writer lives on the capturing thread's stack of captures and may be gone by the time
+  // another thread would call it). Not owned: the capture clears it before it ends.
+  PendingValue* pending_writer() const {
+    PendingValue* w = pending_writer_.load(std::memory_order_acquire);
+    if (w == nullptr) [[likely]]
+      return nullptr;
+    return writer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id() ? w
+                                                                                       : nullptr;
+  }
+  // Marks (or, with nullptr, unmarks) the storage for the calling thread.
+  void set_pending_writer(PendingValue* w) {
+    writer_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    pending_writer_.store(w, std::memory_order_release);
+  }
 
   // Public only for make_shared; use allocate() / wrap().
   struct Private {};
@@ -48,7 +62,8 @@ class Storage {
   bool owned_;  // allocated by the host allocator (vs wrapped)
   std::function<void(void*)> deleter_;
   std::atomic<uint64_t> version_{0};
-  std::shared_ptr<PendingValue> pending_writer_;
+  std::atomic<PendingValue*> pending_writer_{nullptr};
+  std::atomic<std::thread::id> writer_thread_{};
 };
 
 }  // namespace kiln

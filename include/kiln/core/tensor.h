@@ -75,9 +75,11 @@ class TensorImpl {
   bool is_pending() const { return pending_ != nullptr; }
   // Makes a pending tensor concrete, naming why (a sync point under capture).
   void sync(const char* why, const std::source_location* where = nullptr) {
-    if (pending_ || (storage_ && storage_->pending_writer())) [[unlikely]] {
-      auto p = pending_ ? pending_ : storage_->pending_writer();  // keep alive while it runs
+    if (pending_) [[unlikely]] {
+      auto p = pending_;  // keep alive while it runs
       p->materialize(*this, why, where);
+    } else if (PendingValue* w = storage_ ? storage_->pending_writer() : nullptr) [[unlikely]] {
+      w->materialize(*this, why, where);
     }
   }
   const std::shared_ptr<PendingValue>& pending() const { return pending_; }
