@@ -139,8 +139,15 @@ std::vector<Tensor> call_allowed_function(const OpDef& op, std::vector<Tensor> t
 
 void refuse_allowed_type(const std::string& name, const std::string& what, const char* type) {
   throw Error(concat("allow_in_graph('", name, "'): ", what, " has type ", type,
-                     "; only tensors, numbers and std::vector<Tensor> can cross into a graph "
-                     "(and the result must be a Tensor or a std::vector<Tensor>)"));
+                     "; only tensors, numbers, std::vector<Tensor> and std::vector of numbers "
+                     "can cross into a graph (and the result must be a Tensor or a "
+                     "std::vector<Tensor>)"));
+}
+
+void refuse_allowed_arity(const std::string& name, size_t numbers) {
+  throw Error(concat("allow_in_graph('", name, "'): the function takes ", numbers,
+                     " number or number-list arguments; at most ", Attrs::kMax - 1,
+                     " are supported (pass more as a tensor or a std::vector)"));
 }
 
 }  // namespace kiln::detail

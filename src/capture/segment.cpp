@@ -92,8 +92,8 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   detail::CompiledState& st = *state_;
   std::shared_ptr<CacheEntry> entry = std::move(hit);
   bool eager = false;
+  const uint64_t key = entry ? 0 : graph.hash();
   if (!entry) {
-    const uint64_t key = graph.hash();
     std::lock_guard<std::mutex> lock(st.mu);
     if (st.segments.size() <= segment_index_) {
       st.segments.resize(segment_index_ + 1);
@@ -138,7 +138,6 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     }
   }
   std::vector<Tensor> outs;
-  InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
   if (eager) {
     outs = ir::interpret(graph, inputs_);
   } else {
@@ -149,7 +148,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
         st.segments.resize(segment_index_ + 1);
         st.entry_count.resize(segment_index_ + 1, 0);
       }
-      st.segments[segment_index_][graph.hash()].push_back(fresh);
+      st.segments[segment_index_][key].push_back(fresh);
       ++st.entry_count[segment_index_];
       entry = fresh;
     }
@@ -160,10 +159,13 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     }
     // A replayed segment collected its runtime values while recording; otherwise the graph
     // holds them.
-    const std::vector<int64_t> all = replay_ ? replay_runtime_values_ : graph.runtime_attr_values();
+    std::vector<int64_t> from_graph;
+    if (!replay_) from_graph = graph.runtime_attr_values();
+    const std::vector<int64_t>& all = replay_ ? replay_runtime_values_ : from_graph;
     std::vector<int64_t> values;
     values.reserve(entry->runtime_index.size());
     for (int32_t k : entry->runtime_index) values.push_back(all[static_cast<size_t>(k)]);
+    InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
     outs = entry->compiled(inputs_, values);
   }
   // The backend contract: one fresh contiguous tensor per graph output.
@@ -253,6 +255,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     for (Buffer* b : buffers) b->output_slot = -1;
     release_written_storages();
     reset_segment();
+    start_replay();  // the same position: the next ops may still repeat its cached graph
     return;
   }
   std::vector<Tensor> outs;

@@ -1,6 +1,7 @@
 // The tracer: records op calls into the current graph segment and runs segments at sync points.
 #include "capture/tracer.h"
 
+#include <optional>
 #include <sstream>
 
 #include "ir/attr_utils.h"
@@ -89,14 +90,22 @@ void PendingTensor::materialize(TensorImpl&, const char* why, const std::source_
 }
 
 void PendingTensor::share_with(const std::shared_ptr<TensorImpl>& alias) {
+  KILN_CHECK(std::this_thread::get_id() == thread, Error,
+             "a view or detach() was made of a tensor that a compiled function still running on "
+             "another thread has not computed yet: hand tensors to other threads after the "
+             "compiled call");
   alias->set_pending(
       std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value, value_version));
   tracer->register_pending(alias);  // it becomes concrete with the rest
 }
 
 // ---- Tracer: recording and replay ----
+namespace {
+std::atomic<uint64_t> g_next_token{1};
+}
+
 Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
-    : state_(std::move(state)), frozen_(frozen) {
+    : state_(std::move(state)), frozen_(frozen), token_(g_next_token++) {
   start_replay();
 }
 
@@ -262,13 +271,24 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
   Buffer* buffer = nullptr;
   PendingTensor* p =
       impl->is_pending() ? dynamic_cast<PendingTensor*>(impl->pending().get()) : nullptr;
-  if (impl->is_pending() && p && p->tracer == this) {
+  if (p && p->tracer != this) p = nullptr;
+  if (p) {
     buffer = &p->buffer();
   } else {
-    if (impl->is_pending()) (void)impl->data();
+    if (impl->is_pending()) (void)impl->data();  // another capture's tensor: concrete first
     const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
     auto& slot = written_storages_[storage.get()];
     if (!slot) {
+      if (!storage->mark_pending_write(token_)) {
+        written_storages_.erase(storage.get());
+        throw Error(detail::concat(
+            "kiln::compile: '", state_->name, "': a tensor (shape ", dst.shape_str(),
+            ") is written in place while a compiled function on another thread has a write to "
+            "the same memory recorded; two threads writing one tensor at once is a data race "
+            "(in eager mode too): synchronise them"));
+      }
+      if (!storage_writer_) storage_writer_ = std::make_unique<StorageWriter>(this);
+      detail::set_thread_storage_writer(token_, storage_writer_.get());
       slot = std::make_shared<Buffer>();
       slot->numel = static_cast<int64_t>(storage->nbytes()) / dst.element_size();
       slot->dtype = dst.dtype();
@@ -277,8 +297,6 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
           std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
       slot->value = record_placeholder(info_of(slot->concrete_flat));
       inputs_.push_back(slot->concrete_flat);
-      if (!storage_writer_) storage_writer_ = std::make_unique<StorageWriter>(this);
-      storage->set_pending_writer(storage_writer_.get());
       written_order_.push_back(slot.get());
     }
     KILN_CHECK(slot->dtype == dst.dtype(), NotImplementedError,
@@ -302,7 +320,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
     });
   }
   ++buffer->version;
-  if (p && p->tracer == this) {
+  if (p) {
     // A partial write leaves dst's value to be re-derived from the buffer (as_strided with an
     // absolute offset, which later as_strided views of dst rely on).
     if (covers_whole(dst, *buffer)) {
@@ -353,18 +371,23 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     }
     return false;
   }
-  SmallVector<ir::ValueRef, 8> ins;
-  for (const Tensor& t : inputs) ins.push_back(value_of(t));
-  // Shape and dtype inference now, so that errors surface at the user's line (a replayed node
-  // already has them: it had the same input metadata and attributes when it was recorded).
-  const ir::ValueRef v = record_call(op, ins, attrs, [&] {
+  // Shape and dtype inference, so that errors surface at the user's line: first thing when
+  // recording (a bad call records nothing); only on a difference when replaying (a replayed
+  // node had the same input metadata and attributes when it was recorded).
+  auto infer = [&] {
     OpCall call{op, inputs, attrs};
     std::array<OutputMeta, kMaxOpOutputs> metas;
     const int n = op.meta(call, metas);
     std::vector<ir::TensorInfo> infos;
     for (int i = 0; i < n; ++i) infos.push_back(contiguous_info(metas[i].dtype, metas[i].sizes));
     return infos;
-  });
+  };
+  std::optional<std::vector<ir::TensorInfo>> inferred;
+  if (!replay_) inferred = infer();
+  SmallVector<ir::ValueRef, 8> ins;
+  for (const Tensor& t : inputs) ins.push_back(value_of(t));
+  const ir::ValueRef v =
+      record_call(op, ins, attrs, [&] { return inferred ? std::move(*inferred) : infer(); });
   const std::vector<ir::TensorInfo>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
   const int n = static_cast<int>(infos.size());
   if (outputs[0].defined()) {
@@ -395,7 +418,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 }
 
 void Tracer::release_written_storages() {
-  for (Buffer* b : written_order_) b->concrete->set_pending_writer(nullptr);
+  for (Buffer* b : written_order_) b->concrete->unmark_pending_write(token_);
+  if (detail::thread_storage_writer(token_)) detail::set_thread_storage_writer(0, nullptr);
 }
 
 void Tracer::reset_segment() {

@@ -126,12 +126,10 @@ class Tracer final : public DispatchInterceptor {
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
                               const Attrs& attrs, Infer&& infer);
-  bool replaying() const { return replay_ != nullptr; }
   // Stops replaying: graph_ gets the nodes matched so far.
   void stop_replay();
   // The segment about to start repeats, we guess, the entry its function last ran for it.
   void start_replay();
-  size_t num_recorded() const { return replay_ ? cursor_ : graph_.nodes.size(); }
   const ir::Node& recorded_node(size_t i) const {
     return replay_ ? replay_->graph.nodes[i] : graph_.nodes[i];
   }
@@ -149,7 +147,8 @@ class Tracer final : public DispatchInterceptor {
   std::vector<Tensor> run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit);
 
   std::shared_ptr<detail::CompiledState> state_;
-  bool frozen_;  // use cached graphs only; a miss runs eagerly
+  bool frozen_;     // use cached graphs only; a miss runs eagerly
+  uint64_t token_;  // marks the storages this capture writes (Storage::mark_pending_write)
   std::string metadata_only_;
   ir::Graph graph_;
   std::vector<Tensor> inputs_;  // the placeholders' tensors

@@ -2,6 +2,7 @@
 // graph's recorded metadata has been checked against a real run.
 #include "kiln/ir/interpreter.h"
 
+#include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
@@ -83,6 +84,7 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
   } no_interceptor;
   AutoGradMode no_grad(false);
   const bool verified = verified_.load(std::memory_order_acquire);
+  const bool inference = autograd::inference_mode();
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   std::vector<Tensor> ins;  // one node's inputs, reused
   for (const Step& s : steps_) {
@@ -126,6 +128,8 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
             out[k] = make_tensor(n.outputs[static_cast<size_t>(k)].sizes,
                                  n.outputs[static_cast<size_t>(k)].dtype);
           n.op->kernel(OpCall{*n.op, ins, *attrs}, std::span<Tensor>(out, static_cast<size_t>(m)));
+          if (inference) [[unlikely]]  // as dispatch marks results made under InferenceMode
+            for (int k = 0; k < m; ++k) out[k].impl()->set_inference(true);
         } else {
           std::array<Tensor, kMaxOpOutputs> results;
           const int got = dispatch_no_autograd(*n.op, ins, *attrs, results);
@@ -141,6 +145,7 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
             out[k] = std::move(results[static_cast<size_t>(k)]);
           }
         }
+        ins.clear();  // so that the release below frees what this node read
         break;
       }
     }

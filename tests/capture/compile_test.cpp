@@ -5,16 +5,13 @@
 #include <atomic>
 #include <thread>
 
+#include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
 
-void expect_equal(const Tensor& a, const Tensor& b) {
-  ASSERT_EQ(a.sizes(), b.sizes());
-  ASSERT_EQ(a.dtype(), b.dtype());
-  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
-}
+using testing::expect_equal;
 
 // Counts graphs and ops that reach the backend (a user backend that runs the eager one).
 struct Counting {
@@ -429,7 +426,7 @@ TEST(Compile, OtherThreadsNeverRunAThreadsGraph) {
   Tensor escaped;
   std::atomic<int> stage{0};
   std::vector<double> seen;
-  bool pending_read_failed = false;
+  bool pending_read_failed = false, pending_view_failed = false, second_writer_failed = false;
   std::thread reader([&] {
     while (stage.load() != 1) std::this_thread::yield();
     seen = w.to_vector<double>();  // the recorded add_ has not run
@@ -437,6 +434,18 @@ TEST(Compile, OtherThreadsNeverRunAThreadsGraph) {
       (void)escaped.to_vector<double>();
     } catch (const Error& e) {
       pending_read_failed = std::string(e.what()).find("another thread") != std::string::npos;
+    }
+    try {
+      (void)escaped.detach();
+    } catch (const Error& e) {
+      pending_view_failed = std::string(e.what()).find("another thread") != std::string::npos;
+    }
+    // A second thread's compiled function writing the same tensor meanwhile: refused.
+    auto other = compile([&] { w.mul_(3); });
+    try {
+      other();
+    } catch (const Error& e) {
+      second_writer_failed = std::string(e.what()).find("another thread") != std::string::npos;
     }
     stage = 2;
   });
@@ -451,6 +460,8 @@ TEST(Compile, OtherThreadsNeverRunAThreadsGraph) {
   reader.join();
   EXPECT_EQ(seen, (std::vector<double>{0, 0, 0}));
   EXPECT_TRUE(pending_read_failed);
+  EXPECT_TRUE(pending_view_failed);
+  EXPECT_TRUE(second_writer_failed);
   EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{1, 1, 1}));
   EXPECT_EQ(escaped.to_vector<double>(), (std::vector<double>{2, 2, 2}));
   EXPECT_EQ(total.item<double>(), 3);
@@ -543,6 +554,33 @@ TEST(FineGrained, AllowInGraphRefusesValuesThatAreNotTensorsOrNumbers) {
   auto ok = allow_in_graph("test.unique", [](Tensor x) { return x; });
   expect_equal(ok(ones({1})), ones({1}));
   EXPECT_THROW(allow_in_graph("test.unique", [](Tensor x) { return x; }), ValueError);
+}
+
+TEST(FineGrained, AllowInGraphTakesListsOfNumbers) {
+  auto weighted = allow_in_graph("test.weighted_sum",
+                                 [](Tensor x, std::vector<int64_t> dims, std::vector<double> w) {
+                                   Tensor out = x.sum(dims) * w[0];
+                                   for (size_t i = 1; i < w.size(); ++i) out = out + w[i];
+                                   return out;
+                                 });
+  Counting c;
+  auto f = compile([&](Tensor x, std::vector<double> w) { return weighted(x, {0}, w); },
+                   c.options());
+  Tensor x = arange(6, DType::Float64).reshape({2, 3}).requires_grad_();
+  const std::vector<double> w{0.1, 0.25};  // not exact in binary: must cross bit for bit
+  Tensor got = f(x, w);
+  expect_equal(got.detach(), x.detach().sum({0}) * 0.1 + 0.25);
+  got.sum().backward();
+  expect_equal(x.grad(), full({2, 3}, 0.1, DType::Float64));
+  EXPECT_EQ(*c.graphs, 1);
+  f(x, w);
+  EXPECT_EQ(*c.graphs, 1);
+  f(x, std::vector<double>{0.5, 0.25});  // a list is a constant: a new value recompiles
+  EXPECT_EQ(*c.graphs, 2);
+  // Numbers are node attributes: more than 7 are refused when the function is wrapped.
+  EXPECT_THROW(allow_in_graph("test.too_many",
+                              [](Tensor x, int, int, int, int, int, int, int, int) { return x; }),
+               Error);
 }
 
 TEST(FineGrained, GraphBreakSplitsTheGraph) {

@@ -4,19 +4,14 @@
 
 #include <atomic>
 
+#include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
 
-CompileOptions counting(std::shared_ptr<std::atomic<int>> graphs) {
-  CompileOptions o;
-  o.backend = Backend([graphs](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
-    ++*graphs;
-    return lookup_backend("eager")(g, in);
-  });
-  return o;
-}
+using testing::counting;
+using testing::expect_equal;
 
 // 1. A C++ number is baked into the graph: a new value is a recompile (same results).
 //    Pass a 0-d tensor for values that change every call (a learning rate, a step count).

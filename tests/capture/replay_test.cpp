@@ -6,27 +6,14 @@
 
 #include <atomic>
 
-#include "kiln/ir/interpreter.h"
+#include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
 
-void expect_equal(const Tensor& a, const Tensor& b) {
-  ASSERT_EQ(a.sizes(), b.sizes());
-  ASSERT_EQ(a.dtype(), b.dtype());
-  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
-}
-
-// A backend that counts compiles and runs the eager one.
-CompileOptions counting(std::shared_ptr<std::atomic<int>> compiles) {
-  CompileOptions o;
-  o.backend = Backend([compiles](const ir::Graph& g, std::span<const ir::TensorInfo> inputs) {
-    ++*compiles;
-    return lookup_backend("eager")(g, inputs);
-  });
-  return o;
-}
+using testing::counting;
+using testing::expect_equal;
 
 Tensor noisy_branch(Tensor x, bool double_it) {
   Tensor y = x + randn({4});  // a random op early in the graph: its seed/offset are per call

@@ -6,11 +6,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <thread>
 
 namespace kiln {
 
 struct PendingValue;
+
+namespace detail {
+// The capture layer's writer of written storages on this thread, if its token is `token`
+// (null otherwise: the storage was marked by a capture on another thread).
+PendingValue* thread_storage_writer(uint64_t token);
+// Installs (or, with null, removes) this thread's writer and its token.
+void set_thread_storage_writer(uint64_t token, PendingValue* writer);
+}  // namespace detail
 
 class Storage {
  public:
@@ -36,20 +43,26 @@ class Storage {
 
   // Set while a graph capture has recorded writes into this storage that have not run yet:
   // reading the data on the capturing thread first runs them (a sync point). Other threads get
-  // null and see the memory as it is, as if they had read it just before those writes (the
-  // writer lives on the capturing thread's stack of captures and may be gone by the time
-  // another thread would call it). Not owned: the capture clears it before it ends.
+  // null and see the memory as it is, as if they had read it just before those writes. The
+  // storage holds only the capture's token; the writer is found through the calling thread's
+  // own capture (detail::thread_storage_writer), never through another thread's.
   PendingValue* pending_writer() const {
-    PendingValue* w = pending_writer_.load(std::memory_order_acquire);
-    if (w == nullptr) [[likely]]
+    const uint64_t token = writer_token_.load(std::memory_order_acquire);
+    if (token == 0) [[likely]]
       return nullptr;
-    return writer_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id() ? w
-                                                                                       : nullptr;
+    return detail::thread_storage_writer(token);
   }
-  // Marks (or, with nullptr, unmarks) the storage for the calling thread.
-  void set_pending_writer(PendingValue* w) {
-    writer_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    pending_writer_.store(w, std::memory_order_release);
+  // Marks the storage as written by the capture `token` (nonzero). False when another capture
+  // (on another thread) has it marked: two threads writing one tensor at once.
+  bool mark_pending_write(uint64_t token) {
+    uint64_t expected = 0;
+    return writer_token_.compare_exchange_strong(expected, token, std::memory_order_acq_rel) ||
+           expected == token;
+  }
+  // Removes the mark of the capture `token` (not another's).
+  void unmark_pending_write(uint64_t token) {
+    uint64_t expected = token;
+    writer_token_.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
   }
 
   // Public only for make_shared; use allocate() / wrap().
@@ -62,8 +75,7 @@ class Storage {
   bool owned_;  // allocated by the host allocator (vs wrapped)
   std::function<void(void*)> deleter_;
   std::atomic<uint64_t> version_{0};
-  std::atomic<PendingValue*> pending_writer_{nullptr};
-  std::atomic<std::thread::id> writer_thread_{};
+  std::atomic<uint64_t> writer_token_{0};
 };
 
 }  // namespace kiln
