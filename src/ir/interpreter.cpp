@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
+#include "ir/schema.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
@@ -32,6 +33,11 @@ Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(
     const Node& n = g.nodes[static_cast<size_t>(i)];
     Step s{i, slot_of_[static_cast<size_t>(i)], static_cast<uint32_t>(input_slots_.size()), 0,
            runtime, runtime, 0, 0};
+    if (n.kind == NodeKind::Call) {
+      KILN_CHECK(n.op, Error, "interpret: node ", i, " calls no op");
+      const std::string why = schema_mismatch(*n.op, n.inputs.size(), n.attrs);
+      KILN_CHECK(why.empty(), Error, "interpret: node ", i, ": ", why);
+    }
     for (ValueRef v : n.inputs) {
       KILN_CHECK(v.node < i, Error, "interpret: node ", i, " (", n.op ? n.op->name : "?",
                  ") reads %", v.node, ".", v.output, ", which no earlier node produced");

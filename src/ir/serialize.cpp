@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "ir/schema.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::ir {
@@ -156,10 +157,12 @@ struct Reader {
       pos = colon + 1 + static_cast<size_t>(len);
       return line.substr(colon + 1, static_cast<size_t>(len));
     }
+    if (tag == 'n') {  // a bare tag: the next word is the next field, not its value
+      if (pos < line.size() && line[pos] != ' ') fail("bad 'none' attribute");
+      return std::monostate{};
+    }
     std::string w = word();
     switch (tag) {
-      case 'n':
-        return std::monostate{};
       case 'i':
         return integer(w);
       case 'd':
@@ -274,6 +277,8 @@ Graph parse_graph(const std::string& text) {
       const int64_t na = r.integer();
       if (na < 0 || na > static_cast<int64_t>(Attrs::kMax)) r.fail("bad attribute count");
       for (int64_t k = 0; k < na; ++k) attrs.push_back(r.attr());
+      if (const std::string why = schema_mismatch(*op, ins.size(), attrs); !why.empty())
+        r.fail(why);
       std::vector<TensorInfo> outs(r.count());
       for (TensorInfo& t : outs) t = r.info();
       g.add_call(*op, std::move(ins), std::move(attrs), std::move(outs));

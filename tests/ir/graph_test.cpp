@@ -79,6 +79,30 @@ TEST(Graph, ParseErrorsNameTheLine) {
   }
 }
 
+TEST(Graph, ParseChecksEachCallAgainstItsOpsSchema) {
+  const std::string input = "kiln-graph 1\ninput 3 1,2 1,1 0 0\n";
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      parse_graph(text);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  // neg takes one tensor, no attributes; add takes two tensors and a Scalar alpha.
+  const std::string two_inputs = error_of(input + "call neg 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  EXPECT_NE(two_inputs.find("line 3"), std::string::npos) << two_inputs;
+  EXPECT_NE(two_inputs.find("neg takes 1 tensor inputs, not 2"), std::string::npos) << two_inputs;
+  const std::string wrong_type = error_of(input + "call add 2 0:0 0:0 1 i1 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  EXPECT_NE(wrong_type.find("alpha"), std::string::npos) << wrong_type;
+  const std::string missing = error_of(input + "call add 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  EXPECT_NE(missing.find("add takes 1 attributes, not 0"), std::string::npos) << missing;
+  // The same call written correctly parses, and runs.
+  Graph ok = parse_graph(input + "call add 2 0:0 0:0 1 sI1 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  std::vector<Tensor> in{ones({2})};
+  EXPECT_EQ(interpret(ok, in)[0].to_vector<double>(), (std::vector<double>{2, 2}));
+}
+
 TEST(Graph, DeadCodeAndCommonSubexpressions) {
   Graph g = sample_graph();
   Tensor x = ones({2, 3}), y = ones({2, 3}) * 2;

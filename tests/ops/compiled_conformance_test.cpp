@@ -92,6 +92,10 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
           CompileOptions{.backend = Backend([&](const ir::Graph& g,
                                                 std::span<const ir::TensorInfo> infos) {
             ++compiles;
+            // Every captured graph also survives its text form (the parser checks each call
+            // against its op's schema).
+            const ir::Graph back = ir::parse_graph(g.serialize());
+            EXPECT_TRUE(ir::structurally_equal(back, g)) << ctx << "\n" << g;
             return eager_backend(g, infos);
           })});
       for (int call = 0; call < 2; ++call) {
