@@ -350,6 +350,8 @@ std::map<std::string, CompileProfiler::FunctionStats> CompileProfiler::stats() c
   return impl_->stats;
 }
 
+Backend CompileProfiler::backend() const { return lookup_backend("eager"); }
+
 std::string CompileProfiler::report() const {
   std::ostringstream os;
   auto all = stats();

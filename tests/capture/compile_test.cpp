@@ -645,6 +645,11 @@ TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
   EXPECT_EQ(stats["prof_fn"].ops_per_graph, (std::vector<int64_t>{2, 2}));
   EXPECT_NE(prof.report().find("prof_fn: 2 graphs"), std::string::npos) << prof.report();
   EXPECT_GT(compile_times().count("backend_compile"), 0u);
+  // The reference FAQ's form: the profiler as the (observation-only) backend.
+  auto g = compile([](Tensor x) { return x * 2; },
+                   CompileOptions{.backend = prof.backend(), .name = "prof_backend"});
+  expect_equal(g(ones({2})), full({2}, 2.0));
+  EXPECT_EQ(prof.stats()["prof_backend"].graphs, 1);
 }
 
 TEST(Debug, LogsByTopic) {

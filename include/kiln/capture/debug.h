@@ -101,6 +101,10 @@ class CompileProfiler {
   CompileProfiler(const CompileProfiler&) = delete;
   CompileProfiler& operator=(const CompileProfiler&) = delete;
   std::string report() const;
+  // The reference FAQ's form, `torch.compile(model, backend=prof)`: an observation-only
+  // backend (it runs graphs as "eager" does) for compile(fn, {.backend = prof.backend()}).
+  // Recording does not depend on it: every compiled function is observed while prof lives.
+  Backend backend() const;
 
   struct FunctionStats {
     int64_t graphs = 0;
