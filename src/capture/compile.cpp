@@ -13,6 +13,7 @@ namespace kiln {
 namespace capture {
 
 thread_local int tls_in_backend = 0;
+thread_local uint64_t tls_replay_hits = 0;
 
 std::vector<Frame>& frames() {
   thread_local std::vector<Frame> stack;
@@ -61,7 +62,7 @@ void reset() {
       std::lock_guard<std::mutex> l(st->mu);
       st->segments.clear();
       st->entry_count.clear();
-      st->last_used.clear();
+      st->recent.clear();
       ++st->generation;
       st->run_eagerly = false;
       st->warned_limit = false;

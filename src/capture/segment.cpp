@@ -152,10 +152,17 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
       ++st.entry_count[segment_index_];
       entry = fresh;
     }
-    if (entry != replay_) {  // the next call replays what ran now
+    // The next call replays what ran now first. (A replay of the entry that was first and
+    // stayed so needs no update: candidates_ is only fetched once replay switches or fails.)
+    if (!(replay_ && candidates_.empty())) {
       std::lock_guard<std::mutex> lock(st.mu);
-      if (st.last_used.size() <= segment_index_) st.last_used.resize(segment_index_ + 1);
-      st.last_used[segment_index_] = entry;
+      if (st.recent.size() <= segment_index_) st.recent.resize(segment_index_ + 1);
+      auto& recent = st.recent[segment_index_];
+      if (recent.empty() || recent.front() != entry) {
+        std::erase(recent, entry);
+        recent.insert(recent.begin(), entry);
+        if (recent.size() > detail::CompiledState::kReplayCandidates) recent.pop_back();
+      }
     }
     // A replayed segment collected its runtime values while recording; otherwise the graph
     // holds them.
@@ -242,14 +249,26 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   }
   for (Buffer* b : written_order_) add_output(b);
   const size_t segment = segment_index_;
-  // A replay that matched the cached graph to its end, outputs included, is a cache hit.
+  // A replay that matched a cached graph to its end, outputs included, is a cache hit (the
+  // same ops returning other values may be another recent entry).
   std::shared_ptr<CacheEntry> hit;
   if (replay_) {
-    if (cursor_ == replay_->graph.nodes.size() && graph_.outputs == replay_->graph.outputs &&
-        st.generation.load() == replay_generation_)
+    auto complete = [&](const CacheEntry& e) {
+      return cursor_ == e.graph.nodes.size() && graph_.outputs == e.graph.outputs;
+    };
+    if (!complete(*replay_)) fetch_replay_candidates();
+    if (!complete(*replay_))
+      for (const std::shared_ptr<CacheEntry>& other : candidates_)
+        if (other != replay_ && complete(*other) && shares_replayed_prefix(*other)) {
+          replay_ = other;
+          break;
+        }
+    if (complete(*replay_) && st.generation.load() == replay_generation_) {
       hit = replay_;
-    else
+      ++tls_replay_hits;
+    } else {
       stop_replay();
+    }
   }
   if (!hit && (graph_.num_calls() == 0 || graph_.outputs.empty())) {
     for (Buffer* b : buffers) b->output_slot = -1;

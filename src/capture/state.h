@@ -49,8 +49,11 @@ class CompiledState {
   std::vector<std::unordered_map<uint64_t, std::vector<std::shared_ptr<capture::CacheEntry>>>>
       segments;
   std::vector<int> entry_count;          // per segment
-  // Per segment: the entry that ran last, which the next call replays (see Tracer).
-  std::vector<std::shared_ptr<capture::CacheEntry>> last_used;
+  // Per segment: the entries that ran most recently, most recent first (at most
+  // kReplayCandidates). The next call replays the first and may switch to another that shares
+  // the prefix matched so far (see Tracer).
+  static constexpr size_t kReplayCandidates = 4;
+  std::vector<std::vector<std::shared_ptr<capture::CacheEntry>>> recent;
   // Bumped by kiln::reset(): a call that started replaying before it must not use the entry.
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> run_eagerly{false};  // the cache limit was hit
@@ -97,6 +100,10 @@ struct InBackend {
   InBackend(const InBackend&) = delete;
   InBackend& operator=(const InBackend&) = delete;
 };
+
+// Cache hits this thread found by replaying a cached graph (no recording, no lookup): read
+// by the tests that pin replay down.
+extern thread_local uint64_t tls_replay_hits;
 
 // Makes every pending tensor concrete (a sync point), if a capture is active on this thread.
 void sync_current(const std::string& reason, std::source_location loc, bool loc_known);

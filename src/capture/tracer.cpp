@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ir/attr_utils.h"
+#include "ir/compare.h"
 #include "kiln/ir/passes.h"
 #include "kiln/ops/pointwise.h"
 
@@ -114,14 +115,50 @@ Tracer::~Tracer() { release_written_storages(); }
 
 void Tracer::start_replay() {
   replay_.reset();
+  candidates_.clear();
   cursor_ = 0;
   replay_runtime_values_.clear();
   detail::CompiledState& st = *state_;
   std::lock_guard<std::mutex> lock(st.mu);
-  if (segment_index_ < st.last_used.size() && st.last_used[segment_index_]) {
-    replay_ = st.last_used[segment_index_];
+  if (segment_index_ < st.recent.size() && !st.recent[segment_index_].empty()) {
+    replay_ = st.recent[segment_index_].front();  // the others are fetched if it differs
     replay_generation_ = st.generation;
   }
+}
+
+void Tracer::fetch_replay_candidates() {
+  if (!candidates_.empty()) return;
+  detail::CompiledState& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (segment_index_ < st.recent.size() && st.generation == replay_generation_)
+    candidates_ = st.recent[segment_index_];
+}
+
+template <class Matches>
+bool Tracer::replay_matches(Matches&& matches) {
+  const auto& nodes = replay_->graph.nodes;
+  if (cursor_ < nodes.size() && matches(nodes[cursor_])) return true;
+  // Another recent entry that shares the prefix matched so far may go on from here (a function
+  // alternating between shapes, say).
+  fetch_replay_candidates();
+  for (const std::shared_ptr<CacheEntry>& other : candidates_) {
+    if (other == replay_ || other->graph.nodes.size() <= cursor_ ||
+        !matches(other->graph.nodes[cursor_]))
+      continue;
+    if (shares_replayed_prefix(*other)) {
+      replay_ = other;
+      return true;
+    }
+  }
+  stop_replay();
+  return false;
+}
+
+bool Tracer::shares_replayed_prefix(const CacheEntry& other) const {
+  if (other.graph.nodes.size() < cursor_) return false;
+  for (size_t i = 0; i < cursor_; ++i)
+    if (!ir::same_node_at(replay_->graph, other.graph, i)) return false;
+  return true;
 }
 
 void Tracer::stop_replay() {
@@ -156,24 +193,19 @@ void Tracer::stop_replay() {
 }
 
 ir::ValueRef Tracer::record_placeholder(const ir::TensorInfo& info) {
-  if (replay_) {
-    const auto& nodes = replay_->graph.nodes;
-    if (cursor_ < nodes.size() && nodes[cursor_].kind == ir::NodeKind::Placeholder &&
-        nodes[cursor_].outputs[0] == info)
-      return {static_cast<int32_t>(cursor_++), 0};
-    stop_replay();
-  }
+  if (replay_ && replay_matches([&](const ir::Node& n) {
+        return n.kind == ir::NodeKind::Placeholder && n.outputs[0] == info;
+      }))
+    return {static_cast<int32_t>(cursor_++), 0};
   return graph_.add_placeholder(info);
 }
 
 ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
-  if (replay_) {
-    const auto& nodes = replay_->graph.nodes;
-    if (cursor_ < nodes.size() && nodes[cursor_].kind == ir::NodeKind::Constant &&
-        nodes[cursor_].attrs.dtype(1) == dtype && ir::same_attr(nodes[cursor_].attrs[0], value))
-      return {static_cast<int32_t>(cursor_++), 0};
-    stop_replay();
-  }
+  if (replay_ && replay_matches([&](const ir::Node& n) {
+        return n.kind == ir::NodeKind::Constant && n.attrs.dtype(1) == dtype &&
+               ir::same_attr(n.attrs[0], value);
+      }))
+    return {static_cast<int32_t>(cursor_++), 0};
   return graph_.add_constant(value, dtype);
 }
 
@@ -181,21 +213,16 @@ template <class Infer>
 ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
                                  const Attrs& attrs, Infer&& infer) {
   const size_t runtime = num_runtime_attrs(op, attrs);
-  if (replay_) {
-    const auto& nodes = replay_->graph.nodes;
-    if (cursor_ < nodes.size()) {
-      const ir::Node& n = nodes[cursor_];
-      bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
-                  std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
-      for (size_t k = 0; same && k + runtime < attrs.size(); ++k)
-        same = ir::same_attr(n.attrs[k], attrs[k]);
-      if (same) {
-        for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
-          replay_runtime_values_.push_back(attrs.i(k));
-        return {static_cast<int32_t>(cursor_++), 0};
-      }
-    }
-    stop_replay();
+  if (replay_ && replay_matches([&](const ir::Node& n) {
+        bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
+                    std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
+        for (size_t k = 0; same && k + runtime < attrs.size(); ++k)
+          same = ir::same_attr(n.attrs[k], attrs[k]);
+        return same;
+      })) {
+    for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
+      replay_runtime_values_.push_back(attrs.i(k));
+    return {static_cast<int32_t>(cursor_++), 0};
   }
   const ir::ValueRef v =
       graph_.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
@@ -432,6 +459,7 @@ void Tracer::reset_segment() {
   inputs_.clear();
   input_of_.clear();
   replay_.reset();
+  candidates_.clear();
   cursor_ = 0;
   replay_runtime_values_.clear();
   written_storages_.clear();

@@ -126,9 +126,19 @@ class Tracer final : public DispatchInterceptor {
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
                               const Attrs& attrs, Infer&& infer);
+  // Whether the node at the cursor fits (`matches`), in the entry being replayed or in another
+  // recent entry with the same prefix (which then becomes the one replayed); if neither,
+  // replay stops.
+  template <class Matches>
+  bool replay_matches(Matches&& matches);
+  // Loads the function's recent entries for this segment into candidates_ (once).
+  void fetch_replay_candidates();
+  // Whether `other`'s first cursor_ nodes equal those of the entry being replayed.
+  bool shares_replayed_prefix(const CacheEntry& other) const;
   // Stops replaying: graph_ gets the nodes matched so far.
   void stop_replay();
-  // The segment about to start repeats, we guess, the entry its function last ran for it.
+  // The segment about to start repeats, we guess, one of the entries its function ran most
+  // recently for it: the latest first.
   void start_replay();
   const ir::Node& recorded_node(size_t i) const {
     return replay_ ? replay_->graph.nodes[i] : graph_.nodes[i];
@@ -168,9 +178,11 @@ class Tracer final : public DispatchInterceptor {
   std::unordered_map<const TensorImpl*, WrittenView> written_views_;
   std::vector<std::weak_ptr<TensorImpl>> pending_;
   size_t segment_index_ = 0;
-  // Replay state (see record_*): the entry being repeated, how many of its nodes matched, and
-  // the runtime attributes (random seeds/offsets) met so far, in node order.
+  // Replay state (see record_*): the entry being repeated, the others it may switch to, how
+  // many of its nodes matched, and the runtime attributes (random seeds/offsets) met so far,
+  // in node order.
   std::shared_ptr<CacheEntry> replay_;
+  std::vector<std::shared_ptr<CacheEntry>> candidates_;  // CompiledState::recent, when needed
   uint64_t replay_generation_ = 0;
   size_t cursor_ = 0;
   std::vector<int64_t> replay_runtime_values_;

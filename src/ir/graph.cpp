@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
+#include "ir/compare.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
@@ -161,20 +162,23 @@ uint64_t Graph::hash() const {
   return h.h;
 }
 
+bool same_node_at(const Graph& a, const Graph& b, size_t i) {
+  const Node& x = a.nodes[i];
+  const Node& y = b.nodes[i];
+  if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
+      x.attrs.size() != y.attrs.size())
+    return false;
+  for (size_t k = 0; k < x.attrs.size(); ++k)
+    if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;
+  return x.kind != NodeKind::Placeholder || x.outputs[0] == y.outputs[0];
+}
+
 bool structurally_equal(const Graph& a, const Graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||
       a.runtime_attrs != b.runtime_attrs)
     return false;
-  for (size_t i = 0; i < a.nodes.size(); ++i) {
-    const Node& x = a.nodes[i];
-    const Node& y = b.nodes[i];
-    if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
-        x.attrs.size() != y.attrs.size())
-      return false;
-    for (size_t k = 0; k < x.attrs.size(); ++k)
-      if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;
-    if (x.kind == NodeKind::Placeholder && !(x.outputs[0] == y.outputs[0])) return false;
-  }
+  for (size_t i = 0; i < a.nodes.size(); ++i)
+    if (!same_node_at(a, b, i)) return false;
   return true;
 }
 

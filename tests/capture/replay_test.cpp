@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "capture/state.h"
 #include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
@@ -14,6 +15,9 @@ namespace {
 
 using testing::counting;
 using testing::expect_equal;
+
+// Calls that were cache hits found by replay (not by recording and hashing) since `start`.
+uint64_t replay_hits_since(uint64_t start) { return capture::tls_replay_hits - start; }
 
 Tensor noisy_branch(Tensor x, bool double_it) {
   Tensor y = x + randn({4});  // a random op early in the graph: its seed/offset are per call
@@ -26,6 +30,7 @@ TEST(Replay, ARandomOpInAReplayedPrefixDrawsThisCallsNumbersWhenTheGraphThenDiff
   // true, false: the second call replays randn, then differs at the last op (a recompile);
   // true again: replays the `false` graph, differs, finds the `true` graph by hash.
   const bool pattern[] = {true, false, true, false, false};
+  const uint64_t hits = capture::tls_replay_hits;
   for (int i = 0; i < 5; ++i) {
     manual_seed(100 + i);
     Tensor got = f(zeros({4}), pattern[i]);
@@ -33,6 +38,9 @@ TEST(Replay, ARandomOpInAReplayedPrefixDrawsThisCallsNumbersWhenTheGraphThenDiff
     expect_equal(got, noisy_branch(zeros({4}), pattern[i]));
   }
   EXPECT_EQ(*compiles, 2);
+  // Calls 3-5 replay: the latest entry until it differs, then the other, which shares the
+  // prefix (randn) and so takes over without re-recording.
+  EXPECT_EQ(replay_hits_since(hits), 3u);
 }
 
 TEST(Replay, SameOpsReturningAnotherValueIsNotAHit) {
@@ -45,16 +53,19 @@ TEST(Replay, SameOpsReturningAnotherValueIsNotAHit) {
       },
       counting(compiles));
   Tensor x = arange(4, DType::Float32);
+  const uint64_t hits = capture::tls_replay_hits;
   for (int i = 0; i < 4; ++i) {
     expect_equal(f(x, true), x + 1);
     expect_equal(f(x, false), x * 3);
   }
   EXPECT_EQ(*compiles, 2);
+  EXPECT_EQ(replay_hits_since(hits), 6u);  // all but the two compiling calls
 }
 
 TEST(Replay, AlternatingShapesAndConstantsHitTheirOwnEntries) {
   auto compiles = std::make_shared<std::atomic<int>>(0);
   auto f = compile([](Tensor x, double s) { return (x * s).tanh(); }, counting(compiles));
+  const uint64_t hits = capture::tls_replay_hits;
   for (int i = 0; i < 3; ++i) {
     for (int64_t n : {3, 5}) {
       for (double s : {0.5, 2.0}) {
@@ -64,6 +75,8 @@ TEST(Replay, AlternatingShapesAndConstantsHitTheirOwnEntries) {
     }
   }
   EXPECT_EQ(*compiles, 4);  // (3 | 5) x (0.5 | 2.0), each compiled once
+  // Every other call is found by replay among the recent entries, without re-recording.
+  EXPECT_EQ(replay_hits_since(hits), 8u);
 }
 
 TEST(Replay, InputMetadataIsGuardedAtEveryPlaceholder) {
@@ -127,8 +140,26 @@ TEST(Replay, SegmentsAfterAGraphBreakReplayToo) {
       },
       counting(compiles));
   Tensor x = arange(5, DType::Float32);
+  const uint64_t hits = capture::tls_replay_hits;
   for (int i = 0; i < 3; ++i) expect_equal(f(x), cos(sin(x)) * 2);
   EXPECT_EQ(*compiles, 2);
+  EXPECT_EQ(replay_hits_since(hits), 4u);  // both segments of calls 2 and 3
+}
+
+TEST(Replay, ABreakBeforeAnyOpKeepsReplaying) {
+  auto compiles = std::make_shared<std::atomic<int>>(0);
+  auto f = compile(
+      [](Tensor x) {
+        graph_break();  // an empty segment: nothing to run, and replay must go on after it
+        return (x * 2).exp();
+      },
+      counting(compiles));
+  Tensor x = arange(3, DType::Float32);
+  f(x);
+  const uint64_t hits = capture::tls_replay_hits;
+  for (int i = 0; i < 2; ++i) expect_equal(f(x), (x * 2).exp());
+  EXPECT_EQ(*compiles, 1);
+  EXPECT_EQ(replay_hits_since(hits), 2u);
 }
 
 }  // namespace

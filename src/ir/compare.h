@@ -1,0 +1,13 @@
+// Node-by-node structural comparison, shared by whole-graph equality and the capture layer's
+// replay (which switches between cached graphs that share a prefix).
+#pragma once
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::ir {
+
+// Whether node i of `a` and of `b` are equal as the cache sees them: kind, op, inputs,
+// attributes (a's runtime attributes excluded), and for placeholders the guarded metadata.
+bool same_node_at(const Graph& a, const Graph& b, size_t i);
+
+}  // namespace kiln::ir
