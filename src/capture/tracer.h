@@ -115,11 +115,12 @@ class Tracer final : public DispatchInterceptor {
 
  private:
   // ---- recording ----
-  // While a segment repeats the graph this function ran last time (`replay_`), node for node,
+  // While a segment repeats a graph this function ran recently (`replay_`), node for node,
   // nothing is built: each record_* call only compares with the cached node at the cursor and
-  // skips shape inference (the cached node already has its output metadata). The first
-  // difference copies the matched prefix into graph_ and recording goes on from there, so a
-  // changed graph is captured exactly as without replay.
+  // skips shape inference (the cached node already has its output metadata). At a difference
+  // another recent entry with the same prefix may take over; otherwise the matched prefix is
+  // copied into graph_ and recording goes on from there, so a changed graph is captured
+  // exactly as without replay.
   ir::ValueRef record_placeholder(const ir::TensorInfo& info);
   ir::ValueRef record_constant(const Scalar& value, DType dtype);
   // Records a call whose output metadata `infer` computes (not run while replaying).
