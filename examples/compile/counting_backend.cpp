@@ -19,10 +19,10 @@ int main() {
     ++graphs_seen;
     std::cout << "compiling a graph of " << graph.num_calls() << " ops:\n" << graph;
     auto plan = std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
-    return CompiledGraph([plan](std::span<const Tensor> inputs,
-                                std::span<const int64_t> runtime_values) {
-      return plan->run(inputs, runtime_values);
-    });
+    return CompiledGraph(
+        [plan](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
+          return plan->run(inputs, runtime_values);
+        });
   });
 
   auto f = compile([](Tensor x) { return (x * 2).exp().sum(); },

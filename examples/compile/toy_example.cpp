@@ -10,7 +10,7 @@ using kiln::Tensor;
 
 Tensor toy_example(Tensor a, Tensor b) {
   Tensor x = a / (kiln::abs(a) + 1);
-  std::printf("woo\n");  // plain C++: runs on every call, never breaks the graph
+  std::printf("woo\n");         // plain C++: runs on every call, never breaks the graph
   if (b.sum() < 0) b = b * -1;  // needs a tensor's value: a graph break
   return x * b;
 }

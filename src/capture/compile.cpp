@@ -179,9 +179,7 @@ bool is_dynamo_compiling() {
   const capture::Tracer* t = capture::current_tracer();
   return t && !t->metadata_only();
 }
-bool is_compiling() {
-  return capture::current_tracer() != nullptr || capture::tls_in_backend > 0;
-}
+bool is_compiling() { return capture::current_tracer() != nullptr || capture::tls_in_backend > 0; }
 
 namespace {
 std::shared_mutex g_disallowed_mu;

@@ -256,13 +256,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     auto complete = [&](const CacheEntry& e) {
       return cursor_ == e.graph.nodes.size() && graph_.outputs == e.graph.outputs;
     };
-    if (!complete(*replay_)) fetch_replay_candidates();
-    if (!complete(*replay_))
-      for (const std::shared_ptr<CacheEntry>& other : candidates_)
-        if (other != replay_ && complete(*other) && shares_replayed_prefix(*other)) {
-          replay_ = other;
-          break;
-        }
+    if (!complete(*replay_)) switch_replay(complete);
     if (complete(*replay_) && st.generation.load() == replay_generation_) {
       hit = replay_;
       ++tls_replay_hits;

@@ -48,7 +48,7 @@ class CompiledState {
   // segments[i]: entries for the i-th graph segment of a call, by graph hash.
   std::vector<std::unordered_map<uint64_t, std::vector<std::shared_ptr<capture::CacheEntry>>>>
       segments;
-  std::vector<int> entry_count;          // per segment
+  std::vector<int> entry_count;  // per segment
   // Per segment: the entries that ran most recently, most recent first (at most
   // kReplayCandidates). The next call replays the first and may switch to another that shares
   // the prefix matched so far (see Tracer).

@@ -82,7 +82,9 @@ struct StorageWriter final : PendingValue {
 void PendingTensor::materialize(TensorImpl&, const char* why, const std::source_location* where) {
   KILN_CHECK(std::this_thread::get_id() == thread, Error,
              "a tensor computed by a compiled function still running on another thread was read "
-             "(", why, "); it has no value until that function reaches a sync point or returns: "
+             "(",
+             why,
+             "); it has no value until that function reaches a sync point or returns: "
              "hand tensors to other threads after the compiled call");
   tracer->flush(
       why,
@@ -140,16 +142,10 @@ bool Tracer::replay_matches(Matches&& matches) {
   if (cursor_ < nodes.size() && matches(nodes[cursor_])) return true;
   // Another recent entry that shares the prefix matched so far may go on from here (a function
   // alternating between shapes, say).
-  fetch_replay_candidates();
-  for (const std::shared_ptr<CacheEntry>& other : candidates_) {
-    if (other == replay_ || other->graph.nodes.size() <= cursor_ ||
-        !matches(other->graph.nodes[cursor_]))
-      continue;
-    if (shares_replayed_prefix(*other)) {
-      replay_ = other;
-      return true;
-    }
-  }
+  if (switch_replay([&](const CacheEntry& e) {
+        return e.graph.nodes.size() > cursor_ && matches(e.graph.nodes[cursor_]);
+      }))
+    return true;
   stop_replay();
   return false;
 }
@@ -254,9 +250,8 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
       if (p->value_version != p->buffer().version) {
         // Written since this tensor's value was recorded: re-derive it from the buffer.
         const ir::ValueRef base = p->buffer().value;
-        p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t), [&] {
-          return std::vector<ir::TensorInfo>{view_info(t)};
-        });
+        p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
+                               [&] { return std::vector<ir::TensorInfo>{view_info(t)}; });
         p->value_version = p->buffer().version;
       }
       return p->value;
@@ -272,9 +267,8 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
       if (cached.version_plus_one != b.version + 1) {
         cached.tensor = t;
         const ir::ValueRef base = b.value;
-        cached.value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t), [&] {
-          return std::vector<ir::TensorInfo>{view_info(t)};
-        });
+        cached.value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
+                                   [&] { return std::vector<ir::TensorInfo>{view_info(t)}; });
         cached.version_plus_one = b.version + 1;
       }
       return cached.value;
@@ -370,8 +364,8 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   Tensor out = op.view(call);  // metadata only: pending on the base's buffer
   out.impl()->set_is_view(true);
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
-  p->value = record_call(op, {&in, 1}, attrs,
-                         [&] { return std::vector<ir::TensorInfo>{view_info(out)}; });
+  p->value =
+      record_call(op, {&in, 1}, attrs, [&] { return std::vector<ir::TensorInfo>{view_info(out)}; });
   p->value_version = p->buffer().version;
   outputs[0] = std::move(out);
   return true;

@@ -83,7 +83,7 @@ class PendingTensor final : public PendingValue,
 
   Tracer* tracer;
   std::thread::id thread;  // the capturing thread: the only one that may run the graph
-  ir::ValueRef value;  // this tensor's value, valid while value_version == buffer().version
+  ir::ValueRef value;      // this tensor's value, valid while value_version == buffer().version
   uint64_t value_version = 0;
 
  private:
@@ -125,13 +125,25 @@ class Tracer final : public DispatchInterceptor {
   ir::ValueRef record_constant(const Scalar& value, DType dtype);
   // Records a call whose output metadata `infer` computes (not run while replaying).
   template <class Infer>
-  ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
-                              const Attrs& attrs, Infer&& infer);
+  ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins, const Attrs& attrs,
+                           Infer&& infer);
   // Whether the node at the cursor fits (`matches`), in the entry being replayed or in another
   // recent entry with the same prefix (which then becomes the one replayed); if neither,
   // replay stops.
   template <class Matches>
   bool replay_matches(Matches&& matches);
+  // Switches the replay to another recent entry that `fits` and shares the prefix matched so
+  // far; false if there is none.
+  template <class Fits>
+  bool switch_replay(Fits&& fits) {
+    fetch_replay_candidates();
+    for (const std::shared_ptr<CacheEntry>& other : candidates_)
+      if (other != replay_ && fits(*other) && shares_replayed_prefix(*other)) {
+        replay_ = other;
+        return true;
+      }
+    return false;
+  }
   // Loads the function's recent entries for this segment into candidates_ (once).
   void fetch_replay_candidates();
   // Whether `other`'s first cursor_ nodes equal those of the entry being replayed.

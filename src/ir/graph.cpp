@@ -165,8 +165,7 @@ uint64_t Graph::hash() const {
 bool same_node_at(const Graph& a, const Graph& b, size_t i) {
   const Node& x = a.nodes[i];
   const Node& y = b.nodes[i];
-  if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
-      x.attrs.size() != y.attrs.size())
+  if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs || x.attrs.size() != y.attrs.size())
     return false;
   for (size_t k = 0; k < x.attrs.size(); ++k)
     if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;

@@ -20,10 +20,10 @@ Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(
     num_slots_ += static_cast<int32_t>(g.nodes[static_cast<size_t>(i)].outputs.size());
   }
   auto slot = [&](ValueRef v, const char* who) {
-    KILN_CHECK(v.node >= 0 && v.node < num_nodes && v.output >= 0 &&
-                   static_cast<size_t>(v.output) < g.nodes[static_cast<size_t>(v.node)].outputs.size(),
-               Error, "interpret: ", who, " reads %", v.node, ".", v.output,
-               ", which no node produced");
+    KILN_CHECK(
+        v.node >= 0 && v.node < num_nodes && v.output >= 0 &&
+            static_cast<size_t>(v.output) < g.nodes[static_cast<size_t>(v.node)].outputs.size(),
+        Error, "interpret: ", who, " reads %", v.node, ".", v.output, ", which no node produced");
     return slot_of_[static_cast<size_t>(v.node)] + v.output;
   };
   // The last step reading each slot; graph outputs live to the end.
@@ -31,8 +31,14 @@ Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(
   uint32_t runtime = 0;
   for (int32_t i = 0; i < num_nodes; ++i) {
     const Node& n = g.nodes[static_cast<size_t>(i)];
-    Step s{i, slot_of_[static_cast<size_t>(i)], static_cast<uint32_t>(input_slots_.size()), 0,
-           runtime, runtime, 0, 0};
+    Step s{i,
+           slot_of_[static_cast<size_t>(i)],
+           static_cast<uint32_t>(input_slots_.size()),
+           0,
+           runtime,
+           runtime,
+           0,
+           0};
     if (n.kind == NodeKind::Call) {
       KILN_CHECK(n.op, Error, "interpret: node ", i, " calls no op");
       const std::string why = schema_mismatch(*n.op, n.inputs.size(), n.attrs);
@@ -69,8 +75,7 @@ namespace {
 // Whether an op's results can be allocated from recorded metadata and its kernel called
 // directly (views build their result, opaque ops allocate their own).
 bool direct_kernel(const OpDef& op) {
-  return op.kind != OpKind::View && op.kind != OpKind::Opaque &&
-         op.kind != OpKind::DataDependent;
+  return op.kind != OpKind::View && op.kind != OpKind::Opaque && op.kind != OpKind::DataDependent;
 }
 }  // namespace
 
@@ -124,8 +129,8 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
         if (!runtime_values.empty() && s.runtime_begin != s.runtime_end) {
           patched = n.attrs;
           for (uint32_t r = s.runtime_begin; r < s.runtime_end; ++r)
-            patched = with_attr(patched, static_cast<size_t>(g.runtime_attrs[r].attr),
-                                runtime_values[r]);
+            patched =
+                with_attr(patched, static_cast<size_t>(g.runtime_attrs[r].attr), runtime_values[r]);
           attrs = &patched;
         }
         const auto m = static_cast<int>(n.outputs.size());

@@ -27,7 +27,7 @@ bool parse_type(std::string type, Param& p) {
   p.optional = !type.empty() && type.back() == '?';
   if (p.optional) type.pop_back();
   static const std::unordered_map<std::string, AttrType> names = {
-      {"int", AttrType::Int},       {"float", AttrType::Float},   {"bool", AttrType::Bool},
+      {"int", AttrType::Int},          {"float", AttrType::Float},   {"bool", AttrType::Bool},
       {"ScalarType", AttrType::DType}, {"Scalar", AttrType::Scalar}, {"int[]", AttrType::Ints},
       {"str", AttrType::Str}};
   auto it = names.find(type);
@@ -104,16 +104,14 @@ std::string schema_mismatch(const OpDef& op, size_t num_inputs, const Attrs& att
   const CallForm* form = form_of(op);
   if (!form) return "";
   if (num_inputs < form->min_inputs || num_inputs > form->max_inputs)
-    return detail::concat(op.name, " takes ",
-                          form->max_inputs == SIZE_MAX ? "at least " : "",
+    return detail::concat(op.name, " takes ", form->max_inputs == SIZE_MAX ? "at least " : "",
                           form->min_inputs == form->max_inputs || form->max_inputs == SIZE_MAX
                               ? std::to_string(form->min_inputs)
                               : detail::concat(form->min_inputs, " to ", form->max_inputs),
                           " tensor inputs, not ", num_inputs, " (", op.schema, ")");
-  if (attrs.size() < form->attrs.size() ||
-      (attrs.size() > form->attrs.size() && !form->open_attrs))
-    return detail::concat(op.name, " takes ", form->attrs.size(), " attributes, not ",
-                          attrs.size(), " (", op.schema, ")");
+  if (attrs.size() < form->attrs.size() || (attrs.size() > form->attrs.size() && !form->open_attrs))
+    return detail::concat(op.name, " takes ", form->attrs.size(), " attributes, not ", attrs.size(),
+                          " (", op.schema, ")");
   for (size_t k = 0; k < form->attrs.size(); ++k)
     if (!fits(attrs[k], form->attrs[k]))
       return detail::concat(op.name, ": attribute ", k, " (",

@@ -564,8 +564,8 @@ TEST(FineGrained, AllowInGraphTakesListsOfNumbers) {
                                    return out;
                                  });
   Counting c;
-  auto f = compile([&](Tensor x, std::vector<double> w) { return weighted(x, {0}, w); },
-                   c.options());
+  auto f =
+      compile([&](Tensor x, std::vector<double> w) { return weighted(x, {0}, w); }, c.options());
   Tensor x = arange(6, DType::Float64).reshape({2, 3}).requires_grad_();
   const std::vector<double> w{0.1, 0.25};  // not exact in binary: must cross bit for bit
   Tensor got = f(x, w);

@@ -90,12 +90,15 @@ TEST(Graph, ParseChecksEachCallAgainstItsOpsSchema) {
     return "no error";
   };
   // neg takes one tensor, no attributes; add takes two tensors and a Scalar alpha.
-  const std::string two_inputs = error_of(input + "call neg 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  const std::string two_inputs =
+      error_of(input + "call neg 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
   EXPECT_NE(two_inputs.find("line 3"), std::string::npos) << two_inputs;
   EXPECT_NE(two_inputs.find("neg takes 1 tensor inputs, not 2"), std::string::npos) << two_inputs;
-  const std::string wrong_type = error_of(input + "call add 2 0:0 0:0 1 i1 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  const std::string wrong_type =
+      error_of(input + "call add 2 0:0 0:0 1 i1 1 3 1,2 1,1 0\noutput 1 1:0\n");
   EXPECT_NE(wrong_type.find("alpha"), std::string::npos) << wrong_type;
-  const std::string missing = error_of(input + "call add 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
+  const std::string missing =
+      error_of(input + "call add 2 0:0 0:0 0 1 3 1,2 1,1 0\noutput 1 1:0\n");
   EXPECT_NE(missing.find("add takes 1 attributes, not 0"), std::string::npos) << missing;
   // The same call written correctly parses, and runs.
   Graph ok = parse_graph(input + "call add 2 0:0 0:0 1 sI1 1 3 1,2 1,1 0\noutput 1 1:0\n");

@@ -89,15 +89,15 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
       const Backend eager_backend = lookup_backend("eager");
       auto f = kiln::compile(
           [&](std::vector<Tensor> in) { return run_sample(info, std::move(in), backward); },
-          CompileOptions{.backend = Backend([&](const ir::Graph& g,
-                                                std::span<const ir::TensorInfo> infos) {
-            ++compiles;
-            // Every captured graph also survives its text form (the parser checks each call
-            // against its op's schema).
-            const ir::Graph back = ir::parse_graph(g.serialize());
-            EXPECT_TRUE(ir::structurally_equal(back, g)) << ctx << "\n" << g;
-            return eager_backend(g, infos);
-          })});
+          CompileOptions{
+              .backend = Backend([&](const ir::Graph& g, std::span<const ir::TensorInfo> infos) {
+                ++compiles;
+                // Every captured graph also survives its text form (the parser checks each call
+                // against its op's schema).
+                const ir::Graph back = ir::parse_graph(g.serialize());
+                EXPECT_TRUE(ir::structurally_equal(back, g)) << ctx << "\n" << g;
+                return eager_backend(g, infos);
+              })});
       for (int call = 0; call < 2; ++call) {
         const std::string at = ctx + (call ? " (second call)" : "");
         std::vector<Tensor> compiled_in = deep_copy(s.inputs);

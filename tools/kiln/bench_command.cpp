@@ -103,7 +103,8 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     const double one = fastest["W6sc"] - fastest["W6s"];
     const double hundred = fastest["W6c"] - fastest["W6"];
     const double per_op = (hundred - one) / 99;
-    table << "\nCapture overhead of a cached compiled call (fastest runs of W6c - W6 for 100 ops, W6sc - W6s for 1): "
+    table << "\nCapture overhead of a cached compiled call (fastest runs of W6c - W6 for 100 ops, "
+             "W6sc - W6s for 1): "
           << std::fixed << std::setprecision(2) << (one - per_op) * 1e6 << " us per call + "
           << std::setprecision(0) << per_op * 1e9 << " ns per op\n";
     out << table.str().substr(table.str().rfind("\nCapture"));

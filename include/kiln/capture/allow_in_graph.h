@@ -49,10 +49,9 @@ struct is_number_list<std::vector<E>>
 template <class T>
 constexpr bool is_number_list_v = is_number_list<std::decay_t<T>>::value;
 template <class T>
-constexpr bool is_graph_value_v =
-    std::is_same_v<std::decay_t<T>, Tensor> ||
-    std::is_same_v<std::decay_t<T>, std::vector<Tensor>> || is_graph_number_v<T> ||
-    is_number_list_v<T>;
+constexpr bool is_graph_value_v = std::is_same_v<std::decay_t<T>, Tensor> ||
+                                  std::is_same_v<std::decay_t<T>, std::vector<Tensor>> ||
+                                  is_graph_number_v<T> || is_number_list_v<T>;
 
 template <class T>
 void flatten_arg(const T& a, std::vector<Tensor>& tensors, std::vector<int64_t>& layout,

@@ -7,7 +7,8 @@ namespace kiln::backends {
 
 Backend make_eager_backend() {
   return [](const ir::Graph& graph, std::span<const ir::TensorInfo>) -> CompiledGraph {
-    auto interpreter = std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
+    auto interpreter =
+        std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
     return [interpreter](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
       return interpreter->run(inputs, runtime_values);
     };
