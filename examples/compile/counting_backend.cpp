@@ -14,7 +14,7 @@ std::atomic<int> graphs_seen{0};
 
 int main() {
   using namespace kiln;
-  register_backend("counting", [](const ir::Graph& graph, std::span<const ir::TensorInfo>) {
+  register_backend("counting", [](const ir::Graph& graph, std::span<const TensorMeta>) {
     ops_seen += graph.num_calls();
     ++graphs_seen;
     std::cout << "compiling a graph of " << graph.num_calls() << " ops:\n" << graph;

@@ -29,6 +29,13 @@ namespace {
 thread_local std::vector<std::shared_ptr<Node>>* tls_release_stack = nullptr;
 }  // namespace
 
+void Node::add_input(const Tensor& t) {
+  next_edges_.push_back(autograd::gradient_edge(t));
+  input_meta_.emplace_back(t.dtype(), t.sizes());
+}
+
+void Node::add_output(const Tensor& t) { output_meta_.emplace_back(t.dtype(), t.sizes()); }
+
 Node::~Node() {
   // Derived members (saved tensors, which may also hold the nodes below) are gone already, so
   // the edges hold the last references. Hand them to the outermost ~Node instead of letting
@@ -156,7 +163,7 @@ class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl_ptr()) {
     input_meta_.clear();
-    output_meta_.push_back({leaf.dtype(), leaf.sizes()});
+    add_output(leaf);
   }
   std::string name() const override { return "AccumulateGrad"; }
   // The leaf's tensor hooks, run by the engine before apply (or before kiln::grad captures the

@@ -77,15 +77,14 @@ void CustomFunctionNode::release_saved() {
 void connect_custom_function(const std::shared_ptr<CustomFunctionNode>& node,
                              const std::vector<Tensor>& tensor_args, std::vector<Tensor>& outputs) {
   for (const Tensor& t : tensor_args) {
-    node->next_edges_.push_back(gradient_edge(t));
-    node->input_meta_.push_back({t.dtype(), t.sizes()});
+    node->add_input(t);
   }
   for (Tensor& out : outputs) {
     KILN_CHECK(out.defined(), Error, node->name(), ": forward returned an undefined tensor");
     // An input returned as is: give the output its own handle so the input keeps its history.
     for (const Tensor& t : tensor_args)
       if (out.is_same(t)) out = out.detach();
-    node->output_meta_.push_back({out.dtype(), out.sizes()});
+    node->add_output(out);
   }
   set_history(outputs, node);
   // Saved outputs hold no history (the node is their grad_fn); inputs are kept as they are.

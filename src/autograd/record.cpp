@@ -27,9 +27,13 @@ std::string backward_name(std::string_view op) {
 // The node of one recorded op call.
 class OpNode : public Node {
  public:
-  OpNode(const OpDef& op, const Attrs& attrs, std::vector<Edge> edges)
+  OpNode(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
+         std::span<const Tensor> outputs)
       : op_(op), attrs_(attrs), needs_(0) {
-    next_edges_ = std::move(edges);
+    next_edges_.reserve(inputs.size());
+    input_meta_.reserve(inputs.size());
+    for (const Tensor& t : inputs) add_input(t);
+    for (const Tensor& t : outputs) add_output(t);
     // Bit i: input i needs a gradient (BackwardCall::needs_grad treats inputs from the 33rd
     // on as always needed; the engine drops gradients for inputs without an edge).
     for (size_t i = 0; i < next_edges_.size() && i < 32; ++i)
@@ -89,13 +93,7 @@ class OpNode : public Node {
 // Creates the node for a call whose outputs are computed, and gives them their history.
 void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
             std::span<Tensor> outputs, std::span<const Tensor> saved_inputs) {
-  std::vector<Edge> edges;
-  edges.reserve(inputs.size());
-  for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
-  auto node = std::make_shared<OpNode>(op, attrs, std::move(edges));
-  node->input_meta_.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->input_meta_.push_back({t.dtype(), t.sizes()});
-  for (const Tensor& t : outputs) node->output_meta_.push_back({t.dtype(), t.sizes()});
+  auto node = std::make_shared<OpNode>(op, attrs, inputs, outputs);
   set_history(outputs, node);
   node->save(saved_inputs, outputs);
 }
@@ -136,11 +134,7 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
   const int n = dispatch_no_autograd(op, inputs, attrs, result);
   // The checks dispatch makes when it writes into `out` directly (the copy below would
   // broadcast and cast instead, and an integer `out` would end up requiring grad).
-  KILN_CHECK(result[0].sizes() == out.sizes(), ShapeError, op.name, ": the result has shape ",
-             result[0].shape_str(), " but the output tensor has shape ", out.shape_str(),
-             " (an in-place op cannot change its tensor's shape)");
-  KILN_CHECK(can_cast(result[0].dtype(), out.dtype()), DTypeError, op.name, ": result type ",
-             result[0].dtype(), " can't be cast to the desired output type ", out.dtype());
+  check_destination(op, TensorMeta(result[0].dtype(), result[0].sizes()), out);
   // An input the derivative reads that shares the destination's storage is about to be
   // overwritten: save a copy of its current value instead (recorded, so it keeps its history).
   std::vector<Tensor> saved(inputs.begin(), inputs.end());

@@ -29,21 +29,19 @@ std::shared_ptr<CompiledState> metadata_state() {
   return st;
 }
 
-int allowed_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int allowed_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   // A throwaway capture: fn's ops record nodes that are never run.
   capture::Tracer tracer(metadata_state(), false);
   tracer.set_metadata_only(detail::concat("allow_in_graph('", fn_name(c.op), "')"));
   capture::frames().push_back({&tracer, false});
-  DispatchInterceptor* prev = set_interceptor(&tracer);
+  InterceptorScope intercept(&tracer);
   struct Restore {
     capture::Tracer& t;
-    DispatchInterceptor* prev;
     ~Restore() {
       t.abandon("metadata-only run");
       capture::frames().pop_back();
-      set_interceptor(prev);
     }
-  } restore{tracer, prev};
+  } restore{tracer};
   std::vector<Tensor> symbolic;
   for (const Tensor& t : c.inputs) symbolic.push_back(tracer.symbolic_input(t));
   std::vector<Tensor> results;

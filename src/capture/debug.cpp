@@ -119,7 +119,7 @@ std::vector<std::string> guard_lines(const ir::Graph& g) {
   std::vector<std::string> lines;
   for (const ir::Node& n : g.nodes) {
     if (n.kind != ir::NodeKind::Placeholder) continue;
-    const ir::TensorInfo& t = n.outputs[0];
+    const TensorMeta& t = n.outputs[0];
     lines.push_back(detail::concat("input ", n.input_index, ": dtype ", t.dtype, ", shape ",
                                    IntList(t.sizes), ", strides ", IntList(t.strides),
                                    ", storage offset ", t.storage_offset, ", requires_grad ",

@@ -7,6 +7,7 @@
 
 #include "capture/tracer.h"
 #include "ir/attr_utils.h"
+#include "ir/compare.h"
 #include "kiln/ir/passes.h"
 #include "ops/op_utils.h"
 
@@ -30,12 +31,7 @@ const CacheEntry* nearest_entry(
                                  static_cast<int64_t>(g.nodes.size())) *
                       1000;
       const size_t n = std::min(e->graph.nodes.size(), g.nodes.size());
-      for (size_t i = 0; i < n; ++i) {
-        const ir::Node& a = e->graph.nodes[i];
-        const ir::Node& b = g.nodes[i];
-        score += a.kind != b.kind || a.op != b.op || !(a.attrs == b.attrs) ||
-                 (a.kind == ir::NodeKind::Placeholder && !(a.outputs[0] == b.outputs[0]));
-      }
+      for (size_t i = 0; i < n; ++i) score += !ir::same_node_at(e->graph, g, i);
       if (score < best_score) best_score = score, best = e.get();
     }
   return best;
@@ -65,9 +61,9 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
         ir::with_attr(n.attrs, static_cast<size_t>(r.attr), raw_values[static_cast<size_t>(k)]);
   }
   add_compile_time("passes", seconds_since(t0));
-  std::vector<ir::TensorInfo> infos;
+  std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs)
-    infos.push_back({t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()});
+    infos.push_back(TensorMeta::of(t));
   auto t1 = std::chrono::steady_clock::now();
   {
     InBackend in_backend;
@@ -179,7 +175,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   KILN_CHECK(outs.size() == graph.outputs.size(), Error, "kiln::compile: the backend of '", st.name,
              "' returned ", outs.size(), " outputs for a graph with ", graph.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
-    const ir::TensorInfo& want = graph.info(graph.outputs[i]);
+    const TensorMeta& want = graph.info(graph.outputs[i]);
     Tensor& o = outs[i];
     KILN_CHECK(
         o.defined() && o.dtype() == want.dtype && o.numel() == checked_numel(want.sizes, "capture"),

@@ -22,22 +22,16 @@ const OpDef& as_strided_op() {
   return op;
 }
 
-ir::TensorInfo info_of(const Tensor& t) {
-  return {t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()};
-}
-ir::TensorInfo contiguous_info(DType dtype, const Shape& sizes) {
-  return {dtype, sizes, contiguous_strides(sizes), 0, false};
-}
 // The metadata of a view's graph value (whether it requires grad is autograd's business).
-ir::TensorInfo view_info(const Tensor& t) {
+TensorMeta view_info(const Tensor& t) {
   return {t.dtype(), t.sizes(), t.strides(), t.storage_offset(), false};
 }
 Attrs as_strided_attrs(const Tensor& t) {
   return Attrs{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
 }
-// Random ops take their Philox seed and offset as the last two attributes: runtime values.
-size_t num_runtime_attrs(const OpDef& op, const Attrs& attrs) {
-  return op.kind == OpKind::Random && attrs.size() >= 2 ? 2 : 0;
+// Whether attribute k of `op` is a runtime value (a random op's Philox seed or offset).
+bool is_philox_attr(const OpDef& op, size_t k) {
+  return static_cast<int>(k) == op.philox_attrs[0] || static_cast<int>(k) == op.philox_attrs[1];
 }
 bool covers_whole(const Tensor& t, const Buffer& b) {
   return t.storage_offset() == 0 && t.is_contiguous() && t.numel() == b.numel;
@@ -188,7 +182,7 @@ void Tracer::stop_replay() {
   replay_runtime_values_.clear();
 }
 
-ir::ValueRef Tracer::record_placeholder(const ir::TensorInfo& info) {
+ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
   if (replay_ && replay_matches([&](const ir::Node& n) {
         return n.kind == ir::NodeKind::Placeholder && n.outputs[0] == info;
       }))
@@ -208,28 +202,28 @@ ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
 template <class Infer>
 ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
                                  const Attrs& attrs, Infer&& infer) {
-  const size_t runtime = num_runtime_attrs(op, attrs);
+  const bool random = op.kind == OpKind::Random;
   if (replay_ && replay_matches([&](const ir::Node& n) {
         bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
                     std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
-        for (size_t k = 0; same && k + runtime < attrs.size(); ++k)
-          same = ir::same_attr(n.attrs[k], attrs[k]);
+        for (size_t k = 0; same && k < attrs.size(); ++k)
+          same = (random && is_philox_attr(op, k)) || ir::same_attr(n.attrs[k], attrs[k]);
         return same;
       })) {
-    for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
-      replay_runtime_values_.push_back(attrs.i(k));
+    if (random)
+      for (int8_t k : op.philox_attrs) replay_runtime_values_.push_back(attrs.i(k));
     return {static_cast<int32_t>(cursor_++), 0};
   }
   const ir::ValueRef v =
       graph_.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
-  for (size_t k = attrs.size() - runtime; k < attrs.size(); ++k)
-    graph_.runtime_attrs.push_back({v.node, static_cast<int32_t>(k)});
+  if (random)
+    for (int8_t k : op.philox_attrs) graph_.runtime_attrs.push_back({v.node, k});
   return v;
 }
 
 // ---- Tracer: ops ----
 
-Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
+Tensor Tracer::new_pending(const TensorMeta& info, ir::ValueRef value) {
   // `info` is a graph value's: contiguous, with sizes that shape inference has checked.
   auto impl = std::make_shared<TensorImpl>(nullptr, 0, info.sizes, info.strides, info.dtype);
   impl->set_pending(std::make_shared<PendingTensor>(this, value, impl->numel(), info.dtype));
@@ -238,7 +232,7 @@ Tensor Tracer::new_pending(const ir::TensorInfo& info, ir::ValueRef value) {
 }
 
 Tensor Tracer::symbolic_input(const Tensor& t) {
-  ir::TensorInfo info = contiguous_info(t.dtype(), t.sizes());
+  TensorMeta info = TensorMeta(t.dtype(), t.sizes());
   return new_pending(info, record_placeholder(info));
 }
 
@@ -251,7 +245,7 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
         // Written since this tensor's value was recorded: re-derive it from the buffer.
         const ir::ValueRef base = p->buffer().value;
         p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
-                               [&] { return std::vector<ir::TensorInfo>{view_info(t)}; });
+                               [&] { return std::vector<TensorMeta>{view_info(t)}; });
         p->value_version = p->buffer().version;
       }
       return p->value;
@@ -268,24 +262,24 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
         cached.tensor = t;
         const ir::ValueRef base = b.value;
         cached.value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
-                                   [&] { return std::vector<ir::TensorInfo>{view_info(t)}; });
+                                   [&] { return std::vector<TensorMeta>{view_info(t)}; });
         cached.version_plus_one = b.version + 1;
       }
       return cached.value;
     }
   auto [it, inserted] = input_of_.try_emplace(impl);
   if (inserted) {
-    it->second = record_placeholder(info_of(t));
+    it->second = record_placeholder(TensorMeta::of(t));
     inputs_.push_back(t);
   }
   return it->second;
 }
 
-void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorInfo& value_info) {
+void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info) {
   if (value_info.dtype != dst.dtype()) {
     const ir::ValueRef from = value;
     value = record_call(ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()}, [&] {
-      return std::vector<ir::TensorInfo>{contiguous_info(dst.dtype(), value_info.sizes)};
+      return std::vector<TensorMeta>{TensorMeta(dst.dtype(), value_info.sizes)};
     });
   }
   TensorImpl* impl = dst.impl();
@@ -316,7 +310,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
       slot->concrete = storage;
       slot->concrete_flat = Tensor(
           std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
-      slot->value = record_placeholder(info_of(slot->concrete_flat));
+      slot->value = record_placeholder(TensorMeta::of(slot->concrete_flat));
       inputs_.push_back(slot->concrete_flat);
       written_order_.push_back(slot.get());
     }
@@ -335,9 +329,9 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorI
     // The result has the shape of the buffer's current value (contiguous, numel elements).
     const std::array<ir::ValueRef, 2> ins{buffer->value, value};
     buffer->value = record_call(ops::as_strided_scatter_op, ins, as_strided_attrs(dst), [&] {
-      const ir::TensorInfo& base = recorded_node(static_cast<size_t>(ins[0].node))
+      const TensorMeta& base = recorded_node(static_cast<size_t>(ins[0].node))
                                        .outputs[static_cast<size_t>(ins[0].output)];
-      return std::vector<ir::TensorInfo>{contiguous_info(buffer->dtype, base.sizes)};
+      return std::vector<TensorMeta>{TensorMeta(buffer->dtype, base.sizes)};
     });
   }
   ++buffer->version;
@@ -365,7 +359,7 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   out.impl()->set_is_view(true);
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
   p->value =
-      record_call(op, {&in, 1}, attrs, [&] { return std::vector<ir::TensorInfo>{view_info(out)}; });
+      record_call(op, {&in, 1}, attrs, [&] { return std::vector<TensorMeta>{view_info(out)}; });
   p->value_version = p->buffer().version;
   outputs[0] = std::move(out);
   return true;
@@ -397,36 +391,27 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   // node had the same input metadata and attributes when it was recorded).
   auto infer = [&] {
     OpCall call{op, inputs, attrs};
-    std::array<OutputMeta, kMaxOpOutputs> metas;
+    std::array<TensorMeta, kMaxOpOutputs> metas;
     const int n = op.meta(call, metas);
-    std::vector<ir::TensorInfo> infos;
-    for (int i = 0; i < n; ++i) infos.push_back(contiguous_info(metas[i].dtype, metas[i].sizes));
+    std::vector<TensorMeta> infos;
+    infos.assign(metas.begin(), metas.begin() + n);  // contiguous, as meta functions state
     return infos;
   };
-  std::optional<std::vector<ir::TensorInfo>> inferred;
+  std::optional<std::vector<TensorMeta>> inferred;
   if (!replay_) inferred = infer();
   SmallVector<ir::ValueRef, 8> ins;
   for (const Tensor& t : inputs) ins.push_back(value_of(t));
   const ir::ValueRef v =
       record_call(op, ins, attrs, [&] { return inferred ? std::move(*inferred) : infer(); });
-  const std::vector<ir::TensorInfo>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
+  const std::vector<TensorMeta>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
   const int n = static_cast<int>(infos.size());
   if (outputs[0].defined()) {
     // In place / out=: the same checks eager dispatch makes, then a functional write.
     Tensor& out = outputs[0];
     KILN_CHECK(n == 1, NotImplementedError, op.name,
                ": in-place forms of multi-output ops are not supported under kiln::compile");
-    const ir::TensorInfo result = infos[0];  // (recording below may move the node array)
-    KILN_CHECK(out.sizes() == result.sizes, ShapeError, op.name, ": the result has shape ",
-               IntList(result.sizes), " but the output tensor has shape ", out.shape_str(),
-               " (an in-place op cannot change its tensor's shape)");
-    KILN_CHECK(can_cast(result.dtype, out.dtype()), DTypeError, op.name, ": result type ",
-               result.dtype, " can't be cast to the desired output type ", out.dtype());
-    for (int64_t d = 0; d < out.dim(); ++d)
-      KILN_CHECK(!(out.stride(d) == 0 && out.size(d) > 1), ValueError, op.name,
-                 ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
-                 out.shape_str(), ", strides ", IntList(out.strides()),
-                 "); call .clone() on it first");
+    const TensorMeta result = infos[0];  // (recording below may move the node array)
+    check_destination(op, result, out);
     write_into(out, v, result);
     num_outputs = 1;
     return true;

@@ -27,16 +27,13 @@ class Tracer;
 // compiling or running a graph) computes eagerly.
 class PauseCapture {
  public:
-  PauseCapture() : prev_(set_interceptor(nullptr)) { frames().push_back({nullptr, true}); }
-  ~PauseCapture() {
-    frames().pop_back();
-    set_interceptor(prev_);
-  }
+  PauseCapture() { frames().push_back({nullptr, true}); }
+  ~PauseCapture() { frames().pop_back(); }
   PauseCapture(const PauseCapture&) = delete;
   PauseCapture& operator=(const PauseCapture&) = delete;
 
  private:
-  DispatchInterceptor* prev_;
+  InterceptorScope no_interceptor_{nullptr};
   AutoGradMode no_grad_{false};
 };
 
@@ -121,7 +118,7 @@ class Tracer final : public DispatchInterceptor {
   // another recent entry with the same prefix may take over; otherwise the matched prefix is
   // copied into graph_ and recording goes on from there, so a changed graph is captured
   // exactly as without replay.
-  ir::ValueRef record_placeholder(const ir::TensorInfo& info);
+  ir::ValueRef record_placeholder(const TensorMeta& info);
   ir::ValueRef record_constant(const Scalar& value, DType dtype);
   // Records a call whose output metadata `infer` computes (not run while replaying).
   template <class Infer>
@@ -158,8 +155,8 @@ class Tracer final : public DispatchInterceptor {
   }
 
   ir::ValueRef value_of(const Tensor& t);
-  Tensor new_pending(const ir::TensorInfo& info, ir::ValueRef value);
-  void write_into(const Tensor& dst, ir::ValueRef value, const ir::TensorInfo& value_info);
+  Tensor new_pending(const TensorMeta& info, ir::ValueRef value);
+  void write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info);
   bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                    std::span<Tensor, kMaxOpOutputs> outputs);
   void reset_segment();

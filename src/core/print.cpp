@@ -29,7 +29,7 @@ Element read_element(const Tensor& t, const char* base, IntList idx) {
   int64_t off = 0;
   for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
   Element e;
-  KILN_DISPATCH_ALL(t.dtype(), "print", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(t.dtype(), "print", [&]<typename T>() {
     const T v = *reinterpret_cast<const T*>(base + off * t.element_size());
     if constexpr (std::is_floating_point_v<T>) {
       e.f = static_cast<double>(v);

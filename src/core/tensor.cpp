@@ -141,7 +141,7 @@ void gather_elements(const Tensor& t, std::vector<T>& out) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     int64_t off = 0;
     for (int64_t d = 0; d < nd; ++d) off += idx[d] * strides[d];
-    KILN_DISPATCH_ALL(t.dtype(), "to_vector", [&]<typename S>() {
+    KILN_DTYPE_SWITCH_ALL(t.dtype(), "to_vector", [&]<typename S>() {
       out[i] = static_cast<T>(*reinterpret_cast<const S*>(base + off * isz));
     });
     for (int64_t d = nd - 1; d >= 0; --d) {
@@ -169,7 +169,7 @@ T Tensor::item(std::source_location loc) const {
              loc.file_name(), ":", loc.line());
   impl_->sync("item() reads the tensor's value", &loc);
   T value{};
-  KILN_DISPATCH_ALL(dtype(), "item", [&]<typename S>() {
+  KILN_DTYPE_SWITCH_ALL(dtype(), "item", [&]<typename S>() {
     value = static_cast<T>(*static_cast<const S*>(data_ptr()));
   });
   return value;

@@ -1,17 +1,13 @@
-// The graph IR: building, hashing, comparing, printing, serialising and interpreting.
+// The graph IR: building, the structural hash and equality the capture cache uses, recompile
+// reasons, and the printed listing. (The text form is serialize.cpp, the interpreter
+// interpreter.cpp, the passes passes.cpp.)
 #include "kiln/ir/graph.h"
 
 #include <bit>
-#include <cstring>
-#include <iomanip>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
-#include "kiln/autograd/autograd.h"
-#include "kiln/ops/pointwise.h"
-#include "ops/op_utils.h"
 
 namespace kiln::ir {
 
@@ -23,7 +19,7 @@ std::string SourceLoc::str() const {
 }
 
 // ---- building ----
-ValueRef Graph::add_placeholder(const TensorInfo& info) {
+ValueRef Graph::add_placeholder(const TensorMeta& info) {
   Node n;
   n.kind = NodeKind::Placeholder;
   n.input_index = num_inputs_++;
@@ -42,7 +38,7 @@ ValueRef Graph::add_constant(const Scalar& value, DType dtype) {
 }
 
 ValueRef Graph::add_call(const OpDef& op, std::vector<ValueRef> inputs, Attrs attrs,
-                         std::vector<TensorInfo> outputs, SourceLoc loc) {
+                         std::vector<TensorMeta> outputs, SourceLoc loc) {
   Node n;
   n.kind = NodeKind::Call;
   n.op = &op;
@@ -78,13 +74,16 @@ struct Hasher {
     h ^= h >> 33;
   }
   void add_bytes(std::string_view s) {
-    for (char c : s) add(static_cast<unsigned char>(c));
+    uint64_t fnv = 0xcbf29ce484222325ULL;  // FNV-1a: stable across processes and builds
+    for (char c : s) fnv = (fnv ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    add(fnv);
+    add(s.size());
   }
   void add(const Shape& s) {
     add(s.size());
     for (int64_t v : s) add(static_cast<uint64_t>(v));
   }
-  void add(const TensorInfo& t) {
+  void add(const TensorMeta& t) {
     add(static_cast<uint64_t>(t.dtype));
     add(t.sizes);
     add(t.strides);
@@ -129,27 +128,14 @@ bool is_runtime_attr(const Graph& g, size_t node, size_t attr) {
 
 }  // namespace
 
-bool same_attr(const AttrValue& a, const AttrValue& b) {
-  if (a.index() != b.index()) return false;
-  if (const double* x = std::get_if<double>(&a))
-    return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(std::get<double>(b));
-  if (const Scalar* x = std::get_if<Scalar>(&a)) {
-    const Scalar& y = std::get<Scalar>(b);
-    if (x->dtype() != y.dtype()) return false;
-    return x->is_floating()
-               ? std::bit_cast<uint64_t>(x->to_double()) == std::bit_cast<uint64_t>(y.to_double())
-               : x->to_int() == y.to_int();
-  }
-  return a == b;
-}
-
 uint64_t Graph::hash() const {
   Hasher h;
   h.add(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     h.add(static_cast<uint64_t>(n.kind));
-    if (n.op) h.add(reinterpret_cast<uintptr_t>(n.op));
+    // By name, not by address: the hash must mean the same in every process (disk caches).
+    if (n.op) h.add_bytes(n.op->name);
     h.add(n.inputs.size());
     for (ValueRef v : n.inputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
     for (size_t k = 0; k < n.attrs.size(); ++k)
@@ -198,7 +184,7 @@ std::string short_dtype(DType d) {
   return "?";
 }
 
-std::string describe_input_change(int32_t index, const TensorInfo& a, const TensorInfo& b) {
+std::string describe_input_change(int32_t index, const TensorMeta& a, const TensorMeta& b) {
   std::ostringstream os;
   os << "input " << index << ": ";
   if (a.dtype != b.dtype) {
@@ -273,7 +259,7 @@ std::string describe_difference(const Graph& a, const Graph& b) {
 
 // ---- printing ----
 namespace {
-std::string info_str(const TensorInfo& t) {
+std::string info_str(const TensorMeta& t) {
   std::ostringstream os;
   os << short_dtype(t.dtype) << IntList(t.sizes);
   return os.str();
@@ -293,7 +279,7 @@ std::string Graph::to_string() const {
     const Node& n = nodes[i];
     if (n.kind != NodeKind::Placeholder) continue;
     os << (first ? "" : ", ") << "%" << i << ": " << info_str(n.outputs[0]);
-    const TensorInfo& t = n.outputs[0];
+    const TensorMeta& t = n.outputs[0];
     if (t.strides != contiguous_strides(t.sizes) || t.storage_offset)
       os << " strides=" << IntList(t.strides) << (t.storage_offset ? " offset=" : "")
          << (t.storage_offset ? std::to_string(t.storage_offset) : "");
@@ -333,12 +319,5 @@ std::string Graph::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_string(); }
-
-// ---- attribute helpers ----
-Attrs with_attr(const Attrs& attrs, size_t k, AttrValue value) {
-  Attrs out;
-  for (size_t a = 0; a < attrs.size(); ++a) out.push_back(a == k ? value : attrs[a]);
-  return out;
-}
 
 }  // namespace kiln::ir

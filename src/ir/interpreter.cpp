@@ -4,7 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
-#include "ir/schema.h"
+#include "ops/schema.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
@@ -89,13 +89,9 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
              runtime_values.size(), " values");
   // Eager kernels only: no capture of these calls, no autograd recording (autograd was
   // recorded around the graph when it was captured).
-  struct NoInterceptor {
-    DispatchInterceptor* prev = set_interceptor(nullptr);
-    ~NoInterceptor() { set_interceptor(prev); }
-  } no_interceptor;
+  InterceptorScope no_interceptor(nullptr);
   AutoGradMode no_grad(false);
   const bool verified = verified_.load(std::memory_order_acquire);
-  const bool inference = autograd::inference_mode();
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   std::vector<Tensor> ins;  // one node's inputs, reused
   for (const Step& s : steps_) {
@@ -104,7 +100,7 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
     switch (n.kind) {
       case NodeKind::Placeholder: {
         const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
-        const TensorInfo& want = n.outputs[0];
+        const TensorMeta& want = n.outputs[0];
         KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes, Error,
                    "interpret: input ", n.input_index, " is ",
                    t.defined() ? detail::concat(t.dtype(), t.shape_str()) : "undefined",
@@ -135,19 +131,15 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
         }
         const auto m = static_cast<int>(n.outputs.size());
         if (verified && direct_kernel(*n.op)) {
-          for (int k = 0; k < m; ++k)
-            out[k] = make_tensor(n.outputs[static_cast<size_t>(k)].sizes,
-                                 n.outputs[static_cast<size_t>(k)].dtype);
-          n.op->kernel(OpCall{*n.op, ins, *attrs}, std::span<Tensor>(out, static_cast<size_t>(m)));
-          if (inference) [[unlikely]]  // as dispatch marks results made under InferenceMode
-            for (int k = 0; k < m; ++k) out[k].impl()->set_inference(true);
+          run_kernel_fresh(OpCall{*n.op, ins, *attrs}, n.outputs,
+                           std::span<Tensor>(out, static_cast<size_t>(m)));
         } else {
           std::array<Tensor, kMaxOpOutputs> results;
           const int got = dispatch_no_autograd(*n.op, ins, *attrs, results);
           KILN_CHECK(got == m, Error, "interpret: node ", s.node, " (", n.op->name, ") made ", got,
                      " outputs but the graph records ", m);
           for (int k = 0; k < m; ++k) {
-            const TensorInfo& want = n.outputs[static_cast<size_t>(k)];
+            const TensorMeta& want = n.outputs[static_cast<size_t>(k)];
             const Tensor& r = results[static_cast<size_t>(k)];
             KILN_CHECK(r.dtype() == want.dtype && r.sizes() == want.sizes, Error,
                        "interpret: node ", s.node, " (", n.op->name, ") output ", k, " is ",

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "ir/schema.h"
+#include "ops/schema.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::ir {
@@ -63,7 +63,7 @@ void write_attr(std::ostream& os, const AttrValue& v) {
       v);
 }
 
-void write_info(std::ostream& os, const TensorInfo& t) {
+void write_info(std::ostream& os, const TensorMeta& t) {
   os << static_cast<int>(t.dtype) << " ";
   write_shape(os, t.sizes);
   os << " ";
@@ -178,8 +178,8 @@ struct Reader {
     }
     fail(std::string("unknown attribute tag '") + tag + "'");
   }
-  TensorInfo info() {
-    TensorInfo t;
+  TensorMeta info() {
+    TensorMeta t;
     t.dtype = dtype(integer());
     t.sizes = shape();
     t.strides = shape();
@@ -225,7 +225,7 @@ std::string Graph::serialize() const {
           write_attr(os, n.attrs[k]);
         }
         os << " " << n.outputs.size();
-        for (const TensorInfo& t : n.outputs) {
+        for (const TensorMeta& t : n.outputs) {
           os << " ";
           write_info(os, t);
         }
@@ -261,7 +261,7 @@ Graph parse_graph(const std::string& text) {
       if (kind != "kiln-graph" || r.integer() != 1) r.fail("expected the header 'kiln-graph 1'");
       header = true;
     } else if (kind == "input") {
-      TensorInfo t = r.info();
+      TensorMeta t = r.info();
       t.requires_grad = r.integer() != 0;
       g.add_placeholder(t);
     } else if (kind == "constant") {
@@ -279,8 +279,8 @@ Graph parse_graph(const std::string& text) {
       for (int64_t k = 0; k < na; ++k) attrs.push_back(r.attr());
       if (const std::string why = schema_mismatch(*op, ins.size(), attrs); !why.empty())
         r.fail(why);
-      std::vector<TensorInfo> outs(r.count());
-      for (TensorInfo& t : outs) t = r.info();
+      std::vector<TensorMeta> outs(r.count());
+      for (TensorMeta& t : outs) t = r.info();
       g.add_call(*op, std::move(ins), std::move(attrs), std::move(outs));
     } else if (kind == "output") {
       g.outputs.resize(r.count());

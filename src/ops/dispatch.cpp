@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
+#include "ops/schema.h"
 
 namespace kiln {
 
@@ -48,6 +49,14 @@ std::ostream& operator<<(std::ostream& os, const AttrValue& v) {
   return os;
 }
 
+// ---- TensorMeta ----
+TensorMeta::TensorMeta(DType dtype, Shape sizes)
+    : dtype(dtype), sizes(std::move(sizes)), strides(contiguous_strides(this->sizes)) {}
+
+TensorMeta TensorMeta::of(const Tensor& t) {
+  return {t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()};
+}
+
 // ---- registry ----
 namespace {
 struct Registry {
@@ -66,6 +75,32 @@ const OpDef& register_op(OpDef def) {
   std::lock_guard<std::mutex> lock(r.mu);
   std::string name(def.name);
   KILN_CHECK(!r.ops.count(name), Error, "register_op: an op named '", name, "' already exists");
+  const bool random = def.kind == OpKind::Random;
+  KILN_CHECK(random == (def.philox_attrs[0] >= 0 && def.philox_attrs[1] >= 0), Error,
+             "register_op: '", name, "': ",
+             random ? "a Random op must state the positions of its Philox seed and offset "
+                      "(philox_attrs)"
+                    : "only Random ops have Philox attributes");
+  // The schema names the attributes; an op may repeat them only to name ones an open schema
+  // (`...`) leaves unnamed.
+  if (!def.schema.empty()) {
+    std::vector<std::string_view> names = schema_attr_names(def.name, def.schema);
+    KILN_CHECK(def.attr_names.size() <= names.size() || def.schema.find("...") != def.schema.npos,
+               Error, "register_op: '", name, "' names more attributes than its schema has");
+    for (size_t k = 0; k < names.size(); ++k)
+      KILN_CHECK(k >= def.attr_names.size() || def.attr_names[k] == names[k], Error,
+                 "register_op: '", name, "' names attribute ", k, " '", def.attr_names[k],
+                 "' but its schema calls it '", names[k], "'");
+    if (def.attr_names.size() < names.size()) def.attr_names = std::move(names);
+  }
+  if (random) {
+    const auto named = [&](int8_t k, std::string_view want) {
+      return static_cast<size_t>(k) < def.attr_names.size() && def.attr_names[k] == want;
+    };
+    KILN_CHECK(named(def.philox_attrs[0], "seed") && named(def.philox_attrs[1], "offset"), Error,
+               "register_op: '", name, "': philox_attrs must point at attributes named seed and "
+               "offset");
+  }
   auto owned = std::make_unique<OpDef>(std::move(def));
   const OpDef& ref = *owned;
   r.ops.emplace(std::move(name), std::move(owned));
@@ -93,6 +128,31 @@ DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor) {
 }
 
 // ---- dispatch ----
+namespace {
+
+bool has_internal_overlap(const Tensor& t);
+
+}  // namespace
+
+void check_destination(const OpDef& op, const TensorMeta& result, const Tensor& dst) {
+  KILN_CHECK(dst.sizes() == result.sizes, ShapeError, op.name, ": the result has shape ",
+             IntList(result.sizes), " but the output tensor has shape ", dst.shape_str(),
+             " (an in-place op cannot change its tensor's shape)");
+  KILN_CHECK(can_cast(result.dtype, dst.dtype()), DTypeError, op.name, ": result type ",
+             result.dtype, " can't be cast to the desired output type ", dst.dtype());
+  KILN_CHECK(!has_internal_overlap(dst), ValueError, op.name,
+             ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
+             dst.shape_str(), ", strides ", IntList(dst.strides()), "); call .clone() on it first");
+}
+
+void run_kernel_fresh(const OpCall& call, std::span<const TensorMeta> metas,
+                      std::span<Tensor> outputs) {
+  for (size_t i = 0; i < metas.size(); ++i) outputs[i] = make_tensor(metas[i].sizes, metas[i].dtype);
+  call.op.kernel(call, outputs.first(metas.size()));
+  if (autograd::inference_mode()) [[unlikely]]
+    for (size_t i = 0; i < metas.size(); ++i) outputs[i].impl()->set_inference(true);
+}
+
 namespace {
 
 // True when some element of `t` is reachable through two different indices (an expanded
@@ -128,20 +188,12 @@ bool safe_to_alias(const OpDef& op, const Tensor& input, const Tensor& out) {
   return ahi <= blo || bhi <= alo;
 }
 
-int run_into(const OpDef& op, const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> metas, int n,
+int run_into(const OpDef& op, const OpCall& call, std::span<TensorMeta, kMaxOpOutputs> metas, int n,
              std::span<Tensor, kMaxOpOutputs> outputs) {
   for (int i = 0; i < n; ++i) {
     Tensor& out = outputs[static_cast<size_t>(i)];
     KILN_CHECK(out.defined(), Error, op.name, ": output ", i, " was not provided");
-    KILN_CHECK(out.sizes() == metas[i].sizes, ShapeError, op.name, ": the result has shape ",
-               IntList(metas[i].sizes), " but the output tensor has shape ", out.shape_str(),
-               " (an in-place op cannot change its tensor's shape)");
-    KILN_CHECK(can_cast(metas[i].dtype, out.dtype()), DTypeError, op.name, ": result type ",
-               metas[i].dtype, " can't be cast to the desired output type ", out.dtype());
-    KILN_CHECK(!has_internal_overlap(out), ValueError, op.name,
-               ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
-               out.shape_str(), ", strides ", IntList(out.strides()),
-               "); call .clone() on it first");
+    check_destination(op, metas[i], out);
   }
   bool direct = true;
   for (int i = 0; i < n; ++i) {
@@ -204,19 +256,17 @@ int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
     KILN_CHECK(!outputs[0].defined(), Error, op.name, ": has no in-place or out= form");
     // DataDependent: meta validates, the kernel fills in the sizes. Opaque: meta would have to
     // trace the user's function; the kernel reports how many outputs it made.
-    std::array<OutputMeta, kMaxOpOutputs> metas;
+    std::array<TensorMeta, kMaxOpOutputs> metas;
     int n = op.kind == OpKind::Opaque ? kMaxOpOutputs : op.meta(call, metas);
     op.kernel(call, outputs.first(static_cast<size_t>(n)));
     if (op.kind == OpKind::Opaque)
       while (n > 0 && !outputs[static_cast<size_t>(n - 1)].defined()) --n;
     return n;
   }
-  std::array<OutputMeta, kMaxOpOutputs> metas;
+  std::array<TensorMeta, kMaxOpOutputs> metas;
   const int n = op.meta(call, metas);
   if (outputs[0].defined()) return run_into(op, call, metas, n, outputs);
-  for (int i = 0; i < n; ++i)
-    outputs[static_cast<size_t>(i)] = make_tensor(metas[i].sizes, metas[i].dtype);
-  op.kernel(call, outputs.first(static_cast<size_t>(n)));
+  run_kernel_fresh(call, std::span(metas).first(static_cast<size_t>(n)), outputs);
   return n;
 }
 }  // namespace

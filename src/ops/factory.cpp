@@ -16,7 +16,7 @@ void fill_tensor(const Tensor& out, const Scalar& value);  // pointwise_ternary.
 
 namespace {
 // full: attrs [size, value, dtype]
-int full_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int full_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   checked_numel(c.attrs.ints(0), "full");
   return one_output(out, c.attrs.dtype(2), Shape(c.attrs.ints(0)));
 }
@@ -39,7 +39,7 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
   }
   return static_cast<int64_t>(std::ceil((e - s) / st));
 }
-int arange_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int arange_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.dtype(3) != DType::Bool, DTypeError, "arange: dtype bool is not supported");
   int64_t n = arange_length(c.attrs.scalar(0), c.attrs.scalar(1), c.attrs.scalar(2));
   return one_output(out, c.attrs.dtype(3), Shape{n});
@@ -47,7 +47,7 @@ int arange_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void arange_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   const Scalar start = c.attrs.scalar(0), step = c.attrs.scalar(2);
-  KILN_DISPATCH_NUMERIC(out.dtype(), "arange", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_NUMERIC(out.dtype(), "arange", [&]<typename T>() {
     T* p = out.data_ptr<T>();
     if (start.is_integral() && step.is_integral()) {
       int64_t s = start.to_int(), k = step.to_int();
@@ -60,7 +60,7 @@ void arange_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 // linspace: attrs [start, end, steps, dtype]; symmetric from both ends as PyTorch does.
-int linspace_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int linspace_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.i(2) >= 0, ValueError, "linspace: number of steps must be non-negative, got ",
              c.attrs.i(2));
   KILN_CHECK(c.attrs.dtype(3) != DType::Bool, DTypeError, "linspace: dtype bool is not supported");
@@ -71,7 +71,7 @@ void linspace_kernel(const OpCall& c, std::span<Tensor> outs) {
   const double a = c.attrs.f(0), b = c.attrs.f(1);
   const int64_t n = c.attrs.i(2);
   const double step = n > 1 ? (b - a) / static_cast<double>(n - 1) : 0.0;
-  KILN_DISPATCH_NUMERIC(out.dtype(), "linspace", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_NUMERIC(out.dtype(), "linspace", [&]<typename T>() {
     T* p = out.data_ptr<T>();
     const int64_t half = n / 2;
     for (int64_t i = 0; i < n; ++i) {
@@ -83,7 +83,7 @@ void linspace_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 // eye: attrs [n, m, dtype]
-int eye_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int eye_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.i(0) >= 0 && c.attrs.i(1) >= 0, ValueError, "eye: n (", c.attrs.i(0),
              ") and m (", c.attrs.i(1), ") must be non-negative");
   return one_output(out, c.attrs.dtype(2), Shape{c.attrs.i(0), c.attrs.i(1)});
@@ -92,7 +92,7 @@ void eye_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   fill_tensor(out, 0);
   const int64_t n = c.attrs.i(0), m = c.attrs.i(1);
-  KILN_DISPATCH_ALL(out.dtype(), "eye", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "eye", [&]<typename T>() {
     T* p = out.data_ptr<T>();
     for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = T(1);
   });

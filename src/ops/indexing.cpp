@@ -118,7 +118,7 @@ void masked_select_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 
 // ---- index_select: inputs [x, index]; attrs [dim] ----
-int index_select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int index_select_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   const Tensor& index = c.in(1);
   check_index_dtype("index_select", index, /*allow_int32=*/true);
@@ -149,7 +149,7 @@ const OpDef& index_select_op =
                  .derivative = {.fn = index_select_derivative, .saved_inputs = save({1})}});
 
 // ---- embedding: inputs [weight [V, D], indices (any shape)] -> [..., D] ----
-int embedding_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int embedding_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& weight = c.in(0);
   const Tensor& indices = c.in(1);
   KILN_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be 2-d [num_embeddings, ",
@@ -200,7 +200,7 @@ int64_t check_scatter_gather(const OpCall& c, const char* op, const Tensor* src)
   return dim;
 }
 
-int gather_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int gather_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, "gather", nullptr);
   return one_output(out, c.in(0).dtype(), c.in(1).sizes());
 }
@@ -213,7 +213,7 @@ void gather_kernel(const OpCall& c, std::span<Tensor> outs) {
   check_index_bounds("gather", index, x.size(dim), dim);
   const int64_t len = index.size(dim), xs = x.stride(dim), is = index.stride(dim),
                 os = out.stride(dim);
-  KILN_DISPATCH_ALL(x.dtype(), "gather", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), "gather", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     const int64_t* ip = index.data_ptr<int64_t>();
     T* op = out.data_ptr<T>();
@@ -236,7 +236,7 @@ const OpDef& gather_op =
                  .kernel = gather_kernel,
                  .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
 
-int scatter_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int scatter_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, c.op.name.data(), &c.in(2));
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
@@ -255,7 +255,7 @@ void scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
   if (index.numel() == 0) return;
   const int64_t len = index.size(dim), ss = src.stride(dim), is = index.stride(dim),
                 os = out.stride(dim);
-  KILN_DISPATCH_ALL(out.dtype(), name, [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), name, [&]<typename T>() {
     const T* sp = src.data_ptr<T>();
     const int64_t* ip = index.data_ptr<int64_t>();
     T* op = out.data_ptr<T>();
@@ -296,7 +296,7 @@ const OpDef& scatter_add_op =
                  .derivative = {.fn = scatter_add_derivative, .saved_inputs = save({1})}});
 
 // ---- index_add: inputs [x, index, source]; attrs [dim, alpha] ----
-int index_add_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int index_add_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   const Tensor& index = c.in(1);
   const Tensor& source = c.in(2);
@@ -338,7 +338,7 @@ void index_add_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t blk = std::clamp<int64_t>((inner + 7) / 8, 16, 1024);
   const int64_t blocks = (inner + blk - 1) / blk;
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / (n * std::min(inner, blk)));
-  KILN_DISPATCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "index_add", [&]<typename T>() {
     const T alpha = c.attrs.scalar(1).to<T>();
     const T* sp = src.data_ptr<T>();
     T* op = out.data_ptr<T>();
@@ -374,7 +374,7 @@ const OpDef& index_add_op = register_op(
      .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
 
 // ---- masked_select: inputs [x, mask] -> 1-d (data-dependent size) ----
-int masked_select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int masked_select_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.in(1).dtype() == DType::Bool, DTypeError,
              "masked_select: mask must be a bool tensor, got dtype ", c.in(1).dtype());
   broadcast_shapes("masked_select", c.inputs);
@@ -395,7 +395,7 @@ void masked_select_kernel(const OpCall& c, std::span<Tensor> outs) {
                    });
   outs[0] = make_tensor({count}, x.dtype());
   if (count == 0) return;
-  KILN_DISPATCH_ALL(x.dtype(), "masked_select", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), "masked_select", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     T* op = outs[0].data_ptr<T>();
     const int64_t xs = x.stride(last);
@@ -416,7 +416,7 @@ const OpDef& masked_select_op =
                  .derivative = {.fn = masked_select_derivative, .saved_inputs = save({1})}});
 
 // ---- nonzero: [n, ndim] int64 coordinates of the nonzero elements, in row-major order ----
-int nonzero_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int nonzero_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, DType::Int64, Shape{});
 }
 void nonzero_kernel(const OpCall& c, std::span<Tensor> outs) {
@@ -424,7 +424,7 @@ void nonzero_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor x = at_least_1d(c.in(0));
   const int64_t last = x.dim() - 1, len = x.size(last), xs = x.stride(last);
   const int64_t lines = num_lines(x.sizes(), last);
-  KILN_DISPATCH_ALL(x.dtype(), "nonzero", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), "nonzero", [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     int64_t count = 0;
     for_each_line<1>(x.sizes(), last, {x.strides()}, 0, lines,
@@ -450,7 +450,7 @@ const OpDef& nonzero_op = register_op({.name = "nonzero",
                                        .kernel = nonzero_kernel});
 
 // ---- one_hot: inputs [indices int64]; attrs [num_classes >= 0] -> int64 [..., num_classes] ----
-int one_hot_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int one_hot_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.in(0).dtype() == DType::Int64, DTypeError,
              "one_hot: indices must be an int64 tensor, got dtype ", c.in(0).dtype());
   const int64_t classes = c.attrs.i(0);

@@ -20,7 +20,7 @@ std::string shapes_of(std::span<const Tensor> ts) {
 }
 
 // cat: inputs = the tensors; attrs [dim]
-int cat_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int cat_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(!c.inputs.empty(), ValueError, "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < c.inputs.size(); ++i)
     KILN_CHECK(c.in(i).dim() > 0, ShapeError, "cat: zero-dimensional tensor (at position ", i,

@@ -300,7 +300,7 @@ Shape broadcast_batch(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 // ---- matmul: torch.matmul semantics, any ranks >= 1 ----
-int matmul_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int matmul_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &a = c.in(0), &b = c.in(1);
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
              "matmul: both arguments need at least 1 dimension, got shapes ", a.shape_str(),
@@ -319,7 +319,7 @@ int matmul_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void matmul_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor &a = c.in(0), &b = c.in(1);
   const Shape batch = broadcast_batch("matmul", a, b);
-  KILN_DISPATCH_FLOATING(a.dtype(), "matmul", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(a.dtype(), "matmul", [&]<typename T>() {
     Operand<T> oa = operand<T>(a), ob = operand<T>(b);
     if (a.dim() == 1) {  // [k] -> [1, k]
       oa.sizes = {1, a.size(0)};
@@ -334,7 +334,7 @@ void matmul_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // ---- mm: [n, k] @ [k, m] ----
-int mm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int mm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &a = c.in(0), &b = c.in(1);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: expected 2-D tensors, got shapes ",
              a.shape_str(), " and ", b.shape_str());
@@ -344,14 +344,14 @@ int mm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, a.dtype(), {a.size(0), b.size(1)});
 }
 void mm_kernel(const OpCall& c, std::span<Tensor> outs) {
-  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "mm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(c.in(0).dtype(), "mm", [&]<typename T>() {
     batched_gemm<T>(outs[0].data_ptr<T>(), {}, operand<T>(c.in(0)), operand<T>(c.in(1)), T(1),
                     T(0));
   });
 }
 
 // ---- bmm: [B, n, k] @ [B, k, m], no broadcasting ----
-int bmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int bmm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &a = c.in(0), &b = c.in(1);
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got shapes ",
              a.shape_str(), " and ", b.shape_str());
@@ -364,7 +364,7 @@ int bmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
   return one_output(out, a.dtype(), {a.size(0), a.size(1), b.size(2)});
 }
 void bmm_kernel(const OpCall& c, std::span<Tensor> outs) {
-  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "bmm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(c.in(0).dtype(), "bmm", [&]<typename T>() {
     const Shape batch{c.in(0).size(0)};
     batched_gemm<T>(outs[0].data_ptr<T>(), batch, operand<T>(c.in(0)), operand<T>(c.in(1)), T(1),
                     T(0));
@@ -372,7 +372,7 @@ void bmm_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // ---- addmm: beta * self + alpha * (a @ b), self broadcast to [n, m]; attrs [beta, alpha] ----
-int addmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int addmm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &self = c.in(0), &a = c.in(1), &b = c.in(2);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "addmm: expected 2-D matrices, got shapes ",
              a.shape_str(), " and ", b.shape_str());
@@ -394,7 +394,7 @@ int addmm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.in(0);
   const Tensor& out = outs[0];
-  KILN_DISPATCH_FLOATING(out.dtype(), "addmm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(out.dtype(), "addmm", [&]<typename T>() {
     const T beta = c.attrs.scalar(0).to<T>(), alpha = c.attrs.scalar(1).to<T>();
     T* o = out.data_ptr<T>();
     const int64_t n = out.size(0), m = out.size(1);

@@ -202,7 +202,7 @@ void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, cons
 
 // ---- layer_norm: inputs [x, weight?, bias?]; attrs [normalized_shape, eps, has_weight,
 // has_bias]; outputs [y, mean, rstd] (the statistics are kept for the backward pass) ----
-int layer_norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int layer_norm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   const IntList shape = c.attrs.ints(0);
   check_normalized_shape("layer_norm", x, shape);
@@ -223,7 +223,7 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor w = has_w ? c.in(1).contiguous() : Tensor();
   const Tensor b = has_b ? c.in(1 + has_w).contiguous() : Tensor();
   const int64_t rows = leading_rows(x, nd), n = rows == 0 ? 0 : x.numel() / rows;
-  KILN_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "layer_norm", [&]<typename T>() {
     const T eps = static_cast<T>(c.attrs.f(1));
     const T* xp = x.data_ptr<T>();
     T* yp = outs[0].data_ptr<T>();
@@ -267,7 +267,7 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 // ---- rms_norm: inputs [x, weight?]; attrs [normalized_shape, eps, has_weight];
 // outputs [y, rstd] ----
-int rms_norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int rms_norm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   const IntList shape = c.attrs.ints(0);
   check_normalized_shape("rms_norm", x, shape);
@@ -285,7 +285,7 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor x = c.in(0).contiguous();
   const Tensor w = has_w ? c.in(1).contiguous() : Tensor();
   const int64_t rows = leading_rows(x, nd), n = rows == 0 ? 0 : x.numel() / rows;
-  KILN_DISPATCH_FLOATING(x.dtype(), "rms_norm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "rms_norm", [&]<typename T>() {
     using V = Vec<T>;
     constexpr int64_t W = V::width;
     const T eps = static_cast<T>(c.attrs.f(1));

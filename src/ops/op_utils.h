@@ -32,15 +32,13 @@ Tensor unreduce(const Tensor& grad, IntList in_sizes, IntList dims, bool keepdim
 int64_t reduced_count(IntList in_sizes, IntList dims);
 
 // Fills meta slot 0 and returns 1 (the common single-output case).
-inline int one_output(std::span<OutputMeta, kMaxOpOutputs> out, DType dtype, Shape sizes) {
-  out[0].dtype = dtype;
-  out[0].sizes = std::move(sizes);
+inline int one_output(std::span<TensorMeta, kMaxOpOutputs> out, DType dtype, Shape sizes) {
+  out[0] = TensorMeta(dtype, std::move(sizes));
   return 1;
 }
 
 // Shorthands for calling dispatch from the functional API.
-template <typename... Ts>
-Tensor call(const OpDef& op, std::initializer_list<Tensor> inputs, Attrs attrs = {}) {
+inline Tensor call(const OpDef& op, std::initializer_list<Tensor> inputs, Attrs attrs = {}) {
   return dispatch1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 inline Tensor& call_into(Tensor& out, const OpDef& op, std::initializer_list<Tensor> inputs,

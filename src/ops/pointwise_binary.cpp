@@ -11,7 +11,7 @@ namespace kiln {
 
 Tensor wrap_scalar(const Scalar& s) {
   Tensor t = make_tensor({}, s.dtype());
-  KILN_DISPATCH_ALL(s.dtype(), "wrap_scalar",
+  KILN_DTYPE_SWITCH_ALL(s.dtype(), "wrap_scalar",
                     [&]<typename T>() { *static_cast<T*>(t.data_ptr()) = s.to<T>(); });
   t.impl()->set_wrapped_number(true);
   return t;
@@ -29,7 +29,7 @@ void check_alpha(const OpCall& c, DType result) {
              DTypeError, c.op.name, ": for bool inputs alpha must be a bool, got ", alpha);
 }
 template <bool Sub>
-int add_sub_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int add_sub_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::All>(c, out);
   KILN_CHECK(!Sub || out[0].dtype != DType::Bool, DTypeError,
              "sub: subtraction of bool tensors is not supported; use logical_xor instead");
@@ -119,7 +119,7 @@ const OpDef& div_op =
 void check_integer_divisor(const OpCall& c, DType dt, int64_t out_numel) {
   if (is_floating(dt) || out_numel == 0) return;  // an empty result divides nothing
   Tensor b = cast(c.in(1), dt);
-  KILN_DISPATCH_ALL(dt, c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(dt, c.op.name.data(), [&]<typename T>() {
     for (T v : b.to_vector<T>())
       KILN_CHECK(v != T(0), ValueError, c.op.name, ": integer division by zero");
   });
@@ -245,7 +245,7 @@ struct pow_fn {
     }
   }
 };
-int pow_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int pow_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   const Tensor& e = c.in(1);
   if (!is_floating(out[0].dtype) && e.impl()->is_wrapped_number()) {

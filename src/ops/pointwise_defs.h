@@ -25,12 +25,12 @@ Fn<T> make_fn(const Attrs& attrs) {
 
 // Instantiates f.template operator()<T>() for the runtime dtype, among the dtypes in Which only.
 template <Dtypes Which, typename F>
-void dispatch_dtypes(DType dt, const OpDef& op, F&& f) {
+void switch_dtype(DType dt, const OpDef& op, F&& f) {
   const char* name = op.name.data();
-  if constexpr (Which == Dtypes::All) return KILN_DISPATCH_ALL(dt, name, f);
-  if constexpr (Which == Dtypes::Numeric) return KILN_DISPATCH_NUMERIC(dt, name, f);
-  if constexpr (Which == Dtypes::Floating) return KILN_DISPATCH_FLOATING(dt, name, f);
-  if constexpr (Which == Dtypes::Integral) return KILN_DISPATCH_INTEGRAL(dt, name, f);
+  if constexpr (Which == Dtypes::All) return KILN_DTYPE_SWITCH_ALL(dt, name, f);
+  if constexpr (Which == Dtypes::Numeric) return KILN_DTYPE_SWITCH_NUMERIC(dt, name, f);
+  if constexpr (Which == Dtypes::Floating) return KILN_DTYPE_SWITCH_FLOATING(dt, name, f);
+  if constexpr (Which == Dtypes::Integral) return KILN_DTYPE_SWITCH_INTEGRAL(dt, name, f);
 }
 
 inline bool supports(Dtypes which, DType dt) {
@@ -57,7 +57,7 @@ inline void check_supported(const OpCall& c, Dtypes which, DType dt) {
 // ---- meta ----
 // The result keeps the (promoted) input dtype; ints are promoted to float32 when `to_float`.
 template <Dtypes Which, bool ToFloat = false, bool BoolOut = false>
-int pointwise_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int pointwise_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   DType dt = result_type(c.inputs);
   if (ToFloat && !is_floating(dt)) dt = kDefaultFloat;
   check_supported(c, Which, dt);
@@ -71,7 +71,7 @@ int pointwise_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 template <template <typename> class Fn, Dtypes Which>
 void map_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
-  dispatch_dtypes<Which>(out.dtype(), c.op, [&]<typename T>() {
+  switch_dtype<Which>(out.dtype(), c.op, [&]<typename T>() {
     auto f = make_fn<Fn, T>(c.attrs);
     using V = Vec<T>;
     if constexpr (std::is_invocable_v<Fn<T>, V>) {
@@ -90,7 +90,7 @@ template <template <typename> class Fn, Dtypes Which>
 void predicate_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   DType dt = result_type(c.inputs);
-  dispatch_dtypes<Which>(dt, c.op, [&]<typename T>() {
+  switch_dtype<Which>(dt, c.op, [&]<typename T>() {
     auto f = make_fn<Fn, T>(c.attrs);
     if constexpr (std::is_invocable_v<Fn<T>, T>) {
       Tensor a = cast(c.in(0), dt);
@@ -110,7 +110,7 @@ namespace kiln::ops {
 template <template <typename> class Fn, Dtypes Which>
 void scalar_map_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
-  dispatch_dtypes<Which>(out.dtype(), c.op, [&]<typename T>() {
+  switch_dtype<Which>(out.dtype(), c.op, [&]<typename T>() {
     auto f = make_fn<Fn, T>(c.attrs);
     Tensor a = cast(c.in(0), out.dtype()), b = cast(c.in(1), out.dtype());
     kernels::map_scalar<T, T, T>(out, f, {&a, &b});

@@ -23,15 +23,15 @@ void convert_into(const Tensor& out, const Tensor& src) {
     });
     return;
   }
-  KILN_DISPATCH_ALL(out.dtype(), "copy_", [&]<typename To>() {
-    KILN_DISPATCH_ALL(src.dtype(), "copy_", [&]<typename From>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "copy_", [&]<typename To>() {
+    KILN_DTYPE_SWITCH_ALL(src.dtype(), "copy_", [&]<typename From>() {
       kernels::map_scalar<To, From>(out, [](From v) { return static_cast<To>(v); }, {&src});
     });
   });
 }
 
 // ---- to_copy: a new contiguous tensor with x's values in dtype (clone, to(dtype)) ----
-int to_copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int to_copy_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.attrs.dtype(0), c.in(0).sizes());
 }
 void to_copy_kernel(const OpCall& c, std::span<Tensor> outs) { convert_into(outs[0], c.in(0)); }
@@ -46,7 +46,7 @@ const OpDef& to_copy_op = register_op(
      .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }}});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
-int copy_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int copy_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& self = c.in(0);
   const Tensor& src = c.in(1);
   Shape b = broadcast_shapes("copy_", c.inputs);
@@ -67,11 +67,11 @@ const OpDef& copy_op =
                  }}});
 
 // ---- fill: out (self's shape and dtype) = value ----
-int fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
 void fill_tensor(const Tensor& out, const Scalar& value) {
-  KILN_DISPATCH_ALL(out.dtype(), "fill_", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "fill_", [&]<typename T>() {
     const T v = value.to<T>();
     kernels::map_scalar<T>(out, [v]() { return v; }, {});
   });
@@ -89,7 +89,7 @@ const OpDef& fill_op =
                  .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}}});
 
 // ---- where ----
-int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int where_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.in(0).dtype() == DType::Bool, DTypeError,
              "where: condition must be a bool tensor, got dtype ", c.in(0).dtype());
   DType dt = result_type(c.inputs.subspan(1));
@@ -97,7 +97,7 @@ int where_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 }
 void where_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
-  KILN_DISPATCH_ALL(out.dtype(), "where", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "where", [&]<typename T>() {
     Tensor a = cast(c.in(1), out.dtype()), b = cast(c.in(2), out.dtype());
     kernels::map_scalar<T, bool, T, T>(out, [](bool m, T x, T y) { return m ? x : y; },
                                        {&c.in(0), &a, &b});
@@ -119,7 +119,7 @@ const OpDef& where_op =
                                 .saved_inputs = save({0})}});
 
 // ---- masked_fill: x with value where mask ----
-int masked_fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int masked_fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   KILN_CHECK(c.in(1).dtype() == DType::Bool, DTypeError,
              "masked_fill: mask must be a bool tensor, got dtype ", c.in(1).dtype());
@@ -130,7 +130,7 @@ int masked_fill_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) 
 }
 void masked_fill_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
-  KILN_DISPATCH_ALL(out.dtype(), "masked_fill", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), "masked_fill", [&]<typename T>() {
     const T v = c.attrs.scalar(0).to<T>();
     kernels::map_scalar<T, T, bool>(out, [v](T x, bool m) { return m ? v : x; },
                                     {&c.in(0), &c.in(1)});
@@ -196,7 +196,7 @@ void addcdiv_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 // Interpolation is defined between floating endpoints only (as PyTorch): integer endpoints
 // must not be promoted to float by a floating weight.
-int lerp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int lerp_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   for (int k = 0; k < 2; ++k)
     KILN_CHECK(is_floating(c.in(k).dtype()), DTypeError, "lerp: ", k == 0 ? "start" : "end",
                " must be floating, got dtype ", c.in(k).dtype(),
@@ -218,7 +218,7 @@ const OpDef& addcmul_op = register_op(
      .meta = pointwise_meta<Dtypes::Numeric>,
      .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>,
      .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}});
-int addcdiv_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int addcdiv_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   KILN_CHECK(is_floating(out[0].dtype), DTypeError,
              "addcdiv: integer division is not supported (inputs promote to ", out[0].dtype, ")");

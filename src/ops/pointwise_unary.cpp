@@ -86,7 +86,7 @@ struct gelu_fn {
     return half * x * (one + vec::erf(x * Vec<T>(T(0.7071067811865476))));
   }
 };
-int gelu_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int gelu_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const std::string& a = c.attrs.str(0);
   KILN_CHECK(a == "none" || a == "tanh", ValueError,
              "gelu: approximate must be \"none\" or \"tanh\", got \"", a, "\"");
@@ -139,7 +139,7 @@ struct clamp_fn {
 };
 // The bounds take part in type promotion as C++ numbers do (as in PyTorch): an integer tensor
 // clamped by a floating bound gives a float32 result, and its in-place form is an error.
-int clamp_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int clamp_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.has(0) || c.attrs.has(1), ValueError,
              "clamp: at least one of min and max must be given");
   DType dt = c.in(0).dtype();

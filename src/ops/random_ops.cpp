@@ -83,7 +83,7 @@ void generate(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
 uint64_t seed_of(const OpCall& c, size_t k) { return static_cast<uint64_t>(c.attrs.i(k)); }
 
 // uniform: attrs [size, dtype, from, to, seed, offset]
-int uniform_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int uniform_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "uniform_: expected a floating dtype, got ",
              c.attrs.dtype(1));
   KILN_CHECK(c.attrs.f(2) <= c.attrs.f(3), ValueError,
@@ -94,7 +94,7 @@ int uniform_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
   const double from = c.attrs.f(2), to = c.attrs.f(3);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
-  KILN_DISPATCH_FLOATING(outs[0].dtype(), "uniform_", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(outs[0].dtype(), "uniform_", [&]<typename T>() {
     const T lo = static_cast<T>(from), hi = static_cast<T>(to);
     const T top = hi > lo ? std::nextafter(hi, lo) : hi;  // keep results below `to`
     generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
@@ -107,7 +107,7 @@ void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // normal: attrs [size, dtype, mean, std, seed, offset]; Box-Muller (cosine branch).
-int normal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int normal_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(is_floating(c.attrs.dtype(1)), DTypeError, "normal_: expected a floating dtype, got ",
              c.attrs.dtype(1));
   KILN_CHECK(c.attrs.f(3) >= 0, ValueError, "normal_: std must be non-negative, got ",
@@ -118,7 +118,7 @@ int normal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void normal_kernel(const OpCall& c, std::span<Tensor> outs) {
   const double mean = c.attrs.f(2), stdev = c.attrs.f(3);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
-  KILN_DISPATCH_FLOATING(outs[0].dtype(), "normal_", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(outs[0].dtype(), "normal_", [&]<typename T>() {
     generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
       double u1, u2;
       if constexpr (std::is_same_v<T, float>) {
@@ -135,7 +135,7 @@ void normal_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // randint: attrs [size, dtype, low, high, seed, offset]
-int randint_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int randint_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const int64_t low = c.attrs.i(2), high = c.attrs.i(3);
   KILN_CHECK(low < high, ValueError, "randint: expects low < high, got low=", low, ", high=", high);
   KILN_CHECK(c.attrs.dtype(1) != DType::Bool, DTypeError, "randint: dtype bool is not supported");
@@ -153,7 +153,7 @@ void randint_kernel(const OpCall& c, std::span<Tensor> outs) {
   // high - low in unsigned arithmetic: the full int64 span does not overflow.
   const uint64_t range = static_cast<uint64_t>(c.attrs.i(3)) - static_cast<uint64_t>(low);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
-  KILN_DISPATCH_NUMERIC(outs[0].dtype(), "randint", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_NUMERIC(outs[0].dtype(), "randint", [&]<typename T>() {
     generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
       uint64_t w = (uint64_t{r[0]} << 32) | r[1];
       return static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + w % range));
@@ -162,7 +162,7 @@ void randint_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // bernoulli: input p (probabilities, any shape); attrs [seed, offset]. 1 where u53 < p.
-int bernoulli_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int bernoulli_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(is_floating(c.in(0).dtype()), DTypeError,
              "bernoulli: probabilities must be floating, got ", c.in(0).dtype());
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
@@ -171,7 +171,7 @@ void bernoulli_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   const uint64_t seed = seed_of(c, 0), offset = seed_of(c, 1);
   Tensor p = c.in(0).contiguous();
-  KILN_DISPATCH_FLOATING(out.dtype(), "bernoulli", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(out.dtype(), "bernoulli", [&]<typename T>() {
     const T* pp = p.data_ptr<T>();
     for (int64_t i = 0; i < p.numel(); ++i)
       KILN_CHECK(pp[i] >= T(0) && pp[i] <= T(1), ValueError,
@@ -195,7 +195,8 @@ const OpDef& uniform_op =
                  .kind = OpKind::Random,
                  .attr_names = {"size", "dtype", "from", "to", "seed", "offset"},
                  .meta = uniform_meta,
-                 .kernel = uniform_kernel});
+                 .kernel = uniform_kernel,
+                 .philox_attrs = {4, 5}});
 const OpDef& normal_op =
     register_op({.name = "normal",
                  .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, "
@@ -203,7 +204,8 @@ const OpDef& normal_op =
                  .kind = OpKind::Random,
                  .attr_names = {"size", "dtype", "mean", "std", "seed", "offset"},
                  .meta = normal_meta,
-                 .kernel = normal_kernel});
+                 .kernel = normal_kernel,
+                 .philox_attrs = {4, 5}});
 const OpDef& randint_op = register_op(
     {.name = "randint",
      .schema =
@@ -211,14 +213,16 @@ const OpDef& randint_op = register_op(
      .kind = OpKind::Random,
      .attr_names = {"size", "dtype", "low", "high", "seed", "offset"},
      .meta = randint_meta,
-     .kernel = randint_kernel});
+     .kernel = randint_kernel,
+                 .philox_attrs = {4, 5}});
 const OpDef& bernoulli_op =
     register_op({.name = "bernoulli",
                  .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
                  .kind = OpKind::Random,
                  .attr_names = {"seed", "offset"},
                  .meta = bernoulli_meta,
-                 .kernel = bernoulli_kernel});
+                 .kernel = bernoulli_kernel,
+                 .philox_attrs = {0, 1}});
 
 }  // namespace ops
 
@@ -235,7 +239,7 @@ std::pair<int64_t, int64_t> reserve(Generator* g, IntList sizes, const char* op)
 // before counters are reserved, so an invalid call leaves the generator untouched.
 Attrs draw_attrs(const OpDef& op, IntList sizes, DType dtype, AttrValue a, AttrValue b,
                  Generator* gen, const char* name) {
-  std::array<OutputMeta, kMaxOpOutputs> metas;
+  std::array<TensorMeta, kMaxOpOutputs> metas;
   const Attrs probe = {ops::ints_attr(sizes), dtype, a, b, int64_t{0}, int64_t{0}};
   op.meta(OpCall{op, {}, probe}, metas);
   auto [seed, offset] = reserve(gen, sizes, name);
@@ -258,7 +262,7 @@ Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator*
   return dispatch1(ops::randint_op, {}, attrs);
 }
 Tensor bernoulli(const Tensor& p, Generator* gen) {
-  std::array<OutputMeta, kMaxOpOutputs> metas;
+  std::array<TensorMeta, kMaxOpOutputs> metas;
   const Attrs probe = {int64_t{0}, int64_t{0}};
   ops::bernoulli_op.meta(OpCall{ops::bernoulli_op, {&p, 1}, probe}, metas);  // validate first
   auto [seed, offset] = reserve(gen, p.sizes(), "bernoulli");

@@ -76,7 +76,7 @@ DType sum_dtype(const OpCall& c) {
   return is_floating(d) ? d : DType::Int64;
 }
 
-int sum_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int sum_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, sum_dtype(c), reduce_shape(c).out_sizes);
 }
 
@@ -99,14 +99,14 @@ void sum_prod_kernel(const OpCall& c, std::span<Tensor> outs) {
   if (od == DType::Bool) {
     run.template operator()<bool, bool>();
   } else if (is_floating(od)) {
-    KILN_DISPATCH_FLOATING(x.dtype(), name, [&]<typename T>() {
+    KILN_DTYPE_SWITCH_FLOATING(x.dtype(), name, [&]<typename T>() {
       if (od == DType::Float32)
         run.template operator()<T, float>();
       else
         run.template operator()<T, double>();
     });
   } else {
-    KILN_DISPATCH_INTEGRAL(x.dtype(), name, [&]<typename T>() {
+    KILN_DTYPE_SWITCH_INTEGRAL(x.dtype(), name, [&]<typename T>() {
       if (od == DType::Int32)
         run.template operator()<T, int32_t>();
       else
@@ -245,7 +245,7 @@ const OpDef& prod_op = register_op(
 
 // ---- mean ----
 
-int floating_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int floating_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_floating(c);
   return one_output(out, c.in(0).dtype(), reduce_shape(c).out_sizes);
 }
@@ -253,7 +253,7 @@ int floating_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 void mean_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ReduceShape s = reduce_shape(c);
   const double count = static_cast<double>(s.num_red);  // 0 gives NaN, as PyTorch
-  KILN_DISPATCH_FLOATING(c.in(0).dtype(), "mean", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(c.in(0).dtype(), "mean", [&]<typename T>() {
     auto r = make_reducer<T, T>(0.0, IdentityMap{}, fold::Add{},
                                 [count](double a, int64_t) { return static_cast<T>(a / count); });
     reduce_loop<T>(c.in(0), s.reduced, outs[0].data_ptr<T>(), r);
@@ -271,7 +271,7 @@ const OpDef& mean_op =
 
 // ---- amax, amin ----
 
-int extreme_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int extreme_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   ReduceShape s = reduce_shape(c);
   check_nonempty(c, s);
   return one_output(out, c.in(0).dtype(), std::move(s.out_sizes));
@@ -280,7 +280,7 @@ int extreme_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
 template <bool IsMax>
 void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ReduceShape s = reduce_shape(c);
-  KILN_DISPATCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
     using Fold = std::conditional_t<IsMax, fold::Max, fold::Min>;
     auto r = make_reducer<T, T>(IsMax ? lowest_value<T>() : highest_value<T>(), IdentityMap{},
                                 Fold{}, [](T a, int64_t) { return a; });
@@ -341,14 +341,14 @@ ArgShape arg_shape(const OpCall& c) {
   return a;
 }
 
-int max_dim_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int max_dim_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   ArgShape a = arg_shape(c);
   out[0] = {c.in(0).dtype(), a.out_sizes};
   out[1] = {DType::Int64, std::move(a.out_sizes)};
   return 2;
 }
 
-int argmax_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int argmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, DType::Int64, arg_shape(c).out_sizes);
 }
 
@@ -357,7 +357,7 @@ void arg_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ArgShape a = arg_shape(c);
   const bool with_values = outs.size() == 2;
   const Tensor x = c.in(0).contiguous();
-  KILN_DISPATCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
     kernels::arg_reduce<IsMax>(x.data_ptr<T>(), a.outer, a.n, a.inner,
                                with_values ? outs[0].data_ptr<T>() : nullptr,
                                outs[with_values ? 1 : 0].data_ptr<int64_t>());
@@ -403,7 +403,7 @@ void var_kernel(const OpCall& c, std::span<Tensor> outs) {
   // PyTorch divides by max(0, n - correction): too large a correction gives inf (or NaN).
   const double denom = std::max(0.0, n - static_cast<double>(c.attrs.i(2)));
   const Tensor& x = c.in(0);
-  KILN_DISPATCH_FLOATING(x.dtype(), "var", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "var", [&]<typename T>() {
     std::vector<double> mean(static_cast<size_t>(outs[0].numel()));
     reduce_loop<T>(x, s.reduced, mean.data(),
                    make_reducer<T, double>(0.0, IdentityMap{}, fold::Add{},
@@ -434,7 +434,7 @@ const OpDef& var_op =
 void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ReduceShape s = reduce_shape(c);
   const Tensor& x = c.in(0);
-  KILN_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
     // An infinite max is not subtracted: all -inf gives log(0) = -inf, and +inf stays +inf.
     std::vector<double> shift(static_cast<size_t>(outs[0].numel()));
     reduce_loop<T>(
@@ -463,7 +463,7 @@ const OpDef& logsumexp_op = register_op(
 
 // ---- norm ----
 
-int norm_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int norm_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_floating(c);
   ReduceShape s = reduce_shape(c);
   const double p = c.attrs.f(2);
@@ -476,7 +476,7 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ReduceShape s = reduce_shape(c);
   const double p = c.attrs.f(2);
   const Tensor& x = c.in(0);
-  KILN_DISPATCH_FLOATING(x.dtype(), "norm", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "norm", [&]<typename T>() {
     auto run = [&](double identity, auto map, auto fold, auto finish) {
       reduce_loop<T>(x, s.reduced, outs[0].data_ptr<T>(),
                      make_reducer<T, T>(identity, map, fold, finish));
@@ -533,14 +533,14 @@ const OpDef& norm_op = register_op(
 
 // ---- all, any ----
 
-int bool_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int bool_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, DType::Bool, reduce_shape(c).out_sizes);
 }
 
 template <bool IsAll>
 void all_any_kernel(const OpCall& c, std::span<Tensor> outs) {
   const ReduceShape s = reduce_shape(c);
-  KILN_DISPATCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(c.in(0).dtype(), c.op.name.data(), [&]<typename T>() {
     using Fold = std::conditional_t<IsAll, fold::And, fold::Or>;
     auto r = make_reducer<T, bool>(IsAll, IdentityMap{}, Fold{}, [](bool a, int64_t) { return a; });
     reduce_loop<T>(c.in(0), s.reduced, outs[0].data_ptr<bool>(), r);
@@ -563,7 +563,7 @@ const OpDef& any_op = register_op({.name = "any",
 // ---- cumsum, cumprod ----
 // Attributes: 0 = dim, 1 = dtype. Scans keep the input's shape; they are opaque to fusion.
 
-int scan_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int scan_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
   DType dt = c.attrs.has(1) ? c.attrs.dtype(1) : is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -579,7 +579,7 @@ void scan_kernel(const OpCall& c, std::span<Tensor> outs) {
     const int64_t d = wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
     for (int64_t k = 0; k < x.dim(); ++k) (k < d ? outer : k > d ? inner : n) *= x.size(k);
   }
-  KILN_DISPATCH_ALL(out.dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(out.dtype(), c.op.name.data(), [&]<typename T>() {
     using Acc = WideAcc<T>;
     kernels::scan<T, Acc>(x.data_ptr<T>(), out.data_ptr<T>(), outer, n, inner, Acc(Identity),
                           Fold{});

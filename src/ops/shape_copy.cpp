@@ -14,7 +14,7 @@ void fill_tensor(const Tensor& out, const Scalar& value);  // pointwise_ternary.
 namespace {
 
 // ---- tril / triu: inputs [x (>= 2-d)]; attrs [diagonal] ----
-int triangle_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int triangle_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.in(0).dim() >= 2, ShapeError, c.op.name,
              ": input must have at least 2 dimensions, got shape ", c.in(0).shape_str());
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
@@ -29,7 +29,7 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
   // Beyond +-(rows + cols) every diagonal keeps all or nothing; clamping avoids overflow.
   const int64_t span = x.size(last - 1) + cols + 1;
   const int64_t diagonal = std::clamp<int64_t>(c.attrs.i(0), -span, span);
-  KILN_DISPATCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), c.op.name.data(), [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     T* op = out.data_ptr<T>();
     kernels::parallel_range(
@@ -85,7 +85,7 @@ Shape repeat_sizes(const Tensor& x, IntList repeats) {
   checked_numel(sizes, "repeat");
   return sizes;
 }
-int repeat_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int repeat_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(), repeat_sizes(c.in(0), c.attrs.ints(0)));
 }
 // The output seen as [r0, s0, r1, s1, ...] (repeat count, input size per dim) receives the
@@ -132,7 +132,7 @@ const OpDef& repeat_op = register_op({.name = "repeat",
                                       .derivative = {.fn = repeat_derivative}});
 
 // ---- flip: inputs [x]; attrs [dims] ----
-int flip_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int flip_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   if (!c.attrs.ints(0).empty()) reduction_dims(c.attrs.ints(0), c.in(0).dim(), "flip");
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
@@ -175,7 +175,7 @@ Shape roll_shifts(const Tensor& x, IntList shifts, IntList dims) {
   }
   return net;
 }
-int roll_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int roll_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   roll_shifts(c.in(0), c.attrs.ints(0), c.attrs.ints(1));
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
@@ -238,7 +238,7 @@ Shape padded_sizes(const Tensor& x, IntList pad) {
   }
   return sizes;
 }
-int pad_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int pad_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   Shape sizes = padded_sizes(c.in(0), c.attrs.ints(0));
   checked_numel(sizes, "pad");
   return one_output(out, c.in(0).dtype(), std::move(sizes));

@@ -243,7 +243,7 @@ void softmax_slice_parallel(const T* x, T* y, int64_t d, int64_t inner, T* scrat
   }
 }
 
-int softmax_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int softmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   wrap_dim(c.attrs.i(0), x.dim(), c.op.name.data());
   KILN_CHECK(is_floating(x.dtype()), DTypeError, c.op.name,
@@ -262,7 +262,7 @@ void softmax_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t d = x.dim() == 0 ? 1 : x.size(dim);
   for (int64_t k = 0; k < dim; ++k) outer *= x.size(k);
   for (int64_t k = dim + 1; k < x.dim(); ++k) inner *= x.size(k);
-  KILN_DISPATCH_FLOATING(x.dtype(), c.op.name.data(), [&]<typename T>() {
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), c.op.name.data(), [&]<typename T>() {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     if (inner == 1) {

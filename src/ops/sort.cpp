@@ -56,7 +56,7 @@ void for_each_sorted_line(const Tensor& x_in, int64_t dim, const Tensor& values_
 }
 
 // ---- sort: inputs [x]; attrs [dim, descending] -> (values, int64 indices) ----
-int sort_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int sort_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   wrap_dim(c.attrs.i(0), c.in(0).dim(), "sort");
   out[0] = {c.in(0).dtype(), c.in(0).sizes()};
   out[1] = {DType::Int64, c.in(0).sizes()};
@@ -67,7 +67,7 @@ void sort_kernel(const OpCall& c, std::span<Tensor> outs) {
   if (x.numel() == 0) return;
   const int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), "sort");
   const bool desc = c.attrs.b(1);
-  KILN_DISPATCH_ALL(x.dtype(), "sort", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_ALL(x.dtype(), "sort", [&]<typename T>() {
     using P = std::pair<T, int64_t>;
     for_each_sorted_line<T>(x, dim, outs[0], outs[1], [desc](std::vector<P>& line) {
       if (desc) {
@@ -101,7 +101,7 @@ const OpDef& sort_op = register_op(
      .derivative = {.fn = sorted_values_derivative<0>, .saved_outputs = save({1})}});
 
 // ---- topk: inputs [x]; attrs [k, dim, largest, sorted] -> (values, int64 indices) ----
-int topk_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int topk_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.dtype() != DType::Bool, DTypeError, "topk: not supported for dtype bool");
   const int64_t k = c.attrs.i(0);
@@ -124,7 +124,7 @@ void topk_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t k = c.attrs.i(0);
   const int64_t dim = wrap_dim(c.attrs.i(1), x.dim(), "topk");
   const bool largest = c.attrs.b(2);
-  KILN_DISPATCH_NUMERIC(x.dtype(), "topk", [&]<typename T>() {
+  KILN_DTYPE_SWITCH_NUMERIC(x.dtype(), "topk", [&]<typename T>() {
     using P = std::pair<T, int64_t>;
     auto run = [&](auto before) {
       for_each_sorted_line<T>(x, dim, outs[0], outs[1], [&](std::vector<P>& line) {

@@ -76,7 +76,7 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& sizes) {
   return strides;
 }
 
-int view_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int view_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(),
                     infer_size(c.attrs.ints(0), c.in(0).numel(), "view", c.in(0)));
 }
@@ -106,7 +106,7 @@ Shape permuted(const Tensor& x, IntList dims, Shape* strides) {
   }
   return sizes;
 }
-int permute_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int permute_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(), permuted(c.in(0), c.attrs.ints(0), nullptr));
 }
 Tensor permute_fn(const OpCall& c) {
@@ -143,7 +143,7 @@ Shape expanded(const Tensor& x, IntList sizes, Shape* strides) {
   }
   return out;
 }
-int expand_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int expand_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(), expanded(c.in(0), c.attrs.ints(0), nullptr));
 }
 Tensor expand_fn(const OpCall& c) {
@@ -169,7 +169,7 @@ SliceGeom slice_geom(const OpCall& c) {
   int64_t len = end > start ? (end - start + step - 1) / step : 0;
   return {dim, start, len, step};
 }
-int slice_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int slice_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   SliceGeom g = slice_geom(c);
   Shape sizes = c.in(0).sizes();
   sizes[g.dim] = g.len;
@@ -194,7 +194,7 @@ std::pair<int64_t, int64_t> select_geom(const OpCall& c) {
              " is out of bounds for dimension ", dim, " with size ", n);
   return {dim, index < 0 ? index + n : index};
 }
-int select_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int select_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   auto [dim, index] = select_geom(c);
   Shape sizes = c.in(0).sizes();
   sizes.erase(static_cast<size_t>(dim));
@@ -236,7 +236,7 @@ Tensor squeeze_fn(const OpCall& c) {
   }
   return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
 }
-int squeeze_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int squeeze_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   auto drop = squeeze_keep(c);
   Shape sizes;
@@ -257,7 +257,7 @@ Tensor unsqueeze_fn(const OpCall& c) {
   strides.insert(static_cast<size_t>(d), st);
   return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
 }
-int unsqueeze_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int unsqueeze_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   Shape sizes = c.in(0).sizes();
   sizes.insert(static_cast<size_t>(unsqueeze_dim(c)), 1);
   return one_output(out, c.in(0).dtype(), std::move(sizes));
@@ -296,7 +296,7 @@ void check_as_strided(const OpCall& c) {
              IntList(strides), " and offset ", offset, " reach element ", last,
              ", out of bounds for storage of ", capacity, " elements");
 }
-int as_strided_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int as_strided_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_as_strided(c);
   return one_output(out, c.in(0).dtype(), Shape(c.attrs.ints(0)));
 }
@@ -335,7 +335,7 @@ Shape diag_shape(const Tensor& x, const DiagGeom& g, Shape* strides) {
   if (strides) strides->push_back(x.stride(g.d1) + x.stride(g.d2));
   return sizes;
 }
-int diagonal_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int diagonal_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return one_output(out, c.in(0).dtype(), diag_shape(c.in(0), diag_geom(c), nullptr));
 }
 Tensor diagonal_fn(const OpCall& c) {
@@ -512,7 +512,7 @@ extern const OpDef& to_copy_op;  // pointwise_ternary.cpp
 // view: graph capture records in-place writes to part of a buffer with it.
 extern const OpDef& as_strided_scatter_op;
 namespace {
-int as_strided_scatter_meta(const OpCall& c, std::span<OutputMeta, kMaxOpOutputs> out) {
+int as_strided_scatter_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& self = c.in(0);
   const Tensor& src = c.in(1);
   const auto& sizes = c.attrs.ints(0);

@@ -21,7 +21,7 @@ struct Counting {
     CompileOptions o;
     auto g = graphs;
     auto n = ops;
-    o.backend = Backend([g, n](const ir::Graph& graph, std::span<const ir::TensorInfo> inputs) {
+    o.backend = Backend([g, n](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
       ++*g;
       *n += static_cast<int>(graph.num_calls());
       return lookup_backend("eager")(graph, inputs);
@@ -159,7 +159,7 @@ TEST(Compile, CacheSizeLimitFallsBackToEagerWithOneWarning) {
 TEST(Compile, AFailedFirstCompileDoesNotPoisonTheCache) {
   auto fail = std::make_shared<bool>(true);
   CompileOptions o;
-  o.backend = Backend([fail](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+  o.backend = Backend([fail](const ir::Graph& g, std::span<const TensorMeta> in) {
     if (*fail) throw Error("backend failed on purpose");
     return lookup_backend("eager")(g, in);
   });
@@ -603,7 +603,7 @@ TEST(FineGrained, IsCompilingAndIsDynamoCompiling) {
   bool during = false, dynamo = false, in_backend = false, in_backend_dynamo = true;
   bool running = false, running_dynamo = true;
   CompileOptions o;
-  o.backend = Backend([&](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+  o.backend = Backend([&](const ir::Graph& g, std::span<const TensorMeta> in) {
     in_backend = is_compiling();
     in_backend_dynamo = is_dynamo_compiling();
     CompiledGraph run = lookup_backend("eager")(g, in);

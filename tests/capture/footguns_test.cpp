@@ -107,7 +107,7 @@ TEST(Footguns, WorkBeforeAThrowTakesEffect) {
   EXPECT_EQ(escaped.to_vector<float>(), std::vector<float>(2, 2.0f));
   EXPECT_EQ(state.to_vector<float>(), std::vector<float>(2, 1.0f));
   CompileOptions failing;
-  failing.backend = Backend([](const ir::Graph&, std::span<const ir::TensorInfo>) -> CompiledGraph {
+  failing.backend = Backend([](const ir::Graph&, std::span<const TensorMeta>) -> CompiledGraph {
     throw Error("backend down");
   });
   auto g = compile(

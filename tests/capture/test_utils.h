@@ -20,7 +20,7 @@ inline void expect_equal(const Tensor& a, const Tensor& b) {
 // Options whose backend counts the graphs it compiles and runs them with the eager backend.
 inline CompileOptions counting(std::shared_ptr<std::atomic<int>> graphs) {
   CompileOptions o;
-  o.backend = Backend([graphs](const ir::Graph& g, std::span<const ir::TensorInfo> in) {
+  o.backend = Backend([graphs](const ir::Graph& g, std::span<const TensorMeta> in) {
     ++*graphs;
     return lookup_backend("eager")(g, in);
   });

@@ -14,7 +14,7 @@ const OpDef& op(const char* name) { return *find_op(name); }
 // %0 + %1, then exp, plus a dead mul and a duplicated exp.
 Graph sample_graph() {
   Graph g;
-  TensorInfo info{DType::Float32, {2, 3}, {3, 1}, 0, false};
+  TensorMeta info{DType::Float32, {2, 3}, {3, 1}, 0, false};
   ValueRef a = g.add_placeholder(info);
   ValueRef b = g.add_placeholder(info);
   ValueRef s = g.add_call(op("add"), {a, b}, Attrs{Scalar(1)}, {info});
@@ -156,7 +156,7 @@ TEST(Interpreter, ChecksInputsAgainstThePlaceholdersOnEveryRun) {
 
 TEST(Interpreter, RejectsReadsOfValuesNoEarlierNodeMade) {
   Graph g;
-  TensorInfo info{DType::Float32, {2}, {1}, 0, false};
+  TensorMeta info{DType::Float32, {2}, {1}, 0, false};
   ValueRef a = g.add_placeholder(info);
   g.add_call(*find_op("neg"), {ValueRef{5, 0}}, Attrs{}, {info});
   g.outputs = {a};

@@ -90,7 +90,7 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
       auto f = kiln::compile(
           [&](std::vector<Tensor> in) { return run_sample(info, std::move(in), backward); },
           CompileOptions{
-              .backend = Backend([&](const ir::Graph& g, std::span<const ir::TensorInfo> infos) {
+              .backend = Backend([&](const ir::Graph& g, std::span<const TensorMeta> infos) {
                 ++compiles;
                 // Every captured graph also survives its text form (the parser checks each call
                 // against its op's schema).

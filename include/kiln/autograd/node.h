@@ -61,6 +61,12 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual Tensor run_pre_hooks(uint32_t output_nr, Tensor grad) const;
   virtual bool has_pre_hooks() const { return !pre_hooks_.empty(); }
 
+  // What the creator of a node calls once per forward input and then once per forward output,
+  // in order: an input gets its gradient edge and metadata, an output its metadata.
+  void add_input(const Tensor& t);
+  void add_output(const Tensor& t);
+
+ protected:
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;

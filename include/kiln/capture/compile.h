@@ -37,7 +37,7 @@ using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> 
 // A backend: compiles a captured graph, given the metadata of its example inputs. Called once
 // per cache miss; may throw kiln::Error (the call fails and nothing is cached).
 using Backend =
-    std::function<CompiledGraph(const ir::Graph& graph, std::span<const ir::TensorInfo> inputs)>;
+    std::function<CompiledGraph(const ir::Graph& graph, std::span<const TensorMeta> inputs)>;
 // Registers a backend under a name (kiln::Error if the name is taken).
 void register_backend(const std::string& name, Backend backend);
 // Names of the registered backends, sorted ("eager" is always there).

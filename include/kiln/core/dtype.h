@@ -8,7 +8,7 @@
 namespace kiln {
 
 // Adding a dtype (bfloat16, float16) means: a row here, a row in kDTypeInfo (dtype.cpp), a case
-// in KILN_DISPATCH_* below, and a C++ type with arithmetic operators; kernels are written as
+// in KILN_DTYPE_SWITCH_* below, and a C++ type with arithmetic operators; kernels are written as
 // templates over the C++ type and pick it up through the dispatch macros.
 enum class DType : uint8_t { Bool, Int32, Int64, Float32, Float64 };
 inline constexpr int kNumDTypes = 5;
@@ -77,18 +77,19 @@ inline constexpr DType dtype_v = dtype_of<T>::value;
 
 }  // namespace kiln
 
-// Dispatch on a runtime dtype to a generic lambda taking a type tag:
-//   KILN_DISPATCH_ALL(dt, "op", [&]<typename T>() { ... });
+// Switch on a runtime dtype to a generic lambda taking a type tag (not to be confused with op
+// dispatch, kiln::dispatch):
+//   KILN_DTYPE_SWITCH_ALL(dt, "op", [&]<typename T>() { ... });
 // Each macro lists the dtypes it accepts; any other dtype throws DTypeError naming the op.
 #define KILN_DTYPE_CASE(DT, CT, ...) \
   case ::kiln::DType::DT:            \
     return __VA_ARGS__.template operator()<CT>();
 
-#define KILN_DISPATCH_FAIL(dt, opname) \
+#define KILN_DTYPE_SWITCH_FAIL(dt, opname) \
   default:                             \
     throw ::kiln::DTypeError(::kiln::detail::concat(opname, ": dtype ", dt, " is not supported"));
 
-#define KILN_DISPATCH_ALL(dt, opname, ...)          \
+#define KILN_DTYPE_SWITCH_ALL(dt, opname, ...)          \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)      \
@@ -96,36 +97,36 @@ inline constexpr DType dtype_v = dtype_of<T>::value;
       KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DISPATCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
     }                                               \
   }()
 
-#define KILN_DISPATCH_NUMERIC(dt, opname, ...)      \
+#define KILN_DTYPE_SWITCH_NUMERIC(dt, opname, ...)      \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DISPATCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
     }                                               \
   }()
 
-#define KILN_DISPATCH_FLOATING(dt, opname, ...)     \
+#define KILN_DTYPE_SWITCH_FLOATING(dt, opname, ...)     \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DISPATCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
     }                                               \
   }()
 
-#define KILN_DISPATCH_INTEGRAL(dt, opname, ...)    \
+#define KILN_DTYPE_SWITCH_INTEGRAL(dt, opname, ...)    \
   [&] {                                            \
     switch (dt) {                                  \
       KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)     \
       KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__) \
       KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__) \
-      KILN_DISPATCH_FAIL(dt, opname)               \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)               \
     }                                              \
   }()

@@ -14,16 +14,6 @@
 
 namespace kiln::ir {
 
-// A tensor's metadata as the graph knows it: what a guard compares for an input.
-struct TensorInfo {
-  DType dtype = DType::Float32;
-  Shape sizes;
-  Shape strides;
-  int64_t storage_offset = 0;
-  bool requires_grad = false;
-  friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
-};
-
 // Where in the user's code a node or a graph break came from ("" when unknown).
 struct SourceLoc {
   std::string file;
@@ -52,7 +42,7 @@ struct Node {
   std::vector<ValueRef> inputs;  // Call only
   Attrs attrs;                   // Call: the op's attributes; Constant: {Scalar value, DType}
   int32_t input_index = -1;      // Placeholder only: which graph input
-  std::vector<TensorInfo> outputs;
+  std::vector<TensorMeta> outputs;
   SourceLoc loc;  // empty when unknown
 };
 
@@ -71,12 +61,12 @@ class Graph {
   std::vector<RuntimeAttr> runtime_attrs;
 
   int32_t num_inputs() const { return num_inputs_; }
-  ValueRef add_placeholder(const TensorInfo& info);
+  ValueRef add_placeholder(const TensorMeta& info);
   ValueRef add_constant(const Scalar& value, DType dtype);
   // Appends a call node; returns a reference to its first output.
   ValueRef add_call(const OpDef& op, std::vector<ValueRef> inputs, Attrs attrs,
-                    std::vector<TensorInfo> outputs, SourceLoc loc = {});
-  const TensorInfo& info(ValueRef v) const { return nodes[v.node].outputs[v.output]; }
+                    std::vector<TensorMeta> outputs, SourceLoc loc = {});
+  const TensorMeta& info(ValueRef v) const { return nodes[v.node].outputs[v.output]; }
   // Number of op-call nodes (what explain reports as ops).
   int64_t num_calls() const;
 

@@ -54,13 +54,31 @@ class Attrs {
 };
 std::ostream& operator<<(std::ostream& os, const AttrValue& v);
 
-// A tensor's dtype and shape without its data: what an op's meta function computes for each
-// output (outputs are contiguous), and what autograd keeps of each input.
+// A tensor's metadata without its data: dtype, shape, layout, and whether it requires grad.
+// One type for every layer that reasons about tensors it does not hold: an op's meta function
+// fills one per output (contiguous, so it only states dtype and sizes), autograd keeps one per
+// input and output of a node, and a graph records one per value (what guards compare for an
+// input).
 struct TensorMeta {
-  DType dtype;
+  DType dtype = DType::Float32;
   Shape sizes;
+  Shape strides;
+  int64_t storage_offset = 0;
+  bool requires_grad = false;
+
+  TensorMeta() = default;
+  // A contiguous tensor of this dtype and shape.
+  TensorMeta(DType dtype, Shape sizes);
+  TensorMeta(DType dtype, Shape sizes, Shape strides, int64_t storage_offset, bool requires_grad)
+      : dtype(dtype),
+        sizes(std::move(sizes)),
+        strides(std::move(strides)),
+        storage_offset(storage_offset),
+        requires_grad(requires_grad) {}
+  // `t`'s metadata (no data is read: works on pending tensors).
+  static TensorMeta of(const Tensor& t);
+  friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
 };
-using OutputMeta = TensorMeta;
 inline constexpr int kMaxOpOutputs = 4;
 
 // What kind of computation an op is: the optimizing backend fuses by kind.
@@ -126,13 +144,17 @@ constexpr uint32_t save(std::initializer_list<int> indices) {
 
 // Shape/dtype inference; runs on metadata only (never touches data) and validates arguments,
 // throwing kiln::Error naming the op, shapes and dtypes. Returns the number of outputs.
-using MetaFn = int (*)(const OpCall& call, std::span<OutputMeta, kMaxOpOutputs> out);
+using MetaFn = int (*)(const OpCall& call, std::span<TensorMeta, kMaxOpOutputs> out);
 // Eager CPU kernel: computes into already allocated outputs, which never partially overlap
 // the inputs (dispatch sees to that). For DataDependent and Opaque ops the kernel allocates
 // outputs.
 using KernelFn = void (*)(const OpCall& call, std::span<Tensor> outputs);
 // View ops: builds the output view over the input's storage.
 using ViewFn = Tensor (*)(const OpCall& call);
+// The op written in more primitive Kiln ops, for the optimizing backend (applied by
+// re-tracing): fills `results` with new tensors holding the op's outputs (for an in-place op,
+// the values it writes). Null: the backend calls the kernel.
+using DecompositionFn = void (*)(const OpCall& call, std::span<Tensor> results);
 
 struct OpDef {
   std::string_view name;
@@ -145,8 +167,11 @@ struct OpDef {
   ViewFn view = nullptr;
   // The derivative written in Kiln ops (read by autograd; see Derivative).
   Derivative derivative{};
-  // Optional decomposition into more primitive ops, for the optimizing backend.
-  const void* decomposition = nullptr;
+  DecompositionFn decomposition = nullptr;
+  // Random ops: the positions in `attrs` of their Philox seed and offset. These change on every
+  // call, so capture passes them to the compiled graph per run instead of guarding on them.
+  // register_op checks that every Random op states them (and no other op does).
+  std::array<int8_t, 2> philox_attrs = {-1, -1};
 };
 
 // Registers an op under its name (done once, at static-initialisation time, by each op's
@@ -156,6 +181,18 @@ const OpDef& register_op(OpDef def);
 const OpDef* find_op(std::string_view name);
 // Every registered op, sorted by name.
 std::vector<const OpDef*> all_ops();
+
+// The rule for writing an op's result into a given tensor (in-place and out= forms), shared by
+// eager dispatch, autograd and capture: the shapes must be equal, the result dtype castable to
+// the destination's (no float → int, as PyTorch), and the destination must not have expanded
+// (stride 0) dims. Throws a kiln::Error subclass naming the op.
+void check_destination(const OpDef& op, const TensorMeta& result, const Tensor& dst);
+
+// Allocates contiguous outputs from `metas` and runs the op's kernel into them: the path of an
+// eager call once its metadata is known, shared with the graph interpreter (which knows the
+// metadata from the graph). Marks the outputs as InferenceMode tensors when that mode is on.
+void run_kernel_fresh(const OpCall& call, std::span<const TensorMeta> metas,
+                      std::span<Tensor> outputs);
 
 // Routes an op call. Fills outputs[0..n) and returns n. If outputs[0] is already defined, the
 // result is written into it (in-place and out= forms): its shape must equal the result's, the
@@ -183,7 +220,21 @@ class DispatchInterceptor {
                          std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) = 0;
 };
 DispatchInterceptor* current_interceptor();
-// Installs `interceptor` for this thread; returns the previous one.
+// Installs `interceptor` for this thread; returns the previous one. Prefer InterceptorScope.
 DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor);
+
+// Installs an interceptor (null: none, the eager kernels) for a scope and restores the previous
+// one when the scope ends, however it ends.
+class InterceptorScope {
+ public:
+  explicit InterceptorScope(DispatchInterceptor* interceptor)
+      : prev_(set_interceptor(interceptor)) {}
+  ~InterceptorScope() { set_interceptor(prev_); }
+  InterceptorScope(const InterceptorScope&) = delete;
+  InterceptorScope& operator=(const InterceptorScope&) = delete;
+
+ private:
+  DispatchInterceptor* prev_;
+};
 
 }  // namespace kiln

@@ -6,7 +6,7 @@
 namespace kiln::backends {
 
 Backend make_eager_backend() {
-  return [](const ir::Graph& graph, std::span<const ir::TensorInfo>) -> CompiledGraph {
+  return [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
     auto interpreter =
         std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
     return [interpreter](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {

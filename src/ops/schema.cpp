@@ -1,10 +1,10 @@
 // Op schema strings parsed once per op into what a call must look like.
-#include "ir/schema.h"
+#include "ops/schema.h"
 
 #include <mutex>
 #include <unordered_map>
 
-namespace kiln::ir {
+namespace kiln {
 
 namespace {
 
@@ -20,6 +20,7 @@ struct CallForm {
   size_t min_inputs = 0;
   size_t max_inputs = 0;  // SIZE_MAX: a Tensor[] takes any number
   std::vector<Param> attrs;
+  std::vector<std::string_view> attr_names;
   bool open_attrs = false;  // `...`: any further attributes (allow_in_graph functions)
 };
 
@@ -49,7 +50,10 @@ std::unique_ptr<CallForm> parse_schema(std::string_view schema) {
     params = comma == std::string_view::npos ? std::string_view() : params.substr(comma + 1);
     while (!param.empty() && param.front() == ' ') param.remove_prefix(1);
     if (param.empty()) continue;
-    const std::string type(param.substr(0, param.find(' ')));
+    const size_t space = param.find(' ');
+    const std::string type(param.substr(0, space));
+    std::string_view name = space == std::string_view::npos ? "" : param.substr(space + 1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
     if (type == "Tensor") {
       ++form->min_inputs;
       ++form->max_inputs;
@@ -61,8 +65,9 @@ std::unique_ptr<CallForm> parse_schema(std::string_view schema) {
       form->open_attrs = true;
     } else {
       Param p{};
-      if (!parse_type(type, p)) return nullptr;
+      if (!parse_type(type, p) || name.empty()) return nullptr;
       form->attrs.push_back(p);
+      form->attr_names.push_back(name);
     }
   }
   return form;
@@ -100,6 +105,13 @@ bool fits(const AttrValue& v, const Param& p) {
 
 }  // namespace
 
+std::vector<std::string_view> schema_attr_names(std::string_view op_name, std::string_view schema) {
+  const std::unique_ptr<CallForm> form = parse_schema(schema);
+  KILN_CHECK(form, Error, "register_op: the schema of '", op_name, "' cannot be parsed: \"",
+             schema, "\"");
+  return form->attr_names;
+}
+
 std::string schema_mismatch(const OpDef& op, size_t num_inputs, const Attrs& attrs) {
   const CallForm* form = form_of(op);
   if (!form) return "";
@@ -120,4 +132,4 @@ std::string schema_mismatch(const OpDef& op, size_t num_inputs, const Attrs& att
   return "";
 }
 
-}  // namespace kiln::ir
+}  // namespace kiln
