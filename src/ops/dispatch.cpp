@@ -98,7 +98,8 @@ const OpDef& register_op(OpDef def) {
       return static_cast<size_t>(k) < def.attr_names.size() && def.attr_names[k] == want;
     };
     KILN_CHECK(named(def.philox_attrs[0], "seed") && named(def.philox_attrs[1], "offset"), Error,
-               "register_op: '", name, "': philox_attrs must point at attributes named seed and "
+               "register_op: '", name,
+               "': philox_attrs must point at attributes named seed and "
                "offset");
   }
   auto owned = std::make_unique<OpDef>(std::move(def));
@@ -147,7 +148,8 @@ void check_destination(const OpDef& op, const TensorMeta& result, const Tensor& 
 
 void run_kernel_fresh(const OpCall& call, std::span<const TensorMeta> metas,
                       std::span<Tensor> outputs) {
-  for (size_t i = 0; i < metas.size(); ++i) outputs[i] = make_tensor(metas[i].sizes, metas[i].dtype);
+  for (size_t i = 0; i < metas.size(); ++i)
+    outputs[i] = make_tensor(metas[i].sizes, metas[i].dtype);
   call.op.kernel(call, outputs.first(metas.size()));
   if (autograd::inference_mode()) [[unlikely]]
     for (size_t i = 0; i < metas.size(); ++i) outputs[i].impl()->set_inference(true);

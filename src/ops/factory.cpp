@@ -103,27 +103,23 @@ const OpDef& full_op =
     register_op({.name = "full",
                  .schema = "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor",
                  .kind = OpKind::Factory,
-                 .attr_names = {"size", "fill_value", "dtype"},
                  .meta = full_meta,
                  .kernel = full_kernel});
 const OpDef& arange_op = register_op(
     {.name = "arange",
      .schema = "arange(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor",
      .kind = OpKind::Factory,
-     .attr_names = {"start", "end", "step", "dtype"},
      .meta = arange_meta,
      .kernel = arange_kernel});
 const OpDef& linspace_op = register_op(
     {.name = "linspace",
      .schema = "linspace(float start, float end, int steps, ScalarType dtype) -> Tensor",
      .kind = OpKind::Factory,
-     .attr_names = {"start", "end", "steps", "dtype"},
      .meta = linspace_meta,
      .kernel = linspace_kernel});
 const OpDef& eye_op = register_op({.name = "eye",
                                    .schema = "eye(int n, int m, ScalarType dtype) -> Tensor",
                                    .kind = OpKind::Factory,
-                                   .attr_names = {"n", "m", "dtype"},
                                    .meta = eye_meta,
                                    .kernel = eye_kernel});
 

@@ -143,7 +143,6 @@ const OpDef& index_select_op =
     register_op({.name = "index_select",
                  .schema = "index_select(Tensor self, int dim, Tensor index) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = index_select_meta,
                  .kernel = index_select_kernel,
                  .derivative = {.fn = index_select_derivative, .saved_inputs = save({1})}});
@@ -231,7 +230,6 @@ const OpDef& gather_op =
     register_op({.name = "gather",
                  .schema = "gather(Tensor self, int dim, Tensor index) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = gather_meta,
                  .kernel = gather_kernel,
                  .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
@@ -282,7 +280,6 @@ const OpDef& scatter_op =
     register_op({.name = "scatter",
                  .schema = "scatter(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = scatter_meta,
                  .kernel = scatter_kernel<false>,
                  .derivative = {.fn = scatter_derivative, .saved_inputs = save({1})}});
@@ -290,7 +287,6 @@ const OpDef& scatter_add_op =
     register_op({.name = "scatter_add",
                  .schema = "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = scatter_meta,
                  .kernel = scatter_kernel<true>,
                  .derivative = {.fn = scatter_add_derivative, .saved_inputs = save({1})}});
@@ -368,7 +364,6 @@ const OpDef& index_add_op = register_op(
      .schema =
          "index_add(Tensor self, int dim, Tensor index, Tensor source, Scalar alpha) -> Tensor",
      .kind = OpKind::Extern,
-     .attr_names = {"dim", "alpha"},
      .meta = index_add_meta,
      .kernel = index_add_kernel,
      .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
@@ -480,7 +475,6 @@ void one_hot_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& one_hot_op = register_op({.name = "one_hot",
                                        .schema = "one_hot(Tensor self, int num_classes) -> Tensor",
                                        .kind = OpKind::Extern,
-                                       .attr_names = {"num_classes"},
                                        .meta = one_hot_meta,
                                        .kernel = one_hot_kernel});
 

@@ -484,7 +484,6 @@ const OpDef& addmm_op = register_op(
     {.name = "addmm",
      .schema = "addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor",
      .kind = OpKind::Extern,
-     .attr_names = {"beta", "alpha"},
      .meta = addmm_meta,
      .kernel = addmm_kernel,
      .derivative = {.fn = addmm_derivative, .saved_inputs = save({1, 2})}});

@@ -399,7 +399,6 @@ const OpDef& layer_norm_op = register_op(
      .schema = "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int[] normalized_shape, "
                "float eps, bool has_weight, bool has_bias) -> (Tensor, Tensor mean, Tensor rstd)",
      .kind = OpKind::Extern,
-     .attr_names = {"normalized_shape", "eps", "has_weight", "has_bias"},
      .meta = layer_norm_meta,
      .kernel = layer_norm_kernel,
      .derivative = {.fn = layer_norm_derivative,
@@ -410,7 +409,6 @@ const OpDef& rms_norm_op = register_op(
      .schema = "rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps, "
                "bool has_weight) -> (Tensor, Tensor rstd)",
      .kind = OpKind::Extern,
-     .attr_names = {"normalized_shape", "eps", "has_weight"},
      .meta = rms_norm_meta,
      .kernel = rms_norm_kernel,
      .derivative = {

@@ -87,7 +87,6 @@ const OpDef& add_op =
     register_op({.name = "add",
                  .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"alpha"},
                  .meta = add_sub_meta<false>,
                  .kernel = map_kernel<add_fn, Dtypes::All>,
                  .derivative = {.fn = add_derivative}});
@@ -95,7 +94,6 @@ const OpDef& sub_op =
     register_op({.name = "sub",
                  .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"alpha"},
                  .meta = add_sub_meta<true>,
                  .kernel = map_kernel<sub_fn, Dtypes::Numeric>,
                  .derivative = {.fn = sub_derivative}});

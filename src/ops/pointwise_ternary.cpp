@@ -39,7 +39,6 @@ const OpDef& to_copy_op = register_op(
     {.name = "to_copy",
      .schema = "to_copy(Tensor self, ScalarType dtype) -> Tensor",
      .kind = OpKind::Pointwise,
-     .attr_names = {"dtype"},
      .meta = to_copy_meta,
      .kernel = to_copy_kernel,
      // autograd casts the gradient back to the input's dtype
@@ -83,7 +82,6 @@ const OpDef& fill_op =
     register_op({.name = "fill",
                  .schema = "fill(Tensor self, Scalar value) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"value"},
                  .meta = fill_meta,
                  .kernel = fill_kernel,
                  .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}}});
@@ -140,7 +138,6 @@ const OpDef& masked_fill_op =
     register_op({.name = "masked_fill",
                  .schema = "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"value"},
                  .meta = masked_fill_meta,
                  .kernel = masked_fill_kernel,
                  // filled positions no longer depend on self; the mask gets no gradient
@@ -214,7 +211,6 @@ const OpDef& addcmul_op = register_op(
     {.name = "addcmul",
      .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
      .kind = OpKind::Pointwise,
-     .attr_names = {"value"},
      .meta = pointwise_meta<Dtypes::Numeric>,
      .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>,
      .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}});
@@ -228,7 +224,6 @@ const OpDef& addcdiv_op = register_op(
     {.name = "addcdiv",
      .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
      .kind = OpKind::Pointwise,
-     .attr_names = {"value"},
      .meta = addcdiv_meta,
      .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>,
      .derivative = {.fn = addcdiv_derivative, .saved_inputs = save({1, 2})}});

@@ -111,7 +111,6 @@ const OpDef& gelu_op =
     register_op({.name = "gelu",
                  .schema = "gelu(Tensor self, str approximate) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"approximate"},
                  .meta = gelu_meta,
                  .kernel = map_kernel<gelu_fn, Dtypes::Floating>,
                  .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})}});
@@ -172,7 +171,6 @@ const OpDef& clamp_op =
     register_op({.name = "clamp",
                  .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
                  .kind = OpKind::Pointwise,
-                 .attr_names = {"min", "max"},
                  .meta = clamp_meta,
                  .kernel = map_kernel<clamp_fn, Dtypes::Numeric>,
                  .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}});
@@ -207,7 +205,6 @@ const OpDef& nan_to_num_op = register_op(
     {.name = "nan_to_num",
      .schema = "nan_to_num(Tensor self, float nan, float? posinf, float? neginf) -> Tensor",
      .kind = OpKind::Pointwise,
-     .attr_names = {"nan", "posinf", "neginf"},
      .meta = pointwise_meta<Dtypes::Floating>,
      .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>,
      // The gradient passes where x is finite; replaced values are constants.

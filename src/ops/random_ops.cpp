@@ -193,7 +193,6 @@ const OpDef& uniform_op =
                  .schema = "uniform(int[] size, ScalarType dtype, float from, float to, int seed, "
                            "int offset) -> Tensor",
                  .kind = OpKind::Random,
-                 .attr_names = {"size", "dtype", "from", "to", "seed", "offset"},
                  .meta = uniform_meta,
                  .kernel = uniform_kernel,
                  .philox_attrs = {4, 5}});
@@ -202,7 +201,6 @@ const OpDef& normal_op =
                  .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, "
                            "int offset) -> Tensor",
                  .kind = OpKind::Random,
-                 .attr_names = {"size", "dtype", "mean", "std", "seed", "offset"},
                  .meta = normal_meta,
                  .kernel = normal_kernel,
                  .philox_attrs = {4, 5}});
@@ -211,7 +209,6 @@ const OpDef& randint_op = register_op(
      .schema =
          "randint(int[] size, ScalarType dtype, int low, int high, int seed, int offset) -> Tensor",
      .kind = OpKind::Random,
-     .attr_names = {"size", "dtype", "low", "high", "seed", "offset"},
      .meta = randint_meta,
      .kernel = randint_kernel,
                  .philox_attrs = {4, 5}});
@@ -219,7 +216,6 @@ const OpDef& bernoulli_op =
     register_op({.name = "bernoulli",
                  .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
                  .kind = OpKind::Random,
-                 .attr_names = {"seed", "offset"},
                  .meta = bernoulli_meta,
                  .kernel = bernoulli_kernel,
                  .philox_attrs = {0, 1}});

@@ -230,7 +230,6 @@ const OpDef& sum_op = register_op(
     {.name = "sum",
      .schema = "sum(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim", "dtype"},
      .meta = sum_meta,
      .kernel = sum_prod_kernel<fold::Add, 0>,
      .derivative = {.fn = sum_derivative}});
@@ -238,7 +237,6 @@ const OpDef& prod_op = register_op(
     {.name = "prod",
      .schema = "prod(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim", "dtype"},
      .meta = sum_meta,
      .kernel = sum_prod_kernel<fold::Mul, 1>,
      .derivative = {.fn = prod_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
@@ -264,7 +262,6 @@ const OpDef& mean_op =
     register_op({.name = "mean",
                  .schema = "mean(Tensor self, int[] dims, bool keepdim) -> Tensor",
                  .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim"},
                  .meta = floating_meta,
                  .kernel = mean_kernel,
                  .derivative = {.fn = mean_derivative}});
@@ -292,7 +289,6 @@ const OpDef& amax_op = register_op(
     {.name = "amax",
      .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim"},
      .meta = extreme_meta,
      .kernel = extreme_kernel<true>,
      .derivative = {
@@ -301,7 +297,6 @@ const OpDef& amin_op = register_op(
     {.name = "amin",
      .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim"},
      .meta = extreme_meta,
      .kernel = extreme_kernel<false>,
      .derivative = {
@@ -368,7 +363,6 @@ const OpDef& max_dim_op = register_op(
     {.name = "max_dim",
      .schema = "max_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Reduction,
-     .attr_names = {"dim", "keepdim"},
      .meta = max_dim_meta,
      .kernel = arg_kernel<true>,
      .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
@@ -376,7 +370,6 @@ const OpDef& min_dim_op = register_op(
     {.name = "min_dim",
      .schema = "min_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Reduction,
-     .attr_names = {"dim", "keepdim"},
      .meta = max_dim_meta,
      .kernel = arg_kernel<false>,
      .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
@@ -384,14 +377,12 @@ const OpDef& argmax_op =
     register_op({.name = "argmax",
                  .schema = "argmax(Tensor self, int? dim, bool keepdim) -> Tensor",
                  .kind = OpKind::Reduction,
-                 .attr_names = {"dim", "keepdim"},
                  .meta = argmax_meta,
                  .kernel = arg_kernel<true>});
 const OpDef& argmin_op =
     register_op({.name = "argmin",
                  .schema = "argmin(Tensor self, int? dim, bool keepdim) -> Tensor",
                  .kind = OpKind::Reduction,
-                 .attr_names = {"dim", "keepdim"},
                  .meta = argmax_meta,
                  .kernel = arg_kernel<false>});
 
@@ -424,7 +415,6 @@ const OpDef& var_op =
     register_op({.name = "var",
                  .schema = "var(Tensor self, int[] dims, bool keepdim, int correction) -> Tensor",
                  .kind = OpKind::Reduction,
-                 .attr_names = {"dims", "keepdim", "correction"},
                  .meta = floating_meta,
                  .kernel = var_kernel,
                  .derivative = {.fn = var_derivative, .saved_inputs = save({0})}});
@@ -455,7 +445,6 @@ const OpDef& logsumexp_op = register_op(
     {.name = "logsumexp",
      .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim"},
      .meta = floating_meta,
      .kernel = logsumexp_kernel,
      .derivative = {
@@ -526,7 +515,6 @@ const OpDef& norm_op = register_op(
     {.name = "norm",
      .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
      .kind = OpKind::Reduction,
-     .attr_names = {"dims", "keepdim", "p"},
      .meta = norm_meta,
      .kernel = norm_kernel,
      .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
@@ -550,13 +538,11 @@ void all_any_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& all_op = register_op({.name = "all",
                                    .schema = "all(Tensor self, int[] dims, bool keepdim) -> Tensor",
                                    .kind = OpKind::Reduction,
-                                   .attr_names = {"dims", "keepdim"},
                                    .meta = bool_meta,
                                    .kernel = all_any_kernel<true>});
 const OpDef& any_op = register_op({.name = "any",
                                    .schema = "any(Tensor self, int[] dims, bool keepdim) -> Tensor",
                                    .kind = OpKind::Reduction,
-                                   .attr_names = {"dims", "keepdim"},
                                    .meta = bool_meta,
                                    .kernel = all_any_kernel<false>});
 
@@ -590,7 +576,6 @@ const OpDef& cumsum_op =
     register_op({.name = "cumsum",
                  .schema = "cumsum(Tensor self, int dim, ScalarType? dtype) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim", "dtype"},
                  .meta = scan_meta,
                  .kernel = scan_kernel<fold::Add, 0>,
                  .derivative = {.fn = cumsum_derivative}});
@@ -598,7 +583,6 @@ const OpDef& cumprod_op = register_op(
     {.name = "cumprod",
      .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
      .kind = OpKind::Extern,
-     .attr_names = {"dim", "dtype"},
      .meta = scan_meta,
      .kernel = scan_kernel<fold::Mul, 1>,
      .derivative = {

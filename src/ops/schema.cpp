@@ -107,8 +107,8 @@ bool fits(const AttrValue& v, const Param& p) {
 
 std::vector<std::string_view> schema_attr_names(std::string_view op_name, std::string_view schema) {
   const std::unique_ptr<CallForm> form = parse_schema(schema);
-  KILN_CHECK(form, Error, "register_op: the schema of '", op_name, "' cannot be parsed: \"",
-             schema, "\"");
+  KILN_CHECK(form, Error, "register_op: the schema of '", op_name, "' cannot be parsed: \"", schema,
+             "\"");
   return form->attr_names;
 }
 

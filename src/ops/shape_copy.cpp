@@ -54,7 +54,6 @@ const OpDef& tril_op =
     register_op({.name = "tril",
                  .schema = "tril(Tensor self, int diagonal) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"diagonal"},
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<true>,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -64,7 +63,6 @@ const OpDef& triu_op =
     register_op({.name = "triu",
                  .schema = "triu(Tensor self, int diagonal) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"diagonal"},
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<false>,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -126,7 +124,6 @@ void repeat_derivative(const BackwardCall& c, std::span<Tensor> g) {
 const OpDef& repeat_op = register_op({.name = "repeat",
                                       .schema = "repeat(Tensor self, int[] repeats) -> Tensor",
                                       .kind = OpKind::Extern,
-                                      .attr_names = {"repeats"},
                                       .meta = repeat_meta,
                                       .kernel = repeat_kernel,
                                       .derivative = {.fn = repeat_derivative}});
@@ -154,7 +151,6 @@ const OpDef& flip_op =
     register_op({.name = "flip",
                  .schema = "flip(Tensor self, int[] dims) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dims"},
                  .meta = flip_meta,
                  .kernel = flip_kernel,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -211,7 +207,6 @@ const OpDef& roll_op =
     register_op({.name = "roll",
                  .schema = "roll(Tensor self, int[] shifts, int[] dims) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"shifts", "dims"},
                  .meta = roll_meta,
                  .kernel = roll_kernel,
                  // rolled back by the opposite shifts
@@ -269,7 +264,6 @@ const OpDef& pad_op =
     register_op({.name = "pad",
                  .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"pad", "value"},
                  .meta = pad_meta,
                  .kernel = pad_kernel,
                  // the opposite padding crops the border off the gradient

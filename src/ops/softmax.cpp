@@ -321,7 +321,6 @@ const OpDef& softmax_op =
     register_op({.name = "softmax",
                  .schema = "softmax(Tensor self, int dim) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = softmax_meta,
                  .kernel = softmax_kernel<false>,
                  .derivative = {.fn = softmax_derivative, .saved_outputs = save({0})}});
@@ -329,7 +328,6 @@ const OpDef& log_softmax_op =
     register_op({.name = "log_softmax",
                  .schema = "log_softmax(Tensor self, int dim) -> Tensor",
                  .kind = OpKind::Extern,
-                 .attr_names = {"dim"},
                  .meta = softmax_meta,
                  .kernel = softmax_kernel<true>,
                  .derivative = {.fn = log_softmax_derivative, .saved_outputs = save({0})}});

@@ -95,7 +95,6 @@ const OpDef& sort_op = register_op(
     {.name = "sort",
      .schema = "sort(Tensor self, int dim, bool descending) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Extern,
-     .attr_names = {"dim", "descending"},
      .meta = sort_meta,
      .kernel = sort_kernel,
      .derivative = {.fn = sorted_values_derivative<0>, .saved_outputs = save({1})}});
@@ -149,7 +148,6 @@ const OpDef& topk_op =
                  .schema = "topk(Tensor self, int k, int dim, bool largest, "
                            "bool sorted) -> (Tensor values, Tensor indices)",
                  .kind = OpKind::Extern,
-                 .attr_names = {"k", "dim", "largest", "sorted"},
                  .meta = topk_meta,
                  .kernel = topk_kernel,
                  .derivative = {.fn = sorted_values_derivative<1>, .saved_outputs = save({1})}});

@@ -478,31 +478,27 @@ void diagonal_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 }  // namespace
 
-#define KILN_VIEW_OP(NAME, SCHEMA, DERIV, SAVED, ...)                \
-  const OpDef& NAME##_op = register_op({.name = #NAME,               \
-                                        .schema = SCHEMA,            \
-                                        .kind = OpKind::View,        \
-                                        .attr_names = {__VA_ARGS__}, \
-                                        .meta = NAME##_meta,         \
-                                        .view = NAME##_fn,           \
+#define KILN_VIEW_OP(NAME, SCHEMA, DERIV, SAVED)              \
+  const OpDef& NAME##_op = register_op({.name = #NAME,        \
+                                        .schema = SCHEMA,     \
+                                        .kind = OpKind::View, \
+                                        .meta = NAME##_meta,  \
+                                        .view = NAME##_fn,    \
                                         .derivative = {.fn = DERIV, .saved_inputs = SAVED}});
-KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", reshape_back_derivative, 0, "size")
-KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", permute_derivative, 0, "dims")
-KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", expand_derivative, 0, "size")
+KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", reshape_back_derivative, 0)
+KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", permute_derivative, 0)
+KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", expand_derivative, 0)
 KILN_VIEW_OP(slice, "slice(Tensor self, int dim, int? start, int? end, int step) -> Tensor",
-             slice_derivative, 0, "dim", "start", "end", "step")
-KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", select_derivative, 0,
-             "dim", "index")
-KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", reshape_back_derivative, 0,
-             "dims")
-KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", reshape_back_derivative, 0,
-             "dim")
+             slice_derivative, 0)
+KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", select_derivative, 0)
+KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", reshape_back_derivative, 0)
+KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", reshape_back_derivative, 0)
 // as_strided reads the input's strides and offset, so it keeps the input.
 KILN_VIEW_OP(as_strided,
              "as_strided(Tensor self, int[] size, int[] stride, int? storage_offset) -> Tensor",
-             as_strided_derivative, save({0}), "size", "stride", "storage_offset")
+             as_strided_derivative, save({0}))
 KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) -> Tensor",
-             diagonal_derivative, 0, "offset", "dim1", "dim2")
+             diagonal_derivative, 0)
 #undef KILN_VIEW_OP
 
 extern const OpDef& to_copy_op;  // pointwise_ternary.cpp
@@ -551,7 +547,6 @@ const OpDef& as_strided_scatter_op = register_op(
      .schema = "as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int "
                "storage_offset) -> Tensor",
      .kind = OpKind::Extern,
-     .attr_names = {"size", "stride", "storage_offset"},
      .meta = as_strided_scatter_meta,
      .kernel = as_strided_scatter_kernel,
      .derivative = {.fn = as_strided_scatter_derivative}});

@@ -161,7 +161,9 @@ struct OpDef {
   // Human-readable schema, e.g. "add(Tensor self, Tensor other, Scalar alpha) -> Tensor".
   std::string_view schema;
   OpKind kind;
-  std::vector<std::string_view> attr_names;  // for printing graphs: "dim=1"
+  // The attributes' names, for printing graphs ("dim=1"): register_op takes them from the schema
+  // (an op whose schema ends in `...` may name the further ones here).
+  std::vector<std::string_view> attr_names;
   MetaFn meta = nullptr;
   KernelFn kernel = nullptr;
   ViewFn view = nullptr;
