@@ -1,6 +1,7 @@
-// Running a captured segment at a sync point: guard lookup in the compiled function's cache,
-// compile on a miss (with the stance, the cache limit and recompile reasons), run, and make the
-// pending tensors concrete.
+// The sync point: a captured segment is collected (its outputs are the live pending tensors
+// and the written storages), looked up in the compiled function's cache (compiled on a miss,
+// as the stance and the cache limit allow), run, and its pending tensors made concrete. Each
+// step is a named function; Tracer::flush lists them in order.
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -62,8 +63,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   }
   add_compile_time("passes", seconds_since(t0));
   std::vector<TensorMeta> infos;
-  for (const Tensor& t : inputs)
-    infos.push_back(TensorMeta::of(t));
+  for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
   auto t1 = std::chrono::steady_clock::now();
   {
     InBackend in_backend;
@@ -81,97 +81,90 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   return entry;
 }
 
-}  // namespace
+// ---- the compiled function's cache, per segment position ----
 
-std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit) {
-  PauseCapture pause;
-  detail::CompiledState& st = *state_;
-  std::shared_ptr<CacheEntry> entry = std::move(hit);
-  bool eager = false;
-  const uint64_t key = entry ? 0 : graph.hash();
-  if (!entry) {
-    std::lock_guard<std::mutex> lock(st.mu);
-    if (st.segments.size() <= segment_index_) {
-      st.segments.resize(segment_index_ + 1);
-      st.entry_count.resize(segment_index_ + 1, 0);
-    }
-    auto& entries = st.segments[segment_index_];
-    if (auto it = entries.find(key); it != entries.end())
-      for (const auto& e : it->second)
-        if (ir::structurally_equal(e->graph, graph)) entry = e;
-    if (!entry) {
-      const int count = st.entry_count[segment_index_];
-      const Stance stance_now = stance();
-      if (count > 0) {
-        const CacheEntry* near = nearest_entry(entries, graph);
-        std::string reason = near ? ir::describe_difference(near->graph, graph) : "";
-        if (reason.empty()) reason = "the graph differs";
-        if (stance_now == Stance::FailOnRecompile)
-          throw RecompileError(detail::concat("kiln::compile: '", st.name,
-                                              "' would recompile graph ", segment_index_,
-                                              " but the stance is fail_on_recompile: ", reason));
-        if (stance_now == Stance::EagerOnRecompile || frozen_) {
-          eager = true;
-        } else if (count >= compile_config().cache_size_limit) {
-          eager = true;
-          st.run_eagerly = true;
-          if (!st.warned_limit) {
-            st.warned_limit = true;
-            std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit ("
-                      << compile_config().cache_size_limit << ") recompiling graph "
-                      << segment_index_ << "; it runs eagerly from now on. Last reason: " << reason
-                      << "\n";
-          }
-        } else {
-          if (log_enabled(LogTopic::Recompiles))
-            log(LogTopic::Recompiles,
-                detail::concat("recompiling '", st.name, "' graph ", segment_index_, ": ", reason));
-          notify_recompile(st, reason);
-        }
-      } else if (frozen_) {
-        eager = true;
-      }
-    }
+// Makes room for segment `segment` in the per-segment tables (kiln::reset() may have cleared
+// them meanwhile). Called with st.mu held.
+void ensure_segment(detail::CompiledState& st, size_t segment) {
+  if (st.segments.size() <= segment) {
+    st.segments.resize(segment + 1);
+    st.entry_count.resize(segment + 1, 0);
   }
-  std::vector<Tensor> outs;
-  if (eager) {
-    outs = ir::interpret(graph, inputs_);
-  } else {
-    if (!entry) {
-      auto fresh = compile_entry(st, graph, inputs_);  // outside the lock: may be slow
-      std::lock_guard<std::mutex> lock(st.mu);
-      if (st.segments.size() <= segment_index_) {  // kiln::reset() ran meanwhile
-        st.segments.resize(segment_index_ + 1);
-        st.entry_count.resize(segment_index_ + 1, 0);
-      }
-      st.segments[segment_index_][key].push_back(fresh);
-      ++st.entry_count[segment_index_];
-      entry = fresh;
+}
+
+// The cached entry for `graph` at position `segment`, or null. Called with st.mu held.
+std::shared_ptr<CacheEntry> find_entry(detail::CompiledState& st, size_t segment,
+                                       const ir::Graph& graph, uint64_t key) {
+  ensure_segment(st, segment);
+  auto& entries = st.segments[segment];
+  if (auto it = entries.find(key); it != entries.end())
+    for (const auto& e : it->second)
+      if (ir::structurally_equal(e->graph, graph)) return e;
+  return nullptr;
+}
+
+// A miss: whether to compile `graph` (true) or run it eagerly (false), as the stance, the
+// frozen flag and cache_size_limit say; reports the recompile reason (log, observers, the
+// limit warning) or throws RecompileError under fail_on_recompile. Called with st.mu held.
+bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& graph,
+                    bool frozen) {
+  const int count = st.entry_count[segment];
+  if (count == 0) return !frozen;
+  const CacheEntry* near = nearest_entry(st.segments[segment], graph);
+  std::string reason = near ? ir::describe_difference(near->graph, graph) : "";
+  if (reason.empty()) reason = "the graph differs";
+  const Stance now = stance();
+  if (now == Stance::FailOnRecompile)
+    throw RecompileError(detail::concat("kiln::compile: '", st.name, "' would recompile graph ",
+                                        segment, " but the stance is fail_on_recompile: ", reason));
+  if (now == Stance::EagerOnRecompile || frozen) return false;
+  if (count >= compile_config().cache_size_limit) {
+    st.run_eagerly = true;
+    if (!st.warned_limit) {
+      st.warned_limit = true;
+      std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit ("
+                << compile_config().cache_size_limit << ") recompiling graph " << segment
+                << "; it runs eagerly from now on. Last reason: " << reason << "\n";
     }
-    // The next call replays what ran now first. (A replay of the entry that was first and
-    // stayed so needs no update: candidates_ is only fetched once replay switches or fails.)
-    if (!(replay_ && candidates_.empty())) {
-      std::lock_guard<std::mutex> lock(st.mu);
-      if (st.recent.size() <= segment_index_) st.recent.resize(segment_index_ + 1);
-      auto& recent = st.recent[segment_index_];
-      if (recent.empty() || recent.front() != entry) {
-        std::erase(recent, entry);
-        recent.insert(recent.begin(), entry);
-        if (recent.size() > detail::CompiledState::kReplayCandidates) recent.pop_back();
-      }
-    }
-    // A replayed segment collected its runtime values while recording; otherwise the graph
-    // holds them.
-    std::vector<int64_t> from_graph;
-    if (!replay_) from_graph = graph.runtime_attr_values();
-    const std::vector<int64_t>& all = replay_ ? replay_runtime_values_ : from_graph;
-    std::vector<int64_t> values;
-    values.reserve(entry->runtime_index.size());
-    for (int32_t k : entry->runtime_index) values.push_back(all[static_cast<size_t>(k)]);
-    InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
-    outs = entry->compiled(inputs_, values);
+    return false;
   }
-  // The backend contract: one fresh contiguous tensor per graph output.
+  if (log_enabled(LogTopic::Recompiles))
+    log(LogTopic::Recompiles,
+        detail::concat("recompiling '", st.name, "' graph ", segment, ": ", reason));
+  notify_recompile(st, reason);
+  return true;
+}
+
+// Compiles `graph` (outside the lock: it may be slow) and adds it to the cache.
+std::shared_ptr<CacheEntry> compile_and_add(detail::CompiledState& st, size_t segment,
+                                            const ir::Graph& graph, uint64_t key,
+                                            std::span<const Tensor> inputs) {
+  std::shared_ptr<CacheEntry> entry = compile_entry(st, graph, inputs);
+  std::lock_guard<std::mutex> lock(st.mu);
+  ensure_segment(st, segment);
+  st.segments[segment][key].push_back(entry);
+  ++st.entry_count[segment];
+  return entry;
+}
+
+// Puts `entry` first among the entries the next call at this position replays.
+void remember_recent(detail::CompiledState& st, size_t segment,
+                     const std::shared_ptr<CacheEntry>& entry) {
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.recent.size() <= segment) st.recent.resize(segment + 1);
+  auto& recent = st.recent[segment];
+  if (!recent.empty() && recent.front() == entry) return;
+  std::erase(recent, entry);
+  recent.insert(recent.begin(), entry);
+  if (recent.size() > detail::CompiledState::kReplayCandidates) recent.pop_back();
+}
+
+// The backend contract: one fresh contiguous tensor per graph output, of the recorded dtype
+// and size. An output that aliases an input (a backend's shortcut) or another output (CSE
+// merges equal values, e.g. two zeros_like) is cloned, since each buffer needs memory of its
+// own.
+void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& graph,
+                           std::span<const Tensor> inputs, std::vector<Tensor>& outs) {
   KILN_CHECK(outs.size() == graph.outputs.size(), Error, "kiln::compile: the backend of '", st.name,
              "' returned ", outs.size(), " outputs for a graph with ", graph.outputs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -183,111 +176,180 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
         o.defined() ? detail::concat(" of dtype ", o.dtype(), " and shape ", o.shape_str())
                     : std::string(" undefined"),
         "; the graph says ", want.dtype, IntList(want.sizes));
-    // Each buffer needs memory of its own: an output may alias an input (a backend's
-    // shortcut) or another output (CSE merges equal values, e.g. two zeros_like).
     bool alias = !o.is_contiguous();
-    for (const Tensor& in : inputs_)
+    for (const Tensor& in : inputs)
       alias = alias || in.impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
     for (size_t j = 0; j < i && !alias; ++j)
       alias = outs[j].impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
     if (alias) o = o.clone();
   }
+}
+
+}  // namespace
+
+// ---- running a segment ----
+
+std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit) {
+  PauseCapture pause;
+  detail::CompiledState& st = *state_;
+  std::shared_ptr<CacheEntry> entry = std::move(hit);
+  const uint64_t key = entry ? 0 : graph.hash();
+  bool compile = false;
+  if (!entry) {
+    std::lock_guard<std::mutex> lock(st.mu);
+    entry = find_entry(st, segment_index_, graph, key);
+    if (!entry) compile = should_compile(st, segment_index_, graph, frozen_);
+  }
+  std::vector<Tensor> outs;
+  if (!entry && !compile) {
+    outs = ir::interpret(graph, rec_.inputs);
+  } else {
+    if (!entry) entry = compile_and_add(st, segment_index_, graph, key, rec_.inputs);
+    // (A replay of the entry that was first and stayed so needs no update: candidates are only
+    // fetched once replay switches or fails.)
+    if (!(replay_.entry && replay_.candidates.empty())) remember_recent(st, segment_index_, entry);
+    const std::vector<int64_t> values = runtime_values_for(*entry, graph);
+    InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
+    outs = entry->compiled(rec_.inputs, values);
+  }
+  check_backend_outputs(st, graph, rec_.inputs, outs);
   return outs;
 }
 
+std::vector<int64_t> Tracer::runtime_values_for(const CacheEntry& entry,
+                                                const ir::Graph& graph) const {
+  // A replayed segment collected this call's values while recording; otherwise the graph
+  // holds them. The compiled graph takes those its passes kept.
+  std::vector<int64_t> from_graph;
+  if (!replay_.entry) from_graph = graph.runtime_attr_values();
+  const std::vector<int64_t>& all = replay_.entry ? replay_.runtime_values : from_graph;
+  std::vector<int64_t> values;
+  values.reserve(entry.runtime_index.size());
+  for (int32_t k : entry.runtime_index) values.push_back(all[static_cast<size_t>(k)]);
+  return values;
+}
+
+// ---- the sync point ----
+
 void Tracer::flush(const std::string& reason, const CallSite& site, bool is_return) {
-  detail::CompiledState& st = *state_;
-  KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
-             ": the function needs a tensor's value (", reason,
-             "), but functions allowed in graphs must not depend on tensor values");
-  KILN_CHECK(!flushing_, Error, "kiln::compile: '", st.name,
-             "': a tensor of the graph being run was read while it runs (", reason,
-             "; from a backend, a log sink or an observer?)");
+  check_can_flush(reason);
   struct Flushing {
     bool& flag;
     explicit Flushing(bool& f) : flag(f) { flag = true; }
     ~Flushing() { flag = false; }
   } flushing(flushing_);
-  if (!is_return) {
-    if (st.options.fullgraph) {
-      const ir::SourceLoc where = site.resolve();
-      abandon("fullgraph=true and a graph break was reached");
-      throw GraphBreakError(detail::concat(
-          "kiln::compile(fullgraph=true) of '", st.name, "': graph break at ",
-          where.known() ? where.str() : std::string("an unknown location"), ": ", reason));
-    }
-    if (log_enabled(LogTopic::GraphBreaks) || has_observers()) {
-      GraphBreak br{reason, site.resolve()};
-      if (log_enabled(LogTopic::GraphBreaks))
-        log(LogTopic::GraphBreaks,
-            detail::concat(st.name, ": graph break after graph ", segment_index_, " at ",
-                           br.loc.known() ? br.loc.str() : "an unknown location", ": ", reason));
-      notify_break(st, br);
-    }
-  }
-  // Outputs: the buffer of every pending tensor still referenced, and every written storage.
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, PendingTensor*>> live;
-  std::vector<Buffer*> buffers;
-  graph_.outputs.clear();
-  auto add_output = [&](Buffer* b) {
-    if (b->output_slot >= 0) return;
-    b->output_slot = static_cast<int32_t>(graph_.outputs.size());
-    graph_.outputs.push_back(b->value);
-    buffers.push_back(b);
-  };
-  for (auto& w : pending_) {
-    std::shared_ptr<TensorImpl> impl = w.lock();
-    if (!impl || !impl->is_pending()) continue;
-    auto* p = dynamic_cast<PendingTensor*>(impl->pending().get());
-    if (!p || p->tracer != this) continue;
-    add_output(&p->buffer());
-    live.emplace_back(std::move(impl), p);
-  }
-  for (Buffer* b : written_order_) add_output(b);
-  const size_t segment = segment_index_;
-  // A replay that matched a cached graph to its end, outputs included, is a cache hit (the
-  // same ops returning other values may be another recent entry).
-  std::shared_ptr<CacheEntry> hit;
-  if (replay_) {
-    auto complete = [&](const CacheEntry& e) {
-      return cursor_ == e.graph.nodes.size() && graph_.outputs == e.graph.outputs;
-    };
-    if (!complete(*replay_)) switch_replay(complete);
-    if (complete(*replay_) && st.generation.load() == replay_generation_) {
-      hit = replay_;
-      ++tls_replay_hits;
-    } else {
-      stop_replay();
-    }
-  }
-  if (!hit && (graph_.num_calls() == 0 || graph_.outputs.empty())) {
-    for (Buffer* b : buffers) b->output_slot = -1;
-    release_written_storages();
-    reset_segment();
-    start_replay();  // the same position: the next ops may still repeat its cached graph
+  if (!is_return) report_break(reason, site);
+  SegmentOutputs outputs = collect_outputs();
+  std::shared_ptr<CacheEntry> hit = finish_replay();
+  if (!hit && (rec_.graph.num_calls() == 0 || rec_.graph.outputs.empty())) {
+    drop_empty_segment(outputs);
     return;
   }
-  std::vector<Tensor> outs;
   release_written_storages();  // the graph reads them (old values) and writes them back
+  std::vector<Tensor> values;
   try {
-    outs = run_segment(hit ? hit->graph : graph_, hit);
+    values = run_segment(hit ? hit->graph : rec_.graph, hit);
   } catch (...) {
-    for (Buffer* b : buffers) b->output_slot = -1;
+    for (Buffer* b : outputs.buffers) b->output_slot = -1;
     abandon("running the captured graph failed");
     throw;
   }
-  for (auto& [impl, p] : live) {
-    const Tensor& o = outs[static_cast<size_t>(p->buffer().output_slot)];
+  materialize(outputs, values);
+  write_back(values);
+  next_segment();
+}
+
+void Tracer::check_can_flush(const std::string& reason) const {
+  KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
+             ": the function needs a tensor's value (", reason,
+             "), but functions allowed in graphs must not depend on tensor values");
+  KILN_CHECK(!flushing_, Error, "kiln::compile: '", state_->name,
+             "': a tensor of the graph being run was read while it runs (", reason,
+             "; from a backend, a log sink or an observer?)");
+}
+
+void Tracer::report_break(const std::string& reason, const CallSite& site) {
+  const detail::CompiledState& st = *state_;
+  if (st.options.fullgraph) {
+    const ir::SourceLoc where = site.resolve();
+    abandon("fullgraph=true and a graph break was reached");
+    throw GraphBreakError(detail::concat(
+        "kiln::compile(fullgraph=true) of '", st.name, "': graph break at ",
+        where.known() ? where.str() : std::string("an unknown location"), ": ", reason));
+  }
+  if (!log_enabled(LogTopic::GraphBreaks) && !has_observers()) return;
+  GraphBreak br{reason, site.resolve()};
+  if (log_enabled(LogTopic::GraphBreaks))
+    log(LogTopic::GraphBreaks,
+        detail::concat(st.name, ": graph break after graph ", segment_index_, " at ",
+                       br.loc.known() ? br.loc.str() : "an unknown location", ": ", reason));
+  notify_break(st, br);
+}
+
+Tracer::SegmentOutputs Tracer::collect_outputs() {
+  // The buffer of every pending tensor still referenced, and every written storage.
+  SegmentOutputs out;
+  rec_.graph.outputs.clear();
+  auto add_output = [&](Buffer* b) {
+    if (b->output_slot >= 0) return;
+    b->output_slot = static_cast<int32_t>(rec_.graph.outputs.size());
+    rec_.graph.outputs.push_back(b->value);
+    out.buffers.push_back(b);
+  };
+  for (auto& w : rec_.pending) {
+    std::shared_ptr<TensorImpl> impl = w.lock();
+    PendingTensor* p = impl ? own_pending(*impl) : nullptr;
+    if (!p) continue;
+    add_output(&p->buffer());
+    out.live.emplace_back(std::move(impl), p);
+  }
+  for (Buffer* b : written_.order) add_output(b);
+  return out;
+}
+
+std::shared_ptr<CacheEntry> Tracer::finish_replay() {
+  // A replay that matched a cached graph to its end, outputs included, is a cache hit (the
+  // same ops returning other values may be another recent entry).
+  if (!replay_.entry) return nullptr;
+  auto complete = [&](const CacheEntry& e) {
+    return replay_.cursor == e.graph.nodes.size() && rec_.graph.outputs == e.graph.outputs;
+  };
+  if (!complete(*replay_.entry)) switch_replay(complete);
+  if (complete(*replay_.entry) && state_->generation.load() == replay_.generation) {
+    ++tls_replay_hits;
+    return replay_.entry;
+  }
+  stop_replay();
+  return nullptr;
+}
+
+void Tracer::drop_empty_segment(const SegmentOutputs& outputs) {
+  for (Buffer* b : outputs.buffers) b->output_slot = -1;
+  release_written_storages();
+  reset_segment();
+  start_replay();  // the same position: the next ops may still repeat its cached graph
+}
+
+void Tracer::materialize(const SegmentOutputs& outputs, std::span<const Tensor> values) {
+  for (const auto& [impl, p] : outputs.live) {
+    const Tensor& o = values[static_cast<size_t>(p->buffer().output_slot)];
     const uint64_t version = p->buffer().version;
     impl->set_storage(o.impl()->storage(), o.storage_offset() + impl->storage_offset());
     impl->storage_if_concrete()->set_version(version);
   }
-  for (Buffer* b : written_order_) {
-    const Tensor& o = outs[static_cast<size_t>(b->output_slot)];
+}
+
+void Tracer::write_back(std::span<const Tensor> values) {
+  for (Buffer* b : written_.order) {
+    const Tensor& o = values[static_cast<size_t>(b->output_slot)];
     Tensor flat(std::make_shared<TensorImpl>(o.impl()->storage(), o.storage_offset(),
                                              Shape{b->numel}, Shape{1}, o.dtype()));
     ops::convert_into(b->concrete_flat, flat);
   }
+}
+
+void Tracer::next_segment() {
+  const size_t segment = segment_index_;
   reset_segment();
   segment_index_ = segment + 1;
   start_replay();

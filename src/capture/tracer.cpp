@@ -106,38 +106,38 @@ Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
   start_replay();
 }
 
-// Storages still marked point to storage_writer_, which dies with the tracer: unmark them.
+// Storages still marked point to written_.writer, which dies with the tracer: unmark them.
 Tracer::~Tracer() { release_written_storages(); }
 
 void Tracer::start_replay() {
-  replay_.reset();
-  candidates_.clear();
-  cursor_ = 0;
-  replay_runtime_values_.clear();
+  replay_.entry.reset();
+  replay_.candidates.clear();
+  replay_.cursor = 0;
+  replay_.runtime_values.clear();
   detail::CompiledState& st = *state_;
   std::lock_guard<std::mutex> lock(st.mu);
   if (segment_index_ < st.recent.size() && !st.recent[segment_index_].empty()) {
-    replay_ = st.recent[segment_index_].front();  // the others are fetched if it differs
-    replay_generation_ = st.generation;
+    replay_.entry = st.recent[segment_index_].front();  // the others are fetched if it differs
+    replay_.generation = st.generation;
   }
 }
 
 void Tracer::fetch_replay_candidates() {
-  if (!candidates_.empty()) return;
+  if (!replay_.candidates.empty()) return;
   detail::CompiledState& st = *state_;
   std::lock_guard<std::mutex> lock(st.mu);
-  if (segment_index_ < st.recent.size() && st.generation == replay_generation_)
-    candidates_ = st.recent[segment_index_];
+  if (segment_index_ < st.recent.size() && st.generation == replay_.generation)
+    replay_.candidates = st.recent[segment_index_];
 }
 
 template <class Matches>
 bool Tracer::replay_matches(Matches&& matches) {
-  const auto& nodes = replay_->graph.nodes;
-  if (cursor_ < nodes.size() && matches(nodes[cursor_])) return true;
+  const auto& nodes = replay_.entry->graph.nodes;
+  if (replay_.cursor < nodes.size() && matches(nodes[replay_.cursor])) return true;
   // Another recent entry that shares the prefix matched so far may go on from here (a function
   // alternating between shapes, say).
   if (switch_replay([&](const CacheEntry& e) {
-        return e.graph.nodes.size() > cursor_ && matches(e.graph.nodes[cursor_]);
+        return e.graph.nodes.size() > replay_.cursor && matches(e.graph.nodes[replay_.cursor]);
       }))
     return true;
   stop_replay();
@@ -145,65 +145,65 @@ bool Tracer::replay_matches(Matches&& matches) {
 }
 
 bool Tracer::shares_replayed_prefix(const CacheEntry& other) const {
-  if (other.graph.nodes.size() < cursor_) return false;
-  for (size_t i = 0; i < cursor_; ++i)
-    if (!ir::same_node_at(replay_->graph, other.graph, i)) return false;
+  if (other.graph.nodes.size() < replay_.cursor) return false;
+  for (size_t i = 0; i < replay_.cursor; ++i)
+    if (!ir::same_node_at(replay_.entry->graph, other.graph, i)) return false;
   return true;
 }
 
 void Tracer::stop_replay() {
-  if (!replay_) return;
-  const std::shared_ptr<CacheEntry> entry = std::move(replay_);
-  replay_.reset();
+  if (!replay_.entry) return;
+  const std::shared_ptr<CacheEntry> entry = std::move(replay_.entry);
+  replay_.entry.reset();
   const ir::Graph& g = entry->graph;
-  for (size_t i = 0; i < cursor_; ++i) {
+  for (size_t i = 0; i < replay_.cursor; ++i) {
     const ir::Node& n = g.nodes[i];
     switch (n.kind) {
       case ir::NodeKind::Placeholder:
-        graph_.add_placeholder(n.outputs[0]);
+        rec_.graph.add_placeholder(n.outputs[0]);
         break;
       case ir::NodeKind::Constant:
-        graph_.add_constant(n.attrs.scalar(0), n.attrs.dtype(1));
+        rec_.graph.add_constant(n.attrs.scalar(0), n.attrs.dtype(1));
         break;
       case ir::NodeKind::Call:
-        graph_.add_call(*n.op, n.inputs, n.attrs, n.outputs, n.loc);
+        rec_.graph.add_call(*n.op, n.inputs, n.attrs, n.outputs, n.loc);
         break;
     }
   }
   // This call's runtime values replace the cached ones (runtime_attrs are in node order).
   size_t k = 0;
   for (const ir::RuntimeAttr& r : g.runtime_attrs) {
-    if (static_cast<size_t>(r.node) >= cursor_) break;
-    ir::Node& n = graph_.nodes[static_cast<size_t>(r.node)];
-    n.attrs = ir::with_attr(n.attrs, static_cast<size_t>(r.attr), replay_runtime_values_[k++]);
-    graph_.runtime_attrs.push_back(r);
+    if (static_cast<size_t>(r.node) >= replay_.cursor) break;
+    ir::Node& n = rec_.graph.nodes[static_cast<size_t>(r.node)];
+    n.attrs = ir::with_attr(n.attrs, static_cast<size_t>(r.attr), replay_.runtime_values[k++]);
+    rec_.graph.runtime_attrs.push_back(r);
   }
-  cursor_ = 0;
-  replay_runtime_values_.clear();
+  replay_.cursor = 0;
+  replay_.runtime_values.clear();
 }
 
 ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
-  if (replay_ && replay_matches([&](const ir::Node& n) {
+  if (replay_.entry && replay_matches([&](const ir::Node& n) {
         return n.kind == ir::NodeKind::Placeholder && n.outputs[0] == info;
       }))
-    return {static_cast<int32_t>(cursor_++), 0};
-  return graph_.add_placeholder(info);
+    return {static_cast<int32_t>(replay_.cursor++), 0};
+  return rec_.graph.add_placeholder(info);
 }
 
 ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
-  if (replay_ && replay_matches([&](const ir::Node& n) {
+  if (replay_.entry && replay_matches([&](const ir::Node& n) {
         return n.kind == ir::NodeKind::Constant && n.attrs.dtype(1) == dtype &&
                ir::same_attr(n.attrs[0], value);
       }))
-    return {static_cast<int32_t>(cursor_++), 0};
-  return graph_.add_constant(value, dtype);
+    return {static_cast<int32_t>(replay_.cursor++), 0};
+  return rec_.graph.add_constant(value, dtype);
 }
 
 template <class Infer>
 ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
                                  const Attrs& attrs, Infer&& infer) {
   const bool random = op.kind == OpKind::Random;
-  if (replay_ && replay_matches([&](const ir::Node& n) {
+  if (replay_.entry && replay_matches([&](const ir::Node& n) {
         bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
                     std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
         for (size_t k = 0; same && k < attrs.size(); ++k)
@@ -211,23 +211,29 @@ ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> 
         return same;
       })) {
     if (random)
-      for (int8_t k : op.philox_attrs) replay_runtime_values_.push_back(attrs.i(k));
-    return {static_cast<int32_t>(cursor_++), 0};
+      for (int8_t k : op.philox_attrs) replay_.runtime_values.push_back(attrs.i(k));
+    return {static_cast<int32_t>(replay_.cursor++), 0};
   }
   const ir::ValueRef v =
-      graph_.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
+      rec_.graph.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
   if (random)
-    for (int8_t k : op.philox_attrs) graph_.runtime_attrs.push_back({v.node, k});
+    for (int8_t k : op.philox_attrs) rec_.graph.runtime_attrs.push_back({v.node, k});
   return v;
 }
 
 // ---- Tracer: ops ----
 
+PendingTensor* Tracer::own_pending(const TensorImpl& impl) const {
+  if (!impl.is_pending()) return nullptr;
+  auto* p = dynamic_cast<PendingTensor*>(impl.pending().get());
+  return p && p->tracer == this ? p : nullptr;
+}
+
 Tensor Tracer::new_pending(const TensorMeta& info, ir::ValueRef value) {
   // `info` is a graph value's: contiguous, with sizes that shape inference has checked.
   auto impl = std::make_shared<TensorImpl>(nullptr, 0, info.sizes, info.strides, info.dtype);
   impl->set_pending(std::make_shared<PendingTensor>(this, value, impl->numel(), info.dtype));
-  pending_.push_back(impl);
+  rec_.pending.push_back(impl);
   return Tensor(std::move(impl));
 }
 
@@ -238,26 +244,23 @@ Tensor Tracer::symbolic_input(const Tensor& t) {
 
 ir::ValueRef Tracer::value_of(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  if (impl->is_pending()) {
-    auto* p = dynamic_cast<PendingTensor*>(impl->pending().get());
-    if (p && p->tracer == this) {
-      if (p->value_version != p->buffer().version) {
-        // Written since this tensor's value was recorded: re-derive it from the buffer.
-        const ir::ValueRef base = p->buffer().value;
-        p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
-                               [&] { return std::vector<TensorMeta>{view_info(t)}; });
-        p->value_version = p->buffer().version;
-      }
-      return p->value;
+  if (PendingTensor* p = own_pending(*impl)) {
+    if (p->value_version != p->buffer().version) {
+      // Written since this tensor's value was recorded: re-derive it from the buffer.
+      const ir::ValueRef base = p->buffer().value;
+      p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
+                             [&] { return std::vector<TensorMeta>{view_info(t)}; });
+      p->value_version = p->buffer().version;
     }
-    (void)impl->data();  // another capture's tensor: make it concrete, then read it as input
+    return p->value;
   }
+  if (impl->is_pending()) (void)impl->data();  // another capture's: concrete, then an input
   if (impl->is_wrapped_number()) return record_constant(t.item_scalar(), t.dtype());
-  if (!written_storages_.empty())
-    if (auto it = written_storages_.find(impl->storage_if_concrete().get());
-        it != written_storages_.end()) {
+  if (!written_.storages.empty())
+    if (auto it = written_.storages.find(impl->storage_if_concrete().get());
+        it != written_.storages.end()) {
       Buffer& b = *it->second;
-      WrittenView& cached = written_views_[impl];
+      WrittenMemory::View& cached = written_.views[impl];
       if (cached.version_plus_one != b.version + 1) {
         cached.tensor = t;
         const ir::ValueRef base = b.value;
@@ -267,84 +270,81 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
       }
       return cached.value;
     }
-  auto [it, inserted] = input_of_.try_emplace(impl);
+  auto [it, inserted] = rec_.input_of.try_emplace(impl);
   if (inserted) {
     it->second = record_placeholder(TensorMeta::of(t));
-    inputs_.push_back(t);
+    rec_.inputs.push_back(t);
   }
   return it->second;
 }
 
 void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info) {
-  if (value_info.dtype != dst.dtype()) {
+  if (value_info.dtype != dst.dtype()) {  // the write casts, as eager's does
     const ir::ValueRef from = value;
     value = record_call(ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()}, [&] {
       return std::vector<TensorMeta>{TensorMeta(dst.dtype(), value_info.sizes)};
     });
   }
-  TensorImpl* impl = dst.impl();
-  Buffer* buffer = nullptr;
-  PendingTensor* p =
-      impl->is_pending() ? dynamic_cast<PendingTensor*>(impl->pending().get()) : nullptr;
-  if (p && p->tracer != this) p = nullptr;
-  if (p) {
-    buffer = &p->buffer();
-  } else {
-    if (impl->is_pending()) (void)impl->data();  // another capture's tensor: concrete first
-    const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
-    auto& slot = written_storages_[storage.get()];
-    if (!slot) {
-      if (!storage->mark_pending_write(token_)) {
-        written_storages_.erase(storage.get());
-        throw Error(detail::concat(
-            "kiln::compile: '", state_->name, "': a tensor (shape ", dst.shape_str(),
-            ") is written in place while a compiled function on another thread has a write to "
-            "the same memory recorded; two threads writing one tensor at once is a data race "
-            "(in eager mode too): synchronise them"));
-      }
-      if (!storage_writer_) storage_writer_ = std::make_unique<StorageWriter>(this);
-      detail::set_thread_storage_writer(token_, storage_writer_.get());
-      slot = std::make_shared<Buffer>();
-      slot->numel = static_cast<int64_t>(storage->nbytes()) / dst.element_size();
-      slot->dtype = dst.dtype();
-      slot->concrete = storage;
-      slot->concrete_flat = Tensor(
-          std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
-      slot->value = record_placeholder(TensorMeta::of(slot->concrete_flat));
-      inputs_.push_back(slot->concrete_flat);
-      written_order_.push_back(slot.get());
-    }
-    KILN_CHECK(slot->dtype == dst.dtype(), NotImplementedError,
-               "kiln::compile: a tensor's memory is written in place as ", dst.dtype(),
-               " and also used as ", slot->dtype,
-               " in one graph; reinterpreting memory as another dtype is not supported under "
-               "capture");
-    buffer = slot.get();
-    // Bumped now, as eager would, so that autograd sees a tensor it saved was overwritten.
-    storage->bump_version();
-  }
-  if (covers_whole(dst, *buffer)) {
-    buffer->value = value;
+  PendingTensor* p = own_pending(*dst.impl());
+  Buffer& buffer = p ? p->buffer() : written_buffer(dst);
+  const bool whole = covers_whole(dst, buffer);
+  if (whole) {
+    buffer.value = value;
   } else {
     // The result has the shape of the buffer's current value (contiguous, numel elements).
-    const std::array<ir::ValueRef, 2> ins{buffer->value, value};
-    buffer->value = record_call(ops::as_strided_scatter_op, ins, as_strided_attrs(dst), [&] {
+    const std::array<ir::ValueRef, 2> ins{buffer.value, value};
+    buffer.value = record_call(ops::as_strided_scatter_op, ins, as_strided_attrs(dst), [&] {
       const TensorMeta& base = recorded_node(static_cast<size_t>(ins[0].node))
-                                       .outputs[static_cast<size_t>(ins[0].output)];
-      return std::vector<TensorMeta>{TensorMeta(buffer->dtype, base.sizes)};
+                                   .outputs[static_cast<size_t>(ins[0].output)];
+      return std::vector<TensorMeta>{TensorMeta(buffer.dtype, base.sizes)};
     });
   }
-  ++buffer->version;
-  if (p) {
-    // A partial write leaves dst's value to be re-derived from the buffer (as_strided with an
-    // absolute offset, which later as_strided views of dst rely on).
-    if (covers_whole(dst, *buffer)) {
-      p->value = value;
-      p->value_version = buffer->version;
-    }
-  } else {
-    written_views_[impl] = {dst, value, buffer->version + 1};
+  ++buffer.version;
+  // dst's own value: what was written, when the write covered its buffer; otherwise a pending
+  // tensor re-derives it from the buffer (as_strided with an absolute offset, which later
+  // as_strided views of dst rely on).
+  if (!p) {
+    written_.views[dst.impl()] = {dst, value, buffer.version + 1};
+  } else if (whole) {
+    p->value = value;
+    p->value_version = buffer.version;
   }
+}
+
+Buffer& Tracer::written_buffer(const Tensor& dst) {
+  TensorImpl* impl = dst.impl();
+  if (impl->is_pending()) (void)impl->data();  // another capture's tensor: concrete first
+  const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
+  auto& slot = written_.storages[storage.get()];
+  if (!slot) {
+    if (!storage->mark_pending_write(token_)) {
+      written_.storages.erase(storage.get());
+      throw Error(detail::concat(
+          "kiln::compile: '", state_->name, "': a tensor (shape ", dst.shape_str(),
+          ") is written in place while a compiled function on another thread has a write to "
+          "the same memory recorded; two threads writing one tensor at once is a data race "
+          "(in eager mode too): synchronise them"));
+    }
+    if (!written_.writer) written_.writer = std::make_unique<StorageWriter>(this);
+    detail::set_thread_storage_writer(token_, written_.writer.get());
+    slot = std::make_shared<Buffer>();
+    slot->numel = static_cast<int64_t>(storage->nbytes()) / dst.element_size();
+    slot->dtype = dst.dtype();
+    slot->concrete = storage;
+    slot->concrete_flat =
+        Tensor(std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
+    slot->value = record_placeholder(TensorMeta::of(slot->concrete_flat));
+    rec_.inputs.push_back(slot->concrete_flat);
+    written_.order.push_back(slot.get());
+  }
+  KILN_CHECK(slot->dtype == dst.dtype(), NotImplementedError,
+             "kiln::compile: a tensor's memory is written in place as ", dst.dtype(),
+             " and also used as ", slot->dtype,
+             " in one graph; reinterpreting memory as another dtype is not supported under "
+             "capture");
+  // Bumped now, as eager would, so that autograd sees a tensor it saved was overwritten.
+  storage->bump_version();
+  return *slot;
 }
 
 bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -398,7 +398,7 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     return infos;
   };
   std::optional<std::vector<TensorMeta>> inferred;
-  if (!replay_) inferred = infer();
+  if (!replay_.entry) inferred = infer();
   SmallVector<ir::ValueRef, 8> ins;
   for (const Tensor& t : inputs) ins.push_back(value_of(t));
   const ir::ValueRef v =
@@ -424,31 +424,31 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 }
 
 void Tracer::release_written_storages() {
-  for (Buffer* b : written_order_) b->concrete->unmark_pending_write(token_);
+  for (Buffer* b : written_.order) b->concrete->unmark_pending_write(token_);
   if (detail::thread_storage_writer(token_)) detail::set_thread_storage_writer(0, nullptr);
 }
 
 void Tracer::reset_segment() {
   // A fresh graph that keeps the node array's capacity: the next segment (usually the same
   // graph again) records without reallocating.
-  std::vector<ir::Node> nodes = std::move(graph_.nodes);
+  std::vector<ir::Node> nodes = std::move(rec_.graph.nodes);
   nodes.clear();
-  graph_ = ir::Graph();
-  graph_.nodes = std::move(nodes);
-  inputs_.clear();
-  input_of_.clear();
-  replay_.reset();
-  candidates_.clear();
-  cursor_ = 0;
-  replay_runtime_values_.clear();
-  written_storages_.clear();
-  written_order_.clear();
-  written_views_.clear();
-  pending_.clear();
+  rec_.graph = ir::Graph();
+  rec_.graph.nodes = std::move(nodes);
+  rec_.inputs.clear();
+  rec_.input_of.clear();
+  replay_.entry.reset();
+  replay_.candidates.clear();
+  replay_.cursor = 0;
+  replay_.runtime_values.clear();
+  written_.storages.clear();
+  written_.order.clear();
+  written_.views.clear();
+  rec_.pending.clear();
 }
 
 void Tracer::abandon(const std::string& why) {
-  for (auto& w : pending_)
+  for (auto& w : rec_.pending)
     if (auto impl = w.lock(); impl && impl->is_pending())
       impl->set_pending(std::make_shared<AbandonedValue>(why));
   release_written_storages();

@@ -103,7 +103,7 @@ class Tracer final : public DispatchInterceptor {
   // Gives up on the segment (fn threw): pending tensors left alive throw when read.
   void abandon(const std::string& why);
 
-  void register_pending(const std::shared_ptr<TensorImpl>& impl) { pending_.push_back(impl); }
+  void register_pending(const std::shared_ptr<TensorImpl>& impl) { rec_.pending.push_back(impl); }
   // A pending tensor with t's dtype and shape that is a new graph input (metadata-only runs).
   Tensor symbolic_input(const Tensor& t);
   // This capture only computes metadata: a sync point is an error naming `who`.
@@ -111,12 +111,12 @@ class Tracer final : public DispatchInterceptor {
   bool metadata_only() const { return !metadata_only_.empty(); }
 
  private:
-  // ---- recording ----
-  // While a segment repeats a graph this function ran recently (`replay_`), node for node,
+  // ---- recording (tracer.cpp) ----
+  // While a segment repeats a graph this function ran recently (replay_), node for node,
   // nothing is built: each record_* call only compares with the cached node at the cursor and
   // skips shape inference (the cached node already has its output metadata). At a difference
   // another recent entry with the same prefix may take over; otherwise the matched prefix is
-  // copied into graph_ and recording goes on from there, so a changed graph is captured
+  // copied into the graph and recording goes on from there, so a changed graph is captured
   // exactly as without replay.
   ir::ValueRef record_placeholder(const TensorMeta& info);
   ir::ValueRef record_constant(const Scalar& value, DType dtype);
@@ -124,6 +124,20 @@ class Tracer final : public DispatchInterceptor {
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins, const Attrs& attrs,
                            Infer&& infer);
+  const ir::Node& recorded_node(size_t i) const {
+    return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
+  }
+  // t's pending value if this tracer made it (null for concrete tensors and other captures').
+  PendingTensor* own_pending(const TensorImpl& impl) const;
+  ir::ValueRef value_of(const Tensor& t);
+  Tensor new_pending(const TensorMeta& info, ir::ValueRef value);
+  bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                   std::span<Tensor, kMaxOpOutputs> outputs);
+
+  // ---- replay (tracer.cpp) ----
+  // The segment about to start repeats, we guess, one of the entries its function ran most
+  // recently for it: the latest first.
+  void start_replay();
   // Whether the node at the cursor fits (`matches`), in the entry being replayed or in another
   // recent entry with the same prefix (which then becomes the one replayed); if neither,
   // replay stops.
@@ -134,68 +148,94 @@ class Tracer final : public DispatchInterceptor {
   template <class Fits>
   bool switch_replay(Fits&& fits) {
     fetch_replay_candidates();
-    for (const std::shared_ptr<CacheEntry>& other : candidates_)
-      if (other != replay_ && fits(*other) && shares_replayed_prefix(*other)) {
-        replay_ = other;
+    for (const std::shared_ptr<CacheEntry>& other : replay_.candidates)
+      if (other != replay_.entry && fits(*other) && shares_replayed_prefix(*other)) {
+        replay_.entry = other;
         return true;
       }
     return false;
   }
-  // Loads the function's recent entries for this segment into candidates_ (once).
+  // Loads the function's recent entries for this segment into replay_.candidates (once).
   void fetch_replay_candidates();
-  // Whether `other`'s first cursor_ nodes equal those of the entry being replayed.
+  // Whether `other`'s first replay_.cursor nodes equal those of the entry being replayed.
   bool shares_replayed_prefix(const CacheEntry& other) const;
-  // Stops replaying: graph_ gets the nodes matched so far.
+  // Stops replaying: the graph gets the nodes matched so far.
   void stop_replay();
-  // The segment about to start repeats, we guess, one of the entries its function ran most
-  // recently for it: the latest first.
-  void start_replay();
-  const ir::Node& recorded_node(size_t i) const {
-    return replay_ ? replay_->graph.nodes[i] : graph_.nodes[i];
-  }
 
-  ir::ValueRef value_of(const Tensor& t);
-  Tensor new_pending(const TensorMeta& info, ir::ValueRef value);
+  // ---- in-place writes (tracer.cpp) ----
+  // Records the write of `value` into dst's memory: a functional update of its Buffer.
   void write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info);
-  bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
-                   std::span<Tensor, kMaxOpOutputs> outputs);
-  void reset_segment();
+  // The Buffer of a concrete storage `dst` writes into: created (and the storage marked, a
+  // flat graph input recorded) on its first write in the segment.
+  Buffer& written_buffer(const Tensor& dst);
   // Written concrete storages stop being sync points (before the segment runs or is dropped).
   void release_written_storages();
+
+  // ---- the sync point (segment.cpp), in the order flush runs them ----
+  struct SegmentOutputs {
+    std::vector<std::pair<std::shared_ptr<TensorImpl>, PendingTensor*>> live;
+    std::vector<Buffer*> buffers;  // by graph output
+  };
+  void check_can_flush(const std::string& reason) const;
+  // Logs and notifies a graph break; throws under fullgraph=true.
+  void report_break(const std::string& reason, const CallSite& site);
+  // The graph's outputs: the buffer of every live pending tensor, and every written storage.
+  SegmentOutputs collect_outputs();
+  // The entry a replay matched completely (a cache hit with no lookup), or null.
+  std::shared_ptr<CacheEntry> finish_replay();
+  void drop_empty_segment(const SegmentOutputs& outputs);
   // Runs (compiling on a miss) the finished graph; returns its outputs.
-  // `hit`: the entry a replay matched completely (no lookup needed).
   std::vector<Tensor> run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit);
+  // This call's runtime attribute values (random seeds and offsets) for `entry`'s graph.
+  std::vector<int64_t> runtime_values_for(const CacheEntry& entry, const ir::Graph& graph) const;
+  // Gives the live pending tensors their storage.
+  void materialize(const SegmentOutputs& outputs, std::span<const Tensor> values);
+  // Copies the final values of written concrete storages into them.
+  void write_back(std::span<const Tensor> values);
+  void next_segment();
+  void reset_segment();
 
   std::shared_ptr<detail::CompiledState> state_;
   bool frozen_;     // use cached graphs only; a miss runs eagerly
   uint64_t token_;  // marks the storages this capture writes (Storage::mark_pending_write)
   std::string metadata_only_;
-  ir::Graph graph_;
-  std::vector<Tensor> inputs_;  // the placeholders' tensors
-  std::unordered_map<const TensorImpl*, ir::ValueRef> input_of_;
-  std::unordered_map<const Storage*, std::shared_ptr<Buffer>> written_storages_;
-  std::vector<Buffer*> written_order_;  // the same buffers in the order of their first write
-  // What a written storage points to while marked: reading it on this thread is a sync point.
-  std::unique_ptr<PendingValue> storage_writer_;
   bool flushing_ = false;
-  // Concrete tensors over written storages: their value, valid for one buffer version. The
-  // tensor is kept alive so that its address cannot be reused by another tensor meanwhile.
-  struct WrittenView {
-    Tensor tensor;
-    ir::ValueRef value;
-    uint64_t version_plus_one = 0;  // 0: not recorded yet
-  };
-  std::unordered_map<const TensorImpl*, WrittenView> written_views_;
-  std::vector<std::weak_ptr<TensorImpl>> pending_;
   size_t segment_index_ = 0;
-  // Replay state (see record_*): the entry being repeated, the others it may switch to, how
-  // many of its nodes matched, and the runtime attributes (random seeds/offsets) met so far,
-  // in node order.
-  std::shared_ptr<CacheEntry> replay_;
-  std::vector<std::shared_ptr<CacheEntry>> candidates_;  // CompiledState::recent, when needed
-  uint64_t replay_generation_ = 0;
-  size_t cursor_ = 0;
-  std::vector<int64_t> replay_runtime_values_;
+
+  // The segment being recorded.
+  struct Recording {
+    ir::Graph graph;
+    std::vector<Tensor> inputs;  // the placeholders' tensors
+    std::unordered_map<const TensorImpl*, ir::ValueRef> input_of;
+    std::vector<std::weak_ptr<TensorImpl>> pending;  // every pending tensor made
+  } rec_;
+
+  // The cached entry being repeated (see record_*), the others it may switch to
+  // (CompiledState::recent, fetched when needed), how many of its nodes matched, and the
+  // runtime attributes (random seeds/offsets) met so far, in node order.
+  struct Replay {
+    std::shared_ptr<CacheEntry> entry;
+    std::vector<std::shared_ptr<CacheEntry>> candidates;
+    uint64_t generation = 0;
+    size_t cursor = 0;
+    std::vector<int64_t> runtime_values;
+  } replay_;
+
+  // Concrete storages written in place during the segment.
+  struct WrittenMemory {
+    std::unordered_map<const Storage*, std::shared_ptr<Buffer>> storages;
+    std::vector<Buffer*> order;  // the same buffers in the order of their first write
+    // What a written storage points to while marked: reading it on this thread is a sync point.
+    std::unique_ptr<PendingValue> writer;
+    // Concrete tensors over written storages: their value, valid for one buffer version. The
+    // tensor is kept alive so that its address cannot be reused by another tensor meanwhile.
+    struct View {
+      Tensor tensor;
+      ir::ValueRef value;
+      uint64_t version_plus_one = 0;  // 0: not recorded yet
+    };
+    std::unordered_map<const TensorImpl*, View> views;
+  } written_;
 };
 
 }  // namespace kiln::capture

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/kiln.h"
+#include "kiln/ops/factory.h"
+#include "kiln/ops/indexing.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
 
