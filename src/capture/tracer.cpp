@@ -98,15 +98,39 @@ void PendingTensor::share_with(const std::shared_ptr<TensorImpl>& alias) {
 
 // ---- Tracer: recording and replay ----
 namespace {
-std::atomic<uint64_t> g_next_token{1};
+// Which capture has writes recorded into which concrete storage. A second capture (another
+// thread's) writing the same storage before the first has run is a data race the user must
+// hear about, as it would be in eager mode.
+struct StorageClaims {
+  std::mutex mu;
+  std::unordered_map<const Storage*, const Tracer*> owner;
+};
+StorageClaims& storage_claims() {
+  static auto* claims = new StorageClaims();
+  return *claims;
 }
+bool claim_storage(const Storage* s, const Tracer* t) {
+  StorageClaims& c = storage_claims();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.owner.try_emplace(s, t).first->second == t;
+}
+void release_storage(const Storage* s, const Tracer* t) {
+  StorageClaims& c = storage_claims();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.owner.find(s); it != c.owner.end() && it->second == t) c.owner.erase(it);
+}
+}  // namespace
 
 Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
-    : state_(std::move(state)), frozen_(frozen), token_(g_next_token++) {
+    : state_(std::move(state)), frozen_(frozen) {
   start_replay();
 }
 
-// Storages still marked point to written_.writer, which dies with the tracer: unmark them.
+PendingValue* Tracer::writer_of(const Storage& storage) {
+  return written_.storages.count(&storage) ? written_.writer.get() : nullptr;
+}
+
+// Storages still claimed would point to written_.writer, which dies with the tracer: release them.
 Tracer::~Tracer() { release_written_storages(); }
 
 void Tracer::start_replay() {
@@ -317,7 +341,7 @@ Buffer& Tracer::written_buffer(const Tensor& dst) {
   const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
   auto& slot = written_.storages[storage.get()];
   if (!slot) {
-    if (!storage->mark_pending_write(token_)) {
+    if (!claim_storage(storage.get(), this)) {
       written_.storages.erase(storage.get());
       throw Error(detail::concat(
           "kiln::compile: '", state_->name, "': a tensor (shape ", dst.shape_str(),
@@ -326,7 +350,7 @@ Buffer& Tracer::written_buffer(const Tensor& dst) {
           "(in eager mode too): synchronise them"));
     }
     if (!written_.writer) written_.writer = std::make_unique<StorageWriter>(this);
-    detail::set_thread_storage_writer(token_, written_.writer.get());
+    detail::tls_pending_writes = this;  // reading it on this thread is now a sync point
     slot = std::make_shared<Buffer>();
     slot->numel = static_cast<int64_t>(storage->nbytes()) / dst.element_size();
     slot->dtype = dst.dtype();
@@ -424,8 +448,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 }
 
 void Tracer::release_written_storages() {
-  for (Buffer* b : written_.order) b->concrete->unmark_pending_write(token_);
-  if (detail::thread_storage_writer(token_)) detail::set_thread_storage_writer(0, nullptr);
+  for (Buffer* b : written_.order) release_storage(b->concrete.get(), this);
+  if (detail::tls_pending_writes == this) detail::tls_pending_writes = nullptr;
 }
 
 void Tracer::reset_segment() {

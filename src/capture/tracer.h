@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -89,13 +90,16 @@ class PendingTensor final : public PendingValue,
   Buffer* buffer_;
 };
 
-class Tracer final : public DispatchInterceptor {
+// Installed as this thread's DispatchInterceptor while its function runs, and as its
+// PendingWrites while it has writes into concrete storages recorded.
+class Tracer final : public DispatchInterceptor, public PendingWrites {
  public:
   Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen);
   ~Tracer() override;
 
   bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                  std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) override;
+  PendingValue* writer_of(const Storage& storage) override;
 
   // A sync point: runs the captured segment and makes every live pending tensor concrete.
   // `is_return`: the function's return (not a graph break).
@@ -196,8 +200,7 @@ class Tracer final : public DispatchInterceptor {
   void reset_segment();
 
   std::shared_ptr<detail::CompiledState> state_;
-  bool frozen_;     // use cached graphs only; a miss runs eagerly
-  uint64_t token_;  // marks the storages this capture writes (Storage::mark_pending_write)
+  bool frozen_;  // use cached graphs only; a miss runs eagerly
   std::string metadata_only_;
   bool flushing_ = false;
   size_t segment_index_ = 0;

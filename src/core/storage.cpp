@@ -4,23 +4,6 @@
 
 namespace kiln {
 
-namespace detail {
-namespace {
-struct ThreadWriter {
-  uint64_t token = 0;
-  PendingValue* writer = nullptr;
-};
-thread_local ThreadWriter tls_writer;
-}  // namespace
-
-PendingValue* thread_storage_writer(uint64_t token) {
-  return tls_writer.token == token ? tls_writer.writer : nullptr;
-}
-void set_thread_storage_writer(uint64_t token, PendingValue* writer) {
-  tls_writer = {writer ? token : 0, writer};
-}
-}  // namespace detail
-
 Storage::Storage(Private, void* data, size_t nbytes, bool owned, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), owned_(owned), deleter_(std::move(deleter)) {}
 

@@ -81,9 +81,14 @@ void TensorImpl::set_storage(std::shared_ptr<Storage> storage, int64_t offset) {
   pending_.reset();
 }
 
+namespace detail {
+thread_local constinit PendingWrites* tls_pending_writes [[gnu::tls_model("initial-exec")]] =
+    nullptr;
+}  // namespace detail
+
 void TensorImpl::materialize() {
   sync("a tensor's data was read (data_ptr, printing, or an op run eagerly)");
-  KILN_CHECK(storage_ && !pending_ && !storage_->pending_writer(), Error,
+  KILN_CHECK(storage_ && !pending_ && !pending_writer(), Error,
              "internal error: a pending tensor was not materialised");
 }
 

@@ -86,10 +86,10 @@ inline constexpr DType dtype_v = dtype_of<T>::value;
     return __VA_ARGS__.template operator()<CT>();
 
 #define KILN_DTYPE_SWITCH_FAIL(dt, opname) \
-  default:                             \
+  default:                                 \
     throw ::kiln::DTypeError(::kiln::detail::concat(opname, ": dtype ", dt, " is not supported"));
 
-#define KILN_DTYPE_SWITCH_ALL(dt, opname, ...)          \
+#define KILN_DTYPE_SWITCH_ALL(dt, opname, ...)      \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)      \
@@ -97,36 +97,36 @@ inline constexpr DType dtype_v = dtype_of<T>::value;
       KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)            \
     }                                               \
   }()
 
-#define KILN_DTYPE_SWITCH_NUMERIC(dt, opname, ...)      \
+#define KILN_DTYPE_SWITCH_NUMERIC(dt, opname, ...)  \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)            \
     }                                               \
   }()
 
-#define KILN_DTYPE_SWITCH_FLOATING(dt, opname, ...)     \
+#define KILN_DTYPE_SWITCH_FLOATING(dt, opname, ...) \
   [&] {                                             \
     switch (dt) {                                   \
       KILN_DTYPE_CASE(Float32, float, __VA_ARGS__)  \
       KILN_DTYPE_CASE(Float64, double, __VA_ARGS__) \
-      KILN_DTYPE_SWITCH_FAIL(dt, opname)                \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)            \
     }                                               \
   }()
 
-#define KILN_DTYPE_SWITCH_INTEGRAL(dt, opname, ...)    \
-  [&] {                                            \
-    switch (dt) {                                  \
-      KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)     \
-      KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__) \
-      KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__) \
-      KILN_DTYPE_SWITCH_FAIL(dt, opname)               \
-    }                                              \
+#define KILN_DTYPE_SWITCH_INTEGRAL(dt, opname, ...) \
+  [&] {                                             \
+    switch (dt) {                                   \
+      KILN_DTYPE_CASE(Bool, bool, __VA_ARGS__)      \
+      KILN_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)  \
+      KILN_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)  \
+      KILN_DTYPE_SWITCH_FAIL(dt, opname)            \
+    }                                               \
   }()

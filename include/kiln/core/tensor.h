@@ -39,6 +39,20 @@ struct PendingValue {
   virtual int64_t capacity() const = 0;
 };
 
+// Concrete memory with writes recorded but not run yet (graph capture's in-place writes into
+// concrete tensors). The layer that records them installs one per thread while it has any;
+// data() asks it about a tensor's storage only then. Other threads never see it: they read the
+// memory as it is, as if just before those writes.
+struct PendingWrites {
+  virtual ~PendingWrites() = default;
+  // What to run before `storage` may be read on this thread, or null if nothing is pending.
+  virtual PendingValue* writer_of(const Storage& storage) = 0;
+};
+namespace detail {
+// This thread's PendingWrites (null: none; the common case costs data() one load).
+extern thread_local constinit PendingWrites* tls_pending_writes [[gnu::tls_model("initial-exec")]];
+}  // namespace detail
+
 class TensorImpl {
  public:
   TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape sizes, Shape strides,
@@ -54,13 +68,13 @@ class TensorImpl {
 
   // The only way to reach the elements: materialises a pending tensor first.
   void* data() {
-    if (pending_ || storage_->pending_writer()) [[unlikely]]
+    if (pending_ || detail::tls_pending_writes) [[unlikely]]
       materialize();
     return static_cast<char*>(storage_->data()) + offset_ * itemsize(dtype_);
   }
   // Storage (null while pending).
   const std::shared_ptr<Storage>& storage() {
-    if (pending_ || storage_->pending_writer()) [[unlikely]]
+    if (pending_ || detail::tls_pending_writes) [[unlikely]]
       materialize();
     return storage_;
   }
@@ -78,11 +92,16 @@ class TensorImpl {
     if (pending_) [[unlikely]] {
       auto p = pending_;  // keep alive while it runs
       p->materialize(*this, why, where);
-    } else if (PendingValue* w = storage_ ? storage_->pending_writer() : nullptr) [[unlikely]] {
+    } else if (PendingValue* w = pending_writer()) [[unlikely]] {
       w->materialize(*this, why, where);
     }
   }
   const std::shared_ptr<PendingValue>& pending() const { return pending_; }
+  // What must run before this tensor's storage may be read on this thread (PendingWrites).
+  PendingValue* pending_writer() const {
+    PendingWrites* w = detail::tls_pending_writes;
+    return w && storage_ ? w->writer_of(*storage_) : nullptr;
+  }
   void set_pending(std::shared_ptr<PendingValue> p) { pending_ = std::move(p); }
   // Gives a pending tensor its storage (called by the capture layer once the graph has run).
   void set_storage(std::shared_ptr<Storage> storage, int64_t offset);
