@@ -121,6 +121,83 @@ std::function<void()> w5() {
   };
 }
 
+// ---- the same workloads through kiln::compile with the code-generating backend ----
+// The first call (made here, in setup) compiles, so the timed calls are cache hits; compile
+// time is reported apart by `kiln bench` from compile_times().
+CompileOptions inductor_options(const char* name) {
+  return CompileOptions{.backend = std::string("inductor"), .name = name};
+}
+
+std::function<void()> w1_inductor() {
+  auto x = std::make_shared<Tensor>(randn({16 * 1024 * 1024}));
+  auto chain = [](const Tensor& x) { return gelu(x * 1.5 + 0.25) * sigmoid(x) + 0.5 * x; };
+  auto compiled =
+      std::make_shared<decltype(compile(chain))>(compile(chain, inductor_options("W1i")));
+  (*compiled)(*x);
+  return [x, compiled] { (*compiled)(*x); };
+}
+
+std::function<void()> w6_inductor() {
+  auto x = std::make_shared<Tensor>(randn({64}));
+  auto c = std::make_shared<Tensor>(randn({64}));
+  auto chain = [c](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 100; ++i) y = i % 3 == 0 ? y + *c : i % 3 == 1 ? y * *c : tanh(y);
+    return y;
+  };
+  auto compiled =
+      std::make_shared<decltype(compile(chain))>(compile(chain, inductor_options("W6i")));
+  (*compiled)(*x);
+  return [x, compiled] { (*compiled)(*x); };
+}
+
+// A training step (zero_grad, forward, loss, backward, optimizer step) compiled whole.
+template <class Step>
+std::function<void()> compiled_step(Step step, const char* name) {
+  auto compiled = std::make_shared<decltype(compile(step))>(compile(step, inductor_options(name)));
+  (*compiled)();
+  return [compiled] { (*compiled)(); };
+}
+
+std::function<void()> w4_inductor() {
+  manual_seed(4);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(784, 512))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Linear>(512, 512))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Linear>(512, 10));
+  auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01});
+  auto x = std::make_shared<Tensor>(randn({256, 784}));
+  auto y = std::make_shared<Tensor>(randint(0, 10, {256}));
+  return compiled_step(
+      [model, opt, x, y] {
+        opt->zero_grad();
+        Tensor loss = cross_entropy(model->forward(*x), *y);
+        loss.backward();
+        opt->step();
+        return loss;
+      },
+      "W4i");
+}
+
+std::function<void()> w5_inductor() {
+  manual_seed(5);
+  auto block = std::make_shared<nn::Block>(256, 4);
+  auto opt = std::make_shared<optim::AdamW>(block->parameters(), optim::AdamWOptions{});
+  auto x = std::make_shared<Tensor>(randn({8, 128, 256}));
+  auto target = std::make_shared<Tensor>(randn({8, 128, 256}));
+  return compiled_step(
+      [block, opt, x, target] {
+        opt->zero_grad();
+        Tensor loss = mse_loss(block->forward(*x), *target);
+        loss.backward();
+        opt->step();
+        return loss;
+      },
+      "W5i");
+}
+
 }  // namespace
 
 const std::vector<Workload>& workloads() {
@@ -135,6 +212,10 @@ const std::vector<Workload>& workloads() {
       {"W6s", "one add on [64]", "n/a", w6_single},
       {"W6sc", "W6s through kiln::compile (eager backend, cached graph)", "n/a",
        w6_single_compiled},
+      {"W1i", "W1 through kiln::compile (inductor)", "n/a", w1_inductor},
+      {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
+      {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
+      {"W6i", "W6 through kiln::compile (inductor)", "n/a", w6_inductor},
   };
   return all;
 }

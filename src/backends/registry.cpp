@@ -1,27 +1,49 @@
-// The backend registry: names to backends. "eager" is built in; "aot_eager" and "inductor" are
-// reserved for the backends of the next layers and are an error until they exist.
+// The backend registry: names to backends. "eager" and "inductor" are built in; "aot_eager" is
+// reserved for AOT autograd and is an error until it exists.
+#include <iostream>
 #include <map>
 #include <mutex>
 
+#include "backends/inductor/cpp_compiler.h"
 #include "kiln/capture/compile.h"
 
 namespace kiln {
 
 namespace backends {
-Backend make_eager_backend();  // backends/eager/eager.cpp
+Backend make_eager_backend();     // backends/eager/eager.cpp
+Backend make_inductor_backend();  // backends/inductor/inductor.cpp
+
+// inductor when a C++ compiler is there to build its code; otherwise one warning and the eager
+// backend in its place.
+Backend inductor_or_eager() {
+  if (!inductor::host_compiler().empty()) return make_inductor_backend();
+  Backend eager = make_eager_backend();
+  return [eager](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::cerr << "[kiln] warning: no C++ compiler found ($CXX, c++, g++ or clang++ on PATH): "
+                   "backend \"inductor\" runs graphs with the eager kernels instead\n";
+    });
+    return eager(graph, inputs);
+  };
 }
+}  // namespace backends
 
 namespace {
 struct BackendRegistry {
   std::mutex mu;
   std::map<std::string, Backend> backends;
-  BackendRegistry() { backends["eager"] = backends::make_eager_backend(); }
+  BackendRegistry() {
+    backends["eager"] = backends::make_eager_backend();
+    backends["inductor"] = backends::inductor_or_eager();
+  }
 };
 BackendRegistry& backend_registry() {
   static auto* r = new BackendRegistry();
   return *r;
 }
 bool is_reserved(const std::string& name) { return name == "aot_eager" || name == "inductor"; }
+bool is_unimplemented(const std::string& name) { return name == "aot_eager"; }
 }  // namespace
 
 void register_backend(const std::string& name, Backend backend) {
@@ -45,9 +67,9 @@ std::vector<std::string> list_backends() {
 }
 
 Backend lookup_backend(const std::string& name) {
-  KILN_CHECK(!is_reserved(name), NotImplementedError, "kiln::compile: backend '", name,
-             "' is not implemented yet (it comes with AOT autograd and the optimizing backend); "
-             "use backend \"eager\" for now");
+  KILN_CHECK(!is_unimplemented(name), NotImplementedError, "kiln::compile: backend '", name,
+             "' is not implemented yet (it comes with AOT autograd); use \"eager\" or "
+             "\"inductor\"");
   auto& r = backend_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.backends.find(name);

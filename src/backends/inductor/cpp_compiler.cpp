@@ -1,0 +1,296 @@
+// Building and loading generated C++ (see cpp_compiler.h).
+#include "backends/inductor/cpp_compiler.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "kiln/core/error.h"
+
+#ifndef KILN_SOURCE_DIR
+#error "KILN_SOURCE_DIR must point at the source tree (the runtime headers of generated code)"
+#endif
+#ifndef KILN_GENERATED_ARCH_FLAGS
+#define KILN_GENERATED_ARCH_FLAGS ""
+#endif
+
+namespace kiln::inductor {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs a shell command; returns its exit status and fills `output` with stdout + stderr.
+int run_command(const std::string& cmd, std::string& output) {
+  output.clear();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, got);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool on_path(const std::string& name, std::string& found) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::stringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0) {
+      found = candidate.string();
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Two FNV-1a passes with different offsets: a 128-bit key as 32 hex digits.
+std::string hash_key(const std::string& text) {
+  uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+  for (unsigned char c : text) {
+    a = (a ^ c) * 0x100000001b3ULL;
+    b = (b ^ c) * 0x100000001b3ULL;
+    b ^= b >> 29;
+  }
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return out;
+}
+
+// Flags of every compile of generated code (the precompiled header's too: they must match).
+const std::string& compile_flags() {
+  static const std::string f = detail::concat(
+      "-std=c++20 -O3 ", KILN_GENERATED_ARCH_FLAGS, " -fopenmp -fPIC -ffp-contract=off -w -I",
+      quote(KILN_SOURCE_DIR "/src"), " -I", quote(KILN_SOURCE_DIR "/include"));
+  return f;
+}
+const std::string& flags() {
+  static const std::string f = compile_flags() + " -shared";
+  return f;
+}
+
+// What the cache key includes besides the source: the compiler's identity and the text of the
+// headers generated code includes (so a changed functor never reuses an old module).
+const std::string& key_context() {
+  static const std::string context = [] {
+    std::string version;
+    run_command(quote(host_compiler()) + " --version", version);
+    std::string headers;
+    for (const char* h :
+         {"src/backends/inductor/runtime/inductor_runtime.h", "src/ops/kernels/pointwise_math.h",
+          "src/ops/kernels/vec.h", "include/kiln/ops/op.h"})
+      headers += read_file(fs::path(KILN_SOURCE_DIR) / h);
+    return host_compiler() + "\n" + version + "\n" + flags() + "\n" + headers;
+  }();
+  return context;
+}
+
+bool writable_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return !ec && access(dir.c_str(), W_OK) == 0;
+}
+
+// The folder modules are written to: the cache, or a private temporary one if it is not
+// writable (modules then live for this process only).
+const fs::path& module_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::path(cache_dir()) / "inductor";
+    if (writable_dir(d)) return d;
+    char tmpl[] = "/tmp/kiln-inductor-XXXXXX";
+    const char* made = mkdtemp(tmpl);
+    KILN_CHECK(made, Error, "inductor: the cache folder ", d.string(),
+               " is not writable and no temporary folder could be made");
+    return fs::path(made);
+  }();
+  return dir;
+}
+
+bool compiler_is_gcc() {
+  static const bool gcc = [] {
+    std::string version;
+    run_command(quote(host_compiler()) + " --version", version);
+    return version.find("Free Software Foundation") != std::string::npos &&
+           version.find("clang") == std::string::npos;
+  }();
+  return gcc;
+}
+
+// The runtime header of generated code, precompiled (GCC only): a folder to put first on the
+// include path, where GCC finds inductor_runtime.h.gch before the header itself. Built once per
+// compiler, flags and header text (it is keyed like the modules), atomically; "" when it cannot
+// be built, and generated code then parses the header itself.
+std::string precompiled_header_dir(const fs::path& modules) {
+  if (!compiler_is_gcc()) return "";
+  static std::string dir;
+  static bool tried = false;
+  if (tried) return dir;
+  tried = true;
+  const fs::path root = modules / ("pch-" + hash_key(key_context()).substr(0, 16));
+  const fs::path gch = root / "backends/inductor/runtime/inductor_runtime.h.gch";
+  std::error_code ec;
+  if (!fs::exists(gch)) {
+    fs::create_directories(gch.parent_path(), ec);
+    const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
+    std::string output;
+    const int status = run_command(
+        detail::concat(quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
+                       quote(KILN_SOURCE_DIR "/src/backends/inductor/runtime/inductor_runtime.h"),
+                       " -o ", quote(tmp)),
+        output);
+    if (status != 0) {
+      fs::remove(tmp, ec);
+      return dir;
+    }
+    fs::rename(tmp, gch, ec);
+    if (ec) return dir;
+  }
+  dir = root.string();
+  return dir;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void* open_module(const fs::path& so) { return dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL); }
+
+}  // namespace
+
+LoadedModule::~LoadedModule() {
+  if (handle_) dlclose(handle_);
+}
+
+void* LoadedModule::symbol(const std::string& name) const {
+  void* s = dlsym(handle_, name.c_str());
+  KILN_CHECK(s, Error, "inductor: the compiled module ", path_, " has no symbol ", name);
+  return s;
+}
+
+const std::string& host_compiler() {
+  static const std::string cxx = [] {
+    if (const char* env = std::getenv("CXX"); env && *env) {
+      std::string found;
+      if (std::string(env).find('/') != std::string::npos) return std::string(env);
+      if (on_path(env, found)) return found;
+    }
+    std::string found;
+    for (const char* name : {"c++", "g++", "clang++"})
+      if (on_path(name, found)) return found;
+    return std::string();
+  }();
+  return cxx;
+}
+
+std::string cache_dir() {
+  if (const char* env = std::getenv("KILN_CACHE_DIR"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "kiln").string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "kiln").string();
+  return (fs::temp_directory_path() / "kiln-cache").string();
+}
+
+namespace {
+// The modules this process loaded, by key. Compiles are serialised by the lock: a second
+// thread wanting the same module waits for the first instead of compiling it again.
+struct LoadedModules {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<LoadedModule>> by_key;
+};
+LoadedModules& loaded_modules() {
+  static auto* m = new LoadedModules();
+  return *m;
+}
+}  // namespace
+
+void forget_loaded_modules() {
+  LoadedModules& m = loaded_modules();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.by_key.clear();
+}
+
+std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats) {
+  KILN_CHECK(!host_compiler().empty(), Error,
+             "inductor: no C++ compiler found (set $CXX or install g++)");
+  const std::string key = hash_key(key_context() + "\n" + source);
+  LoadedModules& modules = loaded_modules();
+  std::lock_guard<std::mutex> lock(modules.mu);
+  auto& loaded = modules.by_key;
+  if (auto it = loaded.find(key); it != loaded.end()) {
+    if (stats) stats->cache_hit = true;
+    return it->second;
+  }
+  const fs::path so = module_dir() / (key + ".so");
+  auto t0 = std::chrono::steady_clock::now();
+  void* handle = fs::exists(so) ? open_module(so) : nullptr;
+  if (handle) {
+    if (stats) stats->cache_hit = true;
+  } else {
+    // Build beside the final path, then rename: readers never see a partial file, and two
+    // processes building the same module at once both end with a complete one.
+    const std::string tmp_stem = detail::concat(key, ".tmp.", getpid());
+    const fs::path cpp = module_dir() / (key + ".cpp");
+    const fs::path tmp_cpp = module_dir() / (tmp_stem + ".cpp");
+    const fs::path tmp_so = module_dir() / (tmp_stem + ".so");
+    {
+      std::ofstream out(tmp_cpp, std::ios::binary);
+      out << source;
+      KILN_CHECK(out.good(), Error, "inductor: cannot write ", tmp_cpp.string());
+    }
+    std::error_code ec;
+    fs::rename(tmp_cpp, cpp, ec);
+    const std::string pch = precompiled_header_dir(module_dir());
+    const std::string cmd =
+        detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", flags(),
+                       " ", quote(cpp), " -o ", quote(tmp_so));
+    std::string output;
+    auto tc = std::chrono::steady_clock::now();
+    const int status = run_command(cmd, output);
+    if (stats) stats->cxx_seconds = seconds_since(tc);
+    if (status != 0) {
+      fs::remove(tmp_so, ec);
+      if (output.size() > 4000) output = output.substr(0, 4000) + "\n[... cut]";
+      throw Error(detail::concat("inductor: compiling the generated code failed (exit ", status,
+                                 "): ", cmd, "\n", output, "\nThe source is ", cpp.string()));
+    }
+    fs::rename(tmp_so, so, ec);
+    KILN_CHECK(!ec, Error, "inductor: cannot move the compiled module into ", so.string(), ": ",
+               ec.message());
+    t0 = std::chrono::steady_clock::now();
+    handle = open_module(so);
+    KILN_CHECK(handle, Error, "inductor: loading ", so.string(), " failed: ", dlerror());
+  }
+  if (stats) stats->load_seconds = seconds_since(t0);
+  auto module = std::make_shared<LoadedModule>(handle, so.string());
+  loaded[key] = module;
+  return module;
+}
+
+}  // namespace kiln::inductor

@@ -1,0 +1,52 @@
+// Compiling generated C++ into a loaded shared object: the system compiler, the flags, and the
+// on-disk cache that lets a second process start warm.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace kiln::inductor {
+
+// A loaded shared object (dlclose'd when the last reference goes).
+class LoadedModule {
+ public:
+  LoadedModule(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~LoadedModule();
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+  // The address of `symbol`; kiln::Error naming the module if it is missing.
+  void* symbol(const std::string& name) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+};
+
+// The C++ compiler generated code is built with: $CXX, else the first of c++, g++, clang++ on
+// PATH; "" when there is none.
+const std::string& host_compiler();
+
+// Where compiled modules are cached: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+// ~/.cache/kiln (each with an "inductor" folder below it).
+std::string cache_dir();
+
+struct CompileStats {
+  bool cache_hit = false;
+  double cxx_seconds = 0;   // the compiler run (0 on a hit)
+  double load_seconds = 0;  // dlopen
+};
+
+// The module built from `source`: from the in-process or on-disk cache (keyed by the source,
+// the compiler's identity, the flags and the runtime headers' text), else compiled and stored
+// atomically (a temp file renamed into place, so a killed or concurrent build never leaves a
+// half-written entry; an entry that fails to load is rebuilt). A cache folder that cannot be
+// written falls back to a private temporary folder. Throws kiln::Error with the compiler's
+// output when compilation fails.
+std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats);
+
+// Forgets the modules this process has loaded (they stay loaded while referenced), so that the
+// next compile_module consults the disk cache again: for tests of that cache.
+void forget_loaded_modules();
+
+}  // namespace kiln::inductor

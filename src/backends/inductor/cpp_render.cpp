@@ -1,0 +1,235 @@
+// Renders fused kernels as C++ (see cpp_render.h). A kernel is one block_loop over its
+// coalesced iteration space; the body computes each op over a block of up to kBlock elements
+// with the op's own functor (vec::map for vector functors, a plain loop for scalar ones), so
+// every element is computed exactly as the eager kernel computes it.
+#include "backends/inductor/cpp_render.h"
+
+#include <bit>
+#include <map>
+#include <sstream>
+
+namespace kiln::inductor {
+
+namespace {
+
+constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;  // as the eager engine
+constexpr int kMaxDims = 16;                                // inductor_rt::kMaxDims
+
+const char* ctype(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int32_t";
+    case DType::Int64:
+      return "int64_t";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
+  }
+  return "?";
+}
+
+// `value` as a C++ expression of type T, exactly (floats through their bits).
+template <typename T>
+std::string literal(T value) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, bool>) {
+    os << (value ? "true" : "false");
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    os << "std::bit_cast<" << ctype(dtype_v<T>) << ">(" << std::bit_cast<Bits>(value)
+       << (sizeof(T) == 8 ? "ULL" : "U") << ")";
+  }
+  return os.str();
+}
+
+// A constant node's value as the eager path computes it: the Scalar made a 0-d tensor of the
+// node's dtype, then cast to the dtype the op computes in.
+std::string constant_literal(const KernelConstant& c, DType compute) {
+  return KILN_DTYPE_SWITCH_ALL(c.dtype, "inductor", [&]<typename D>() {
+    const D stored = c.value.to<D>();
+    return KILN_DTYPE_SWITCH_ALL(compute, "inductor",
+                                 [&]<typename T>() { return literal(static_cast<T>(stored)); });
+  });
+}
+
+// The coalesced loop of a kernel: dims innermost first, byte strides per operand.
+struct LoopShape {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides;  // per operand, per dim
+};
+
+LoopShape coalesce(const Shape& ranges, const std::vector<std::vector<int64_t>>& byte_strides) {
+  LoopShape l;
+  const size_t n = byte_strides.size();
+  l.strides.resize(n);
+  for (int64_t d = ranges.ssize() - 1; d >= 0; --d) {
+    const int64_t size = ranges[d];
+    if (size == 1) continue;
+    if (!l.sizes.empty()) {
+      bool merge = true;
+      for (size_t k = 0; k < n; ++k)
+        merge = merge && byte_strides[k][d] == l.strides[k].back() * l.sizes.back();
+      if (merge) {
+        l.sizes.back() *= size;
+        continue;
+      }
+    }
+    l.sizes.push_back(size);
+    for (size_t k = 0; k < n; ++k) l.strides[k].push_back(byte_strides[k][d]);
+  }
+  if (l.sizes.empty()) {  // a single element
+    l.sizes.push_back(1);
+    for (size_t k = 0; k < n; ++k) l.strides[k].push_back(0);
+  }
+  KILN_CHECK(l.sizes.size() <= static_cast<size_t>(kMaxDims), NotImplementedError,
+             "inductor: a fused loop over ", l.sizes.size(), " non-mergeable dims (at most ",
+             kMaxDims, ")");
+  return l;
+}
+
+void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) {
+  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+  const size_t n = num_out + num_in;
+  // Byte strides over the ranges: outputs contiguous, inputs as the schedule says.
+  std::vector<std::vector<int64_t>> byte_strides(n);
+  std::vector<int64_t> item(n);
+  const Shape contiguous = contiguous_strides(k.ranges);
+  for (size_t o = 0; o < num_out; ++o) {
+    const DType dt = k.ops[static_cast<size_t>(k.outputs[o].op)].dtype;
+    item[o] = itemsize(dt);
+    for (int64_t s : contiguous) byte_strides[o].push_back(s * item[o]);
+  }
+  for (size_t i = 0; i < num_in; ++i) {
+    item[num_out + i] = itemsize(k.inputs[i].dtype);
+    for (int64_t s : k.inputs[i].strides)
+      byte_strides[num_out + i].push_back(s * item[num_out + i]);
+  }
+  const LoopShape loop = coalesce(k.ranges, byte_strides);
+  const int64_t numel = checked_numel(k.ranges, "inductor");
+
+  os << "// " << k.name << ":";
+  for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
+  os << "\n";
+  os << "extern \"C\" void kiln_" << k.name
+     << "(char* const* buffers, const kiln::Attrs* const* attrs) {\n";
+  os << "  using namespace kiln;\n";
+  os << "  (void)attrs;\n";
+  os << "  static constexpr int64_t sizes[] = {";
+  for (size_t d = 0; d < loop.sizes.size(); ++d) os << (d ? ", " : "") << loop.sizes[d];
+  os << "};\n";
+  os << "  static constexpr std::array<std::array<int64_t, inductor_rt::kMaxDims>, " << n
+     << "> strides = {{";
+  for (size_t k2 = 0; k2 < n; ++k2) {
+    os << (k2 ? ", " : "") << "{{";
+    for (size_t d = 0; d < loop.sizes.size(); ++d) os << (d ? ", " : "") << loop.strides[k2][d];
+    os << "}}";
+  }
+  os << "}};\n";
+  os << "  static constexpr std::array<int64_t, " << n << "> item = {";
+  for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << item[k2];
+  os << "};\n";
+  os << "  const std::array<char*, " << n << "> base = {";
+  for (size_t o = 0; o < num_out; ++o) os << (o ? ", " : "") << "buffers[" << o << "]";
+  for (size_t i = 0; i < num_in; ++i)
+    os << (num_out + i ? ", " : "") << "buffers[" << num_out + i << "] + "
+       << k.inputs[i].offset * item[num_out + i];
+  os << "};\n";
+  // Functors, built once per call as the eager kernel builds them.
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    const KernelOp& op = k.ops[j];
+    os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
+       << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
+  }
+  // Constant operands as filled blocks, one per dtype they are read in.
+  std::map<std::pair<int32_t, DType>, std::string> constant_blocks;
+  for (const KernelOp& op : k.ops)
+    for (const Operand& a : op.args)
+      if (a.kind == Operand::Kind::Constant) {
+        auto [it, fresh] = constant_blocks.try_emplace({a.index, op.compute}, "");
+        if (!fresh) continue;
+        it->second = "c" + std::to_string(a.index) + "_" + std::string(dtype_info(op.compute).name);
+        os << "  alignas(64) " << ctype(op.compute) << " " << it->second
+           << "[inductor_rt::kBlock];\n  std::fill_n(" << it->second << ", inductor_rt::kBlock, "
+           << constant_literal(k.constants[static_cast<size_t>(a.index)], op.compute) << ");\n";
+      }
+  os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(" << numel << ", "
+     << loop.sizes.size() << ", sizes, base, item, strides, [&](char* const* p, int64_t n) {\n";
+  // Where each op's result lives in the body: an output block or a temporary.
+  std::vector<std::string> result(k.ops.size());
+  std::vector<int> output_slot(k.ops.size(), -1);
+  for (size_t o = 0; o < num_out; ++o)
+    output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
+  for (size_t i = 0; i < num_in; ++i)
+    os << "    const " << ctype(k.inputs[i].dtype) << "* in" << i << " = reinterpret_cast<const "
+       << ctype(k.inputs[i].dtype) << "*>(p[" << num_out + i << "]);\n";
+  // An operand as a pointer to a block of `want` (converted by static_cast, as eager's cast).
+  std::map<std::pair<std::string, DType>, std::string> converted;
+  auto block_of = [&](const Operand& a, DType want) -> std::string {
+    std::string name;
+    DType have;
+    switch (a.kind) {
+      case Operand::Kind::Constant:
+        return constant_blocks.at({a.index, want});
+      case Operand::Kind::Input:
+        name = "in" + std::to_string(a.index);
+        have = k.inputs[static_cast<size_t>(a.index)].dtype;
+        break;
+      case Operand::Kind::Op:
+        name = result[static_cast<size_t>(a.index)];
+        have = k.ops[static_cast<size_t>(a.index)].dtype;
+        break;
+    }
+    if (have == want) return name;
+    auto [it, fresh] =
+        converted.try_emplace({name, want}, name + "_as_" + std::string(dtype_info(want).name));
+    if (fresh)
+      os << "    alignas(64) " << ctype(want) << " " << it->second << "[inductor_rt::kBlock];\n"
+         << "    for (int64_t j = 0; j < n; ++j) " << it->second << "[j] = static_cast<"
+         << ctype(want) << ">(" << name << "[j]);\n";
+    return it->second;
+  };
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    const KernelOp& op = k.ops[j];
+    std::vector<std::string> args;
+    for (const Operand& a : op.args) args.push_back(block_of(a, op.compute));
+    const char* out_t = ctype(op.dtype);
+    if (output_slot[j] >= 0) {
+      result[j] = "out" + std::to_string(output_slot[j]);
+      os << "    " << out_t << "* " << result[j] << " = reinterpret_cast<" << out_t << "*>(p["
+         << output_slot[j] << "]);\n";
+    } else {
+      result[j] = "v" + std::to_string(j);
+      os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
+    }
+    os << "    // %" << op.node << " = " << op.op->name << "\n";
+    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
+      os << "    vec::map<" << out_t << ">(f" << j << ", "
+         << (output_slot[j] >= 0 && numel * itemsize(op.dtype) >= kStreamingStoreBytes ? "true"
+                                                                                       : "false")
+         << ", " << result[j] << ", n";
+      for (const std::string& a : args) os << ", " << a;
+      os << ");\n";
+    } else {
+      os << "    for (int64_t j = 0; j < n; ++j) " << result[j] << "[j] = f" << j << "(";
+      for (size_t a = 0; a < args.size(); ++a) os << (a ? ", " : "") << args[a] << "[j]";
+      os << ");\n";
+    }
+  }
+  os << "  });\n}\n\n";
+  (void)g;
+}
+
+}  // namespace
+
+std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
+  std::ostringstream os;
+  os << "// Generated by Kiln's inductor backend: one function per fused kernel.\n"
+     << "#include \"backends/inductor/runtime/inductor_runtime.h\"\n\n";
+  for (const Kernel& k : schedule.kernels) render_kernel(os, graph, k);
+  return os.str();
+}
+
+}  // namespace kiln::inductor

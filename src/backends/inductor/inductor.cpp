@@ -1,0 +1,252 @@
+// The "inductor" backend: schedule (fuse pointwise ops into kernels), render C++, compile and
+// load it, and run the schedule — generated kernels and extern calls to the eager kernels — on
+// a plan of buffers freed after their last reader.
+#include <chrono>
+
+#include "autograd/grad_mode.h"
+#include "backends/inductor/cpp_compiler.h"
+#include "backends/inductor/cpp_render.h"
+#include "backends/inductor/schedule.h"
+#include "capture/state.h"
+#include "ir/attr_utils.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/capture/compile.h"
+#include "kiln/ops/pointwise.h"
+#include "ops/op_utils.h"
+
+namespace kiln::backends {
+
+namespace {
+
+using inductor::Kernel;
+using inductor::Schedule;
+using inductor::Step;
+using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs);
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+bool is_view(const ir::Node& n) {
+  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
+}
+ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
+  while (is_view(g.nodes[static_cast<size_t>(v.node)]))
+    v = g.nodes[static_cast<size_t>(v.node)].inputs[0];
+  return v;
+}
+
+// A graph compiled by inductor: the schedule, the loaded kernels, and the run plan.
+class CompiledInductorGraph {
+ public:
+  CompiledInductorGraph(const ir::Graph& graph) : graph_(graph) {
+    auto t0 = std::chrono::steady_clock::now();
+    schedule_ = inductor::schedule_graph(graph_);
+    capture::add_compile_time("inductor_schedule", seconds_since(t0));
+    plan();
+    if (!schedule_.kernels.empty()) {
+      t0 = std::chrono::steady_clock::now();
+      source_ = inductor::render_cpp(graph_, schedule_);
+      capture::add_compile_time("inductor_codegen", seconds_since(t0));
+      inductor::CompileStats stats;
+      module_ = inductor::compile_module(source_, &stats);
+      capture::add_compile_time("inductor_cxx", stats.cxx_seconds);
+      capture::add_compile_time("inductor_load", stats.load_seconds);
+      if (log_enabled(LogTopic::OutputCode))
+        capture::log(LogTopic::OutputCode,
+                     detail::concat("inductor: ", module_->path(), "\n", source_));
+      for (const Kernel& k : schedule_.kernels)
+        kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->symbol("kiln_" + k.name)));
+    }
+  }
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs,
+                          std::span<const int64_t> runtime_values) const;
+
+  const Schedule& schedule() const { return schedule_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  // Slots, liveness, attribute pointers and constants, computed once.
+  void plan();
+  size_t slot(ir::ValueRef v) const { return slot_of_[static_cast<size_t>(v.node)] + v.output; }
+  // The tensor of value v: its slot, or a view made over its root's slot from the recorded
+  // metadata (views cost no copy).
+  Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
+  void run_extern(int32_t node, std::vector<Tensor>& slots,
+                  std::span<const int64_t> runtime_values) const;
+
+  ir::Graph graph_;
+  Schedule schedule_;
+  std::string source_;
+  std::shared_ptr<inductor::LoadedModule> module_;
+  std::vector<KernelFn> kernel_fns_;
+  std::vector<size_t> slot_of_;
+  size_t num_slots_ = 0;
+  std::vector<std::vector<size_t>> release_after_;       // per step: slots dead after it
+  std::vector<std::vector<const Attrs*>> kernel_attrs_;  // per kernel, per op
+  std::vector<std::pair<size_t, Tensor>> constants_;     // slot, value
+  mutable std::atomic<bool> verified_{false};
+};
+
+void CompiledInductorGraph::plan() {
+  const ir::Graph& g = graph_;
+  slot_of_.resize(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    slot_of_[i] = num_slots_;
+    num_slots_ += g.nodes[i].outputs.size();
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Constant) continue;
+    Tensor t = wrap_scalar(n.attrs.scalar(0));
+    if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
+    t.impl()->set_wrapped_number(true);
+    constants_.emplace_back(slot_of_[i], std::move(t));
+  }
+  // Last reader of each root slot (graph outputs live to the end).
+  std::vector<int64_t> last(num_slots_, -1);
+  const auto steps = static_cast<int64_t>(schedule_.steps.size());
+  auto read = [&](ir::ValueRef v, int64_t step) {
+    const size_t s = slot(root_of(g, v));
+    last[s] = std::max(last[s], step);
+  };
+  for (int64_t k = 0; k < steps; ++k) {
+    const Step& st = schedule_.steps[static_cast<size_t>(k)];
+    if (st.kind == Step::Kind::Kernel) {
+      for (const inductor::KernelInput& in :
+           schedule_.kernels[static_cast<size_t>(st.index)].inputs)
+        read(in.root, k);
+    } else {
+      for (ir::ValueRef v : g.nodes[static_cast<size_t>(st.index)].inputs) read(v, k);
+    }
+  }
+  for (ir::ValueRef v : g.outputs) read(v, steps);
+  release_after_.resize(schedule_.steps.size());
+  for (size_t s = 0; s < num_slots_; ++s)
+    if (last[s] >= 0 && last[s] < steps) release_after_[static_cast<size_t>(last[s])].push_back(s);
+  for (const Kernel& k : schedule_.kernels) {
+    std::vector<const Attrs*> attrs;
+    for (const inductor::KernelOp& op : k.ops)
+      attrs.push_back(&g.nodes[static_cast<size_t>(op.node)].attrs);
+    kernel_attrs_.push_back(std::move(attrs));
+  }
+}
+
+Tensor CompiledInductorGraph::value(std::vector<Tensor>& slots, ir::ValueRef v) const {
+  const ir::ValueRef r = root_of(graph_, v);
+  const Tensor& root = slots[slot(r)];
+  if (r == v) return root;
+  const TensorMeta& m = graph_.info(v);
+  const TensorMeta& rm = graph_.info(r);
+  return Tensor(std::make_shared<TensorImpl>(
+      root.impl()->storage(), root.storage_offset() + m.storage_offset - rm.storage_offset, m.sizes,
+      m.strides, m.dtype));
+}
+
+void CompiledInductorGraph::run_extern(int32_t node, std::vector<Tensor>& slots,
+                                       std::span<const int64_t> runtime_values) const {
+  const ir::Node& n = graph_.nodes[static_cast<size_t>(node)];
+  std::vector<Tensor> ins;
+  ins.reserve(n.inputs.size());
+  for (ir::ValueRef v : n.inputs) ins.push_back(value(slots, v));
+  const Attrs* attrs = &n.attrs;
+  Attrs patched;
+  if (!runtime_values.empty() && n.op->kind == OpKind::Random) {
+    patched = n.attrs;
+    for (size_t r = 0; r < graph_.runtime_attrs.size(); ++r)
+      if (graph_.runtime_attrs[r].node == node)
+        patched = ir::with_attr(patched, static_cast<size_t>(graph_.runtime_attrs[r].attr),
+                                runtime_values[r]);
+    attrs = &patched;
+  }
+  Tensor* out = &slots[slot_of_[static_cast<size_t>(node)]];
+  const auto m = static_cast<int>(n.outputs.size());
+  const bool direct = n.op->kind != OpKind::Opaque && n.op->kind != OpKind::DataDependent;
+  if (direct && verified_.load(std::memory_order_acquire)) {
+    run_kernel_fresh(OpCall{*n.op, ins, *attrs}, n.outputs,
+                     std::span<Tensor>(out, static_cast<size_t>(m)));
+    return;
+  }
+  // First run (or an op that allocates its own results): dispatch, and check the results
+  // against the metadata the graph records.
+  std::array<Tensor, kMaxOpOutputs> results;
+  const int got = dispatch_no_autograd(*n.op, ins, *attrs, results);
+  KILN_CHECK(got == m, Error, "inductor: node ", node, " (", n.op->name, ") made ", got,
+             " outputs but the graph records ", m);
+  for (int k = 0; k < m; ++k) {
+    const TensorMeta& want = n.outputs[static_cast<size_t>(k)];
+    const Tensor& r = results[static_cast<size_t>(k)];
+    KILN_CHECK(r.dtype() == want.dtype && r.sizes() == want.sizes && r.is_contiguous(), Error,
+               "inductor: node ", node, " (", n.op->name, ") output ", k, " is ", r.dtype(),
+               r.shape_str(), " but the graph records a contiguous ", want.dtype,
+               IntList(want.sizes));
+    out[k] = std::move(results[static_cast<size_t>(k)]);
+  }
+}
+
+std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
+                                               std::span<const int64_t> runtime_values) const {
+  const ir::Graph& g = graph_;
+  KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
+             "inductor: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
+  InterceptorScope no_interceptor(nullptr);
+  AutoGradMode no_grad(false);
+  std::vector<Tensor> slots(num_slots_);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Placeholder) continue;
+    const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
+    const TensorMeta& want = n.outputs[0];
+    KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes &&
+                   t.strides() == want.strides,
+               Error, "inductor: input ", n.input_index, " is ",
+               t.defined() ? detail::concat(t.dtype(), t.shape_str()) : "undefined",
+               " but the graph was compiled for ", want.dtype, IntList(want.sizes), " strides ",
+               IntList(want.strides));
+    slots[slot_of_[i]] = t;
+  }
+  for (const auto& [s, t] : constants_) slots[s] = t;
+  std::vector<char*> buffers;
+  for (size_t k = 0; k < schedule_.steps.size(); ++k) {
+    const Step& st = schedule_.steps[k];
+    if (st.kind == Step::Kind::Extern) {
+      run_extern(st.index, slots, runtime_values);
+    } else {
+      const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
+      buffers.clear();
+      for (const Kernel::Output& o : kernel.outputs) {
+        const TensorMeta& m = g.info(o.value);
+        Tensor& t = slots[slot(o.value)];
+        t = make_tensor(m.sizes, m.dtype);
+        buffers.push_back(static_cast<char*>(t.data_ptr()));
+      }
+      for (const inductor::KernelInput& in : kernel.inputs)
+        buffers.push_back(static_cast<char*>(slots[slot(in.root)].data_ptr()));
+      kernel_fns_[static_cast<size_t>(st.index)](
+          buffers.data(), kernel_attrs_[static_cast<size_t>(st.index)].data());
+      if (autograd::inference_mode()) [[unlikely]]
+        for (const Kernel::Output& o : kernel.outputs)
+          slots[slot(o.value)].impl()->set_inference(true);
+    }
+    for (size_t s : release_after_[k]) slots[s] = Tensor();
+  }
+  verified_.store(true, std::memory_order_release);
+  std::vector<Tensor> result;
+  result.reserve(g.outputs.size());
+  for (ir::ValueRef v : g.outputs) result.push_back(value(slots, v));
+  return result;
+}
+
+}  // namespace
+
+Backend make_inductor_backend() {
+  return [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
+    auto compiled = std::make_shared<const CompiledInductorGraph>(graph);
+    return [compiled](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
+      return compiled->run(inputs, runtime_values);
+    };
+  };
+}
+
+}  // namespace kiln::backends

@@ -1,0 +1,179 @@
+// Lowering a graph to fused kernels and extern calls (see schedule.h).
+#include "backends/inductor/schedule.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ops/op_utils.h"
+
+namespace kiln::inductor {
+
+namespace {
+
+bool is_view(const ir::Node& n) {
+  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
+}
+
+// The value a view chain starts from (v itself when it is not a view's result).
+ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
+  while (is_view(g.nodes[static_cast<size_t>(v.node)]))
+    v = g.nodes[static_cast<size_t>(v.node)].inputs[0];
+  return v;
+}
+
+// The dtype a Predicate-form op computes in: the inputs' promoted type, decided by the same
+// function eager uses (on stand-in tensors with each input's dtype, rank and wrapped flag).
+DType promoted_dtype(const ir::Graph& g, const ir::Node& n) {
+  std::vector<Tensor> standins;
+  for (ir::ValueRef v : n.inputs) {
+    const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
+    const TensorMeta& m = g.info(v);
+    Tensor t = make_tensor(Shape(m.sizes.size(), 1), m.dtype);
+    if (p.kind == ir::NodeKind::Constant) t.impl()->set_wrapped_number(true);
+    standins.push_back(std::move(t));
+  }
+  return ops::result_type(standins);
+}
+
+// A group of fusable nodes being formed: one iteration space.
+struct Group {
+  Shape ranges;
+  std::vector<int32_t> nodes;
+};
+
+}  // namespace
+
+bool can_fuse(const ir::Graph& g, const ir::Node& n) {
+  if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
+  if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
+  for (ir::ValueRef v : n.inputs) {
+    // A view of a constant (never recorded in practice) would need a materialised scalar.
+    const ir::ValueRef r = root_of(g, v);
+    if (r != v && g.nodes[static_cast<size_t>(r.node)].kind == ir::NodeKind::Constant) return false;
+  }
+  return true;
+}
+
+Schedule schedule_graph(const ir::Graph& g) {
+  const size_t num_nodes = g.nodes.size();
+  std::vector<int32_t> group_of(num_nodes, -1);
+  std::vector<Group> groups;
+  std::vector<Step> order;  // Extern steps, and Kernel steps by group index (renumbered below)
+  int32_t current = -1;
+  auto close = [&] {
+    if (current >= 0) order.push_back({Step::Kind::Kernel, current});
+    current = -1;
+  };
+
+  // Pass 1: greedy grouping in graph order. A fusable node joins the open group when it has the
+  // group's iteration space and reads the group's values only elementwise (same shape, not
+  // through a view); anything else closes the group.
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Call) continue;  // placeholders and constants: no step
+    if (is_view(n)) {
+      // Views are index arithmetic over their root, which must then be in memory: a later
+      // node of the open group could not read it at other positions of the same loop.
+      const ir::ValueRef r = root_of(g, n.inputs[0]);
+      if (current >= 0 && group_of[static_cast<size_t>(r.node)] == current) close();
+      continue;
+    }
+    if (!can_fuse(g, n)) {
+      close();
+      order.push_back({Step::Kind::Extern, static_cast<int32_t>(i)});
+      continue;
+    }
+    const Shape& shape = n.outputs[0].sizes;
+    bool joins = current >= 0 && groups[static_cast<size_t>(current)].ranges == shape;
+    for (ir::ValueRef v : n.inputs) {
+      if (!joins) break;
+      const ir::ValueRef r = root_of(g, v);
+      if (group_of[static_cast<size_t>(r.node)] == current)
+        joins = r == v && g.info(v).sizes == shape;
+    }
+    if (!joins) {
+      close();
+      current = static_cast<int32_t>(groups.size());
+      groups.push_back({shape, {}});
+    }
+    groups[static_cast<size_t>(current)].nodes.push_back(static_cast<int32_t>(i));
+    group_of[i] = current;
+  }
+  close();
+
+  // Pass 2: realized values — read outside their group (or through a view), or returned.
+  std::vector<std::vector<bool>> realized(num_nodes);
+  for (size_t i = 0; i < num_nodes; ++i) realized[i].assign(g.nodes[i].outputs.size(), false);
+  auto realize = [&](ir::ValueRef v) {
+    const ir::ValueRef r = root_of(g, v);
+    realized[static_cast<size_t>(r.node)][static_cast<size_t>(r.output)] = true;
+  };
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
+    for (ir::ValueRef v : n.inputs) {
+      const ir::ValueRef r = root_of(g, v);
+      const int32_t producer_group = group_of[static_cast<size_t>(r.node)];
+      if (group_of[i] < 0 || producer_group != group_of[i] || r != v) realize(v);
+    }
+  }
+  for (ir::ValueRef v : g.outputs) realize(v);
+
+  // Pass 3: the kernels.
+  Schedule s;
+  s.fused_away.assign(num_nodes, false);
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Group& grp = groups[k];
+    Kernel kernel;
+    kernel.ranges = grp.ranges;
+    kernel.name = "kernel_" + std::to_string(k);
+    std::map<std::pair<int32_t, int32_t>, int32_t> op_of;     // node output → ops index
+    std::map<std::pair<int32_t, int32_t>, int32_t> input_of;  // value → inputs index
+    std::map<int32_t, int32_t> constant_of;                   // constant node → constants index
+    const int64_t rank = grp.ranges.ssize();
+    auto operand = [&](ir::ValueRef v) -> Operand {
+      const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
+      if (auto it = op_of.find({v.node, v.output}); it != op_of.end())
+        return {Operand::Kind::Op, it->second};
+      if (p.kind == ir::NodeKind::Constant) {
+        auto [it, fresh] =
+            constant_of.try_emplace(v.node, static_cast<int32_t>(kernel.constants.size()));
+        if (fresh) kernel.constants.push_back({p.attrs.scalar(0), p.attrs.dtype(1)});
+        return {Operand::Kind::Constant, it->second};
+      }
+      auto [it, fresh] =
+          input_of.try_emplace({v.node, v.output}, static_cast<int32_t>(kernel.inputs.size()));
+      if (fresh) {
+        // Element index of v's element [i...] (v broadcast to the ranges, dims aligned right),
+        // relative to its root's first element.
+        const ir::ValueRef r = root_of(g, v);
+        const TensorMeta& m = g.info(v);
+        const TensorMeta& root = g.info(r);
+        KernelInput in{r, m.dtype, m.storage_offset - root.storage_offset,
+                       Shape(static_cast<size_t>(rank), 0)};
+        const int64_t lead = rank - m.sizes.ssize();
+        for (int64_t d = 0; d < m.sizes.ssize(); ++d)
+          if (m.sizes[d] != 1) in.strides[lead + d] = m.strides[d];
+        kernel.inputs.push_back(std::move(in));
+      }
+      return {Operand::Kind::Input, it->second};
+    };
+    for (int32_t node : grp.nodes) {
+      const ir::Node& n = g.nodes[static_cast<size_t>(node)];
+      KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
+      for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
+      if (n.op->pointwise.form == PointwiseBody::Form::Predicate) op.compute = promoted_dtype(g, n);
+      op_of[{node, 0}] = static_cast<int32_t>(kernel.ops.size());
+      kernel.ops.push_back(std::move(op));
+      if (realized[static_cast<size_t>(node)][0])
+        kernel.outputs.push_back({static_cast<int32_t>(kernel.ops.size() - 1), {node, 0}});
+      else
+        s.fused_away[static_cast<size_t>(node)] = true;
+    }
+    s.kernels.push_back(std::move(kernel));
+  }
+  s.steps = std::move(order);
+  return s;
+}
+
+}  // namespace kiln::inductor

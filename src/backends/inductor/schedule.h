@@ -1,0 +1,81 @@
+// The inductor backend's middle: a captured graph lowered to a schedule of steps. Pointwise ops
+// whose math generated code can compute (OpDef::pointwise) are grouped into fused kernels, each
+// a loop over one iteration space whose body reads its inputs through affine index expressions
+// (views and broadcasting are index arithmetic, not copies); every other op is an extern call
+// to its eager kernel. Which values must exist in memory (realized buffers) follows from the
+// grouping. Rendering the kernels (C++ today) is cpp_render.h's business.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::inductor {
+
+// A value of the kernel body: an input block, the result of a fused op, or a constant.
+struct Operand {
+  enum class Kind : uint8_t { Input, Op, Constant };
+  Kind kind;
+  int32_t index;  // into Kernel::inputs, Kernel::ops or Kernel::constants
+};
+
+// A tensor a kernel reads: element [i0, ..., ik] of the kernel's ranges is at
+// root + offset + Σ strides[d]·i_d (in elements; a stride of 0 broadcasts).
+struct KernelInput {
+  ir::ValueRef root;  // a realized value: a graph input, an extern's result, another kernel's
+  DType dtype;
+  int64_t offset = 0;  // relative to the root tensor's first element
+  Shape strides;       // one per kernel range
+};
+
+struct KernelOp {
+  int32_t node;  // the graph node it computes
+  const OpDef* op;
+  std::vector<Operand> args;
+  DType dtype;    // its result's
+  DType compute;  // what its functor computes in (a Predicate's inputs' promoted dtype)
+};
+
+struct KernelConstant {
+  Scalar value;
+  DType dtype;
+};
+
+// One fused loop: ops computed element by element over `ranges`, their results that the rest of
+// the graph needs written to fresh contiguous buffers.
+struct Kernel {
+  Shape ranges;  // the iteration space (every op's output shape)
+  std::vector<KernelInput> inputs;
+  std::vector<KernelConstant> constants;
+  std::vector<KernelOp> ops;  // in dependency order
+  struct Output {
+    int32_t op;  // into ops
+    ir::ValueRef value;
+  };
+  std::vector<Output> outputs;
+  std::string name;  // "kernel_3", the symbol's suffix in the generated source
+};
+
+struct Step {
+  enum class Kind : uint8_t { Kernel, Extern };
+  Kind kind;
+  int32_t index;  // Kernel: into Schedule::kernels; Extern: the graph node
+};
+
+struct Schedule {
+  std::vector<Kernel> kernels;
+  std::vector<Step> steps;  // in an order that respects every dependency
+  // Per node: whether its outputs are computed inside a kernel and never stored.
+  std::vector<bool> fused_away;
+};
+
+// Lowers `graph` (a captured, DCE'd graph) to a schedule.
+Schedule schedule_graph(const ir::Graph& graph);
+
+// Whether generated code can compute `node` (a pointwise op with a generated body, on dtypes
+// and inputs the renderer handles).
+bool can_fuse(const ir::Graph& graph, const ir::Node& node);
+
+}  // namespace kiln::inductor
