@@ -156,6 +156,17 @@ using ViewFn = Tensor (*)(const OpCall& call);
 // the values it writes). Null: the backend calls the kernel.
 using DecompositionFn = void (*)(const OpCall& call, std::span<Tensor> results);
 
+// How a pointwise op's elements are computed, for code generation.
+struct PointwiseBody {
+  enum class Form : uint8_t {
+    Vector,     // out = F<T>(x, ...) on vec::Vec<T>, every input cast to the output dtype T
+    Predicate,  // bool out = F<T>(a, b, ...) on scalars of T, the inputs' promoted dtype
+    Scalar,     // out = F<T>(a, b, ...) on scalars of the output dtype T
+  };
+  std::string_view functor;  // "kiln::ops::gelu_fn"; empty: not generated (runs as an extern call)
+  Form form = Form::Vector;
+};
+
 struct OpDef {
   std::string_view name;
   // Human-readable schema, e.g. "add(Tensor self, Tensor other, Scalar alpha) -> Tensor".
@@ -174,6 +185,9 @@ struct OpDef {
   // call, so capture passes them to the compiled graph per run instead of guarding on them.
   // register_op checks that every Random op states them (and no other op does).
   std::array<int8_t, 2> philox_attrs = {-1, -1};
+  // Pointwise ops: how generated code computes the op, with the functor template its eager
+  // kernel uses (ops/kernels/pointwise_math.h), so compiled and eager results are bitwise equal.
+  PointwiseBody pointwise{};
 };
 
 // Registers an op under its name (done once, at static-initialisation time, by each op's
