@@ -81,6 +81,8 @@ const OpDef& register_op(OpDef def) {
              random ? "a Random op must state the positions of its Philox seed and offset "
                       "(philox_attrs)"
                     : "only Random ops have Philox attributes");
+  KILN_CHECK(def.pointwise.functor.empty() || def.kind == OpKind::Pointwise, Error,
+             "register_op: '", name, "': only Pointwise ops have a pointwise body");
   // The schema names the attributes; an op may repeat them only to name ones an open schema
   // (`...`) leaves unnamed.
   if (!def.schema.empty()) {

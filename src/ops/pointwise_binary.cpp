@@ -12,7 +12,7 @@ namespace kiln {
 Tensor wrap_scalar(const Scalar& s) {
   Tensor t = make_tensor({}, s.dtype());
   KILN_DTYPE_SWITCH_ALL(s.dtype(), "wrap_scalar",
-                    [&]<typename T>() { *static_cast<T*>(t.data_ptr()) = s.to<T>(); });
+                        [&]<typename T>() { *static_cast<T*>(t.data_ptr()) = s.to<T>(); });
   t.impl()->set_wrapped_number(true);
   return t;
 }
@@ -36,32 +36,6 @@ int add_sub_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_alpha(c, out[0].dtype);
   return n;
 }
-template <typename T>
-struct add_fn {
-  T alpha;
-  explicit add_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
-  Vec<T> operator()(Vec<T> x, Vec<T> y) const {
-    if (alpha == T(1)) return x + y;
-    return x + Vec<T>(alpha) * y;
-  }
-};
-template <typename T>
-struct sub_fn {
-  T alpha;
-  explicit sub_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
-  Vec<T> operator()(Vec<T> x, Vec<T> y) const {
-    if (alpha == T(1)) return x - y;
-    return x - Vec<T>(alpha) * y;
-  }
-};
-template <typename T>
-struct mul_fn {
-  Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x * y; }
-};
-template <typename T>
-struct true_div_fn {
-  Vec<T> operator()(Vec<T> x, Vec<T> y) const { return x / y; }
-};
 // ---- derivatives (written in Kiln ops; autograd sums broadcast gradients back down) ----
 void add_derivative(const BackwardCall& c, std::span<Tensor> g) {
   if (c.needs_grad(0)) g[0] = c.grad();
@@ -84,33 +58,33 @@ void div_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 
 const OpDef& add_op =
-    register_op({.name = "add",
-                 .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = add_sub_meta<false>,
-                 .kernel = map_kernel<add_fn, Dtypes::All>,
-                 .derivative = {.fn = add_derivative}});
+    register_pointwise({.name = "add",
+                        .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = add_sub_meta<false>,
+                        .derivative = {.fn = add_derivative}},
+                       KILN_MAP_KERNEL(add_fn, All));
 const OpDef& sub_op =
-    register_op({.name = "sub",
-                 .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = add_sub_meta<true>,
-                 .kernel = map_kernel<sub_fn, Dtypes::Numeric>,
-                 .derivative = {.fn = sub_derivative}});
+    register_pointwise({.name = "sub",
+                        .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = add_sub_meta<true>,
+                        .derivative = {.fn = sub_derivative}},
+                       KILN_MAP_KERNEL(sub_fn, Numeric));
 const OpDef& mul_op =
-    register_op({.name = "mul",
-                 .schema = "mul(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::All>,
-                 .kernel = map_kernel<mul_fn, Dtypes::All>,
-                 .derivative = {.fn = mul_derivative, .saved_inputs = save({0, 1})}});
+    register_pointwise({.name = "mul",
+                        .schema = "mul(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::All>,
+                        .derivative = {.fn = mul_derivative, .saved_inputs = save({0, 1})}},
+                       KILN_MAP_KERNEL(mul_fn, All));
 const OpDef& div_op =
-    register_op({.name = "div",
-                 .schema = "div(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::All, true>,
-                 .kernel = map_kernel<true_div_fn, Dtypes::Floating>,
-                 .derivative = {.fn = div_derivative, .saved_inputs = save({0, 1})}});
+    register_pointwise({.name = "div",
+                        .schema = "div(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::All, true>,
+                        .derivative = {.fn = div_derivative, .saved_inputs = save({0, 1})}},
+                       KILN_MAP_KERNEL(true_div_fn, Floating));
 
 // Integer division by zero has no value (PyTorch raises ZeroDivisionError); check before
 // touching the output.
@@ -122,62 +96,6 @@ void check_integer_divisor(const OpCall& c, DType dt, int64_t out_numel) {
       KILN_CHECK(v != T(0), ValueError, c.op.name, ": integer division by zero");
   });
 }
-template <typename T>
-T floor_div(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (b == 0) return a / b;
-    T mod = std::fmod(a, b);
-    T div = (a - mod) / b;
-    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
-    T fl = std::floor(div);
-    if (div - fl > T(0.5)) fl += T(1);
-    return div == 0 ? std::copysign(T(0), a / b) : fl;
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a;
-  } else {
-    if (b == -1)
-      return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));  // no overflow trap
-    T q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-    return q;
-  }
-}
-template <typename T>
-T trunc_div(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::trunc(a / b);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return a;
-  } else {
-    if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
-    return a / b;
-  }
-}
-template <typename T>
-struct floor_div_fn {
-  T operator()(T a, T b) const { return floor_div(a, b); }
-};
-template <typename T>
-struct trunc_div_fn {
-  T operator()(T a, T b) const { return trunc_div(a, b); }
-};
-template <typename T>
-struct remainder_fn {
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      T mod = std::fmod(a, b);
-      if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
-      return mod;
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return false;
-    } else {
-      if (b == -1) return 0;
-      T mod = a % b;
-      if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
-      return mod;
-    }
-  }
-};
 // Rounded quotients are step functions: zero derivative almost everywhere.
 void rounded_div_derivative(const BackwardCall& c, std::span<Tensor> g) {
   for (int i = 0; i < 2; ++i)
@@ -194,55 +112,28 @@ void int_div_kernel(const OpCall& c, std::span<Tensor> outs) {
   scalar_map_kernel<Fn, Dtypes::Numeric>(c, outs);
 }
 const OpDef& floor_divide_op =
-    register_op({.name = "floor_divide",
-                 .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::Numeric>,
-                 .kernel = int_div_kernel<floor_div_fn>,
-                 .derivative = {.fn = rounded_div_derivative}});
+    register_pointwise({.name = "floor_divide",
+                        .schema = "floor_divide(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::Numeric>,
+                        .derivative = {.fn = rounded_div_derivative}},
+                       KILN_FUNCTOR_KERNEL(int_div_kernel, Scalar, floor_div_fn));
 const OpDef& trunc_divide_op =
-    register_op({.name = "trunc_divide",
-                 .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::Numeric>,
-                 .kernel = int_div_kernel<trunc_div_fn>,
-                 .derivative = {.fn = rounded_div_derivative}});
+    register_pointwise({.name = "trunc_divide",
+                        .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::Numeric>,
+                        .derivative = {.fn = rounded_div_derivative}},
+                       KILN_FUNCTOR_KERNEL(int_div_kernel, Scalar, trunc_div_fn));
 const OpDef& remainder_op =
-    register_op({.name = "remainder",
-                 .schema = "remainder(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::Numeric>,
-                 .kernel = int_div_kernel<remainder_fn>,
-                 .derivative = {.fn = remainder_derivative, .saved_inputs = save({0, 1})}});
+    register_pointwise({.name = "remainder",
+                        .schema = "remainder(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::Numeric>,
+                        .derivative = {.fn = remainder_derivative, .saved_inputs = save({0, 1})}},
+                       KILN_FUNCTOR_KERNEL(int_div_kernel, Scalar, remainder_fn));
 
 // ---- pow ----
-template <typename T>
-T int_pow(T base, T exp) {
-  if (exp < 0) {  // as PyTorch for tensor exponents: only +-1 survive
-    if (base == 1) return 1;
-    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
-    return 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, b = static_cast<U>(base);
-  for (T e = exp; e; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return static_cast<T>(result);
-}
-template <typename T>
-struct pow_fn {
-  Vec<T> operator()(Vec<T> a, Vec<T> b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return vec::pow(a, b);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return Vec<T>(a.v || !b.v);
-    } else {
-      return Vec<T>(int_pow(a.v, b.v));
-    }
-  }
-};
 int pow_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   const Tensor& e = c.in(1);
@@ -272,26 +163,14 @@ void pow_derivative(const BackwardCall& c, std::span<Tensor> g) {
   }
 }
 const OpDef& pow_op =
-    register_op({.name = "pow",
-                 .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pow_meta,
-                 .kernel = map_kernel<pow_fn, Dtypes::Numeric>,
-                 .derivative = {.fn = pow_derivative, .saved_inputs = save({0, 1})}});
+    register_pointwise({.name = "pow",
+                        .schema = "pow(Tensor self, Tensor exponent) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pow_meta,
+                        .derivative = {.fn = pow_derivative, .saved_inputs = save({0, 1})}},
+                       KILN_MAP_KERNEL(pow_fn, Numeric));
 
 // ---- maximum, minimum, atan2 ----
-template <typename T>
-struct maximum_fn {
-  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::max_nan(a, b); }
-};
-template <typename T>
-struct minimum_fn {
-  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::min_nan(a, b); }
-};
-template <typename T>
-struct atan2_fn {
-  Vec<T> operator()(Vec<T> a, Vec<T> b) const { return vec::atan2(a, b); }
-};
 // The gradient goes to the larger (maximum) or smaller (minimum) operand; on ties each gets
 // half, as PyTorch.
 template <bool Max>
@@ -312,65 +191,58 @@ void atan2_derivative(const BackwardCall& c, std::span<Tensor> g) {
   if (c.needs_grad(0)) g[0] = c.grad() * b / denom;
   if (c.needs_grad(1)) g[1] = -(c.grad() * a / denom);
 }
-const OpDef& maximum_op =
-    register_op({.name = "maximum",
-                 .schema = "maximum(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::All>,
-                 .kernel = map_kernel<maximum_fn, Dtypes::All>,
-                 .derivative = {.fn = extremum_derivative<true>, .saved_inputs = save({0, 1})}});
-const OpDef& minimum_op =
-    register_op({.name = "minimum",
-                 .schema = "minimum(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::All>,
-                 .kernel = map_kernel<minimum_fn, Dtypes::All>,
-                 .derivative = {.fn = extremum_derivative<false>, .saved_inputs = save({0, 1})}});
+const OpDef& maximum_op = register_pointwise(
+    {.name = "maximum",
+     .schema = "maximum(Tensor self, Tensor other) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .meta = pointwise_meta<Dtypes::All>,
+     .derivative = {.fn = extremum_derivative<true>, .saved_inputs = save({0, 1})}},
+    KILN_MAP_KERNEL(maximum_fn, All));
+const OpDef& minimum_op = register_pointwise(
+    {.name = "minimum",
+     .schema = "minimum(Tensor self, Tensor other) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .meta = pointwise_meta<Dtypes::All>,
+     .derivative = {.fn = extremum_derivative<false>, .saved_inputs = save({0, 1})}},
+    KILN_MAP_KERNEL(minimum_fn, All));
 const OpDef& atan2_op =
-    register_op({.name = "atan2",
-                 .schema = "atan2(Tensor self, Tensor other) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = pointwise_meta<Dtypes::All, true>,
-                 .kernel = map_kernel<atan2_fn, Dtypes::Floating>,
-                 .derivative = {.fn = atan2_derivative, .saved_inputs = save({0, 1})}});
+    register_pointwise({.name = "atan2",
+                        .schema = "atan2(Tensor self, Tensor other) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = pointwise_meta<Dtypes::All, true>,
+                        .derivative = {.fn = atan2_derivative, .saved_inputs = save({0, 1})}},
+                       KILN_MAP_KERNEL(atan2_fn, Floating));
 
 // ---- comparisons and logical ops (bool results) ----
-#define KILN_PREDICATE_BINARY(NAME, WHICH, EXPR)                                                 \
-  template <typename T>                                                                          \
-  struct NAME##_fn {                                                                             \
-    bool operator()(T a, T b) const { return EXPR; }                                             \
-  };                                                                                             \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                           \
-                                        .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
-                                        .kind = OpKind::Pointwise,                               \
-                                        .meta = pointwise_meta<Dtypes::WHICH, false, true>,      \
-                                        .kernel = predicate_kernel<NAME##_fn, Dtypes::WHICH>});
-KILN_PREDICATE_BINARY(eq, All, a == b)
-KILN_PREDICATE_BINARY(ne, All, a != b)
-KILN_PREDICATE_BINARY(lt, All, a < b)
-KILN_PREDICATE_BINARY(le, All, a <= b)
-KILN_PREDICATE_BINARY(gt, All, a > b)
-KILN_PREDICATE_BINARY(ge, All, a >= b)
-KILN_PREDICATE_BINARY(logical_and, All, (a != T(0)) && (b != T(0)))
-KILN_PREDICATE_BINARY(logical_or, All, (a != T(0)) || (b != T(0)))
-KILN_PREDICATE_BINARY(logical_xor, All, (a != T(0)) != (b != T(0)))
+#define KILN_PREDICATE_BINARY(NAME, WHICH)                                         \
+  const OpDef& NAME##_op =                                                         \
+      register_pointwise({.name = #NAME,                                           \
+                          .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
+                          .kind = OpKind::Pointwise,                               \
+                          .meta = pointwise_meta<Dtypes::WHICH, false, true>},     \
+                         KILN_PREDICATE_KERNEL(NAME##_fn, WHICH));
+KILN_PREDICATE_BINARY(eq, All)
+KILN_PREDICATE_BINARY(ne, All)
+KILN_PREDICATE_BINARY(lt, All)
+KILN_PREDICATE_BINARY(le, All)
+KILN_PREDICATE_BINARY(gt, All)
+KILN_PREDICATE_BINARY(ge, All)
+KILN_PREDICATE_BINARY(logical_and, All)
+KILN_PREDICATE_BINARY(logical_or, All)
+KILN_PREDICATE_BINARY(logical_xor, All)
 #undef KILN_PREDICATE_BINARY
 
 // ---- bitwise (integers and bool) ----
-#define KILN_BITWISE(NAME, EXPR)                                            \
-  template <typename T>                                                     \
-  struct NAME##_fn {                                                        \
-    T operator()(T a, T b) const { return static_cast<T>(EXPR); }           \
-  };                                                                        \
-  const OpDef& NAME##_op =                                                  \
-      register_op({.name = #NAME,                                           \
-                   .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
-                   .kind = OpKind::Pointwise,                               \
-                   .meta = pointwise_meta<Dtypes::Integral>,                \
-                   .kernel = scalar_map_kernel<NAME##_fn, Dtypes::Integral>});
-KILN_BITWISE(bitwise_and, a& b)
-KILN_BITWISE(bitwise_or, a | b)
-KILN_BITWISE(bitwise_xor, a ^ b)
+#define KILN_BITWISE(NAME)                                                         \
+  const OpDef& NAME##_op =                                                         \
+      register_pointwise({.name = #NAME,                                           \
+                          .schema = #NAME "(Tensor self, Tensor other) -> Tensor", \
+                          .kind = OpKind::Pointwise,                               \
+                          .meta = pointwise_meta<Dtypes::Integral>},               \
+                         KILN_SCALAR_MAP_KERNEL(NAME##_fn, Integral));
+KILN_BITWISE(bitwise_and)
+KILN_BITWISE(bitwise_or)
+KILN_BITWISE(bitwise_xor)
 #undef KILN_BITWISE
 
 }  // namespace ops

@@ -1,15 +1,15 @@
 // Building blocks for defining pointwise ops: meta functions for the usual dtype rules and
 // kernels that instantiate a functor template Fn<T> (constructed from the call's Attrs) for
-// each dtype the op supports. A pointwise op is then one functor and one register_op call.
+// each dtype the op supports. A pointwise op is then one functor (its math, in
+// ops/kernels/pointwise_math.h) and one register_pointwise call (its definition).
 #pragma once
 
 #include "kiln/ops/op.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/pointwise_math.h"
 #include "ops/op_utils.h"
 
 namespace kiln::ops {
-
-using vec::Vec;
 
 // Which dtypes a pointwise op computes in.
 enum class Dtypes { All, Numeric, Floating, Integral };
@@ -102,9 +102,6 @@ void predicate_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-}  // namespace kiln::ops
-
-namespace kiln::ops {
 // out = Fn<T>(inputs...) on plain values, every operand of type T (for ops without a vector
 // form: integer division, remainder, bitwise ops).
 template <template <typename> class Fn, Dtypes Which>
@@ -116,4 +113,49 @@ void scalar_map_kernel(const OpCall& c, std::span<Tensor> outs) {
     kernels::map_scalar<T, T, T>(out, f, {&a, &b});
   });
 }
+
+// ---- registration ----
+// A kernel that computes an op with a functor of pointwise_math.h, and the description of that
+// functor for code generation (OpDef::pointwise).
+struct FunctorKernel {
+  KernelFn kernel;
+  PointwiseBody body;
+};
+
+// Registers a pointwise op computed by a functor: def's kernel and pointwise come from `k`.
+inline const OpDef& register_pointwise(OpDef def, const FunctorKernel& k) {
+  def.kernel = k.kernel;
+  def.pointwise = k.body;
+  return register_op(std::move(def));
+}
+
+// The FunctorKernel of KERNEL<FN, ...> (KERNEL: map_kernel, predicate_kernel,
+// scalar_map_kernel, or a kernel template around one), with FN's qualified name written from
+// the same token, so the name cannot drift from the functor the kernel instantiates.
+#define KILN_FUNCTOR_KERNEL(KERNEL, FORM, FN, ...)         \
+  ::kiln::ops::FunctorKernel {                             \
+    KERNEL<::kiln::ops::FN __VA_OPT__(, ) __VA_ARGS__>, {  \
+      "kiln::ops::" #FN, ::kiln::PointwiseBody::Form::FORM \
+    }                                                      \
+  }
+// out = FN<T>(Vec<T>...) (map_kernel), for the dtypes in Dtypes::WHICH.
+#define KILN_MAP_KERNEL(FN, WHICH) \
+  KILN_FUNCTOR_KERNEL(::kiln::ops::map_kernel, Vector, FN, ::kiln::ops::Dtypes::WHICH)
+// bool out = FN<T>(T...) (predicate_kernel).
+#define KILN_PREDICATE_KERNEL(FN, WHICH) \
+  KILN_FUNCTOR_KERNEL(::kiln::ops::predicate_kernel, Predicate, FN, ::kiln::ops::Dtypes::WHICH)
+// out = FN<T>(T...) (scalar_map_kernel).
+#define KILN_SCALAR_MAP_KERNEL(FN, WHICH) \
+  KILN_FUNCTOR_KERNEL(::kiln::ops::scalar_map_kernel, Scalar, FN, ::kiln::ops::Dtypes::WHICH)
+
+// The PointwiseBody naming FN, for an op with a hand-written kernel: where and masked_fill call
+// FN; copy, to_copy and fill convert values as FN does (static_cast, Scalar::to). Fails to
+// compile unless FN is a functor template of kiln::ops.
+template <template <typename> class Fn>
+constexpr PointwiseBody functor_body(std::string_view name, PointwiseBody::Form form) {
+  return {name, form};
+}
+#define KILN_FUNCTOR_BODY(FORM, FN) \
+  ::kiln::ops::functor_body<::kiln::ops::FN>("kiln::ops::" #FN, ::kiln::PointwiseBody::Form::FORM)
+
 }  // namespace kiln::ops

@@ -42,7 +42,8 @@ const OpDef& to_copy_op = register_op(
      .meta = to_copy_meta,
      .kernel = to_copy_kernel,
      // autograd casts the gradient back to the input's dtype
-     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }}});
+     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }},
+     .pointwise = KILN_FUNCTOR_BODY(Scalar, to_copy_fn)});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
 int copy_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -61,9 +62,11 @@ const OpDef& copy_op =
                  .meta = copy_meta,
                  .kernel = copy_kernel,
                  // the old value of self is overwritten: only src gets one
-                 .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
-                   if (c.needs_grad(1)) g[1] = c.grad();
-                 }}});
+                 .derivative = {.fn =
+                                    [](const BackwardCall& c, std::span<Tensor> g) {
+                                      if (c.needs_grad(1)) g[1] = c.grad();
+                                    }},
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, copy_fn)});
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -84,7 +87,8 @@ const OpDef& fill_op =
                  .kind = OpKind::Pointwise,
                  .meta = fill_meta,
                  .kernel = fill_kernel,
-                 .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}}});
+                 .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}},
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, fill_fn)});
 
 // ---- where ----
 int where_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -97,8 +101,7 @@ void where_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   KILN_DTYPE_SWITCH_ALL(out.dtype(), "where", [&]<typename T>() {
     Tensor a = cast(c.in(1), out.dtype()), b = cast(c.in(2), out.dtype());
-    kernels::map_scalar<T, bool, T, T>(out, [](bool m, T x, T y) { return m ? x : y; },
-                                       {&c.in(0), &a, &b});
+    kernels::map_scalar<T, bool, T, T>(out, where_fn<T>{}, {&c.in(0), &a, &b});
   });
 }
 const OpDef& where_op =
@@ -114,7 +117,8 @@ const OpDef& where_op =
                                       if (c.needs_grad(1)) g[1] = where(c.in(0), c.grad(), zero);
                                       if (c.needs_grad(2)) g[2] = where(c.in(0), zero, c.grad());
                                     },
-                                .saved_inputs = save({0})}});
+                                .saved_inputs = save({0})},
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, where_fn)});
 
 // ---- masked_fill: x with value where mask ----
 int masked_fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -129,9 +133,7 @@ int masked_fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) 
 void masked_fill_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   KILN_DTYPE_SWITCH_ALL(out.dtype(), "masked_fill", [&]<typename T>() {
-    const T v = c.attrs.scalar(0).to<T>();
-    kernels::map_scalar<T, T, bool>(out, [v](T x, bool m) { return m ? v : x; },
-                                    {&c.in(0), &c.in(1)});
+    kernels::map_scalar<T, T, bool>(out, masked_fill_fn<T>(c.attrs), {&c.in(0), &c.in(1)});
   });
 }
 const OpDef& masked_fill_op =
@@ -146,28 +148,10 @@ const OpDef& masked_fill_op =
                                       if (c.needs_grad(0))
                                         g[0] = where(c.in(1), wrap_scalar(0.0), c.grad());
                                     },
-                                .saved_inputs = save({1})}});
+                                .saved_inputs = save({1})},
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, masked_fill_fn)});
 
 // ---- lerp, addcmul, addcdiv ----
-template <typename T>
-struct lerp_fn {
-  Vec<T> operator()(Vec<T> s, Vec<T> e, Vec<T> w) const {
-    const Vec<T> d = e - s;
-    return vec::select(vec::abs(w) < Vec<T>(T(0.5)), s + w * d, e - d * (Vec<T>(T(1)) - w));
-  }
-};
-template <typename T>
-struct addcmul_fn {
-  T value;
-  explicit addcmul_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
-  Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a * b; }
-};
-template <typename T>
-struct addcdiv_fn {
-  T value;
-  explicit addcdiv_fn(const Attrs& a) : value(a.scalar(0).to<T>()) {}
-  Vec<T> operator()(Vec<T> s, Vec<T> a, Vec<T> b) const { return s + Vec<T>(value) * a / b; }
-};
 // ---- derivatives: lerp = s + w * (e - s); addcmul = s + v * a * b; addcdiv = s + v * a / b ----
 void lerp_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const Tensor& w = c.in(2);
@@ -201,32 +185,32 @@ int lerp_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   return pointwise_meta<Dtypes::Floating>(c, out);
 }
 const OpDef& lerp_op =
-    register_op({.name = "lerp",
-                 .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = lerp_meta,
-                 .kernel = map_kernel<lerp_fn, Dtypes::Floating>,
-                 .derivative = {.fn = lerp_derivative, .saved_inputs = save({0, 1, 2})}});
-const OpDef& addcmul_op = register_op(
+    register_pointwise({.name = "lerp",
+                        .schema = "lerp(Tensor self, Tensor end, Tensor weight) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = lerp_meta,
+                        .derivative = {.fn = lerp_derivative, .saved_inputs = save({0, 1, 2})}},
+                       KILN_MAP_KERNEL(lerp_fn, Floating));
+const OpDef& addcmul_op = register_pointwise(
     {.name = "addcmul",
      .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = pointwise_meta<Dtypes::Numeric>,
-     .kernel = map_kernel<addcmul_fn, Dtypes::Numeric>,
-     .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}});
+     .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}},
+    KILN_MAP_KERNEL(addcmul_fn, Numeric));
 int addcdiv_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   int n = pointwise_meta<Dtypes::Numeric>(c, out);
   KILN_CHECK(is_floating(out[0].dtype), DTypeError,
              "addcdiv: integer division is not supported (inputs promote to ", out[0].dtype, ")");
   return n;
 }
-const OpDef& addcdiv_op = register_op(
+const OpDef& addcdiv_op = register_pointwise(
     {.name = "addcdiv",
      .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = addcdiv_meta,
-     .kernel = map_kernel<addcdiv_fn, Dtypes::Floating>,
-     .derivative = {.fn = addcdiv_derivative, .saved_inputs = save({1, 2})}});
+     .derivative = {.fn = addcdiv_derivative, .saved_inputs = save({1, 2})}},
+    KILN_MAP_KERNEL(addcdiv_fn, Floating));
 
 }  // namespace ops
 

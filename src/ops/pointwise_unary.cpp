@@ -1,91 +1,67 @@
-// Unary pointwise ops: one functor and one OpDef each.
-#include <limits>
-
+// Unary pointwise ops: one OpDef each, computed by its functor in ops/kernels/pointwise_math.h.
 #include "kiln/ops/factory.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/pointwise_defs.h"
 
 namespace kiln {
 
-// Defines functor Fn<T> returning EXPR of Vec<T> x, the OpDef NAME_op, and kiln::NAME(x).
-// GRAD is the derivative written in Kiln ops, in terms of g (the output's gradient), x (the
-// input, when SAVE_X) and y (the output, when SAVE_Y).
-#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, EXPR, SAVE_X, SAVE_Y, GRAD)                       \
-  namespace ops {                                                                              \
-  template <typename T>                                                                        \
-  struct NAME##_fn {                                                                           \
-    Vec<T> operator()(Vec<T> x) const { return EXPR; }                                         \
-  };                                                                                           \
-  void NAME##_derivative(const BackwardCall& c, std::span<Tensor> grads) {                     \
-    [[maybe_unused]] const Tensor& g = c.grad();                                               \
-    [[maybe_unused]] const Tensor& x = c.in(0);                                                \
-    [[maybe_unused]] const Tensor& y = c.out(0);                                               \
-    grads[0] = GRAD;                                                                           \
-  }                                                                                            \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                         \
-                                        .schema = #NAME "(Tensor self) -> Tensor",             \
-                                        .kind = OpKind::Pointwise,                             \
-                                        .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,       \
-                                        .kernel = map_kernel<NAME##_fn, Dtypes::WHICH>,        \
-                                        .derivative = {.fn = NAME##_derivative,                \
-                                                       .saved_inputs = (SAVE_X) ? 1u : 0u,     \
-                                                       .saved_outputs = (SAVE_Y) ? 1u : 0u}}); \
-  }                                                                                            \
+// Defines the OpDef NAME_op computed by NAME_fn (ops/kernels/pointwise_math.h) and
+// kiln::NAME(x). GRAD is the derivative written in Kiln ops, in terms of g (the output's
+// gradient), x (the input, when SAVE_X) and y (the output, when SAVE_Y).
+#define KILN_UNARY_OP(NAME, WHICH, TO_FLOAT, SAVE_X, SAVE_Y, GRAD)              \
+  namespace ops {                                                               \
+  void NAME##_derivative(const BackwardCall& c, std::span<Tensor> grads) {      \
+    [[maybe_unused]] const Tensor& g = c.grad();                                \
+    [[maybe_unused]] const Tensor& x = c.in(0);                                 \
+    [[maybe_unused]] const Tensor& y = c.out(0);                                \
+    grads[0] = GRAD;                                                            \
+  }                                                                             \
+  const OpDef& NAME##_op =                                                      \
+      register_pointwise({.name = #NAME,                                        \
+                          .schema = #NAME "(Tensor self) -> Tensor",            \
+                          .kind = OpKind::Pointwise,                            \
+                          .meta = pointwise_meta<Dtypes::WHICH, TO_FLOAT>,      \
+                          .derivative = {.fn = NAME##_derivative,               \
+                                         .saved_inputs = (SAVE_X) ? 1u : 0u,    \
+                                         .saved_outputs = (SAVE_Y) ? 1u : 0u}}, \
+                         KILN_MAP_KERNEL(NAME##_fn, WHICH));                    \
+  }                                                                             \
   Tensor NAME(const Tensor& x) { return ops::call(ops::NAME##_op, {x}); }
 
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 // Ops on integers and floats that keep the dtype. Step functions have a zero derivative.
-KILN_UNARY_OP(neg, Numeric, false, -x, 0, 0, -g)
-KILN_UNARY_OP(abs, Numeric, false, vec::abs(x), 1, 0, g* sign(x))
-KILN_UNARY_OP(sign, Numeric, false,
-              vec::select(x > Vec<T>(T(0)), Vec<T>(T(1)),
-                          vec::select(x < Vec<T>(T(0)), Vec<T>(T(-1)), Vec<T>(T(0)))),
-              0, 0, zeros_like(g))
-KILN_UNARY_OP(relu, Numeric, false, vec::select(x < Vec<T>(T(0)), Vec<T>(T(0)), x), 0, 1,
-              g*(y > Scalar(0)))
-KILN_UNARY_OP(floor, Numeric, false, vec::floor(x), 0, 0, zeros_like(g))
-KILN_UNARY_OP(ceil, Numeric, false, vec::ceil(x), 0, 0, zeros_like(g))
-KILN_UNARY_OP(round, Numeric, false, vec::round_even(x), 0, 0, zeros_like(g))
-KILN_UNARY_OP(trunc, Numeric, false, vec::trunc(x), 0, 0, zeros_like(g))
+KILN_UNARY_OP(neg, Numeric, false, 0, 0, -g)
+KILN_UNARY_OP(abs, Numeric, false, 1, 0, g* sign(x))
+KILN_UNARY_OP(sign, Numeric, false, 0, 0, zeros_like(g))
+KILN_UNARY_OP(relu, Numeric, false, 0, 1, g*(y > Scalar(0)))
+KILN_UNARY_OP(floor, Numeric, false, 0, 0, zeros_like(g))
+KILN_UNARY_OP(ceil, Numeric, false, 0, 0, zeros_like(g))
+KILN_UNARY_OP(round, Numeric, false, 0, 0, zeros_like(g))
+KILN_UNARY_OP(trunc, Numeric, false, 0, 0, zeros_like(g))
 
 // Floating ops (integer inputs compute in float32).
-KILN_UNARY_OP(exp, Floating, true, vec::exp(x), 0, 1, g* y)
-KILN_UNARY_OP(exp2, Floating, true, vec::exp2(x), 0, 1, g* y* kLn2)
-KILN_UNARY_OP(expm1, Floating, true, vec::expm1(x), 0, 1, g*(y + 1))
-KILN_UNARY_OP(log, Floating, true, vec::log(x), 1, 0, g / x)
-KILN_UNARY_OP(log2, Floating, true, vec::log2(x), 1, 0, g / (x * kLn2))
-KILN_UNARY_OP(log1p, Floating, true, vec::log1p(x), 1, 0, g / (x + 1))
-KILN_UNARY_OP(sqrt, Floating, true, vec::sqrt(x), 0, 1, g / (y * 2))
-KILN_UNARY_OP(rsqrt, Floating, true, Vec<T>(T(1)) / vec::sqrt(x), 0, 1, g*(y* y* y) * -0.5)
-KILN_UNARY_OP(reciprocal, Floating, true, Vec<T>(T(1)) / x, 0, 1, -(g* y* y))
-KILN_UNARY_OP(sin, Floating, true, vec::sin(x), 1, 0, g* cos(x))
-KILN_UNARY_OP(cos, Floating, true, vec::cos(x), 1, 0, -(g* sin(x)))
-KILN_UNARY_OP(tan, Floating, true, vec::tan(x), 0, 1, g*(y* y + 1))
-KILN_UNARY_OP(tanh, Floating, true, vec::tanh(x), 0, 1, g*(1 - y * y))
-KILN_UNARY_OP(erf, Floating, true, vec::erf(x), 1, 0, g* exp(-(x* x)) * kTwoOverSqrtPi)
-KILN_UNARY_OP(sigmoid, Floating, true, Vec<T>(T(1)) / (Vec<T>(T(1)) + vec::exp(-x)), 0, 1,
-              g* y*(1 - y))
-KILN_UNARY_OP(silu, Floating, true, x / (Vec<T>(T(1)) + vec::exp(-x)), 1, 0,
-              g* sigmoid(x) * (1 + x * (1 - sigmoid(x))))
+KILN_UNARY_OP(exp, Floating, true, 0, 1, g* y)
+KILN_UNARY_OP(exp2, Floating, true, 0, 1, g* y* kLn2)
+KILN_UNARY_OP(expm1, Floating, true, 0, 1, g*(y + 1))
+KILN_UNARY_OP(log, Floating, true, 1, 0, g / x)
+KILN_UNARY_OP(log2, Floating, true, 1, 0, g / (x * kLn2))
+KILN_UNARY_OP(log1p, Floating, true, 1, 0, g / (x + 1))
+KILN_UNARY_OP(sqrt, Floating, true, 0, 1, g / (y * 2))
+KILN_UNARY_OP(rsqrt, Floating, true, 0, 1, g*(y* y* y) * -0.5)
+KILN_UNARY_OP(reciprocal, Floating, true, 0, 1, -(g* y* y))
+KILN_UNARY_OP(sin, Floating, true, 1, 0, g* cos(x))
+KILN_UNARY_OP(cos, Floating, true, 1, 0, -(g* sin(x)))
+KILN_UNARY_OP(tan, Floating, true, 0, 1, g*(y* y + 1))
+KILN_UNARY_OP(tanh, Floating, true, 0, 1, g*(1 - y * y))
+KILN_UNARY_OP(erf, Floating, true, 1, 0, g* exp(-(x* x)) * kTwoOverSqrtPi)
+KILN_UNARY_OP(sigmoid, Floating, true, 0, 1, g* y*(1 - y))
+KILN_UNARY_OP(silu, Floating, true, 1, 0, g* sigmoid(x) * (1 + x * (1 - sigmoid(x))))
 #undef KILN_UNARY_OP
 
 // ---- gelu: the erf form, or the tanh approximation ----
 namespace ops {
-template <typename T>
-struct gelu_fn {
-  bool tanh_form;
-  explicit gelu_fn(const Attrs& a) : tanh_form(a.str(0) == "tanh") {}
-  Vec<T> operator()(Vec<T> x) const {
-    const Vec<T> half(T(0.5)), one(T(1));
-    if (tanh_form) {
-      const Vec<T> k(T(0.7978845608028654)), c(T(0.044715));  // sqrt(2/pi)
-      return half * x * (one + vec::tanh(k * vec::fmadd(c * x, x * x, x)));
-    }
-    return half * x * (one + vec::erf(x * Vec<T>(T(0.7071067811865476))));
-  }
-};
 int gelu_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const std::string& a = c.attrs.str(0);
   KILN_CHECK(a == "none" || a == "tanh", ValueError,
@@ -108,12 +84,12 @@ void gelu_derivative(const BackwardCall& c, std::span<Tensor> grads) {
   grads[0] = g * ((erf(x * kInvSqrt2) + 1) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
 }
 const OpDef& gelu_op =
-    register_op({.name = "gelu",
-                 .schema = "gelu(Tensor self, str approximate) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = gelu_meta,
-                 .kernel = map_kernel<gelu_fn, Dtypes::Floating>,
-                 .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})}});
+    register_pointwise({.name = "gelu",
+                        .schema = "gelu(Tensor self, str approximate) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = gelu_meta,
+                        .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})}},
+                       KILN_MAP_KERNEL(gelu_fn, Floating));
 }  // namespace ops
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   return ops::call(ops::gelu_op, {x}, {approximate});
@@ -121,21 +97,6 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 // ---- clamp ----
 namespace ops {
-template <typename T>
-struct clamp_fn {
-  bool has_lo, has_hi;
-  T lo{}, hi{};
-  explicit clamp_fn(const Attrs& a) : has_lo(a.has(0)), has_hi(a.has(1)) {
-    if (has_lo) lo = a.scalar(0).to<T>();
-    if (has_hi) hi = a.scalar(1).to<T>();
-  }
-  Vec<T> operator()(Vec<T> x) const {
-    // NaN stays NaN (as PyTorch): x < lo and x > hi are false for NaN.
-    if (has_lo) x = vec::select(x < Vec<T>(lo), Vec<T>(lo), x);
-    if (has_hi) x = vec::select(x > Vec<T>(hi), Vec<T>(hi), x);
-    return x;
-  }
-};
 // The bounds take part in type promotion as C++ numbers do (as in PyTorch): an integer tensor
 // clamped by a floating bound gives a float32 result, and its in-place form is an error.
 int clamp_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -168,12 +129,12 @@ void clamp_derivative(const BackwardCall& c, std::span<Tensor> grads) {
   grads[0] = where(inside, c.grad(), wrap_scalar(0.0));
 }
 const OpDef& clamp_op =
-    register_op({.name = "clamp",
-                 .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
-                 .kind = OpKind::Pointwise,
-                 .meta = clamp_meta,
-                 .kernel = map_kernel<clamp_fn, Dtypes::Numeric>,
-                 .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}});
+    register_pointwise({.name = "clamp",
+                        .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = clamp_meta,
+                        .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}},
+                       KILN_MAP_KERNEL(clamp_fn, Numeric));
 }  // namespace ops
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return ops::call(ops::clamp_op, {x}, {ops::opt_attr(min), ops::opt_attr(max)});
@@ -187,26 +148,11 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
 
 // ---- nan_to_num ----
 namespace ops {
-template <typename T>
-struct nan_to_num_fn {
-  T nan, posinf, neginf;
-  explicit nan_to_num_fn(const Attrs& a)
-      : nan(static_cast<T>(a.f(0))),
-        posinf(a.has(1) ? static_cast<T>(a.f(1)) : std::numeric_limits<T>::max()),
-        neginf(a.has(2) ? static_cast<T>(a.f(2)) : std::numeric_limits<T>::lowest()) {}
-  Vec<T> operator()(Vec<T> x) const {
-    const Vec<T> inf(std::numeric_limits<T>::infinity());
-    x = vec::select(vec::isnan_mask(x), Vec<T>(nan), x);
-    x = vec::select(x > Vec<T>(std::numeric_limits<T>::max()), Vec<T>(posinf), x);
-    return vec::select(x < Vec<T>(std::numeric_limits<T>::lowest()), Vec<T>(neginf), x);
-  }
-};
-const OpDef& nan_to_num_op = register_op(
+const OpDef& nan_to_num_op = register_pointwise(
     {.name = "nan_to_num",
      .schema = "nan_to_num(Tensor self, float nan, float? posinf, float? neginf) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = pointwise_meta<Dtypes::Floating>,
-     .kernel = map_kernel<nan_to_num_fn, Dtypes::Floating>,
      // The gradient passes where x is finite; replaced values are constants.
      .derivative = {.fn =
                         [](const BackwardCall& c, std::span<Tensor> grads) {
@@ -214,7 +160,8 @@ const OpDef& nan_to_num_op = register_op(
                           grads[0] =
                               where(logical_or(isnan(x), isinf(x)), wrap_scalar(0.0), c.grad());
                         },
-                    .saved_inputs = save({0})}});
+                    .saved_inputs = save({0})}},
+    KILN_MAP_KERNEL(nan_to_num_fn, Floating));
 }  // namespace ops
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
@@ -225,30 +172,12 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
 
 // ---- predicates: bool results ----
 namespace ops {
-template <typename T>
-struct isnan_fn {
-  bool operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
-    return false;
-  }
-};
-template <typename T>
-struct isinf_fn {
-  bool operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::isinf(x);
-    return false;
-  }
-};
-template <typename T>
-struct logical_not_fn {
-  bool operator()(T x) const { return !(x != T(0)); }
-};
-#define KILN_PREDICATE_OP(NAME)                                                           \
-  const OpDef& NAME##_op = register_op({.name = #NAME,                                    \
-                                        .schema = #NAME "(Tensor self) -> Tensor",        \
-                                        .kind = OpKind::Pointwise,                        \
-                                        .meta = pointwise_meta<Dtypes::All, false, true>, \
-                                        .kernel = predicate_kernel<NAME##_fn, Dtypes::All>});
+#define KILN_PREDICATE_OP(NAME)                                                                   \
+  const OpDef& NAME##_op = register_pointwise({.name = #NAME,                                     \
+                                               .schema = #NAME "(Tensor self) -> Tensor",         \
+                                               .kind = OpKind::Pointwise,                         \
+                                               .meta = pointwise_meta<Dtypes::All, false, true>}, \
+                                              KILN_PREDICATE_KERNEL(NAME##_fn, All));
 KILN_PREDICATE_OP(isnan)
 KILN_PREDICATE_OP(isinf)
 KILN_PREDICATE_OP(logical_not)
