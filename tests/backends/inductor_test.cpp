@@ -100,6 +100,15 @@ TEST(Inductor, MixedDtypesComparisonsAndConstants) {
   for (int call = 0; call < 2; ++call) expect_identical(fn(i, x), f(i, x));
 }
 
+TEST(Inductor, IntegerDivisionByZeroIsStillAnError) {
+  Tensor a = arange(6, DType::Int64), b = zeros({6}, DType::Int64);
+  auto f = compile([](Tensor x, Tensor y) { return floor_divide(x + 1, y); },
+                   {.backend = std::string("inductor")});
+  EXPECT_THROW(f(a, b), Error);
+  Tensor ones6 = ones({6}, DType::Int64);
+  expect_identical(floor_divide(a + 1, ones6), f(a, ones6));
+}
+
 TEST(Inductor, ExternOpsRunBetweenKernels) {
   manual_seed(4);
   Tensor x = randn({16, 32}), w = randn({32, 8});

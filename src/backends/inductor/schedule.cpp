@@ -46,6 +46,12 @@ struct Group {
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
   if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
+  // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
+  // generated loop would trap): it stays an extern call.
+  const std::string_view name = n.op->name;
+  if (!is_floating(n.outputs[0].dtype) &&
+      (name == "floor_divide" || name == "trunc_divide" || name == "remainder"))
+    return false;
   for (ir::ValueRef v : n.inputs) {
     // A view of a constant (never recorded in practice) would need a materialised scalar.
     const ir::ValueRef r = root_of(g, v);
