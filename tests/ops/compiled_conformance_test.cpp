@@ -1,7 +1,14 @@
-// Every OpInfo sample, on every dtype, run through kiln::compile with the eager backend, forward
-// and backward, must match eager mode exactly (same kernels, same order: bit for bit).
+// Every OpInfo sample, on every dtype, run through kiln::compile with the eager backend and with
+// inductor, forward and backward, must match eager mode exactly: the eager backend runs the
+// same kernels in the same order, and inductor's fused loops compute with the eager kernels'
+// own functors (everything else it runs with the eager kernels), so both are bit for bit.
 #include <cstring>
 
+#include <mutex>
+
+#include "backends/inductor/cpp_compiler.h"
+#include "backends/inductor/cpp_render.h"
+#include "backends/inductor/schedule.h"
 #include "kiln/capture/compile.h"
 #include "kiln/core/random.h"
 #include "ops/opinfo.h"
@@ -59,9 +66,11 @@ std::vector<Tensor> run_sample(const OpInfo& info, std::vector<Tensor> inputs, b
   return outs;
 }
 
-TEST_P(CompiledConformance, EagerBackendMatchesEager) {
-  const OpInfo& info = opinfos()[GetParam().info];
-  const DType dt = GetParam().dtype;
+// Runs every sample of one OpInfo case through kiln::compile with `backend` (twice: a compile,
+// then a cache hit) and compares outputs and written inputs with eager, bit for bit.
+void check_case(const OpInfoCase& c, const std::string& backend) {
+  const OpInfo& info = opinfos()[c.info];
+  const DType dt = c.dtype;
   const bool differentiable = info.differentiable && is_floating(dt);
   for (const Sample& s : info.samples(dt)) {
     for (bool backward : {false, true}) {
@@ -86,18 +95,18 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
       // every op's recorded metadata against a real run); the second is a cache hit that
       // replays the recorded graph and runs the kernels straight from the recorded metadata.
       int compiles = 0;
-      const Backend eager_backend = lookup_backend("eager");
+      const Backend real_backend = lookup_backend(backend);
       auto f = kiln::compile(
           [&](std::vector<Tensor> in) { return run_sample(info, std::move(in), backward); },
-          CompileOptions{
-              .backend = Backend([&](const ir::Graph& g, std::span<const TensorMeta> infos) {
-                ++compiles;
-                // Every captured graph also survives its text form (the parser checks each call
-                // against its op's schema).
-                const ir::Graph back = ir::parse_graph(g.serialize());
-                EXPECT_TRUE(ir::structurally_equal(back, g)) << ctx << "\n" << g;
-                return eager_backend(g, infos);
-              })});
+          CompileOptions{.backend =
+                             Backend([&](const ir::Graph& g, std::span<const TensorMeta> infos) {
+                               ++compiles;
+                               // Every captured graph also survives its text form (the parser
+                               // checks each call against its op's schema).
+                               const ir::Graph back = ir::parse_graph(g.serialize());
+                               EXPECT_TRUE(ir::structurally_equal(back, g)) << ctx << "\n" << g;
+                               return real_backend(g, infos);
+                             })});
       for (int call = 0; call < 2; ++call) {
         const std::string at = ctx + (call ? " (second call)" : "");
         std::vector<Tensor> compiled_in = deep_copy(s.inputs);
@@ -122,6 +131,51 @@ TEST_P(CompiledConformance, EagerBackendMatchesEager) {
       }
     }
   }
+}
+
+// Under inductor, the graphs of the whole suite are captured and rendered first (a pass with
+// the eager backend), and their modules built in a few compiler runs: one process start and
+// header parse per graph would take many minutes. The tests then find every module in memory.
+void build_inductor_modules_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> sources;
+    const Backend eager = lookup_backend("eager");
+    const Backend collect = [&](const ir::Graph& g, std::span<const TensorMeta> infos) {
+      try {
+        const inductor::Schedule schedule = inductor::schedule_graph(g);
+        if (!schedule.kernels.empty()) sources.push_back(inductor::render_cpp(g, schedule));
+      } catch (const Error&) {
+        // the test itself reports it
+      }
+      return eager(g, infos);
+    };
+    for (const OpInfoCase& c : all_opinfo_cases()) {
+      const OpInfo& info = opinfos()[c.info];
+      const bool differentiable = info.differentiable && is_floating(c.dtype);
+      for (const Sample& s : info.samples(c.dtype))
+        for (bool backward : {false, true}) {
+          if (backward && (!differentiable || s.no_gradcheck)) continue;
+          try {
+            auto f = kiln::compile(
+                [&](std::vector<Tensor> in) { return run_sample(info, std::move(in), backward); },
+                CompileOptions{.backend = collect});
+            manual_seed(1234);
+            f(deep_copy(s.inputs));
+          } catch (const std::exception&) {
+            // an invalid sample: the test checks that it fails the same way
+          }
+        }
+    }
+    inductor::compile_modules_batched(sources, 2);
+  });
+}
+
+TEST_P(CompiledConformance, EagerBackendMatchesEager) { check_case(GetParam(), "eager"); }
+
+TEST_P(CompiledConformance, InductorMatchesEager) {
+  build_inductor_modules_once();
+  check_case(GetParam(), "inductor");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompiledConformance, ::testing::ValuesIn(all_opinfo_cases()),

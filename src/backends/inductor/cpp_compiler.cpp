@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -184,7 +185,7 @@ void* open_module(const fs::path& so) { return dlopen(so.c_str(), RTLD_NOW | RTL
 }  // namespace
 
 LoadedModule::~LoadedModule() {
-  if (handle_) dlclose(handle_);
+  if (handle_ && !handle_owner_) dlclose(handle_);  // a shared library closes with its owner
 }
 
 void* LoadedModule::symbol(const std::string& name) const {
@@ -217,7 +218,6 @@ std::string cache_dir() {
   return (fs::temp_directory_path() / "kiln-cache").string();
 }
 
-namespace {
 // The modules this process loaded, by key. Compiles are serialised by the lock: a second
 // thread wanting the same module waits for the first instead of compiling it again.
 struct LoadedModules {
@@ -228,7 +228,116 @@ LoadedModules& loaded_modules() {
   static auto* m = new LoadedModules();
   return *m;
 }
-}  // namespace
+
+void compile_modules_batched(const std::vector<std::string>& sources, int jobs) {
+  KILN_CHECK(!host_compiler().empty(), Error,
+             "inductor: no C++ compiler found (set $CXX or install g++)");
+  LoadedModules& modules = loaded_modules();
+  std::lock_guard<std::mutex> lock(modules.mu);
+  // The sources still to build (not loaded, not on disk), once each.
+  std::map<std::string, const std::string*> todo;
+  for (const std::string& src : sources) {
+    const std::string key = hash_key(key_context() + "\n" + src);
+    if (!modules.by_key.count(key) && !fs::exists(module_dir() / (key + ".so")) &&
+        !fs::exists(module_dir() / (key + ".batch")))
+      todo.emplace(key, &src);
+  }
+  if (todo.empty()) return;
+  jobs = std::max(1, std::min<int>(jobs, static_cast<int>(todo.size())));
+  // Library j includes every jobs-th source, each with its own kernel prefix.
+  const std::string stem =
+      detail::concat("batch.", getpid(), ".", todo.begin()->first.substr(0, 8));
+  std::vector<std::string> prefixes(todo.size());
+  std::vector<std::string> units(static_cast<size_t>(jobs));
+  std::vector<std::vector<std::string>> keys_of(static_cast<size_t>(jobs));
+  for (auto& u : units) u = "#include \"backends/inductor/runtime/inductor_runtime.h\"\n";
+  size_t i = 0;
+  for (const auto& [key, src] : todo) {
+    const fs::path cpp = module_dir() / (key + ".cpp");
+    {
+      std::ofstream out(cpp, std::ios::binary);
+      out << *src;
+      KILN_CHECK(out.good(), Error, "inductor: cannot write ", cpp.string());
+    }
+    const size_t j = i++ % static_cast<size_t>(jobs);
+    units[j] += detail::concat("#define KILN_KERNEL(name) kiln_", key, "_##name\n#include \"",
+                               cpp.string(), "\"\n#undef KILN_KERNEL\n");
+    keys_of[j].push_back(key);
+  }
+  const std::string pch = precompiled_header_dir(module_dir());
+  std::vector<FILE*> running;
+  std::vector<fs::path> libs;
+  for (size_t j = 0; j < units.size(); ++j) {
+    const fs::path unit = module_dir() / detail::concat(stem, ".", j, ".cpp");
+    const fs::path lib = module_dir() / detail::concat(stem, ".", j, ".so");
+    std::ofstream(unit, std::ios::binary) << units[j];
+    const std::string cmd =
+        detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", flags(),
+                       " ", quote(unit), " -o ", quote(lib), " 2>&1");
+    running.push_back(popen(cmd.c_str(), "r"));
+    libs.push_back(lib);
+  }
+  std::string errors;
+  for (size_t j = 0; j < running.size(); ++j) {
+    std::string output;
+    int status = -1;
+    if (running[j]) {
+      char buf[4096];
+      size_t got;
+      while ((got = fread(buf, 1, sizeof buf, running[j])) > 0) output.append(buf, got);
+      const int st = pclose(running[j]);
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    std::error_code ec;
+    fs::remove(module_dir() / detail::concat(stem, ".", j, ".cpp"), ec);
+    void* handle = status == 0 ? dlopen(libs[j].c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (!handle) {
+      errors += output.substr(0, 2000);
+      continue;
+    }
+    std::shared_ptr<void> owner(handle, [](void* h) { dlclose(h); });
+    for (const std::string& key : keys_of[j]) {
+      auto m = std::make_shared<LoadedModule>(handle, libs[j].string(), "kiln_" + key + "_");
+      m->handle_owner_ = owner;
+      modules.by_key[key] = std::move(m);
+      // On disk: <key>.batch names the library holding it (written whole, then renamed).
+      const fs::path index = module_dir() / (key + ".batch");
+      const fs::path tmp = index.string() + ".tmp." + std::to_string(getpid());
+      std::ofstream(tmp, std::ios::binary) << libs[j].filename().string();
+      fs::rename(tmp, index, ec);
+    }
+  }
+  // A library that failed leaves its sources to compile_module, which reports each error.
+  if (!errors.empty())
+    std::cerr << "[kiln] warning: inductor: a batched compile failed; its modules will be "
+                 "compiled one by one. The compiler said:\n"
+              << errors << "\n";
+}
+
+std::shared_ptr<LoadedModule> load_batched(const std::string& key, LoadedModules& modules) {
+  const fs::path index = module_dir() / (key + ".batch");
+  if (!fs::exists(index)) return nullptr;
+  const fs::path lib = module_dir() / read_file(index);
+  // The library's other modules share its handle: find one already loaded.
+  std::shared_ptr<void> owner;
+  void* handle = nullptr;
+  for (const auto& [k, m] : modules.by_key)
+    if (m->handle_owner_ && m->path_ == lib.string()) {
+      owner = m->handle_owner_;
+      handle = m->handle_;
+      break;
+    }
+  if (!handle) {
+    handle = open_module(lib);
+    if (!handle) return nullptr;  // gone or corrupt: compile this one on its own
+    owner = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
+  }
+  auto m = std::make_shared<LoadedModule>(handle, lib.string(), "kiln_" + key + "_");
+  m->handle_owner_ = std::move(owner);
+  if (!dlsym(handle, (m->prefix_ + "kernel_0").c_str())) return nullptr;
+  modules.by_key[key] = m;
+  return m;
+}
 
 void forget_loaded_modules() {
   LoadedModules& m = loaded_modules();
@@ -249,6 +358,13 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
   }
   const fs::path so = module_dir() / (key + ".so");
   auto t0 = std::chrono::steady_clock::now();
+  if (auto batched = load_batched(key, modules)) {
+    if (stats) {
+      stats->cache_hit = true;
+      stats->load_seconds = seconds_since(t0);
+    }
+    return batched;
+  }
   void* handle = fs::exists(so) ? open_module(so) : nullptr;
   if (handle) {
     if (stats) stats->cache_hit = true;

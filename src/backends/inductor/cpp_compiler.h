@@ -4,23 +4,34 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::inductor {
+
+struct LoadedModules;  // the process's table of loaded modules (cpp_compiler.cpp)
 
 // A loaded shared object (dlclose'd when the last reference goes).
 class LoadedModule {
  public:
-  LoadedModule(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  LoadedModule(void* handle, std::string path, std::string kernel_prefix = "kiln_")
+      : handle_(handle), path_(std::move(path)), prefix_(std::move(kernel_prefix)) {}
   ~LoadedModule();
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
   // The address of `symbol`; kiln::Error naming the module if it is missing.
   void* symbol(const std::string& name) const;
+  // The generated kernel `name` (its symbol: the module's prefix + name; see cpp_render.h).
+  void* kernel(const std::string& name) const { return symbol(prefix_ + name); }
   const std::string& path() const { return path_; }
 
  private:
+  std::shared_ptr<void> handle_owner_;  // set when several modules share one library
   void* handle_;
   std::string path_;
+  std::string prefix_;
+
+  friend void compile_modules_batched(const std::vector<std::string>&, int);
+  friend std::shared_ptr<LoadedModule> load_batched(const std::string&, LoadedModules&);
 };
 
 // The C++ compiler generated code is built with: $CXX, else the first of c++, g++, clang++ on
@@ -44,6 +55,16 @@ struct CompileStats {
 // written falls back to a private temporary folder. Throws kiln::Error with the compiler's
 // output when compilation fails.
 std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats);
+
+// Compiles every source not cached yet in a few compiler runs (`jobs` at once, each building
+// one library from many sources), so that compile_module then finds them in memory: for
+// suites that compile hundreds of small graphs, where a process start and a header parse per
+// graph would dominate. Such modules are not written to the disk cache.
+void compile_modules_batched(const std::vector<std::string>& sources, int jobs = 2);
+
+// The module `key` from a library that compile_modules_batched built (its <key>.batch index),
+// or null.
+std::shared_ptr<LoadedModule> load_batched(const std::string& key, LoadedModules& modules);
 
 // Forgets the modules this process has loaded (they stay loaded while referenced), so that the
 // next compile_module consults the disk cache again: for tests of that cache.

@@ -90,52 +90,55 @@ LoopShape coalesce(const Shape& ranges, const std::vector<std::vector<int64_t>>&
   return l;
 }
 
-void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) {
-  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
-  const size_t n = num_out + num_in;
+// Element sizes of a kernel's operands: outputs, then inputs.
+std::vector<int64_t> operand_itemsizes(const Kernel& k) {
+  std::vector<int64_t> item;
+  for (const Kernel::Output& o : k.outputs)
+    item.push_back(itemsize(k.ops[static_cast<size_t>(o.op)].dtype));
+  for (const KernelInput& in : k.inputs) item.push_back(itemsize(in.dtype));
+  return item;
+}
+
+}  // namespace
+
+std::vector<int64_t> launch_shape(const Kernel& k) {
+  const size_t num_out = k.outputs.size();
+  const std::vector<int64_t> item = operand_itemsizes(k);
   // Byte strides over the ranges: outputs contiguous, inputs as the schedule says.
-  std::vector<std::vector<int64_t>> byte_strides(n);
-  std::vector<int64_t> item(n);
+  std::vector<std::vector<int64_t>> byte_strides(item.size());
   const Shape contiguous = contiguous_strides(k.ranges);
-  for (size_t o = 0; o < num_out; ++o) {
-    const DType dt = k.ops[static_cast<size_t>(k.outputs[o].op)].dtype;
-    item[o] = itemsize(dt);
+  for (size_t o = 0; o < num_out; ++o)
     for (int64_t s : contiguous) byte_strides[o].push_back(s * item[o]);
-  }
-  for (size_t i = 0; i < num_in; ++i) {
-    item[num_out + i] = itemsize(k.inputs[i].dtype);
+  for (size_t i = 0; i < k.inputs.size(); ++i)
     for (int64_t s : k.inputs[i].strides)
       byte_strides[num_out + i].push_back(s * item[num_out + i]);
-  }
   const LoopShape loop = coalesce(k.ranges, byte_strides);
-  const int64_t numel = checked_numel(k.ranges, "inductor");
+  std::vector<int64_t> shape{checked_numel(k.ranges, "inductor"),
+                             static_cast<int64_t>(loop.sizes.size())};
+  shape.insert(shape.end(), loop.sizes.begin(), loop.sizes.end());
+  for (const auto& st : loop.strides) shape.insert(shape.end(), st.begin(), st.end());
+  return shape;
+}
 
+namespace {
+
+void render_kernel(std::ostringstream& os, const Kernel& k) {
+  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+  const size_t n = num_out + num_in;
+  const std::vector<int64_t> item = operand_itemsizes(k);
   os << "// " << k.name << ":";
   for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
   os << "\n";
-  os << "extern \"C\" void kiln_" << k.name
-     << "(char* const* buffers, const kiln::Attrs* const* attrs) {\n";
+  os << "extern \"C\" void KILN_KERNEL(" << k.name
+     << ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) {\n";
   os << "  using namespace kiln;\n";
   os << "  (void)attrs;\n";
-  os << "  static constexpr int64_t sizes[] = {";
-  for (size_t d = 0; d < loop.sizes.size(); ++d) os << (d ? ", " : "") << loop.sizes[d];
-  os << "};\n";
-  os << "  static constexpr std::array<std::array<int64_t, inductor_rt::kMaxDims>, " << n
-     << "> strides = {{";
-  for (size_t k2 = 0; k2 < n; ++k2) {
-    os << (k2 ? ", " : "") << "{{";
-    for (size_t d = 0; d < loop.sizes.size(); ++d) os << (d ? ", " : "") << loop.strides[k2][d];
-    os << "}}";
-  }
-  os << "}};\n";
+  os << "  const int64_t numel = shape[0];\n";
   os << "  static constexpr std::array<int64_t, " << n << "> item = {";
   for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << item[k2];
   os << "};\n";
   os << "  const std::array<char*, " << n << "> base = {";
-  for (size_t o = 0; o < num_out; ++o) os << (o ? ", " : "") << "buffers[" << o << "]";
-  for (size_t i = 0; i < num_in; ++i)
-    os << (num_out + i ? ", " : "") << "buffers[" << num_out + i << "] + "
-       << k.inputs[i].offset * item[num_out + i];
+  for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << "buffers[" << k2 << "]";
   os << "};\n";
   // Functors, built once per call as the eager kernel builds them.
   for (size_t j = 0; j < k.ops.size(); ++j) {
@@ -155,8 +158,8 @@ void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) 
            << "[inductor_rt::kBlock];\n  std::fill_n(" << it->second << ", inductor_rt::kBlock, "
            << constant_literal(k.constants[static_cast<size_t>(a.index)], op.compute) << ");\n";
       }
-  os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(" << numel << ", "
-     << loop.sizes.size() << ", sizes, base, item, strides, [&](char* const* p, int64_t n) {\n";
+  os << "  inductor_rt::block_loop<" << n << ", " << num_out
+     << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
   std::vector<int> output_slot(k.ops.size(), -1);
@@ -207,8 +210,9 @@ void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) 
     os << "    // %" << op.node << " = " << op.op->name << "\n";
     if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
       os << "    vec::map<" << out_t << ">(f" << j << ", "
-         << (output_slot[j] >= 0 && numel * itemsize(op.dtype) >= kStreamingStoreBytes ? "true"
-                                                                                       : "false")
+         << (output_slot[j] >= 0
+                 ? detail::concat("numel * ", itemsize(op.dtype), " >= ", kStreamingStoreBytes)
+                 : std::string("false"))
          << ", " << result[j] << ", n";
       for (const std::string& a : args) os << ", " << a;
       os << ");\n";
@@ -219,7 +223,6 @@ void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) 
     }
   }
   os << "  });\n}\n\n";
-  (void)g;
 }
 
 }  // namespace
@@ -227,8 +230,12 @@ void render_kernel(std::ostringstream& os, const ir::Graph& g, const Kernel& k) 
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
   std::ostringstream os;
   os << "// Generated by Kiln's inductor backend: one function per fused kernel.\n"
-     << "#include \"backends/inductor/runtime/inductor_runtime.h\"\n\n";
-  for (const Kernel& k : schedule.kernels) render_kernel(os, graph, k);
+     << "#ifndef KILN_INDUCTOR_RUNTIME_H  // (included once when several modules share a library)\n"
+     << "#include \"backends/inductor/runtime/inductor_runtime.h\"\n#endif\n\n"
+     << "// Kernel symbols: kiln_<name>, or another prefix when several modules share one "
+        "library.\n"
+     << "#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n\n";
+  for (const Kernel& k : schedule.kernels) render_kernel(os, k);
   return os.str();
 }
 

@@ -5,15 +5,25 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "backends/inductor/schedule.h"
 
 namespace kiln::inductor {
 
 // The source of every kernel in `schedule`: for kernel K an
-//   extern "C" void kiln_<K.name>(char* const* buffers, const kiln::Attrs* const* attrs)
+//   extern "C" void KILN_KERNEL(<K.name>)(char* const* buffers, const kiln::Attrs* const* attrs,
+//                                         const int64_t* shape)
+// (KILN_KERNEL(name) is kiln_<name> unless the includer defines it: see LoadedModule::kernel)
 // where buffers are the data pointers of K's outputs (fresh, contiguous) then of its inputs'
-// root tensors (kernel.inputs order), and attrs the attributes of K's ops (kernel.ops order).
+// root tensors (kernel.inputs order) advanced by each input's offset, and attrs the attributes
+// of K's ops (kernel.ops order).
+// Sources do not depend on sizes and strides: those arrive per call in `shape` (below), so
+// graphs that differ only in shapes share one compiled module.
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
+
+// The `shape` argument of kernel k: {numel, nd, sizes[nd] (coalesced, innermost first), then
+// per operand (outputs, then inputs) its byte strides[nd]}.
+std::vector<int64_t> launch_shape(const Kernel& k);
 
 }  // namespace kiln::inductor

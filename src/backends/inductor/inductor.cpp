@@ -21,7 +21,7 @@ namespace {
 using inductor::Kernel;
 using inductor::Schedule;
 using inductor::Step;
-using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs);
+using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -56,7 +56,7 @@ class CompiledInductorGraph {
         capture::log(LogTopic::OutputCode,
                      detail::concat("inductor: ", module_->path(), "\n", source_));
       for (const Kernel& k : schedule_.kernels)
-        kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->symbol("kiln_" + k.name)));
+        kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
     }
   }
 
@@ -85,6 +85,8 @@ class CompiledInductorGraph {
   size_t num_slots_ = 0;
   std::vector<std::vector<size_t>> release_after_;       // per step: slots dead after it
   std::vector<std::vector<const Attrs*>> kernel_attrs_;  // per kernel, per op
+  std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
+  std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
   std::vector<std::pair<size_t, Tensor>> constants_;     // slot, value
   mutable std::atomic<bool> verified_{false};
 };
@@ -130,6 +132,11 @@ void CompiledInductorGraph::plan() {
     for (const inductor::KernelOp& op : k.ops)
       attrs.push_back(&g.nodes[static_cast<size_t>(op.node)].attrs);
     kernel_attrs_.push_back(std::move(attrs));
+    kernel_shapes_.push_back(inductor::launch_shape(k));
+    std::vector<int64_t> offsets;
+    for (const inductor::KernelInput& in : k.inputs)
+      offsets.push_back(in.offset * itemsize(in.dtype));
+    input_offsets_.push_back(std::move(offsets));
   }
 }
 
@@ -221,10 +228,11 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
         t = make_tensor(m.sizes, m.dtype);
         buffers.push_back(static_cast<char*>(t.data_ptr()));
       }
-      for (const inductor::KernelInput& in : kernel.inputs)
-        buffers.push_back(static_cast<char*>(slots[slot(in.root)].data_ptr()));
-      kernel_fns_[static_cast<size_t>(st.index)](
-          buffers.data(), kernel_attrs_[static_cast<size_t>(st.index)].data());
+      const auto ki = static_cast<size_t>(st.index);
+      for (size_t i = 0; i < kernel.inputs.size(); ++i)
+        buffers.push_back(static_cast<char*>(slots[slot(kernel.inputs[i].root)].data_ptr()) +
+                          input_offsets_[ki][i]);
+      kernel_fns_[ki](buffers.data(), kernel_attrs_[ki].data(), kernel_shapes_[ki].data());
       if (autograd::inference_mode()) [[unlikely]]
         for (const Kernel::Output& o : kernel.outputs)
           slots[slot(o.value)].impl()->set_inference(true);

@@ -3,6 +3,7 @@
 // computes what the eager kernels compute, bit for bit — and the block loop that hands a fused
 // body contiguous blocks of its operands, as the eager pointwise loop engine does.
 #pragma once
+#define KILN_INDUCTOR_RUNTIME_H
 
 #include <omp.h>
 
@@ -66,15 +67,19 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
   }
 }
 
-// The loop of a fused kernel over `numel` elements: `nd` coalesced dims (sizes innermost
-// first) and, per operand, its element size and byte stride in each dim. Operands [0, NOut)
+// The loop of a fused kernel, its shape given per call (cpp_render.h, launch_shape):
+// {numel, nd, sizes[nd] innermost first, then per operand byte strides[nd]}. Operands [0, NOut)
 // are written (outputs), the rest read. body(p, n) gets a pointer per operand to n contiguous
 // elements (an input read with another stride arrives gathered into a block buffer, a
 // broadcast one filled; an output is scattered after the body when not contiguous).
 template <size_t N, size_t NOut, class Body>
-void block_loop(int64_t numel, int nd, const int64_t* sizes, const std::array<char*, N>& base,
-                const std::array<int64_t, N>& isz,
-                const std::array<std::array<int64_t, kMaxDims>, N>& st, Body&& body) {
+void block_loop(const int64_t* shape, const std::array<char*, N>& base,
+                const std::array<int64_t, N>& isz, Body&& body) {
+  const int64_t numel = shape[0];
+  const int nd = static_cast<int>(shape[1]);
+  const int64_t* sizes = shape + 2;
+  std::array<const int64_t*, N> st;  // st[k][d]: operand k's byte stride in dim d
+  for (size_t k = 0; k < N; ++k) st[k] = shape + 2 + nd + static_cast<int64_t>(k) * nd;
   if (numel == 0) return;
   parallel_range(numel, [&](int64_t begin, int64_t end) {
     alignas(64) char buffers[N][kBlock * 8];
