@@ -13,7 +13,7 @@ namespace kiln::inductor {
 namespace {
 
 constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;  // as the eager engine
-constexpr int kMaxDims = 16;                                // inductor_rt::kMaxDims
+constexpr int kMaxDims = 64;                                // kernels::kMaxDims
 
 const char* ctype(DType d) {
   switch (d) {

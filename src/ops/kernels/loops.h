@@ -14,11 +14,10 @@
 
 #include "kiln/core/parallel.h"
 #include "kiln/core/tensor.h"
+#include "ops/kernels/block_loop.h"
 #include "ops/kernels/vec.h"
 
 namespace kiln::kernels {
-
-inline constexpr int64_t kBlock = 512;  // elements per contiguous block
 
 // Strides (in bytes) of `t` broadcast against `sizes` (t's dims align to the right).
 inline Shape broadcast_byte_strides(const Tensor& t, IntList sizes) {
@@ -31,48 +30,9 @@ inline Shape broadcast_byte_strides(const Tensor& t, IntList sizes) {
   return s;
 }
 
-// Copies n elements of `isz` bytes between strided locations (typed loops: no memcpy call
-// per element).
-inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
-                         int64_t n, int64_t isz) {
-  auto typed = [&]<typename T>() {
-    for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<T*>(dst + i * dst_stride) =
-          *reinterpret_cast<const T*>(src + i * src_stride);
-  };
-  switch (isz) {
-    case 1:
-      return typed.template operator()<uint8_t>();
-    case 2:
-      return typed.template operator()<uint16_t>();
-    case 4:
-      return typed.template operator()<uint32_t>();
-    case 8:
-      return typed.template operator()<uint64_t>();
-    default:
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(dst + i * dst_stride, src + i * src_stride, static_cast<size_t>(isz));
-  }
-}
 // Writes n copies of the element at src into dst.
 inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
   strided_copy(dst, isz, src, 0, n, isz);
-}
-
-// Splits [0, n) across threads when n is large; calls f(begin, end) on each piece.
-template <typename F>
-void parallel_range(int64_t n, int64_t grain, F&& f) {
-  if (n <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    if (n > 0) f(int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
-  }
 }
 
 // N operands: operand 0 is the output. `body(std::array<char*, N> ptrs, int64_t n)` receives
@@ -138,62 +98,15 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
     sizes.push_back(1);
     for (size_t k = 0; k < N; ++k) st[k].push_back(0);
   }
-  const int64_t nd = sizes.ssize(), inner = sizes[0];
-
-  parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
-    alignas(64) char buffers[N][kBlock * 8];
-    // A broadcast (stride 0) input is expanded into its buffer once and reused while its
-    // source element stays the same.
-    std::array<const char*, N> filled_from{};
-    std::array<int64_t, N> filled_n{};
-    // Multi-index of `begin` (innermost first).
-    Shape idx(static_cast<size_t>(nd), 0);
-    int64_t rem = begin;
-    for (int64_t d = 0; d < nd; ++d) {
-      idx[d] = rem % sizes[d];
-      rem /= sizes[d];
-    }
-    int64_t pos = begin;
-    while (pos < end) {
-      std::array<char*, N> row;
-      for (size_t k = 0; k < N; ++k) {
-        int64_t off = 0;
-        for (int64_t d = 0; d < nd; ++d) off += idx[d] * st[k][d];
-        row[k] = base[k] + off;
-      }
-      const int64_t run = std::min(inner - idx[0], end - pos);
-      for (int64_t j = 0; j < run; j += kBlock) {
-        const int64_t n = std::min(kBlock, run - j);
-        std::array<char*, N> ptrs;
-        for (size_t k = 0; k < N; ++k) {
-          char* p = row[k] + j * st[k][0];
-          if (st[k][0] == isz[k]) {
-            ptrs[k] = p;
-            continue;
-          }
-          ptrs[k] = buffers[k];
-          if (k == 0) continue;  // the output is scattered after the body
-          if (st[k][0] == 0) {
-            if (filled_from[k] != p || filled_n[k] < n) {
-              broadcast_fill(buffers[k], p, n, isz[k]);
-              filled_from[k] = p;
-              filled_n[k] = n;
-            }
-          } else {
-            strided_copy(buffers[k], isz[k], p, st[k][0], n, isz[k]);
-          }
-        }
-        body(ptrs, n);
-        if (ptrs[0] != row[0] + j * st[0][0])
-          strided_copy(row[0] + j * st[0][0], st[0][0], buffers[0], isz[0], n, isz[0]);
-      }
-      pos += run;
-      idx[0] += run;
-      for (int64_t d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
-        idx[d] = 0;
-        ++idx[d + 1];
-      }
-    }
+  // The shared block loop's shape: {numel, nd, sizes, then each operand's strides}.
+  SmallVector<int64_t, 32> shape{numel, sizes.ssize()};
+  for (int64_t s : sizes) shape.push_back(s);
+  for (size_t k = 0; k < N; ++k)
+    for (int64_t s : st[k]) shape.push_back(s);
+  block_loop<N, 1>(shape.data(), base, isz, grain, [&](char* const* p, int64_t n) {
+    std::array<char*, N> ptrs;
+    for (size_t k = 0; k < N; ++k) ptrs[k] = p[k];
+    body(ptrs, n);
   });
 }
 

@@ -5,23 +5,27 @@
 #pragma once
 #define KILN_INDUCTOR_RUNTIME_H
 
-#include <omp.h>
-
-#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
+#include <utility>
 
+#include "ops/kernels/block_loop.h"
 #include "ops/kernels/pointwise_math.h"
 #include "ops/kernels/vec.h"
 
 namespace kiln::inductor_rt {
 
-inline constexpr int64_t kBlock = 512;            // elements per block (the eager engine's)
-inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread
-inline constexpr int kMaxDims = 16;
+using kernels::kBlock;
+inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
+
+// A kernel's loop: the eager engine's block loop, with its grain.
+template <size_t N, size_t NOut, class Body>
+void block_loop(const int64_t* shape, const std::array<char*, N>& base,
+                const std::array<int64_t, N>& isz, Body&& body) {
+  kernels::block_loop<N, NOut>(shape, base, isz, kParallelGrain, std::forward<Body>(body));
+}
 
 // A functor as the eager kernel builds it: from the call's attributes when it takes them.
 template <class F>
@@ -30,111 +34,6 @@ F make_functor(const Attrs* attrs) {
     return F(*attrs);
   else
     return F{};
-}
-
-// Splits [0, n) across the OpenMP threads when n is large; f(begin, end) per piece.
-template <typename F>
-void parallel_range(int64_t n, F&& f) {
-  if (n <= kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    if (n > 0) f(int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
-  }
-}
-
-inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
-                         int64_t n, int64_t isz) {
-  auto typed = [&]<typename T>() {
-    for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<T*>(dst + i * dst_stride) =
-          *reinterpret_cast<const T*>(src + i * src_stride);
-  };
-  switch (isz) {
-    case 1:
-      return typed.template operator()<uint8_t>();
-    case 2:
-      return typed.template operator()<uint16_t>();
-    case 4:
-      return typed.template operator()<uint32_t>();
-    default:
-      return typed.template operator()<uint64_t>();
-  }
-}
-
-// The loop of a fused kernel, its shape given per call (cpp_render.h, launch_shape):
-// {numel, nd, sizes[nd] innermost first, then per operand byte strides[nd]}. Operands [0, NOut)
-// are written (outputs), the rest read. body(p, n) gets a pointer per operand to n contiguous
-// elements (an input read with another stride arrives gathered into a block buffer, a
-// broadcast one filled; an output is scattered after the body when not contiguous).
-template <size_t N, size_t NOut, class Body>
-void block_loop(const int64_t* shape, const std::array<char*, N>& base,
-                const std::array<int64_t, N>& isz, Body&& body) {
-  const int64_t numel = shape[0];
-  const int nd = static_cast<int>(shape[1]);
-  const int64_t* sizes = shape + 2;
-  std::array<const int64_t*, N> st;  // st[k][d]: operand k's byte stride in dim d
-  for (size_t k = 0; k < N; ++k) st[k] = shape + 2 + nd + static_cast<int64_t>(k) * nd;
-  if (numel == 0) return;
-  parallel_range(numel, [&](int64_t begin, int64_t end) {
-    alignas(64) char buffers[N][kBlock * 8];
-    std::array<const char*, N> filled_from{};
-    std::array<int64_t, N> filled_n{};
-    int64_t idx[kMaxDims] = {};
-    int64_t rem = begin;
-    for (int d = 0; d < nd; ++d) {
-      idx[d] = rem % sizes[d];
-      rem /= sizes[d];
-    }
-    const int64_t inner = sizes[0];
-    int64_t pos = begin;
-    while (pos < end) {
-      std::array<char*, N> row;
-      for (size_t k = 0; k < N; ++k) {
-        int64_t off = 0;
-        for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
-        row[k] = base[k] + off;
-      }
-      const int64_t run = std::min(inner - idx[0], end - pos);
-      for (int64_t j = 0; j < run; j += kBlock) {
-        const int64_t n = std::min(kBlock, run - j);
-        std::array<char*, N> ptrs;
-        for (size_t k = 0; k < N; ++k) {
-          char* p = row[k] + j * st[k][0];
-          if (st[k][0] == isz[k]) {
-            ptrs[k] = p;
-            continue;
-          }
-          ptrs[k] = buffers[k];
-          if (k < NOut) continue;  // outputs are scattered after the body
-          if (st[k][0] == 0) {
-            if (filled_from[k] != p || filled_n[k] < n) {
-              strided_copy(buffers[k], isz[k], p, 0, n, isz[k]);
-              filled_from[k] = p;
-              filled_n[k] = n;
-            }
-          } else {
-            strided_copy(buffers[k], isz[k], p, st[k][0], n, isz[k]);
-          }
-        }
-        body(ptrs.data(), n);
-        for (size_t k = 0; k < NOut; ++k)
-          if (ptrs[k] != row[k] + j * st[k][0])
-            strided_copy(row[k] + j * st[k][0], st[k][0], buffers[k], isz[k], n, isz[k]);
-      }
-      pos += run;
-      idx[0] += run;
-      for (int d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
-        idx[d] = 0;
-        ++idx[d + 1];
-      }
-    }
-  });
 }
 
 }  // namespace kiln::inductor_rt

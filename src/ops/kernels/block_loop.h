@@ -1,0 +1,125 @@
+// The strided block loop under every pointwise kernel, eager (kernels/loops.h) and generated
+// (the inductor backend's runtime header): it walks an iteration space in blocks of up to kBlock
+// contiguous elements, split across OpenMP threads above a grain. Depends only on OpenMP and
+// the standard library, so generated code can include it.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+namespace kiln::kernels {
+
+inline constexpr int64_t kBlock = 512;  // elements per contiguous block
+inline constexpr int kMaxDims = 64;     // dims after coalescing (more are not mergeable)
+
+// Splits [0, n) across the OpenMP threads when n is large; f(begin, end) per piece.
+template <typename F>
+void parallel_range(int64_t n, int64_t grain, F&& f) {
+  if (n <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t b = tid * chunk, e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
+                         int64_t n, int64_t isz) {
+  auto typed = [&]<typename T>() {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<T*>(dst + i * dst_stride) =
+          *reinterpret_cast<const T*>(src + i * src_stride);
+  };
+  switch (isz) {
+    case 1:
+      return typed.template operator()<uint8_t>();
+    case 2:
+      return typed.template operator()<uint16_t>();
+    case 4:
+      return typed.template operator()<uint32_t>();
+    default:
+      return typed.template operator()<uint64_t>();
+  }
+}
+
+// The loop over a strided iteration space that eager pointwise kernels and generated kernels
+// share. `shape` = {numel, nd, sizes[nd] innermost first (coalesced), then per operand its byte
+// strides[nd]}. Operands [0, NOut)
+// are written (outputs), the rest read. body(p, n) gets a pointer per operand to n contiguous
+// elements (an input read with another stride arrives gathered into a block buffer, a
+// broadcast one filled; an output is scattered after the body when not contiguous).
+template <size_t N, size_t NOut, class Body>
+void block_loop(const int64_t* shape, const std::array<char*, N>& base,
+                const std::array<int64_t, N>& isz, int64_t grain, Body&& body) {
+  const int64_t numel = shape[0];
+  const int nd = static_cast<int>(shape[1]);
+  const int64_t* sizes = shape + 2;
+  std::array<const int64_t*, N> st;  // st[k][d]: operand k's byte stride in dim d
+  for (size_t k = 0; k < N; ++k) st[k] = shape + 2 + nd + static_cast<int64_t>(k) * nd;
+  if (numel == 0) return;
+  parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
+    alignas(64) char buffers[N][kBlock * 8];
+    std::array<const char*, N> filled_from{};
+    std::array<int64_t, N> filled_n{};
+    int64_t idx[kMaxDims] = {};
+    int64_t rem = begin;
+    for (int d = 0; d < nd; ++d) {
+      idx[d] = rem % sizes[d];
+      rem /= sizes[d];
+    }
+    const int64_t inner = sizes[0];
+    int64_t pos = begin;
+    while (pos < end) {
+      std::array<char*, N> row;
+      for (size_t k = 0; k < N; ++k) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
+        row[k] = base[k] + off;
+      }
+      const int64_t run = std::min(inner - idx[0], end - pos);
+      for (int64_t j = 0; j < run; j += kBlock) {
+        const int64_t n = std::min(kBlock, run - j);
+        std::array<char*, N> ptrs;
+        for (size_t k = 0; k < N; ++k) {
+          char* p = row[k] + j * st[k][0];
+          if (st[k][0] == isz[k]) {
+            ptrs[k] = p;
+            continue;
+          }
+          ptrs[k] = buffers[k];
+          if (k < NOut) continue;  // outputs are scattered after the body
+          if (st[k][0] == 0) {
+            if (filled_from[k] != p || filled_n[k] < n) {
+              strided_copy(buffers[k], isz[k], p, 0, n, isz[k]);
+              filled_from[k] = p;
+              filled_n[k] = n;
+            }
+          } else {
+            strided_copy(buffers[k], isz[k], p, st[k][0], n, isz[k]);
+          }
+        }
+        body(ptrs.data(), n);
+        for (size_t k = 0; k < NOut; ++k)
+          if (ptrs[k] != row[k] + j * st[k][0])
+            strided_copy(row[k] + j * st[k][0], st[k][0], buffers[k], isz[k], n, isz[k]);
+      }
+      pos += run;
+      idx[0] += run;
+      for (int d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
+        idx[d] = 0;
+        ++idx[d + 1];
+      }
+    }
+  });
+}
+
+}  // namespace kiln::kernels
