@@ -262,7 +262,7 @@ Tensor Tracer::new_pending(const TensorMeta& info, ir::ValueRef value) {
 }
 
 Tensor Tracer::symbolic_input(const Tensor& t) {
-  TensorMeta info = TensorMeta(t.dtype(), t.sizes());
+  TensorMeta info = TensorMeta::contiguous(t.dtype(), t.sizes());
   return new_pending(info, record_placeholder(info));
 }
 
@@ -306,7 +306,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta&
   if (value_info.dtype != dst.dtype()) {  // the write casts, as eager's does
     const ir::ValueRef from = value;
     value = record_call(ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()}, [&] {
-      return std::vector<TensorMeta>{TensorMeta(dst.dtype(), value_info.sizes)};
+      return std::vector<TensorMeta>{TensorMeta::contiguous(dst.dtype(), value_info.sizes)};
     });
   }
   PendingTensor* p = own_pending(*dst.impl());
@@ -320,7 +320,7 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta&
     buffer.value = record_call(ops::as_strided_scatter_op, ins, as_strided_attrs(dst), [&] {
       const TensorMeta& base = recorded_node(static_cast<size_t>(ins[0].node))
                                    .outputs[static_cast<size_t>(ins[0].output)];
-      return std::vector<TensorMeta>{TensorMeta(buffer.dtype, base.sizes)};
+      return std::vector<TensorMeta>{TensorMeta::contiguous(buffer.dtype, base.sizes)};
     });
   }
   ++buffer.version;
@@ -418,7 +418,9 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     std::array<TensorMeta, kMaxOpOutputs> metas;
     const int n = op.meta(call, metas);
     std::vector<TensorMeta> infos;
-    infos.assign(metas.begin(), metas.begin() + n);  // contiguous, as meta functions state
+    // Graph values are contiguous, as meta functions state; the graph records their strides.
+    for (int i = 0; i < n; ++i)
+      infos.push_back(TensorMeta::contiguous(metas[i].dtype, metas[i].sizes));
     return infos;
   };
   std::optional<std::vector<TensorMeta>> inferred;

@@ -50,8 +50,10 @@ std::ostream& operator<<(std::ostream& os, const AttrValue& v) {
 }
 
 // ---- TensorMeta ----
-TensorMeta::TensorMeta(DType dtype, Shape sizes)
-    : dtype(dtype), sizes(std::move(sizes)), strides(contiguous_strides(this->sizes)) {}
+TensorMeta TensorMeta::contiguous(DType dtype, Shape sizes) {
+  Shape strides = contiguous_strides(sizes);
+  return {dtype, std::move(sizes), std::move(strides), 0, false};
+}
 
 TensorMeta TensorMeta::of(const Tensor& t) {
   return {t.dtype(), t.sizes(), t.strides(), t.storage_offset(), t.requires_grad()};

@@ -57,8 +57,8 @@ std::ostream& operator<<(std::ostream& os, const AttrValue& v);
 // A tensor's metadata without its data: dtype, shape, layout, and whether it requires grad.
 // One type for every layer that reasons about tensors it does not hold: an op's meta function
 // fills one per output (contiguous, so it only states dtype and sizes), autograd keeps one per
-// input and output of a node, and a graph records one per value (what guards compare for an
-// input).
+// input and output of a node, and a graph records one per value, layout complete (what guards
+// compare for an input).
 struct TensorMeta {
   DType dtype = DType::Float32;
   Shape sizes;
@@ -67,8 +67,11 @@ struct TensorMeta {
   bool requires_grad = false;
 
   TensorMeta() = default;
-  // A contiguous tensor of this dtype and shape.
-  TensorMeta(DType dtype, Shape sizes);
+  // Dtype and sizes only, strides left empty: what a meta function states of an output (always
+  // contiguous) and what autograd keeps. Eager dispatch needs no more, so it pays for no more.
+  TensorMeta(DType dtype, Shape sizes) : dtype(dtype), sizes(std::move(sizes)) {}
+  // A contiguous tensor of this dtype and shape, strides filled in: a graph value.
+  static TensorMeta contiguous(DType dtype, Shape sizes);
   TensorMeta(DType dtype, Shape sizes, Shape strides, int64_t storage_offset, bool requires_grad)
       : dtype(dtype),
         sizes(std::move(sizes)),
