@@ -121,6 +121,34 @@ std::function<void()> w5() {
   };
 }
 
+// W7: the demo's char-GPT training step (`kiln train`'s model): vocab 96, 4 layers, 128 wide,
+// 4 heads, block 64, batch 32; cross-entropy, backward, gradient clipping (the tensor form, so
+// that a compiled step is one graph), AdamW. `backend` empty: eager mode.
+std::function<void()> w7_step(const std::string& backend, const char* name) {
+  manual_seed(7);
+  nn::GPTConfig config;
+  config.vocab_size = 96;
+  config.block_size = 64;
+  auto model = std::make_shared<nn::GPT>(config);
+  auto opt = std::make_shared<optim::AdamW>(model->parameters(),
+                                            optim::AdamWOptions{.lr = 3e-3, .weight_decay = 0.1});
+  auto x = std::make_shared<Tensor>(randint(0, 96, {32, 64}));
+  auto y = std::make_shared<Tensor>(randint(0, 96, {32, 64}));
+  auto step = [model, opt, x, y] {
+    opt->zero_grad();
+    Tensor loss = model->loss(*x, *y);
+    loss.backward();
+    optim::clip_grad_norm_tensor_(model->parameters(), 1.0);
+    opt->step();
+    return loss;
+  };
+  if (backend.empty()) return [step] { step(); };
+  auto compiled = std::make_shared<decltype(compile(step))>(
+      compile(step, CompileOptions{.backend = backend, .name = name}));
+  (*compiled)();
+  return [compiled] { (*compiled)(); };
+}
+
 // ---- the same workloads through kiln::compile with the code-generating backend ----
 // The first call (made here, in setup) compiles, so the timed calls are cache hits; compile
 // time is reported apart by `kiln bench` from compile_times().
@@ -216,6 +244,12 @@ const std::vector<Workload>& workloads() {
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
       {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
       {"W6i", "W6 through kiln::compile (inductor)", "n/a", w6_inductor},
+      {"W7", "char-GPT training step (kiln train's model) V96 L4 C128 H4 T64 B32, AdamW", "n/a",
+       [] { return w7_step("", "W7"); }},
+      {"W7c", "W7's whole step through kiln::compile (eager backend)", "n/a",
+       [] { return w7_step("eager", "W7c"); }},
+      {"W7i", "W7's whole step through kiln::compile (inductor)", "n/a",
+       [] { return w7_step("inductor", "W7i"); }},
   };
   return all;
 }

@@ -22,6 +22,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/op.h"
+#include "kiln/ops/optimizer_updates.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/optim/optimizer.h"

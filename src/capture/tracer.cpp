@@ -261,9 +261,32 @@ Tensor Tracer::new_pending(const TensorMeta& info, ir::ValueRef value) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tracer::symbolic_input(const Tensor& t) {
-  TensorMeta info = TensorMeta::contiguous(t.dtype(), t.sizes());
+Tensor Tracer::symbolic_input(const TensorMeta& meta) {
+  TensorMeta info = TensorMeta::contiguous(meta.dtype, meta.sizes);
   return new_pending(info, record_placeholder(info));
+}
+
+ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
+  KILN_CHECK(metadata_only(), Error, "internal error: take_graph outside a metadata-only run");
+  KILN_CHECK(written_.storages.empty(), NotImplementedError, metadata_only_,
+             ": writes in place into a tensor it did not create; a traced function must be "
+             "functional in its inputs");
+  std::vector<ir::ValueRef> outputs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    KILN_CHECK(results[i].defined(), Error, metadata_only_, ": result ", i,
+               " is an undefined tensor");
+    outputs.push_back(value_of(results[i]));
+  }
+  KILN_CHECK(rec_.inputs.empty(), NotImplementedError, metadata_only_, ": reads a concrete tensor (",
+             rec_.inputs.empty() ? "" : rec_.inputs[0].shape_str(),
+             "); a traced function must make every value it uses through ops");
+  KILN_CHECK(rec_.graph.runtime_attrs.empty(), NotImplementedError, metadata_only_,
+             ": calls a random op, which a re-traced function may not (its seed would be fixed at "
+             "trace time)");
+  ir::Graph g = std::move(rec_.graph);
+  g.outputs = std::move(outputs);
+  reset_segment();
+  return g;
 }
 
 ir::ValueRef Tracer::value_of(const Tensor& t) {
@@ -432,14 +455,18 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   const std::vector<TensorMeta>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
   const int n = static_cast<int>(infos.size());
   if (outputs[0].defined()) {
-    // In place / out=: the same checks eager dispatch makes, then a functional write.
-    Tensor& out = outputs[0];
-    KILN_CHECK(n == 1, NotImplementedError, op.name,
-               ": in-place forms of multi-output ops are not supported under kiln::compile");
-    const TensorMeta result = infos[0];  // (recording below may move the node array)
-    check_destination(op, result, out);
-    write_into(out, v, result);
-    num_outputs = 1;
+    // In place / out= (every output given): the same checks eager dispatch makes, then a
+    // functional write per output.
+    const std::vector<TensorMeta> results = infos;  // (recording below may move the node array)
+    for (int i = 0; i < n; ++i) {
+      const Tensor& out = outputs[static_cast<size_t>(i)];
+      KILN_CHECK(out.defined(), Error, op.name, ": output ", i, " was not provided");
+      check_destination(op, results[static_cast<size_t>(i)], out);
+    }
+    for (int i = 0; i < n; ++i)
+      write_into(outputs[static_cast<size_t>(i)], {v.node, static_cast<int32_t>(i)},
+                 results[static_cast<size_t>(i)]);
+    num_outputs = n;
     return true;
   }
   for (int i = 0; i < n; ++i)

@@ -109,7 +109,11 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
 
   void register_pending(const std::shared_ptr<TensorImpl>& impl) { rec_.pending.push_back(impl); }
   // A pending tensor with t's dtype and shape that is a new graph input (metadata-only runs).
-  Tensor symbolic_input(const Tensor& t);
+  Tensor symbolic_input(const Tensor& t) { return symbolic_input(TensorMeta(t.dtype(), t.sizes())); }
+  Tensor symbolic_input(const TensorMeta& meta);
+  // A metadata-only run's graph, with `results` as its outputs (see capture/retrace.h for what
+  // such a run may do); the tracer's segment is left empty.
+  ir::Graph take_graph(std::span<const Tensor> results);
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
   bool metadata_only() const { return !metadata_only_.empty(); }

@@ -237,7 +237,8 @@ int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs
 
 int dispatch_no_autograd(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                          std::span<Tensor, kMaxOpOutputs> outputs) {
-  if (outputs[0].defined()) autograd::check_inplace_target(op, outputs[0]);
+  for (size_t i = 0; i < outputs.size() && outputs[i].defined(); ++i)
+    autograd::check_inplace_target(op, outputs[i]);
   const int n = run_op(op, inputs, attrs, outputs);
   if (autograd::inference_mode()) [[unlikely]]
     for (int i = 0; i < n; ++i) outputs[static_cast<size_t>(i)].impl()->set_inference(true);

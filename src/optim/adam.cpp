@@ -1,10 +1,10 @@
 // Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay), with
-// optional AMSGrad: torch.optim.Adam / torch.optim.AdamW. One fused pass per parameter.
+// optional AMSGrad: torch.optim.Adam / torch.optim.AdamW. One adam_update op per parameter
+// (kiln/ops/optimizer_updates.h): one fused pass eagerly, one graph node under kiln::compile.
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
-#include "kiln/capture/compile.h"
-#include "kiln/ops/pointwise.h"
+#include "kiln/ops/optimizer_updates.h"
 #include "kiln/optim/optimizer.h"
 #include "optim_internal.h"
 
@@ -21,96 +21,6 @@ void check_options(const AdamOptions& o, const char* who) {
              ": invalid beta parameter at index 1: ", o.betas.second, " (must be in [0, 1))");
   KILN_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, ValueError, who,
              ": invalid weight_decay ", o.weight_decay);
-}
-
-struct AdamScalars {
-  double wd_factor;     // AdamW: 1 - lr * weight_decay
-  double weight_decay;  // Adam: L2 coefficient
-  double beta1_weight;  // 1 - beta1 (lerp weight)
-  double beta2, one_minus_beta2;
-  double bc2_sqrt;  // sqrt(1 - beta2^t)
-  double eps;
-  double neg_step_size;  // -lr / (1 - beta1^t)
-};
-
-template <typename T, bool kDecoupled, bool kL2, bool kAmsgrad>
-void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                 T* __restrict vmax, int64_t n, bool maximize, const AdamScalars& s) {
-  const T wd_factor = static_cast<T>(s.wd_factor), wd = static_cast<T>(s.weight_decay);
-  const T w1 = static_cast<T>(s.beta1_weight), b2 = static_cast<T>(s.beta2);
-  const T omb2 = static_cast<T>(s.one_minus_beta2), bc2 = static_cast<T>(s.bc2_sqrt);
-  const T eps = static_cast<T>(s.eps), nss = static_cast<T>(s.neg_step_size);
-  const T one_minus_w1 = T(1) - w1;
-  const bool low_weight = w1 < T(0.5);
-  detail::parallel_range(n, [&](int64_t b, int64_t e) {
-    detail::simd_range<T>(b, e, [&]<typename X>(int64_t i) {
-      X gi = detail::load<X>(g + i);
-      if (maximize) gi = -gi;
-      X pi = detail::load<X>(p + i);
-      if constexpr (kL2) gi = gi + X(wd) * pi;           // grad.add(param, alpha=weight_decay)
-      if constexpr (kDecoupled) pi = pi * X(wd_factor);  // param.mul_(1 - lr * weight_decay)
-      // exp_avg.lerp_(grad, 1 - beta1), with PyTorch's two-sided lerp formula.
-      const X m0 = detail::load<X>(m + i);
-      const X mi = low_weight ? m0 + X(w1) * (gi - m0) : gi - (gi - m0) * X(one_minus_w1);
-      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-      X vi = detail::load<X>(v + i) * X(b2) + X(omb2) * gi * gi;
-      detail::store(m + i, mi);
-      detail::store(v + i, vi);
-      if constexpr (kAmsgrad) {  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=...)
-        vi = detail::vmaximum(detail::load<X>(vmax + i), vi);
-        detail::store(vmax + i, vi);
-      }
-      const X denom = detail::vsqrt(vi) / X(bc2) + X(eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
-      detail::store(p + i, pi + X(nss) * mi / denom);       // param.addcdiv_(m, denom, -step)
-    });
-  });
-}
-
-template <typename T>
-void adam_dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, bool decoupled, bool l2,
-                   bool amsgrad, bool maximize, const AdamScalars& s) {
-  if (decoupled) {
-    if (amsgrad)
-      adam_kernel<T, true, false, true>(p, g, m, v, vmax, n, maximize, s);
-    else
-      adam_kernel<T, true, false, false>(p, g, m, v, vmax, n, maximize, s);
-  } else if (l2) {
-    if (amsgrad)
-      adam_kernel<T, false, true, true>(p, g, m, v, vmax, n, maximize, s);
-    else
-      adam_kernel<T, false, true, false>(p, g, m, v, vmax, n, maximize, s);
-  } else {
-    if (amsgrad)
-      adam_kernel<T, false, false, true>(p, g, m, v, vmax, n, maximize, s);
-    else
-      adam_kernel<T, false, false, false>(p, g, m, v, vmax, n, maximize, s);
-  }
-}
-
-// The same update written in Kiln ops, operation for operation as adam_kernel computes it (so
-// the results are bit-identical), for use under kiln::compile: the ops are recorded into the
-// captured graph instead of reading parameter data (which would be a sync point). Every scalar
-// is a concrete 0-d tensor, a graph input, so that a new learning rate or step count does not
-// change the graph (no recompile).
-template <typename T>
-void adam_step_in_ops(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, Tensor& vmax,
-                      bool decoupled, bool l2, bool amsgrad, bool maximize, const AdamScalars& s) {
-  auto S = [](T value) { return detail::scalar_input(static_cast<double>(value), dtype_v<T>); };
-  const T w1 = static_cast<T>(s.beta1_weight);
-  Tensor gi = maximize ? -g : g;
-  Tensor pi = p;
-  if (l2) gi = gi + S(static_cast<T>(s.weight_decay)) * pi;
-  if (decoupled) pi = pi * S(static_cast<T>(s.wd_factor));
-  Tensor mi = w1 < T(0.5) ? m + S(w1) * (gi - m) : gi - (gi - m) * S(T(1) - w1);
-  Tensor vi = v * S(static_cast<T>(s.beta2)) + S(static_cast<T>(s.one_minus_beta2)) * gi * gi;
-  m.copy_(mi);
-  v.copy_(vi);
-  if (amsgrad) {
-    vi = maximum(vmax, vi);
-    vmax.copy_(vi);
-  }
-  Tensor denom = sqrt(vi) / S(static_cast<T>(s.bc2_sqrt)) + S(static_cast<T>(s.eps));
-  p.copy_(pi + S(static_cast<T>(s.neg_step_size)) * mi / denom);
 }
 
 AdamOptions from_adamw(const AdamWOptions& o) {
@@ -141,6 +51,7 @@ AdamOptions Adam::options() const {
 void Adam::step() {
   NoGradGuard no_grad;
   const auto [beta1, beta2] = o_.betas;
+  detail::ScalarInputs scalars;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
@@ -154,35 +65,22 @@ void Adam::step() {
     const int64_t step = ++steps_[i];
     const double t = static_cast<double>(step);
     const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
-    AdamScalars s{.wd_factor = 1 - lr_ * o_.weight_decay,
-                  .weight_decay = o_.weight_decay,
-                  .beta1_weight = 1 - beta1,
-                  .beta2 = beta2,
-                  .one_minus_beta2 = 1 - beta2,
-                  .bc2_sqrt = std::sqrt(bc2),
-                  .eps = o_.eps,
-                  .neg_step_size = -(lr_ / bc1)};
-    const bool decoupled = decoupled_ && o_.weight_decay != 0;
-    const bool l2 = !decoupled_ && o_.weight_decay != 0;
-    Tensor m = st.at("exp_avg"), v = st.at("exp_avg_sq");
-    Tensor vmax = o_.amsgrad ? st.at("max_exp_avg_sq") : Tensor();
-    if (is_dynamo_compiling()) {
-      if (p.dtype() == DType::Float32)
-        adam_step_in_ops<float>(p, g, m, v, vmax, decoupled, l2, o_.amsgrad, o_.maximize, s);
-      else
-        adam_step_in_ops<double>(p, g, m, v, vmax, decoupled, l2, o_.amsgrad, o_.maximize, s);
-      continue;
-    }
-    detail::update_param(p, [&](void* pd) {
-      if (p.dtype() == DType::Float32)
-        adam_dispatch(static_cast<float*>(pd), g.data_ptr<float>(), m.data_ptr<float>(),
-                      v.data_ptr<float>(), vmax.defined() ? vmax.data_ptr<float>() : nullptr,
-                      p.numel(), decoupled, l2, o_.amsgrad, o_.maximize, s);
-      else
-        adam_dispatch(static_cast<double*>(pd), g.data_ptr<double>(), m.data_ptr<double>(),
-                      v.data_ptr<double>(), vmax.defined() ? vmax.data_ptr<double>() : nullptr,
-                      p.numel(), decoupled, l2, o_.amsgrad, o_.maximize, s);
-    });
+    const DType dt = p.dtype();
+    AdamHyper h{.wd_factor = scalars.get(1 - lr_ * o_.weight_decay, dt),
+                .weight_decay = scalars.get(o_.weight_decay, dt),
+                .beta1_weight = scalars.get(1 - beta1, dt),
+                .beta2 = scalars.get(beta2, dt),
+                .one_minus_beta2 = scalars.get(1 - beta2, dt),
+                .bc2_sqrt = scalars.get(std::sqrt(bc2), dt),
+                .eps = scalars.get(o_.eps, dt),
+                .neg_step_size = scalars.get(-(lr_ / bc1), dt),
+                .decoupled = decoupled_ && o_.weight_decay != 0,
+                .l2 = !decoupled_ && o_.weight_decay != 0,
+                .amsgrad = o_.amsgrad,
+                .maximize = o_.maximize,
+                .lerp_from_exp_avg = detail::below_half_in(1 - beta1, dt)};
+    adam_update_(p, g, st.at("exp_avg"), st.at("exp_avg_sq"),
+                 o_.amsgrad ? st.at("max_exp_avg_sq") : Tensor(), h);
   }
 }
 

@@ -1,69 +1,15 @@
 // Helpers shared by the optimizer sources (not installed).
 #pragma once
 
-#include <omp.h>
-
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
-#include <type_traits>
+#include <utility>
+#include <vector>
 
-#include "kiln/core/parallel.h"
 #include "kiln/core/tensor.h"
-#include "ops/kernels/loops.h"
-#include "ops/kernels/vec.h"
 
 namespace kiln::optim::detail {
-
-// Splits [0, n) across the OpenMP threads when n is large (the kernels' own splitter).
-template <typename F>
-void parallel_range(int64_t n, F&& f) {
-  kernels::parallel_range(n, kParallelGrain, std::forward<F>(f));
-}
-
-// Runs body.template operator()<X>(i) over [begin, end): X = vec::Vec<T> on whole SIMD blocks,
-// X = T on the tail. The body is written once for both with the helpers below.
-template <typename T, typename Body>
-void simd_range(int64_t begin, int64_t end, Body&& body) {
-  using V = vec::Vec<T>;
-  int64_t i = begin;
-  if constexpr (V::width > 1)
-    for (; i + V::width <= end; i += V::width) body.template operator()<V>(i);
-  for (; i < end; ++i) body.template operator()<T>(i);
-}
-template <typename X, typename T>
-inline X load(const T* p) {
-  if constexpr (std::is_same_v<X, T>)
-    return *p;
-  else
-    return X::load(p);
-}
-template <typename X, typename T>
-inline void store(T* p, X x) {
-  if constexpr (std::is_same_v<X, T>)
-    *p = x;
-  else
-    x.store(p);
-}
-template <typename X>
-inline X vsqrt(X x) {
-  if constexpr (std::is_floating_point_v<X>)
-    return std::sqrt(x);
-  else
-    return vec::sqrt(x);
-}
-// torch.maximum: the larger, NaN when either is NaN.
-template <typename X>
-inline X vmaximum(X a, X b) {
-  if constexpr (std::is_floating_point_v<X>) {
-    return (a > b || std::isnan(a)) ? a : b;
-  } else {
-    X m = vec::select(a > b, a, b);
-    return vec::select(vec::isnan_mask(a), a, m);
-  }
-}
 
 // The round-trip (shortest exact) decimal form of v.
 std::string format_double(double v);
@@ -79,21 +25,22 @@ Tensor zeros_like_param(const Tensor& p);
 // graph input whose value is not part of the guard: optimizer scalars that change every step).
 Tensor scalar_input(double value, DType dtype);
 
-// The gradient of p ready for a fused kernel: p's dtype, contiguous, shape-checked.
+// The gradient of p ready for an update op: p's dtype, shape-checked.
 Tensor dense_grad(const Tensor& p, size_t index, const char* who);
 
-// Runs `update(T* p_data)` on the contiguous data of p: in place when p is contiguous (bumping
-// its version), else on a contiguous copy that is then copied back.
-template <typename F>
-void update_param(Tensor& p, F&& update) {
-  if (p.is_contiguous()) {
-    update(p.data_ptr());
-    p.impl()->storage()->bump_version();
-  } else {
-    Tensor c = p.contiguous();
-    update(c.data_ptr());
-    p.copy_(c);
-  }
-}
+// The 0-d hyper-parameter tensors of one step(), one per distinct value and dtype: parameters
+// that share a value share a tensor, so a captured step has one graph input per value rather
+// than one per parameter.
+class ScalarInputs {
+ public:
+  Tensor get(double value, DType dtype);
+
+ private:
+  std::vector<std::pair<std::pair<double, DType>, Tensor>> made_;
+};
+
+// Whether `value` rounded to dtype is below 0.5 (which side of a lerp's two-sided formula the
+// update takes, decided in the parameter's precision as its kernel would).
+bool below_half_in(double value, DType dtype);
 
 }  // namespace kiln::optim::detail

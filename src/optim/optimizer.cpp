@@ -4,10 +4,16 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <set>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/parallel.h"
+#include "kiln/ops/factory.h"
+#include "kiln/ops/indexing.h"
+#include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 #include "optim_internal.h"
 
 namespace kiln::optim {
@@ -60,7 +66,18 @@ Tensor dense_grad(const Tensor& p, size_t index, const char* who) {
   KILN_CHECK(g.sizes() == p.sizes(), ShapeError, who, ": parameter ", index, " has shape ",
              p.shape_str(), " but its gradient has shape ", g.shape_str());
   if (g.dtype() != p.dtype()) g = g.to(p.dtype());
-  return g.contiguous();
+  return g;
+}
+
+Tensor ScalarInputs::get(double value, DType dtype) {
+  for (auto& [key, t] : made_)
+    if (key.second == dtype && std::memcmp(&key.first, &value, sizeof value) == 0) return t;
+  made_.push_back({{value, dtype}, scalar_input(value, dtype)});
+  return made_.back().second;
+}
+
+bool below_half_in(double value, DType dtype) {
+  return dtype == DType::Float32 ? static_cast<float>(value) < 0.5f : value < 0.5;
 }
 
 }  // namespace detail
@@ -224,22 +241,62 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
 
 // ---- clip_grad_norm_ ----
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
-                       bool error_if_nonfinite) {
-  KILN_CHECK(!std::isnan(norm_type) && norm_type > 0, ValueError,
-             "clip_grad_norm_: norm_type must be > 0 (or infinity), got ", norm_type);
-  KILN_CHECK(!std::isnan(max_norm), ValueError, "clip_grad_norm_: max_norm is NaN");
-  NoGradGuard no_grad;
+namespace {
+
+// The defined gradients of `params`, after checking clip_grad_norm_'s arguments.
+std::vector<Tensor> grads_to_clip(const char* who, const std::vector<Tensor>& params,
+                                  double max_norm, double norm_type) {
+  KILN_CHECK(!std::isnan(norm_type) && norm_type > 0, ValueError, who,
+             ": norm_type must be > 0 (or infinity), got ", norm_type);
+  KILN_CHECK(!std::isnan(max_norm), ValueError, who, ": max_norm is NaN");
   std::vector<Tensor> grads;
   for (const Tensor& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+    if (p.defined() && p.grad().defined()) {
+      KILN_CHECK(p.grad().is_floating_point(), DTypeError, who, ": a gradient has dtype ",
+                 p.grad().dtype());
+      grads.push_back(p.grad());
+    }
+  return grads;
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm,
+                              double norm_type, bool error_if_nonfinite) {
+  NoGradGuard no_grad;
+  const std::vector<Tensor> grads =
+      grads_to_clip("clip_grad_norm_tensor_", params, max_norm, norm_type);
+  DType dtype = DType::Float32;
+  for (const Tensor& g : grads)
+    if (g.dtype() == DType::Float64) dtype = DType::Float64;
+  if (grads.empty()) return zeros({}, dtype);
+  std::vector<Tensor> norms;
+  for (const Tensor& g : grads) norms.push_back(norm(g, norm_type).to(dtype));
+  const Tensor total = norms.size() == 1 ? norms[0] : norm(stack(norms), norm_type);
+  if (error_if_nonfinite) {
+    const double t = total.item<double>();
+    KILN_CHECK(std::isfinite(t), ValueError, "clip_grad_norm_tensor_: the total ", norm_type,
+               "-norm of the gradients is ", t,
+               ", so they cannot be clipped; pass error_if_nonfinite = false to clip anyway");
+  }
+  // Multiplied even when the coefficient is 1 (no value is read to decide), as PyTorch.
+  const Tensor coef = clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
+  for (const Tensor& g0 : grads) {
+    Tensor g = g0;
+    g.mul_(g.dtype() == dtype ? coef : coef.to(g.dtype()));
+  }
+  return total;
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  NoGradGuard no_grad;
+  const std::vector<Tensor> grads = grads_to_clip("clip_grad_norm_", params, max_norm, norm_type);
   if (grads.empty()) return 0.0;
 
   const bool inf_norm = std::isinf(norm_type);
   double acc = 0;  // sum of |g|^p, or max |g|
   for (const Tensor& g0 : grads) {
-    KILN_CHECK(g0.is_floating_point(), DTypeError, "clip_grad_norm_: a gradient has dtype ",
-               g0.dtype());
     Tensor g = g0.contiguous();
     const int64_t n = g.numel();
     auto reduce = [&]<typename T>(const T* d) {
@@ -285,7 +342,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   if (!(coef >= 1.0)) {  // clamp(coef, max=1): a NaN coefficient is applied too, as PyTorch
     // A 0-d tensor, not a C++ number: under kiln::compile a number would be a constant of the
     // graph and every new coefficient a recompile.
-    for (Tensor& g : grads) g.mul_(detail::scalar_input(coef, g.dtype()));
+    for (Tensor g : grads) g.mul_(detail::scalar_input(coef, g.dtype()));
   }
   return total;
 }

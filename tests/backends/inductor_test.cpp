@@ -8,6 +8,7 @@
 
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/schedule.h"
+#include "capture/retrace.h"
 #include "kiln/kiln.h"
 
 namespace kiln::testing {
@@ -23,16 +24,28 @@ void expect_identical(const Tensor& want, const Tensor& got, const std::string& 
       << what << "\nwant " << want << "\ngot " << got;
 }
 
-// The graphs inductor compiled, and the kernels of each.
+// The graphs inductor compiled (as it lowers them), and the kernels of each.
 struct Compiled {
   std::vector<inductor::Schedule> schedules;
+  std::vector<ir::Graph> graphs;
   CompileOptions options() {
     CompileOptions o;
     o.backend = Backend([this](const ir::Graph& g, std::span<const TensorMeta> in) {
-      schedules.push_back(inductor::schedule_graph(g));
+      inductor::LoweredGraph lowered = inductor::lower_graph(g);
+      schedules.push_back(std::move(lowered.schedule));
+      graphs.push_back(std::move(lowered.graph));
       return lookup_backend("inductor")(g, in);
     });
     return o;
+  }
+  // Extern steps calling `op` in every graph.
+  size_t extern_calls_of(std::string_view op) const {
+    size_t n = 0;
+    for (size_t k = 0; k < schedules.size(); ++k)
+      for (const auto& st : schedules[k].steps)
+        n += st.kind == inductor::Step::Kind::Extern &&
+             graphs[k].nodes[static_cast<size_t>(st.index)].op->name == op;
+    return n;
   }
   size_t kernels() const {
     size_t n = 0;
@@ -171,6 +184,86 @@ TEST(Inductor, TrainingStepMatchesEager) {
   }
 }
 
+// The optimizers' fused update ops have no pointwise functor: inductor computes them through
+// their decompositions, fused into one generated loop per parameter, bitwise equal to eager.
+TEST(Inductor, OptimizerUpdatesFuseThroughTheirDecompositions) {
+  for (const bool adam : {true, false}) {
+    manual_seed(6);
+    nn::Linear eager_model(16, 8), compiled_model(16, 8);
+    compiled_model.load_state_dict(eager_model.state_dict());
+    std::unique_ptr<optim::Optimizer> eager_opt, compiled_opt;
+    if (adam) {
+      const optim::AdamWOptions o{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true};
+      eager_opt = std::make_unique<optim::AdamW>(eager_model.parameters(), o);
+      compiled_opt = std::make_unique<optim::AdamW>(compiled_model.parameters(), o);
+    } else {
+      const optim::SGDOptions o{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+      eager_opt = std::make_unique<optim::SGD>(eager_model.parameters(), o);
+      compiled_opt = std::make_unique<optim::SGD>(compiled_model.parameters(), o);
+    }
+    auto step = [](nn::Linear& m, optim::Optimizer& opt, const Tensor& x) {
+      opt.zero_grad();
+      Tensor loss = m.forward(x).tanh().pow(2).mean();
+      loss.backward();
+      opt.step();
+      return loss;
+    };
+    Compiled c;
+    auto f = compile([&](const Tensor& x) { return step(compiled_model, *compiled_opt, x); },
+                     c.options());
+    for (int i = 0; i < 3; ++i) {
+      Tensor x = randn({5, 16});
+      expect_identical(step(eager_model, *eager_opt, x), f(x));
+    }
+    auto pe = eager_model.parameters(), pc = compiled_model.parameters();
+    for (size_t k = 0; k < pe.size(); ++k) expect_identical(pe[k], pc[k], "parameter");
+    EXPECT_EQ(c.extern_calls_of(adam ? "adam_update" : "sgd_update"), 0u);
+    EXPECT_GT(c.kernels(), 0u);
+  }
+}
+
+TEST(Retrace, AFunctionIsTracedIntoAGraphWithoutRunningIt) {
+  const TensorMeta x(DType::Float32, Shape{4, 3}), y(DType::Float32, Shape{3});
+  const TensorMeta ins[] = {x, y};
+  ir::Graph g = capture::trace_graph(
+      ins, [](std::span<const Tensor> in) { return std::vector<Tensor>{(in[0] + in[1]).exp()}; },
+      "test function");
+  EXPECT_EQ(g.num_inputs(), 2);
+  EXPECT_EQ(g.num_calls(), 2);
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.info(g.outputs[0]).sizes, (Shape{4, 3}));
+  Tensor a = randn({4, 3}), b = randn({3});
+  const Tensor args[] = {a, b};
+  expect_identical((a + b).exp(), ir::interpret(g, args)[0]);
+}
+
+TEST(Retrace, WhatATracedFunctionMayNotDoIsAClearError) {
+  const TensorMeta x(DType::Float32, Shape{3});
+  const TensorMeta ins[] = {x};
+  Tensor concrete = ones({3});
+  try {
+    capture::trace_graph(
+        ins, [&](std::span<const Tensor> in) { return std::vector<Tensor>{in[0] + concrete}; },
+        "the decomposition of 'test'");
+    ADD_FAILURE() << "no error";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("the decomposition of 'test': reads a concrete tensor"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(capture::trace_graph(
+                   ins,
+                   [](std::span<const Tensor> in) {
+                     return std::vector<Tensor>{in[0] + randn({3})};
+                   },
+                   "random"),
+               NotImplementedError);
+  EXPECT_THROW(capture::trace_graph(
+                   ins, [](std::span<const Tensor> in) { return std::vector<Tensor>{Tensor()}; },
+                   "undefined result"),
+               Error);
+}
+
 TEST(InductorCache, ModulesAreCachedOnDiskAndRebuiltWhenCorrupt) {
   const std::string src =
       "extern \"C\" int kiln_cache_probe() { return " + std::to_string(::getpid()) + "; }\n";
@@ -205,6 +298,37 @@ TEST(InductorCache, ModulesAreCachedOnDiskAndRebuiltWhenCorrupt) {
   auto rebuilt = inductor::compile_module(src, &fourth);
   EXPECT_FALSE(fourth.cache_hit);
   EXPECT_EQ(reinterpret_cast<int (*)()>(rebuilt->symbol("kiln_cache_probe"))(), ::getpid());
+}
+
+TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  const std::filesystem::path rel = std::filesystem::path("kiln-relative-cache-test") /
+                                    std::to_string(::getpid());
+  ::setenv("KILN_CACHE_DIR", rel.c_str(), 1);
+  const std::string dir = inductor::cache_dir();
+  EXPECT_TRUE(std::filesystem::path(dir).is_absolute()) << dir;
+  EXPECT_EQ(dir, (std::filesystem::current_path() / rel).lexically_normal().string());
+  // Batched sources #include each other by path: with a relative folder the compiler looked
+  // them up next to the batch file and the whole batch failed.
+  std::vector<std::string> sources;
+  for (int k = 0; k < 2; ++k)
+    sources.push_back("extern \"C\" int kiln_relative_probe_" + std::to_string(k) + "() { return " +
+                      std::to_string(::getpid() + k) + "; }\n");
+  inductor::compile_modules_batched(sources);
+  for (int k = 0; k < 2; ++k) {
+    inductor::CompileStats stats;
+    auto m = inductor::compile_module(sources[static_cast<size_t>(k)], &stats);
+    EXPECT_TRUE(stats.cache_hit) << "module " << k << " was not built by the batch";
+    auto probe = reinterpret_cast<int (*)()>(
+        m->symbol("kiln_relative_probe_" + std::to_string(k)));
+    EXPECT_EQ(probe(), ::getpid() + k);
+  }
+  if (old)
+    ::setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("KILN_CACHE_DIR");
+  std::filesystem::remove_all(rel.parent_path());
 }
 
 TEST(InductorCache, CompilerErrorsAreClear) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "capture/test_utils.h"
@@ -350,6 +351,33 @@ TEST(Compile, WholeTrainingStepIsOneGraphAndMatchesEager) {
   // the optimizer state, so it is a different graph; every later step reuses the second (the
   // step count and bias corrections are graph inputs, not constants).
   EXPECT_EQ(*c.graphs, 2);
+}
+
+TEST(Compile, AnOptimizerStepRecordsOneUpdateNodePerParameter) {
+  manual_seed(9);
+  nn::Linear model(4, 3);
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.5});
+  for (Tensor p : model.parameters()) p.set_grad(ones(p.sizes()));
+  opt.step();  // creates the state, so the captured step below reads and writes it
+  std::map<std::string, int> ops;
+  int placeholders = 0;
+  CompileOptions o;
+  o.backend = Backend([&](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
+    for (const ir::Node& n : graph.nodes) {
+      if (n.kind == ir::NodeKind::Call) ++ops[std::string(n.op->name)];
+      if (n.kind == ir::NodeKind::Placeholder) ++placeholders;
+    }
+    return lookup_backend("eager")(graph, inputs);
+  });
+  compile([&] { opt.step(); }, o)();
+  // One fused update per parameter (weight and bias); their state written back in place.
+  EXPECT_EQ(ops["adam_update"], 2);
+  EXPECT_EQ(ops.size(), 1u) << "only adam_update nodes are expected";
+  // Parameters, gradients and two states each (8 inputs; the 6 written ones also enter as their
+  // storage, which the write-back targets: 6 more), plus the hyper-parameters shared by both
+  // parameters (8 distinct values): one graph input per value, not per parameter (that would
+  // be 16).
+  EXPECT_EQ(placeholders, 8 + 6 + 8);
 }
 
 TEST(Compile, SgdWithMomentumStepMatchesEager) {

@@ -143,8 +143,9 @@ void build_inductor_modules_once() {
     const Backend eager = lookup_backend("eager");
     const Backend collect = [&](const ir::Graph& g, std::span<const TensorMeta> infos) {
       try {
-        const inductor::Schedule schedule = inductor::schedule_graph(g);
-        if (!schedule.kernels.empty()) sources.push_back(inductor::render_cpp(g, schedule));
+        const inductor::LoweredGraph lowered = inductor::lower_graph(g);
+        if (!lowered.schedule.kernels.empty())
+          sources.push_back(inductor::render_cpp(lowered.graph, lowered.schedule));
       } catch (const Error&) {
         // the test itself reports it
       }

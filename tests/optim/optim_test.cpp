@@ -582,6 +582,64 @@ TEST(ClipGradNorm, NonFinite) {
   EXPECT_TRUE(std::isnan(clip_grad_norm_({b}, 1.0, std::numeric_limits<double>::infinity())));
 }
 
+TEST(ClipGradNormTensor, AgreesWithTheDoubleForm) {
+  for (double norm_type : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    Tensor a = param({0, 0}, {2}), b = param({0}, {1}), c = param({1}, {1});
+    Tensor a2 = param({0, 0}, {2}), b2 = param({0}, {1});
+    for (Tensor* t : {&a, &a2}) t->set_grad(tensor({3.0, -4.0}, DType::Float64));
+    for (Tensor* t : {&b, &b2}) t->set_grad(tensor({12.0}, DType::Float64));
+    const Tensor total = clip_grad_norm_tensor_({a, b, c}, 1.0, norm_type);
+    const double want = clip_grad_norm_({a2, b2}, 1.0, norm_type);
+    EXPECT_EQ(total.dim(), 0);
+    EXPECT_EQ(total.dtype(), DType::Float64);
+    EXPECT_NEAR(total.item<double>(), want, 1e-12) << norm_type;
+    expect_near(a.grad(), a2.grad().to_vector<double>(), 1e-15, "a");
+    expect_near(b.grad(), b2.grad().to_vector<double>(), 1e-15, "b");
+    EXPECT_FALSE(c.grad().defined());
+  }
+  // Below the maximum: multiplied by exactly 1.
+  Tensor s = param({0, 0}, {2}, DType::Float32);
+  s.set_grad(tensor({0.3, 0.4}, DType::Float32));
+  EXPECT_NEAR(clip_grad_norm_tensor_({s}, 1.0).item<double>(), 0.5, 1e-7);
+  EXPECT_EQ(s.grad().to_vector<float>(), (std::vector<float>{0.3f, 0.4f}));
+  EXPECT_EQ(clip_grad_norm_tensor_({param({1}, {1})}, 1.0).item<double>(), 0.0);
+  EXPECT_THROW(clip_grad_norm_tensor_({s}, 1.0, -1.0), ValueError);
+}
+
+TEST(ClipGradNormTensor, NonFiniteIsAnErrorOnlyWhenAskedFor) {
+  Tensor a = param({0, 0}, {2});
+  a.set_grad(tensor({std::numeric_limits<double>::infinity(), 1.0}, DType::Float64));
+  EXPECT_THROW(clip_grad_norm_tensor_({a}, 1.0, 2.0, /*error_if_nonfinite=*/true), ValueError);
+  EXPECT_EQ(a.grad().to_vector<double>()[1], 1.0);  // unchanged
+  EXPECT_TRUE(std::isinf(clip_grad_norm_tensor_({a}, 1.0).item<double>()));
+}
+
+// Under kiln::compile the tensor form is recorded with the step: no graph break.
+TEST(ClipGradNormTensor, ATrainingStepWithClippingIsOneGraph) {
+  manual_seed(3);
+  nn::Linear eager_model(4, 3), compiled_model(4, 3);
+  compiled_model.load_state_dict(eager_model.state_dict());
+  AdamW eager_opt(eager_model.parameters(), {.lr = 0.01});
+  AdamW compiled_opt(compiled_model.parameters(), {.lr = 0.01});
+  auto step = [](nn::Linear& m, AdamW& opt, const Tensor& x) {
+    opt.zero_grad();
+    Tensor loss = m.forward(x).pow(2).mean() * 100;
+    loss.backward();
+    clip_grad_norm_tensor_(m.parameters(), 0.5);
+    opt.step();
+    return loss;
+  };
+  auto compiled = compile([&](const Tensor& x) { return step(compiled_model, compiled_opt, x); },
+                          {.fullgraph = true});  // a graph break would throw
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randn({5, 4});
+    EXPECT_EQ(step(eager_model, eager_opt, x).item<double>(), compiled(x).item<double>());
+  }
+  auto pe = eager_model.parameters(), pc = compiled_model.parameters();
+  for (size_t k = 0; k < pe.size(); ++k)
+    EXPECT_EQ(pe[k].to_vector<double>(), pc[k].to_vector<double>());
+}
+
 // ---- schedule ----
 
 TEST(WarmupCosineSchedule, ValuesAtKeySteps) {

@@ -172,6 +172,13 @@ class AdamW : public Adam {
 // NaN or infinite total throws ValueError and leaves the gradients unchanged.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+// PyTorch's form: the total norm as a 0-d tensor (the gradients' floating dtype; float64 when
+// any gradient is float64), computed with ops (each gradient's norm, then the norm of those),
+// and every gradient multiplied by clamp(max_norm / (total + 1e-6), max=1) without reading a
+// value, so that under kiln::compile clipping is part of the graph instead of a graph break.
+// error_if_nonfinite reads the total (a sync point, as in PyTorch). 0 when no gradient.
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm,
+                              double norm_type = 2.0, bool error_if_nonfinite = false);
 
 // ---- learning-rate schedule ----
 // Linear warmup from 0 to base_lr over warmup_steps, then cosine decay from base_lr to min_lr at

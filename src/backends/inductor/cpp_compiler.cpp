@@ -210,12 +210,20 @@ const std::string& host_compiler() {
 }
 
 std::string cache_dir() {
-  if (const char* env = std::getenv("KILN_CACHE_DIR"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return (fs::path(xdg) / "kiln").string();
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return (fs::path(home) / ".cache" / "kiln").string();
-  return (fs::temp_directory_path() / "kiln-cache").string();
+  fs::path dir;
+  if (const char* env = std::getenv("KILN_CACHE_DIR"); env && *env)
+    dir = env;
+  else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    dir = fs::path(xdg) / "kiln";
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    dir = fs::path(home) / ".cache" / "kiln";
+  else
+    dir = fs::temp_directory_path() / "kiln-cache";
+  // Absolute: generated sources #include each other by path, and the compiler resolves a
+  // relative include against the including file's folder, not the working directory.
+  std::error_code ec;
+  fs::path absolute = fs::absolute(dir, ec);
+  return (ec ? dir : absolute).lexically_normal().string();
 }
 
 // The modules this process loaded, by key. Compiles are serialised by the lock: a second

@@ -2,8 +2,11 @@
 #include "backends/inductor/schedule.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
+#include "capture/retrace.h"
+#include "capture/state.h"
 #include "ops/op_utils.h"
 
 namespace kiln::inductor {
@@ -180,6 +183,26 @@ Schedule schedule_graph(const ir::Graph& g) {
   }
   s.steps = std::move(order);
   return s;
+}
+
+bool decomposed_in_generated_code(const ir::Node& n) {
+  return n.kind == ir::NodeKind::Call && n.op->decomposition && n.op->kind == OpKind::Pointwise &&
+         n.op->pointwise.functor.empty();
+}
+
+LoweredGraph lower_graph(const ir::Graph& captured) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  LoweredGraph out;
+  auto t0 = Clock::now();
+  out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
+  capture::add_compile_time("inductor_decompose", seconds_since(t0));
+  t0 = Clock::now();
+  out.schedule = schedule_graph(out.graph);
+  capture::add_compile_time("inductor_schedule", seconds_since(t0));
+  return out;
 }
 
 }  // namespace kiln::inductor

@@ -74,6 +74,20 @@ struct Schedule {
 // Lowers `graph` (a captured, DCE'd graph) to a schedule.
 Schedule schedule_graph(const ir::Graph& graph);
 
+// What the backend generates code for: the captured graph with the ops generated code computes
+// through their decomposition replaced by it (see decomposed_in_generated_code), and its
+// schedule. The backend and the tests that pre-compile its modules both lower through here.
+struct LoweredGraph {
+  ir::Graph graph;
+  Schedule schedule;
+};
+LoweredGraph lower_graph(const ir::Graph& captured);
+
+// Ops generated code computes through their decomposition: those it cannot compute directly
+// (Pointwise without a functor: the optimizers' multi-output updates) but whose decomposition
+// it can fuse. Every other op is fused as itself or runs as an extern call to its kernel.
+bool decomposed_in_generated_code(const ir::Node& node);
+
 // Whether generated code can compute `node` (a pointwise op with a generated body, on dtypes
 // and inputs the renderer handles).
 bool can_fuse(const ir::Graph& graph, const ir::Node& node);

@@ -35,27 +35,28 @@ inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
   strided_copy(dst, isz, src, 0, n, isz);
 }
 
-// N operands: operand 0 is the output. `body(std::array<char*, N> ptrs, int64_t n)` receives
+// N operands of one shape, the first NOut of them outputs (written), the rest inputs (read,
+// broadcast to the outputs' shape). `body(std::array<char*, N> ptrs, int64_t n)` receives
 // contiguous arrays of n elements of each operand's dtype (an input broadcast along the block
-// arrives as a filled buffer).
-template <size_t N, typename Body>
-void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs, Body&& body,
-                    int64_t grain = kParallelGrain) {
+// arrives as a filled buffer; a non-contiguous output is scattered after the body).
+template <size_t NOut, size_t N, typename Body>
+void pointwise_loop_n(const std::array<const Tensor*, N>& operands, Body&& body,
+                      int64_t grain = kParallelGrain) {
+  static_assert(NOut >= 1 && NOut <= N);
+  const Tensor& out = *operands[0];
   const int64_t numel = out.numel();
   if (numel == 0) return;
-  // Fast path: every operand contiguous with the output's shape — one flat run.
-  bool flat = out.is_contiguous();
-  for (size_t k = 0; k + 1 < N && flat; ++k)
-    flat = inputs[k]->is_contiguous() && inputs[k]->sizes() == out.sizes();
+  std::array<char*, N> base;
+  std::array<int64_t, N> isz;
+  for (size_t k = 0; k < N; ++k) {
+    base[k] = static_cast<char*>(operands[k]->data_ptr());
+    isz[k] = operands[k]->element_size();
+  }
+  // Fast path: every operand contiguous with the outputs' shape — one flat run.
+  bool flat = true;
+  for (size_t k = 0; k < N && flat; ++k)
+    flat = operands[k]->is_contiguous() && operands[k]->sizes() == out.sizes();
   if (flat) {
-    std::array<char*, N> base;
-    std::array<int64_t, N> isz;
-    base[0] = static_cast<char*>(out.data_ptr());
-    isz[0] = out.element_size();
-    for (size_t k = 1; k < N; ++k) {
-      base[k] = static_cast<char*>(inputs[k - 1]->data_ptr());
-      isz[k] = inputs[k - 1]->element_size();
-    }
     parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; j += kBlock) {
         std::array<char*, N> ptrs;
@@ -65,17 +66,8 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
     });
     return;
   }
-  std::array<char*, N> base;
-  std::array<int64_t, N> isz;
   std::array<Shape, N> strides;
-  base[0] = static_cast<char*>(out.data_ptr());
-  isz[0] = out.element_size();
-  strides[0] = broadcast_byte_strides(out, out.sizes());
-  for (size_t k = 1; k < N; ++k) {
-    base[k] = static_cast<char*>(inputs[k - 1]->data_ptr());
-    isz[k] = inputs[k - 1]->element_size();
-    strides[k] = broadcast_byte_strides(*inputs[k - 1], out.sizes());
-  }
+  for (size_t k = 0; k < N; ++k) strides[k] = broadcast_byte_strides(*operands[k], out.sizes());
   // Coalesce: drop size-1 dims and merge a dim into the next when every operand is contiguous
   // across the pair. dims are kept innermost-first from here on.
   Shape sizes;
@@ -103,11 +95,21 @@ void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& i
   for (int64_t s : sizes) shape.push_back(s);
   for (size_t k = 0; k < N; ++k)
     for (int64_t s : st[k]) shape.push_back(s);
-  block_loop<N, 1>(shape.data(), base, isz, grain, [&](char* const* p, int64_t n) {
+  block_loop<N, NOut>(shape.data(), base, isz, grain, [&](char* const* p, int64_t n) {
     std::array<char*, N> ptrs;
     for (size_t k = 0; k < N; ++k) ptrs[k] = p[k];
     body(ptrs, n);
   });
+}
+
+// One output (operand 0) and N - 1 inputs.
+template <size_t N, typename Body>
+void pointwise_loop(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs, Body&& body,
+                    int64_t grain = kParallelGrain) {
+  std::array<const Tensor*, N> operands;
+  operands[0] = &out;
+  for (size_t k = 0; k + 1 < N; ++k) operands[k + 1] = inputs[k];
+  pointwise_loop_n<1>(operands, std::forward<Body>(body), grain);
 }
 
 // out[i] = f(in[i]...) with every operand of type T, using Vec<T> (f takes and returns Vec<T>).

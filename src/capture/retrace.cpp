@@ -1,0 +1,152 @@
+// Tracing below the frontend, and the decomposition pass built on it (see retrace.h).
+#include "capture/retrace.h"
+
+#include "capture/tracer.h"
+#include "ops/op_utils.h"
+
+namespace kiln::ops {
+extern const OpDef& to_copy_op;
+}  // namespace kiln::ops
+
+namespace kiln::capture {
+
+namespace {
+
+std::shared_ptr<detail::CompiledState> retrace_state() {
+  static auto st = [] {
+    CompileOptions o;
+    o.name = "re-trace";
+    return detail::make_compiled_state(o, std::source_location::current());
+  }();
+  return st;
+}
+
+bool is_contiguous_meta(const TensorMeta& m) {
+  return m.storage_offset == 0 && (m.strides.empty() || m.strides == contiguous_strides(m.sizes));
+}
+
+// Whether a view op in `sub` reads placeholder `index` directly: its recorded layout assumed a
+// contiguous input.
+bool views_placeholder(const ir::Graph& sub, int32_t index) {
+  for (const ir::Node& n : sub.nodes) {
+    if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::View) continue;
+    const ir::Node& in = sub.nodes[static_cast<size_t>(n.inputs[0].node)];
+    if (in.kind == ir::NodeKind::Placeholder && in.input_index == index) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ir::Graph trace_graph(std::span<const TensorMeta> inputs, const TracedFn& fn,
+                      const std::string& who) {
+  Tracer tracer(retrace_state(), false);
+  tracer.set_metadata_only(who);
+  frames().push_back({&tracer, false});
+  InterceptorScope intercept(&tracer);
+  struct Restore {
+    Tracer& t;
+    ~Restore() {
+      t.abandon("metadata-only run");
+      frames().pop_back();
+    }
+  } restore{tracer};
+  AutoGradMode no_grad(false);
+  std::vector<Tensor> symbolic;
+  for (const TensorMeta& m : inputs) symbolic.push_back(tracer.symbolic_input(m));
+  const std::vector<Tensor> results = fn(symbolic);
+  return tracer.take_graph(results);
+}
+
+ir::Graph decompose_graph(const ir::Graph& g,
+                          const std::function<bool(const ir::Node&)>& decompose) {
+  ir::Graph out;
+  std::vector<std::vector<ir::ValueRef>> value_of(g.nodes.size());
+  auto mapped = [&](ir::ValueRef v) {
+    return value_of[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
+  };
+  auto all_outputs = [](ir::ValueRef first, size_t n) {
+    std::vector<ir::ValueRef> refs;
+    for (size_t k = 0; k < n; ++k) refs.push_back({first.node, static_cast<int32_t>(k)});
+    return refs;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind == ir::NodeKind::Placeholder) {
+      KILN_CHECK(n.input_index == out.num_inputs(), Error,
+                 "internal error: decompose_graph: placeholders out of order");
+      value_of[i] = {out.add_placeholder(n.outputs[0])};
+      continue;
+    }
+    if (n.kind == ir::NodeKind::Constant) {
+      value_of[i] = {out.add_constant(n.attrs.scalar(0), n.attrs.dtype(1))};
+      continue;
+    }
+    std::vector<ir::ValueRef> ins;
+    for (ir::ValueRef v : n.inputs) ins.push_back(mapped(v));
+    if (!decompose(n)) {
+      value_of[i] = all_outputs(out.add_call(*n.op, ins, n.attrs, n.outputs, n.loc),
+                                n.outputs.size());
+      continue;
+    }
+    KILN_CHECK(n.op->decomposition, Error, "internal error: '", n.op->name,
+               "' has no decomposition");
+    // Re-trace the decomposition on stand-ins for the node's inputs.
+    std::vector<TensorMeta> metas;
+    for (ir::ValueRef v : n.inputs) metas.push_back(g.info(v));
+    const size_t num_outputs = n.outputs.size();
+    ir::Graph sub = trace_graph(
+        metas,
+        [&](std::span<const Tensor> symbolic) {
+          const OpCall call{*n.op, symbolic, n.attrs};
+          std::array<Tensor, kMaxOpOutputs> results;
+          n.op->decomposition(call, std::span<Tensor>(results.data(), num_outputs));
+          return std::vector<Tensor>(results.begin(), results.begin() + num_outputs);
+        },
+        detail::concat("the decomposition of '", n.op->name, "'"));
+    // Splice it in: its placeholders are the node's (mapped) inputs.
+    std::vector<ir::ValueRef> sub_value(sub.nodes.size());  // each sub node's first output
+    auto spliced = [&](ir::ValueRef v) {
+      const ir::ValueRef first = sub_value[static_cast<size_t>(v.node)];
+      return ir::ValueRef{first.node, first.output + v.output};
+    };
+    for (size_t j = 0; j < sub.nodes.size(); ++j) {
+      const ir::Node& s = sub.nodes[j];
+      if (s.kind == ir::NodeKind::Placeholder) {
+        ir::ValueRef in = ins[static_cast<size_t>(s.input_index)];
+        // A view in the decomposition was traced over a contiguous stand-in: give it one.
+        if (!is_contiguous_meta(out.info(in)) && views_placeholder(sub, s.input_index)) {
+          const TensorMeta& m = out.info(in);
+          in = out.add_call(ops::to_copy_op, {in}, Attrs{m.dtype},
+                            {TensorMeta::contiguous(m.dtype, m.sizes)}, n.loc);
+        }
+        sub_value[j] = in;
+      } else if (s.kind == ir::NodeKind::Constant) {
+        sub_value[j] = out.add_constant(s.attrs.scalar(0), s.attrs.dtype(1));
+      } else {
+        std::vector<ir::ValueRef> sub_ins;
+        for (ir::ValueRef v : s.inputs) sub_ins.push_back(spliced(v));
+        sub_value[j] = out.add_call(*s.op, std::move(sub_ins), s.attrs, s.outputs, n.loc);
+      }
+    }
+    for (size_t k = 0; k < num_outputs; ++k) {
+      const ir::ValueRef v = spliced(sub.outputs[k]);
+      const TensorMeta& got = out.info(v);
+      KILN_CHECK(got.dtype == n.outputs[k].dtype && got.sizes == n.outputs[k].sizes, Error,
+                 "the decomposition of '", n.op->name, "' returns output ", k, " as ", got.dtype,
+                 " ", IntList(got.sizes), " but the op's is ", n.outputs[k].dtype, " ",
+                 IntList(n.outputs[k].sizes));
+      value_of[i].push_back(v);
+    }
+  }
+  for (ir::ValueRef v : g.outputs) out.outputs.push_back(mapped(v));
+  for (const ir::RuntimeAttr& r : g.runtime_attrs) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(r.node)];
+    KILN_CHECK(!decompose(n), Error, "internal error: a random op '", n.op->name,
+               "' was decomposed");
+    out.runtime_attrs.push_back({value_of[static_cast<size_t>(r.node)][0].node, r.attr});
+  }
+  return out;
+}
+
+}  // namespace kiln::capture
