@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backends/inductor/cpp_compiler.h"
+#include "backends/inductor/cpp_render.h"
 #include "backends/inductor/schedule.h"
 #include "capture/retrace.h"
 #include "kiln/kiln.h"
@@ -182,6 +183,20 @@ TEST(Inductor, TrainingStepMatchesEager) {
     for (auto& p : eager_model->parameters()) p.set_grad(Tensor());
     for (auto& p : compiled_model->parameters()) p.set_grad(Tensor());
   }
+}
+
+// Kernels computing the same thing (here: one chain on two shapes) share one compiled body.
+TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
+  auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
+  auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  Tensor x = randn({8, 8}), y = randn({5});
+  expect_identical(fn(x, y), f(x, y));
+  ASSERT_EQ(c.schedules.size(), 1u);
+  ASSERT_GE(c.kernels(), 2u);
+  const std::string src = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+  EXPECT_NE(src.find("(the same code as kernel_0)"), std::string::npos) << src;
 }
 
 // The optimizers' fused update ops have no pointwise functor: inductor computes them through

@@ -122,15 +122,14 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
 
 namespace {
 
-void render_kernel(std::ostringstream& os, const Kernel& k) {
+// The body of kernel k's function, from its opening brace: it does not depend on which graph
+// nodes the kernel computes (only on their ops, dtypes and constants), so kernels that compute
+// the same thing (the layers of a model, the updates of its parameters) have the same body.
+void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
   const size_t n = num_out + num_in;
   const std::vector<int64_t> item = operand_itemsizes(k);
-  os << "// " << k.name << ":";
-  for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
-  os << "\n";
-  os << "extern \"C\" void KILN_KERNEL(" << k.name
-     << ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) {\n";
+  os << "{\n";
   os << "  using namespace kiln;\n";
   os << "  (void)attrs;\n";
   os << "  const int64_t numel = shape[0];\n";
@@ -207,7 +206,7 @@ void render_kernel(std::ostringstream& os, const Kernel& k) {
       result[j] = "v" + std::to_string(j);
       os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
     }
-    os << "    // %" << op.node << " = " << op.op->name << "\n";
+    os << "    // " << op.op->name << "\n";
     if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
       os << "    vec::map<" << out_t << ">(f" << j << ", "
          << (output_slot[j] >= 0
@@ -235,7 +234,25 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
      << "// Kernel symbols: kiln_<name>, or another prefix when several modules share one "
         "library.\n"
      << "#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n\n";
-  for (const Kernel& k : schedule.kernels) render_kernel(os, k);
+  // A kernel whose body another kernel already has calls that one: its code is compiled once.
+  std::map<std::string, std::string> kernel_with_body;
+  for (const Kernel& k : schedule.kernels) {
+    os << "// " << k.name << ":";
+    for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
+    os << "\n";
+    const char* signature =
+        ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";
+    std::ostringstream body;
+    render_kernel_body(body, k);
+    auto [it, fresh] = kernel_with_body.try_emplace(body.str(), k.name);
+    if (fresh) {
+      os << "extern \"C\" void KILN_KERNEL(" << k.name << signature << body.str();
+    } else {
+      os << "// (the same code as " << it->second << ")\n"
+         << "extern \"C\" void KILN_KERNEL(" << k.name << signature << "{\n  KILN_KERNEL("
+         << it->second << ")(buffers, attrs, shape);\n}\n\n";
+    }
+  }
   return os.str();
 }
 
