@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace kiln::kernels {
 
@@ -53,23 +55,35 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
 
 // The loop over a strided iteration space that eager pointwise kernels and generated kernels
 // share. `shape` = {numel, nd, sizes[nd] innermost first (coalesced), then per operand its byte
-// strides[nd]}. Operands [0, NOut)
-// are written (outputs), the rest read. body(p, n) gets a pointer per operand to n contiguous
-// elements (an input read with another stride arrives gathered into a block buffer, a
-// broadcast one filled; an output is scattered after the body when not contiguous).
-template <size_t N, size_t NOut, class Body>
-void block_loop(const int64_t* shape, const std::array<char*, N>& base,
-                const std::array<int64_t, N>& isz, int64_t grain, Body&& body) {
+// strides[nd]}. Operands [0, num_outputs) are written (outputs), the rest read. body(p, n) gets
+// a pointer per operand to n contiguous elements (an input read with another stride arrives
+// gathered into a block buffer, a broadcast one filled; an output is scattered after the body
+// when not contiguous). The operand count is a runtime value, so that one compiled copy of this
+// loop (in libkiln) serves every generated kernel.
+template <class Body>
+void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shape,
+                    char* const* base, const int64_t* isz, int64_t grain, Body&& body) {
+  constexpr size_t kMaxOperands = 64;  // more would not fit the pointer arrays below
+  constexpr size_t kStackOperands = 16;
+  const size_t N = num_operands;
+  if (N > kMaxOperands) std::abort();  // the scheduler never forms such a kernel
   const int64_t numel = shape[0];
   const int nd = static_cast<int>(shape[1]);
   const int64_t* sizes = shape + 2;
-  std::array<const int64_t*, N> st;  // st[k][d]: operand k's byte stride in dim d
+  const int64_t* st[kMaxOperands];  // st[k][d]: operand k's byte stride in dim d
   for (size_t k = 0; k < N; ++k) st[k] = shape + 2 + nd + static_cast<int64_t>(k) * nd;
   if (numel == 0) return;
   parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
-    alignas(64) char buffers[N][kBlock * 8];
-    std::array<const char*, N> filled_from{};
-    std::array<int64_t, N> filled_n{};
+    constexpr int64_t kBufferBytes = kBlock * 8;
+    alignas(64) char stack_buffers[kStackOperands][kBufferBytes];
+    std::unique_ptr<char[]> heap_buffers;
+    char* buffers = &stack_buffers[0][0];
+    if (N > kStackOperands) {
+      heap_buffers.reset(new char[N * kBufferBytes + 64]);
+      buffers = heap_buffers.get() + (64 - reinterpret_cast<uintptr_t>(heap_buffers.get()) % 64);
+    }
+    const char* filled_from[kMaxOperands] = {};
+    int64_t filled_n[kMaxOperands] = {};
     int64_t idx[kMaxDims] = {};
     int64_t rem = begin;
     for (int d = 0; d < nd; ++d) {
@@ -78,8 +92,9 @@ void block_loop(const int64_t* shape, const std::array<char*, N>& base,
     }
     const int64_t inner = sizes[0];
     int64_t pos = begin;
+    char* row[kMaxOperands];
+    char* ptrs[kMaxOperands];
     while (pos < end) {
-      std::array<char*, N> row;
       for (size_t k = 0; k < N; ++k) {
         int64_t off = 0;
         for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
@@ -88,29 +103,28 @@ void block_loop(const int64_t* shape, const std::array<char*, N>& base,
       const int64_t run = std::min(inner - idx[0], end - pos);
       for (int64_t j = 0; j < run; j += kBlock) {
         const int64_t n = std::min(kBlock, run - j);
-        std::array<char*, N> ptrs;
         for (size_t k = 0; k < N; ++k) {
           char* p = row[k] + j * st[k][0];
           if (st[k][0] == isz[k]) {
             ptrs[k] = p;
             continue;
           }
-          ptrs[k] = buffers[k];
-          if (k < NOut) continue;  // outputs are scattered after the body
+          ptrs[k] = buffers + k * kBufferBytes;
+          if (k < num_outputs) continue;  // outputs are scattered after the body
           if (st[k][0] == 0) {
             if (filled_from[k] != p || filled_n[k] < n) {
-              strided_copy(buffers[k], isz[k], p, 0, n, isz[k]);
+              strided_copy(ptrs[k], isz[k], p, 0, n, isz[k]);
               filled_from[k] = p;
               filled_n[k] = n;
             }
           } else {
-            strided_copy(buffers[k], isz[k], p, st[k][0], n, isz[k]);
+            strided_copy(ptrs[k], isz[k], p, st[k][0], n, isz[k]);
           }
         }
-        body(ptrs.data(), n);
-        for (size_t k = 0; k < NOut; ++k)
+        body(static_cast<char* const*>(ptrs), n);
+        for (size_t k = 0; k < num_outputs; ++k)
           if (ptrs[k] != row[k] + j * st[k][0])
-            strided_copy(row[k] + j * st[k][0], st[k][0], buffers[k], isz[k], n, isz[k]);
+            strided_copy(row[k] + j * st[k][0], st[k][0], ptrs[k], isz[k], n, isz[k]);
       }
       pos += run;
       idx[0] += run;
@@ -120,6 +134,13 @@ void block_loop(const int64_t* shape, const std::array<char*, N>& base,
       }
     }
   });
+}
+
+// The same with the operand counts known at compile time (eager kernels).
+template <size_t N, size_t NOut, class Body>
+void block_loop(const int64_t* shape, const std::array<char*, N>& base,
+                const std::array<int64_t, N>& isz, int64_t grain, Body&& body) {
+  block_loop_any(N, NOut, shape, base.data(), isz.data(), grain, std::forward<Body>(body));
 }
 
 }  // namespace kiln::kernels

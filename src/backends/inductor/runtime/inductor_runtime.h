@@ -16,15 +16,29 @@
 #include "ops/kernels/vec.h"
 
 namespace kiln::inductor_rt {
+using BlockBody = void (*)(char* const* operands, int64_t n, void* context);
+}  // namespace kiln::inductor_rt
+
+// The eager engine's block loop (kernels::block_loop_any), compiled once in libkiln, which the
+// process that loads generated code has loaded.
+extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, const int64_t* shape,
+                                         char* const* base, const int64_t* isz, int64_t grain,
+                                         kiln::inductor_rt::BlockBody body, void* context);
+
+namespace kiln::inductor_rt {
 
 using kernels::kBlock;
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
-// A kernel's loop: the eager engine's block loop, with its grain.
+// A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
+// function pointer per block (of up to kBlock elements), so only the body is compiled per kernel.
 template <size_t N, size_t NOut, class Body>
 void block_loop(const int64_t* shape, const std::array<char*, N>& base,
                 const std::array<int64_t, N>& isz, Body&& body) {
-  kernels::block_loop<N, NOut>(shape, base, isz, kParallelGrain, std::forward<Body>(body));
+  using B = std::remove_reference_t<Body>;
+  auto call = [](char* const* p, int64_t n, void* context) { (*static_cast<B*>(context))(p, n); };
+  kiln_inductor_block_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
+                           isz.data(), kParallelGrain, call, &body);
 }
 
 // A functor as the eager kernel builds it: from the call's attributes when it takes them.
