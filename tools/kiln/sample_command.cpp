@@ -34,14 +34,14 @@ int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   nn::GPT model(ckpt.config);
   model.load_state_dict(ckpt.model);
   model.eval();
-  // Every character of the prompt must be in the model's vocabulary (encode names the first
-  // that is not); an empty prompt starts from a newline, as the text's lines do.
-  const std::string prompt = o.prompt.empty() ? std::string("\n") : o.prompt;
-  if (!o.prompt.empty()) {
-    for (char c : o.prompt)
-      if (!ckpt.vocab.contains(c))
-        throw UsageError("--prompt: the character '" + std::string(1, c) +
-                         "' is not in the model's vocabulary");
+  // Every character of the prompt must be in the model's vocabulary: the first that is not is
+  // named with its position (a usage error, status 2). An empty prompt starts from a newline,
+  // as the text's lines do, or from the vocabulary's first character when it has no newline.
+  const std::string prompt = o.prompt.empty() ? default_prompt(ckpt.vocab) : o.prompt;
+  try {
+    (void)ckpt.vocab.encode(prompt);
+  } catch (const ValueError& e) {
+    throw UsageError(std::string("--prompt: ") + e.what() + " the model was trained on");
   }
   Generator gen(o.seed);
   Tensor ids = ckpt.vocab.encode_tensor(prompt).unsqueeze(0);

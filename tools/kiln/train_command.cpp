@@ -217,7 +217,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
       << fixed(baseline) << " (" << versus(val, baseline) << ")\n";
   out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out << ")\n";
   Generator sample_gen(o.seed);
-  Tensor prompt = data.vocab().encode_tensor("\n").unsqueeze(0);
+  Tensor prompt = data.vocab().encode_tensor(default_prompt(data.vocab())).unsqueeze(0);
   out << "sample:\n"
       << data.vocab().decode(model.generate(prompt, 200, 0.8, &sample_gen)[0]) << "\n";
   return kExitOk;
