@@ -1,4 +1,4 @@
-// `kiln sample`: its flags, their validation, and (for now) a stub in place of generation.
+// `kiln sample`: its flags, their validation, and generation from a checkpoint.
 #include <ostream>
 
 #include "gpt_checkpoint.h"
@@ -31,8 +31,21 @@ SampleOptions SampleOptions::from_args(const ParsedArgs& a) {
 
 int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   GPTCheckpoint ckpt = load_gpt_checkpoint(o.checkpoint);
+  // The metadata says how big a model to build: refuse one that cannot fit (a corrupt or
+  // hostile file) before allocating it.
+  check_fits(estimate_generate_bytes(ckpt.config), available_memory(),
+             "the model " + o.checkpoint + " describes (n_layer " +
+                 std::to_string(ckpt.config.n_layer) + ", n_embd " +
+                 std::to_string(ckpt.config.n_embd) + ", block_size " +
+                 std::to_string(ckpt.config.block_size) + ", vocab_size " +
+                 std::to_string(ckpt.config.vocab_size) + ")",
+             "is its metadata corrupt?");
   nn::GPT model(ckpt.config);
-  model.load_state_dict(ckpt.model);
+  try {
+    model.load_state_dict(ckpt.model);
+  } catch (const Error& e) {
+    throw CheckpointError(o.checkpoint + ": " + e.what());
+  }
   model.eval();
   // Every character of the prompt must be in the model's vocabulary: the first that is not is
   // named with its position (a usage error, status 2). An empty prompt starts from a newline,
