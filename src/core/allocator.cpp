@@ -115,8 +115,14 @@ class HostAllocator {
         const CacheEntry e = it->second;
         cache_.erase(it);
         p = e.ptr;
-        cache_.emplace(whole - size, CacheEntry{static_cast<char*>(p) + size, e.seq});
-        cached_ -= static_cast<int64_t>(size);
+        void* tail = static_cast<char*>(p) + size;
+        cached_ -= static_cast<int64_t>(whole);
+        if (whole - size >= kLargeBlockBytes) {
+          cache_.emplace(whole - size, CacheEntry{tail, e.seq});
+          cached_ += static_cast<int64_t>(whole - size);
+        } else {
+          unmap(tail, whole - size);  // too small for any request that comes here
+        }
         live_[p] = Live{size, nbytes};
         stats_hit();
         account(static_cast<int64_t>(size), static_cast<int64_t>(nbytes));
