@@ -228,6 +228,8 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   validate_gpt_checkpoint(make_checkpoint(start_step));
   check_output_file("--out", o.out);
 
+  // From here on SIGINT / SIGTERM save the last finished step (checked after each step).
+  InterruptGuard interrupt;
   err << "kiln train: " << data.name() << ": " << data.tokens().numel() << " characters, "
       << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd << " wide, "
       << model.num_parameters() << " parameters; " << o.steps - start_step << " steps of "
@@ -247,7 +249,6 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   popts.terminal = is_terminal(2);
   ProgressBar bar(o.steps, o.batch * o.block, err, popts);
   double val = 0, train_loss = 0;
-  InterruptGuard interrupt;
   using Clock = std::chrono::steady_clock;
   auto last_save = Clock::now();
   int64_t last_saved_step = start_step;
