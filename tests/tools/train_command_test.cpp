@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -82,27 +83,40 @@ class TrainTest : public ::testing::Test {
 // dropout on so the global generator's stream matters too, and the resumed run takes the
 // seed from the checkpoint (no --seed given).
 TEST_F(TrainTest, InterruptedAndResumedEqualsUninterrupted) {
-  const std::string whole = path("whole.safetensors"), part = path("part.safetensors");
-  Result a = train(tiny({"--steps", "7", "--seed", "7", "--out", whole}));
-  ASSERT_EQ(a.status, kExitOk) << a.err;
+  for (const bool eager : {true, false}) {
+    SCOPED_TRACE(eager ? "eager" : "compiled");
+    const std::string whole = path("whole.safetensors"), part = path("part.safetensors");
+    auto flags = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = tiny(std::move(extra));
+      if (!eager) a.erase(std::find(a.begin(), a.end(), "--eager"));
+      return a;
+    };
+    Result a = train(flags({"--steps", "7", "--seed", "7", "--out", whole}));
+    ASSERT_EQ(a.status, kExitOk) << a.err;
 
-  Result b = train(tiny({"--steps", "7", "--seed", "7", "--out", part}), [](int64_t step) {
-    if (step == 4) std::raise(SIGINT);  // delivered to this process's handler at once
-  });
-  EXPECT_EQ(b.status, 128 + SIGINT) << b.err;
-  EXPECT_TRUE(has(b.err, "interrupted by SIGINT after step 4 of 7")) << b.err;
-  EXPECT_TRUE(has(b.err, "resume with: kiln train --resume " + part)) << b.err;
-  EXPECT_EQ(load_gpt_checkpoint(part).step, 4);
+    Result b = train(flags({"--steps", "7", "--seed", "7", "--out", part}), [](int64_t step) {
+      if (step == 4) std::raise(SIGINT);  // delivered to this process's handler at once
+    });
+    EXPECT_EQ(b.status, 128 + SIGINT) << b.err;
+    EXPECT_TRUE(has(b.err, "interrupted by SIGINT after step 4 of 7")) << b.err;
+    EXPECT_TRUE(has(b.err, "resume with: kiln train --resume " + part)) << b.err;
+    EXPECT_EQ(load_gpt_checkpoint(part).step, 4);
 
-  Result c = train(tiny({"--steps", "7", "--resume", part, "--out", part}));
-  ASSERT_EQ(c.status, kExitOk) << c.err;
-  EXPECT_EQ(read(part), read(whole)) << "a resumed run differs from an uninterrupted one";
+    Result c = train(flags({"--steps", "7", "--resume", part, "--out", part}));
+    ASSERT_EQ(c.status, kExitOk) << c.err;
+    EXPECT_EQ(read(part), read(whole)) << "a resumed run differs from an uninterrupted one";
+  }
 
   // SIGTERM takes the same path (status 128 + 15); the handlers are restored afterwards.
   Result d = train(tiny({"--steps", "3", "--out", path("term.safetensors")}),
                    [](int64_t step) { if (step == 1) std::raise(SIGTERM); });
   EXPECT_EQ(d.status, 128 + SIGTERM) << d.err;
   EXPECT_EQ(load_gpt_checkpoint(path("term.safetensors")).step, 1);
+  // A signal during the last step: the run completes (status 0) with its final checkpoint.
+  Result e = train(tiny({"--steps", "2", "--out", path("last.safetensors")}),
+                   [](int64_t step) { if (step == 2) std::raise(SIGINT); });
+  EXPECT_EQ(e.status, kExitOk) << e.err;
+  EXPECT_EQ(load_gpt_checkpoint(path("last.safetensors")).step, 2);
   struct sigaction now;
   ::sigaction(SIGINT, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);

@@ -267,7 +267,8 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
                   ")");
     }
     if (o.after_step) o.after_step(step + 1);
-    if (const int sig = interrupt.pending()) {
+    // (A signal during the last step lets the run finish: the final save follows at once.)
+    if (const int sig = step + 1 < o.steps ? interrupt.pending() : 0) {
       save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
       bar.finish();
       err << "kiln train: interrupted by " << InterruptGuard::name(sig) << " after step "
