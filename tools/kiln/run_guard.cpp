@@ -138,7 +138,7 @@ double estimate_train_bytes(const nn::GPTConfig& c, int64_t batch) {
                H = static_cast<double>(c.n_head), V = static_cast<double>(c.vocab_size);
   const double state = 16.0 * parameter_count(c);  // parameter, gradient, AdamW m and v
   const double activations =
-      4.0 * (L * (24 * B * T * E + 3 * B * H * T * T) + 3 * B * T * V) + 16.0 * B * T;
+      4.0 * (L * (16 * B * T * E + 2 * B * H * T * T) + 3 * B * T * V) + 16.0 * B * T;
   return state + activations;
 }
 
