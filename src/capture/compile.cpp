@@ -74,6 +74,17 @@ namespace detail {
 
 CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     : options(std::move(opts)) {
+  KILN_CHECK(!options.cache_size_limit || *options.cache_size_limit >= 0, ValueError,
+             "kiln::compile: CompileOptions::cache_size_limit = ", options.cache_size_limit.value_or(0),
+             " is invalid: expected an integer >= 0 (0 keeps only the first graph)");
+  KILN_CHECK(compile_config().cache_size_limit >= 0, ValueError,
+             "kiln::compile: compile_config().cache_size_limit = ", compile_config().cache_size_limit,
+             " is invalid: expected an integer >= 0");
+  for (char c : options.name)
+    KILN_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f, ValueError,
+               "kiln::compile: CompileOptions::name contains control character 0x", std::hex,
+               static_cast<int>(static_cast<unsigned char>(c)), std::dec,
+               ": expected printable text (it names the function in logs and reports)");
   KILN_CHECK(!options.dynamic.value_or(false), NotImplementedError,
              "kiln::compile: dynamic=true (dynamic shapes) is not implemented yet; leave it unset "
              "or false (every new shape compiles a new graph)");

@@ -118,12 +118,13 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
     throw RecompileError(detail::concat("kiln::compile: '", st.name, "' would recompile graph ",
                                         segment, " but the stance is fail_on_recompile: ", reason));
   if (now == Stance::EagerOnRecompile || frozen) return false;
-  if (count >= compile_config().cache_size_limit) {
+  const int limit = st.options.cache_size_limit.value_or(compile_config().cache_size_limit);
+  if (count >= limit) {
     st.run_eagerly = true;
     if (!st.warned_limit) {
       st.warned_limit = true;
       std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit ("
-                << compile_config().cache_size_limit << ") recompiling graph " << segment
+                << limit << ") recompiling graph " << segment
                 << "; it runs eagerly from now on. Last reason: " << reason << "\n";
     }
     return false;

@@ -6,7 +6,9 @@
 // ranges tile the data buffer exactly.
 #include "kiln/io/safetensors.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,11 +17,13 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -718,6 +722,43 @@ std::pair<std::string, int> create_temporary(const std::string& path, const std:
   }
 }
 
+// Removes temporaries that an earlier save to `path` left behind when its process was killed
+// mid-save: names `<file>.tmp.<pid>.<n>.<salt>` (as create_temporary makes them) whose process
+// no longer exists. Best effort: a failure here never fails the save.
+void remove_stale_temporaries(const std::string& path) {
+  const std::string dir = parent_directory(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // <pid>.<n>.<salt>: three runs of digits.
+    const std::string rest = name.substr(prefix.size());
+    int fields = 0;
+    bool ok = true, in_digits = false;
+    for (char c : rest) {
+      if (c >= '0' && c <= '9') {
+        if (!in_digits) ++fields, in_digits = true;
+      } else if (c == '.' && in_digits) {
+        in_digits = false;
+      } else {
+        ok = false;
+        break;
+      }
+    }
+    if (!ok || fields != 3 || !in_digits) continue;
+    const long pid = std::strtol(rest.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const std::string& f : stale) ::unlink(f.c_str());
+}
+
 }  // namespace
 
 // ---- public API ----
@@ -811,6 +852,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     ::unlink(tmp.c_str());
     throw;
   }
+  remove_stale_temporaries(path);
   // Persist the rename itself. Best effort: the new file is complete and in place either way.
   FileDescriptor dir{::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.fd >= 0) ::fsync(dir.fd);

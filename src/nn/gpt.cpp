@@ -121,19 +121,40 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   return cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
 }
 
+namespace {
+// Throws ValueError when `t` ([B, V]) holds a NaN or an infinity: "<what> at generation step
+// <step> (sequence <b>, class <v>) is <value>; <why>".
+void check_finite(const Tensor& t, const char* what, int64_t step, const char* why) {
+  const std::vector<double> v = t.contiguous().to(DType::Float64).to_vector<double>();
+  const int64_t cols = t.size(1);
+  for (size_t i = 0; i < v.size(); ++i)
+    KILN_CHECK(std::isfinite(v[i]), ValueError, "generate: ", what, " at generation step ", step,
+               " (sequence ", static_cast<int64_t>(i) / cols, ", class ",
+               static_cast<int64_t>(i) % cols, ") is ", v[i], "; ", why);
+}
+}  // namespace
+
 Tensor GPT::generate(const Tensor& idx, int64_t new_tokens, double temperature, Generator* gen) {
-  KILN_CHECK(temperature >= 0, ValueError, "generate: temperature must be >= 0, got ", temperature);
+  KILN_CHECK(std::isfinite(temperature) && temperature >= 0, ValueError,
+             "generate: temperature must be a finite number >= 0 (0: greedy), got ", temperature);
   NoGradGuard no_grad;
   Tensor seq = idx;
   for (int64_t step = 0; step < new_tokens; ++step) {
     const int64_t T = seq.size(1), start = std::max<int64_t>(0, T - config_.block_size);
     Tensor logits = forward(seq.slice(1, start, T).contiguous()).select(1, -1);  // [B, V]
+    check_finite(logits, "the model's logit", step,
+                 "the weights are corrupt or training diverged, so there is nothing to sample");
     Tensor next;
     if (temperature == 0) {
       next = argmax(logits, -1, true);
     } else {
+      // Scaled after subtracting the maximum: the largest logit becomes exactly 0 and the rest
+      // are <= 0, so a temperature small enough to overflow (1e-300) sends them to -inf, never
+      // NaN, and the distribution tends to greedy as it should.
+      Tensor scaled = (logits - amax(logits, {-1}, true)) / temperature;
+      Tensor probs = softmax(scaled, -1);
+      check_finite(probs, "the probability", step, "from softmax(logits / temperature)");
       // Inverse-CDF sampling: the first class whose cumulative probability exceeds u.
-      Tensor probs = softmax(logits / temperature, -1);
       Tensor cdf = cumsum(probs, -1);
       Tensor u = rand({logits.size(0), 1}, cdf.dtype(), gen);
       next = sum(cdf < u, {-1}, true);  // int64 count of classes below u

@@ -235,6 +235,36 @@ TEST(Compile, ReservedAndUnknownBackendsAreClearErrors) {
   EXPECT_NE(std::find(names.begin(), names.end(), "inductor"), names.end());
 }
 
+// Nonsense options are refused when the function is compiled, naming the field.
+TEST(Compile, InvalidOptionsNameTheField) {
+  auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "(no ValueError)";
+  };
+  EXPECT_NE(message([] { compile([](Tensor x) { return x; }, {.cache_size_limit = -1}); })
+                .find("CompileOptions::cache_size_limit = -1 is invalid"),
+            std::string::npos);
+  EXPECT_NE(message([] { compile([](Tensor x) { return x; }, {.name = "bad\nname"}); })
+                .find("CompileOptions::name contains control character 0xa"),
+            std::string::npos);
+  {
+    const int saved = compile_config().cache_size_limit;
+    compile_config().cache_size_limit = -3;
+    EXPECT_NE(message([] { compile([](Tensor x) { return x; }); })
+                  .find("compile_config().cache_size_limit = -3 is invalid"),
+              std::string::npos);
+    compile_config().cache_size_limit = saved;
+  }
+  // A per-function limit of 0 keeps the first graph only: a new shape runs eagerly.
+  auto f = compile([](Tensor x) { return x * 2; }, {.cache_size_limit = 0});
+  EXPECT_EQ(f(ones({2})).to_vector<float>(), std::vector<float>({2, 2}));
+  EXPECT_EQ(f(ones({3})).to_vector<float>(), std::vector<float>({2, 2, 2}));
+}
+
 // ---- mutation ----
 TEST(Compile, InPlaceWritesToInputsAreWrittenBackThroughViews) {
   auto body = [](Tensor p, Tensor g) {

@@ -1,6 +1,9 @@
 // The host caching allocator: statistics, reuse of large blocks, empty_cache, alignment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -59,10 +62,13 @@ TEST(Allocator, RepeatedLargeAllocationsHitTheCache) {
   EXPECT_EQ(s2.num_cache_hits - s1.num_cache_hits, 5);
   EXPECT_EQ(s2.num_allocs - s1.num_allocs, 5);
   EXPECT_EQ(s2.cached, s1.cached);
-  // A much smaller large request does not take (and pin) the big block.
+  // A much smaller large request does not pin the big block: it takes the block's head and
+  // the rest stays cached for other requests (no new memory is mapped).
   {
     Tensor t = empty({kMiB / 2}, DType::Float32);  // 2 MiB
-    EXPECT_NE(t.data_ptr(), first);
+    EXPECT_EQ(t.data_ptr(), first);
+    EXPECT_EQ(memory_stats().cached, s1.cached - 2 * kMiB);
+    EXPECT_EQ(memory_stats().reserved, s1.reserved);
   }
   empty_cache();
   EXPECT_EQ(memory_stats().cached, 0) << "empty_cache returns every cached block";
@@ -116,6 +122,121 @@ TEST(Allocator, ViewsKeepStorageAlive) {
   EXPECT_EQ(v.to_vector<int64_t>().front(), 10);
   v = Tensor();
   EXPECT_EQ(memory_stats().allocated, before.allocated);
+}
+
+// Sets the cache limit for one test and restores it.
+struct CacheLimitScope {
+  int64_t saved = alloc_cache_limit();
+  explicit CacheLimitScope(int64_t limit) { set_alloc_cache_limit(limit); }
+  ~CacheLimitScope() { set_alloc_cache_limit(saved); }
+};
+
+// A program whose live tensors never exceed L, allocating sizes in the given order (tensor i
+// is freed when keeping it would exceed L): reserved memory (live blocks + cache) must stay
+// within max(2L, L + limit) of where it started. Tensors are left untouched (empty), so the
+// test measures what the allocator maps, quickly.
+int64_t reserved_growth(const std::vector<int64_t>& sizes, int64_t live_cap) {
+  empty_cache();
+  reset_peak_memory_stats();
+  const int64_t base = memory_stats().reserved;
+  std::vector<Tensor> live;
+  int64_t live_bytes = 0;
+  for (int64_t bytes : sizes) {
+    while (!live.empty() && live_bytes + bytes > live_cap) {
+      live_bytes -= live.front().numel();
+      live.erase(live.begin());
+    }
+    live.push_back(empty({bytes}, DType::Bool));
+    live_bytes += bytes;
+  }
+  const int64_t growth = memory_stats().peak_reserved - base;
+  live.clear();
+  empty_cache();
+  return growth;
+}
+
+TEST(Allocator, ResidentMemoryStaysNearThePeakOfLiveBytes) {
+  const int64_t L = 96 * kMiB;
+  // Ever larger sizes: the old cache never found a block to reuse and kept every freed one
+  // (this sequence reserved ~4 GiB; a probe with 2 GB live reached 9.2 GB resident).
+  std::vector<int64_t> ascending;
+  for (int64_t i = 1; i <= 90; ++i) ascending.push_back(i * kMiB + 12345);
+  // A random mix of sizes from 1 MiB to 40 MiB, deterministic.
+  std::vector<int64_t> mixed;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 3000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    mixed.push_back(kMiB + static_cast<int64_t>(x % static_cast<uint64_t>(39 * kMiB)));
+  }
+  // Alternating tiny-large and huge blocks.
+  std::vector<int64_t> alternating;
+  for (int i = 0; i < 200; ++i) alternating.push_back(i % 2 ? 80 * kMiB : kMiB + i * 4096);
+  for (int64_t limit : {int64_t{0}, 8 * kMiB, 64 * kMiB, kDefaultAllocCacheLimit}) {
+    CacheLimitScope scope(limit);
+    const int64_t bound = std::max(2 * L, L + limit);
+    EXPECT_LE(reserved_growth(ascending, L), bound) << "ascending, limit " << limit;
+    EXPECT_LE(reserved_growth(mixed, L), bound) << "mixed, limit " << limit;
+    EXPECT_LE(reserved_growth(alternating, L), bound) << "alternating, limit " << limit;
+  }
+}
+
+TEST(Allocator, CacheNeverHoldsMoreThanItsLimit) {
+  CacheLimitScope scope(20 * kMiB);
+  empty_cache();
+  const int64_t releases = memory_stats().num_releases;
+  {
+    std::vector<Tensor> ts;
+    for (int i = 1; i <= 6; ++i) ts.push_back(empty({i * 2 * kMiB}, DType::Bool));
+  }  // 42 MiB freed
+  MemoryStats s = memory_stats();
+  EXPECT_LE(s.cached, 20 * kMiB);
+  EXPECT_GT(s.cached, 0);
+  EXPECT_GT(s.num_releases, releases);
+  EXPECT_EQ(s.reserved, s.allocated + s.cached);
+  set_alloc_cache_limit(0);  // lowering the limit trims at once; 0 keeps nothing
+  EXPECT_EQ(memory_stats().cached, 0);
+  { Tensor t = empty({4 * kMiB}, DType::Bool); }
+  EXPECT_EQ(memory_stats().cached, 0);
+  EXPECT_EQ(alloc_cache_limit(), 0);
+  EXPECT_THROW(set_alloc_cache_limit(-1), ValueError);
+  EXPECT_EQ(alloc_cache_limit(), 0) << "a rejected limit changes nothing";
+}
+
+TEST(Allocator, RequestedAndReservedBytesAreHonest) {
+  empty_cache();
+  const MemoryStats base = memory_stats();
+  {
+    Tensor t = empty({3 * kMiB + 7}, DType::Bool);
+    const MemoryStats s = memory_stats();
+    EXPECT_EQ(s.requested - base.requested, 3 * kMiB + 7);
+    EXPECT_GE(s.allocated - base.allocated, 3 * kMiB + 7);
+    EXPECT_LE(s.allocated - base.allocated, 3 * kMiB + 64 * 1024);  // rounded to 64 KiB
+    EXPECT_EQ(s.reserved, s.allocated + s.cached);
+  }
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.requested, base.requested);
+  EXPECT_EQ(after.allocated, base.allocated);
+  EXPECT_EQ(after.reserved, after.allocated + after.cached);
+  empty_cache();
+  EXPECT_EQ(memory_stats().reserved, memory_stats().allocated);
+}
+
+TEST(Allocator, CacheLimitFromTheEnvironmentIsParsedStrictly) {
+  EXPECT_EQ(detail::parse_alloc_cache_limit("0"), 0);
+  EXPECT_EQ(detail::parse_alloc_cache_limit("1048576"), kMiB);
+  EXPECT_EQ(detail::parse_alloc_cache_limit("512M"), 512 * kMiB);
+  EXPECT_EQ(detail::parse_alloc_cache_limit("2G"), 2048 * kMiB);
+  EXPECT_EQ(detail::parse_alloc_cache_limit("64k"), 64 * 1024);
+  EXPECT_EQ(detail::parse_alloc_cache_limit("256MiB"), 256 * kMiB);
+  for (const char* bad : {"", "-1", "x", "12Q", "1.5G", "99999999999999999999", "8E", "M"}) {
+    try {
+      detail::parse_alloc_cache_limit(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("KILN_ALLOC_CACHE_LIMIT"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos);
+    }
+  }
 }
 
 }  // namespace

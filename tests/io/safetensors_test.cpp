@@ -4,6 +4,8 @@
 #include "kiln/io/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 
@@ -649,6 +651,24 @@ TEST_F(TempDir, WriteFailureHalfWayKeepsTheOldFile) {
   EXPECT_NE(message.find("failed"), std::string::npos) << message;
   EXPECT_EQ(read_file(p), old);
   EXPECT_EQ(listing(), std::vector<std::string>{"model.safetensors"});
+}
+
+// A save killed mid-way leaves `<file>.tmp.<pid>.<n>.<salt>`; the next save to the same path
+// removes it when that process is gone, and leaves everything else alone.
+TEST_F(TempDir, NextSaveRemovesTemporariesOfKilledSaves) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // `child` is now a pid with no process
+  const std::string dead = std::to_string(child), live = std::to_string(::getppid());
+  write_file(path("model.safetensors.tmp." + dead + ".0.123456"), "partial");
+  write_file(path("model.safetensors.tmp." + live + ".3.42"), "a save in progress elsewhere");
+  write_file(path("model.safetensors.tmp.notes"), "not ours");
+  write_file(path("other.safetensors.tmp." + dead + ".0.1"), "another file's");
+  save_safetensors(path("model.safetensors"), {{"w", ones({2})}});
+  EXPECT_EQ(listing(), (std::vector<std::string>{
+                           "model.safetensors", "model.safetensors.tmp." + live + ".3.42",
+                           "model.safetensors.tmp.notes", "other.safetensors.tmp." + dead + ".0.1"}));
 }
 
 }  // namespace

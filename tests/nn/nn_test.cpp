@@ -1,5 +1,6 @@
 // nn: module trees, initialisation, state dicts and checkpoints, the GPT model.
 #include <gtest/gtest.h>
+#include <limits>
 
 #include <cmath>
 #include <cstdio>
@@ -194,6 +195,36 @@ TEST(GPT, GenerateIsDeterministicForASeed) {
   EXPECT_TRUE(equal(s1, s2));
   EXPECT_LT(amax(s1).item<int64_t>(), 11);
   EXPECT_GE(amin(s1).item<int64_t>(), 0);
+}
+
+// Sampling never runs on garbage: a temperature so small that logits / temperature overflows
+// is greedy (the limit it tends to), not NaN; non-finite logits and temperatures are errors
+// that say where they came from. Temperature 0 means greedy.
+TEST(GPT, GenerateRefusesGarbageAndHandlesTinyTemperatures) {
+  manual_seed(0);
+  GPT m(tiny());
+  Tensor start = zeros({2, 1}, DType::Int64);
+  Generator g(3);
+  Tensor greedy = m.generate(start, 8, 0.0, &g);
+  EXPECT_TRUE(equal(m.generate(start, 8, 1e-300, &g), greedy));
+  EXPECT_TRUE(equal(m.generate(start, 8, 1e-30, &g), greedy));
+  for (double t : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_THROW(m.generate(start, 1, t, &g), ValueError) << t;
+  {
+    NoGradGuard no_grad;
+    m.ln_f->weight.fill_(std::nan(""));  // corrupt weights: NaN logits
+  }
+  for (double t : {0.0, 1.0}) {
+    try {
+      m.generate(start, 3, t, &g);
+      ADD_FAILURE() << "sampled from NaN logits at temperature " << t;
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("the model's logit at generation step 0 (sequence 0, "
+                                           "class 0) is nan"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

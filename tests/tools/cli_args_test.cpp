@@ -145,7 +145,9 @@ TEST(ArgParser, ChecksFiles) {
   EXPECT_NO_THROW(demo_parser().parse({"--out", "relative.bin"}));
   EXPECT_NE(file_error({"--out", (dir / "nope" / "new.bin").string()}).find("does not exist"),
             std::string::npos);
-  EXPECT_EQ(file_error({"--out", dir.string()}), "--out: '" + dir.string() + "' is a folder");
+  EXPECT_EQ(file_error({"--out", dir.string()}),
+            "--out: '" + dir.string() +
+                "' exists and is a folder, not a regular file; refusing to replace it (name a file)");
 
   // A malformed line is a usage error even when a file is also missing.
   EXPECT_EQ(usage_error({"--in", "absent.txt", "--steps", "0"}),

@@ -23,6 +23,7 @@ TEST(GPTCheckpoint, OptimizerStateRoundTrip) {
   GPTCheckpoint c;
   c.vocab = CharVocab::from_string("\nab");
   c.config.vocab_size = 3;
+  c.config.block_size = 8;
   c.step = 1;
   c.model = {{"w", w.detach()}};
   c.optimizer = opt.state_dict();

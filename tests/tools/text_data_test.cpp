@@ -70,18 +70,50 @@ TEST(CharVocab, EncodeDecodeRoundTrip) {
   EXPECT_EQ(v.decode(t.to(DType::Int32).view({1, static_cast<int64_t>(text.size())})), text);
 }
 
-TEST(CharVocab, HandlesEveryByteValue) {
+TEST(CharVocab, TokensAreUtf8Characters) {
+  // "£5 café ∑ 😀": a 2-, 3- and 4-byte character are one token each.
+  const std::string text = "\xc2\xa3" "5 caf\xc3\xa9 \xe2\x88\x91 \xf0\x9f\x98\x80";
+  CharVocab v = CharVocab::from_text(text);
+  EXPECT_EQ(v.size(), 9);  // ' ', '5', 'a', 'c', 'f', '£', 'é', '∑', '😀'
+  EXPECT_EQ(v.encode(text).size(), 11u);  // characters, not bytes
+  EXPECT_EQ(v.char_of(v.size() - 1), U'\U0001F600');
+  EXPECT_EQ(v.encode("\xc2\xa3").size(), 1u);
+  EXPECT_EQ(v.decode(v.encode(text)), text);
+  // The vocabulary is valid UTF-8 in code-point order, so it can always be saved.
+  const std::string stored = v.to_string();
+  EXPECT_EQ(stored, " 5acf\xc2\xa3\xc3\xa9\xe2\x88\x91\xf0\x9f\x98\x80" + std::string());
+  EXPECT_EQ(CharVocab::from_string(stored), v);
+}
+
+TEST(CharVocab, BytesThatAreNotUtf8AreReadAsLatin1) {
+  // Every byte value, highest first: invalid UTF-8 throughout. Each byte is one character.
   std::string all;
   for (int b = 255; b >= 0; --b) all.push_back(static_cast<char>(b));
+  DecodedText d = decode_text(all);
+  EXPECT_EQ(d.chars.size(), 256u);
+  EXPECT_EQ(d.invalid_bytes, 128);
+  EXPECT_EQ(d.first_invalid_offset, 0);
   CharVocab v = CharVocab::from_text(all);
   EXPECT_EQ(v.size(), 256);
-  EXPECT_EQ(v.id_of(static_cast<char>(0)), 0);
-  EXPECT_EQ(v.id_of(static_cast<char>(0xff)), 255);  // bytes order as unsigned
-  EXPECT_EQ(v.decode(v.encode(all)), all);
-  // UTF-8 is just bytes: a two-byte character round-trips as two tokens.
-  CharVocab u = CharVocab::from_text("\xc2\xa3 5");
-  EXPECT_EQ(u.encode("\xc2\xa3").size(), 2u);
-  EXPECT_EQ(u.decode(u.encode("5 \xc2\xa3")), "5 \xc2\xa3");
+  EXPECT_EQ(v.id_of(U'\0'), 0);
+  EXPECT_EQ(v.id_of(U'\u00ff'), 255);
+  EXPECT_EQ(v.decode(v.encode(all)).size(), 128u + 2 * 128u);  // comes back as UTF-8
+  EXPECT_EQ(CharVocab::from_string(v.to_string()), v) << "a Latin-1 text's vocabulary saves";
+  // Truncated, overlong and surrogate sequences are not UTF-8 either.
+  EXPECT_EQ(decode_text("a\xc3").invalid_bytes, 1);
+  EXPECT_EQ(decode_text("\xc0\xaf").invalid_bytes, 2);
+  EXPECT_EQ(decode_text("\xed\xa0\x80").invalid_bytes, 3);
+  EXPECT_EQ(decode_text("ok \xe2\x82\xac").invalid_bytes, 0);
+}
+
+TEST(TextDataset, NonAsciiTextCountsCharactersAndSaves) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "na\xc3\xafve \xe2\x80\x94 \xce\xb1\xce\xb2\xce\xb3\n";
+  TextDataset ds = TextDataset::from_text(text, 4);
+  EXPECT_EQ(ds.tokens().numel(), 20 * 12);
+  EXPECT_EQ(ds.invalid_utf8_bytes(), 0);
+  EXPECT_EQ(ds.vocab().decode(ds.tokens()), text);
+  EXPECT_NO_THROW(safetensors_to_bytes({}, {{"vocab", ds.vocab().to_string()}}));
 }
 
 TEST(CharVocab, SerialisesAsItsCharacters) {
@@ -95,6 +127,8 @@ TEST(CharVocab, RejectsCorruptStrings) {
   EXPECT_THROW(CharVocab::from_string(""), DataError);
   EXPECT_THROW(CharVocab::from_string("ba"), DataError);   // not sorted
   EXPECT_THROW(CharVocab::from_string("abb"), DataError);  // not distinct
+  EXPECT_THROW(CharVocab::from_string("ab\xff"), DataError);  // not UTF-8
+  EXPECT_THROW(CharVocab::from_string("\xc3\xa9" "a"), DataError);  // 'a' after 'é': not sorted
   EXPECT_THROW(CharVocab::from_text(""), DataError);
 }
 
@@ -105,6 +139,13 @@ TEST(CharVocab, RejectsUnknownCharactersAndIds) {
     FAIL() << "expected a ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("'z' at position 2"), std::string::npos) << e.what();
+  }
+  try {
+    v.encode("a\xc3\xa9" "b");  // positions count characters
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'\xc3\xa9' (U+00E9) at position 1"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(v.id_of('\t'), ValueError);
   EXPECT_THROW(v.char_of(3), IndexError);

@@ -1,6 +1,8 @@
 // ArgParser: declaration, parsing, checking and usage text of a subcommand's flags.
 #include "cli_args.h"
 
+#include "run_guard.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -170,13 +172,8 @@ void ArgParser::check_path(const Flag& flag, const std::string& path) {
       throw FileError(shown + ": cannot read '" + path + "'");
     }
   } else {
-    // Check the folder now rather than after a long training run has finished.
-    fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty() && !fs::is_directory(parent, ec)) {
-      throw FileError(shown + ": folder '" + parent.string() + "' does not exist (for '" + path +
-                      "')");
-    }
-    if (fs::is_directory(path, ec)) throw FileError(shown + ": '" + path + "' is a folder");
+    // Check the destination and its folder now rather than after a long training run.
+    check_output_file(shown, path);
   }
 }
 

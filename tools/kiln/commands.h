@@ -6,7 +6,10 @@
 #include <iosfwd>
 #include <string>
 
+#include <functional>
+
 #include "cli_args.h"
+#include "run_guard.h"
 
 namespace kiln::cli {
 
@@ -30,17 +33,26 @@ struct TrainOptions {
   int64_t eval_every = 0;  // steps between evaluations of the validation loss
   int64_t eval_batches = 0;
   uint64_t seed = 0;
+  bool seed_given = false;  // --seed on the command line (a resumed run keeps its saved seed)
   std::string out;     // checkpoint to write
   std::string resume;  // checkpoint to continue from; empty = start fresh
   int64_t threads = 0;
   double dropout = 0;
   bool eager = false;  // do not compile the training step
+  SaveEvery save_every;  // periodic checkpoints to `out`
+  // Called after each finished step with the number of steps done (tests use it to deliver
+  // a signal at a known step); not a flag.
+  std::function<void(int64_t)> after_step;
 
   // Reads and cross-checks parsed flags; throws UsageError naming the flags that conflict.
   static TrainOptions from_args(const ParsedArgs& args);
 };
 ArgParser train_parser();
 int run_train(const TrainOptions& options, std::ostream& out, std::ostream& err);
+
+// Exit status of a run stopped by SIGINT / SIGTERM after saving its checkpoint (128 + signal,
+// as a shell reports a process killed by it).
+int interrupted_status(int signal);
 
 // ---- kiln sample: generate text from a checkpoint -------------------------------------------
 struct SampleOptions {

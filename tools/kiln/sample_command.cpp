@@ -1,4 +1,4 @@
-// `kiln sample`: its flags, their validation, and (for now) a stub in place of generation.
+// `kiln sample`: its flags, their validation, and generation from a checkpoint.
 #include <ostream>
 
 #include "gpt_checkpoint.h"
@@ -31,17 +31,30 @@ SampleOptions SampleOptions::from_args(const ParsedArgs& a) {
 
 int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   GPTCheckpoint ckpt = load_gpt_checkpoint(o.checkpoint);
+  // The metadata says how big a model to build: refuse one that cannot fit (a corrupt or
+  // hostile file) before allocating it.
+  check_fits(estimate_generate_bytes(ckpt.config), available_memory(),
+             "the model " + o.checkpoint + " describes (n_layer " +
+                 std::to_string(ckpt.config.n_layer) + ", n_embd " +
+                 std::to_string(ckpt.config.n_embd) + ", block_size " +
+                 std::to_string(ckpt.config.block_size) + ", vocab_size " +
+                 std::to_string(ckpt.config.vocab_size) + ")",
+             "is its metadata corrupt?");
   nn::GPT model(ckpt.config);
-  model.load_state_dict(ckpt.model);
+  try {
+    model.load_state_dict(ckpt.model);
+  } catch (const Error& e) {
+    throw CheckpointError(o.checkpoint + ": " + e.what());
+  }
   model.eval();
-  // Every character of the prompt must be in the model's vocabulary (encode names the first
-  // that is not); an empty prompt starts from a newline, as the text's lines do.
-  const std::string prompt = o.prompt.empty() ? std::string("\n") : o.prompt;
-  if (!o.prompt.empty()) {
-    for (char c : o.prompt)
-      if (!ckpt.vocab.contains(c))
-        throw UsageError("--prompt: the character '" + std::string(1, c) +
-                         "' is not in the model's vocabulary");
+  // Every character of the prompt must be in the model's vocabulary: the first that is not is
+  // named with its position (a usage error, status 2). An empty prompt starts from a newline,
+  // as the text's lines do, or from the vocabulary's first character when it has no newline.
+  const std::string prompt = o.prompt.empty() ? default_prompt(ckpt.vocab) : o.prompt;
+  try {
+    (void)ckpt.vocab.encode(prompt);
+  } catch (const ValueError& e) {
+    throw UsageError(std::string("--prompt: ") + e.what() + " the model was trained on");
   }
   Generator gen(o.seed);
   Tensor ids = ckpt.vocab.encode_tensor(prompt).unsqueeze(0);

@@ -1,4 +1,4 @@
-// CharVocab and TextDataset: byte-level vocabulary, file loading, splits, batches, entropy.
+// CharVocab and TextDataset: character-level (UTF-8) vocabulary, file loading, splits, batches, entropy.
 #include "text_data.h"
 
 #include <algorithm>
@@ -13,19 +13,6 @@ namespace kiln::cli {
 
 namespace {
 
-// How a byte is shown in messages: printable ones as themselves, others as an escape.
-std::string describe_byte(unsigned char b) {
-  std::ostringstream os;
-  if (b == '\n') {
-    os << "'\\n'";
-  } else if (b >= 0x20 && b < 0x7f) {
-    os << "'" << static_cast<char>(b) << "'";
-  } else {
-    os << "byte 0x" << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b);
-  }
-  return os.str();
-}
-
 std::string normalise_line_endings(std::string text) {
   std::string out;
   out.reserve(text.size());
@@ -36,62 +23,175 @@ std::string normalise_line_endings(std::string text) {
   return out;
 }
 
+// The code point of the valid UTF-8 sequence at s[i], and its length; 0 when the bytes there
+// are not a valid (shortest-form, non-surrogate, <= U+10FFFF) sequence.
+size_t utf8_sequence(std::string_view s, size_t i, char32_t& cp) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    cp = b0;
+    return 1;
+  }
+  size_t len;
+  char32_t min;
+  if ((b0 & 0xe0) == 0xc0) {
+    len = 2, cp = b0 & 0x1f, min = 0x80;
+  } else if ((b0 & 0xf0) == 0xe0) {
+    len = 3, cp = b0 & 0x0f, min = 0x800;
+  } else if ((b0 & 0xf8) == 0xf0) {
+    len = 4, cp = b0 & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return len;
+}
+
 }  // namespace
+
+DecodedText decode_text(std::string_view bytes) {
+  DecodedText d;
+  d.chars.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    char32_t cp;
+    size_t len = utf8_sequence(bytes, i, cp);
+    if (len == 0) {  // not UTF-8: the byte's Latin-1 character
+      if (d.first_invalid_offset < 0) d.first_invalid_offset = static_cast<int64_t>(i);
+      ++d.invalid_bytes;
+      cp = static_cast<unsigned char>(bytes[i]);
+      len = 1;
+    }
+    d.chars.push_back(cp);
+    i += len;
+  }
+  return d;
+}
+
+std::string utf8_of(char32_t c) {
+  std::string out;
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  }
+  return out;
+}
+
+std::string describe_char(char32_t c) {
+  std::ostringstream os;
+  auto hex = [&] {
+    os << "U+" << std::hex << std::uppercase << std::setw(4) << std::setfill('0')
+       << static_cast<uint32_t>(c);
+  };
+  if (c == '\n') {
+    os << "'\\n'";
+  } else if (c >= 0x20 && c < 0x7f) {
+    os << "'" << static_cast<char>(c) << "'";
+  } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || (c >= 0xd800 && c <= 0xdfff) ||
+             c > 0x10ffff) {
+    hex();  // control characters (and non-characters) only by number
+  } else {
+    os << "'" << utf8_of(c) << "' (";
+    hex();
+    os << ")";
+  }
+  return os.str();
+}
 
 // ---- CharVocab ----------------------------------------------------------------------------
 
-CharVocab::CharVocab(std::string chars) : chars_(std::move(chars)) {
-  id_of_.fill(-1);
-  for (size_t i = 0; i < chars_.size(); ++i) {
-    id_of_[static_cast<unsigned char>(chars_[i])] = static_cast<int16_t>(i);
-  }
+CharVocab::CharVocab(std::u32string chars) : chars_(std::move(chars)) {
+  ascii_id_.fill(-1);
+  for (size_t i = 0; i < chars_.size(); ++i)
+    if (chars_[i] < 128) ascii_id_[chars_[i]] = static_cast<int32_t>(i);
+}
+
+int64_t CharVocab::lookup(char32_t c) const {
+  if (c < 128) return ascii_id_[c];
+  auto it = std::lower_bound(chars_.begin(), chars_.end(), c);
+  return it != chars_.end() && *it == c ? it - chars_.begin() : -1;
+}
+
+CharVocab CharVocab::from_chars(std::u32string_view text) {
+  KILN_CHECK(!text.empty(), DataError, "cannot build a vocabulary from empty text");
+  std::u32string chars(text);
+  std::sort(chars.begin(), chars.end());
+  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  return CharVocab(std::move(chars));
 }
 
 CharVocab CharVocab::from_text(std::string_view text) {
   KILN_CHECK(!text.empty(), DataError, "cannot build a vocabulary from empty text");
-  std::array<bool, 256> seen{};
-  for (char c : text) seen[static_cast<unsigned char>(c)] = true;
-  std::string chars;
-  for (int b = 0; b < 256; ++b) {
-    if (seen[b]) chars.push_back(static_cast<char>(b));
+  return from_chars(decode_text(text).chars);
+}
+
+CharVocab CharVocab::from_string(std::string_view s) {
+  KILN_CHECK(!s.empty(), DataError, "a vocabulary string must not be empty");
+  std::u32string chars;
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp;
+    size_t len = utf8_sequence(s, i, cp);
+    KILN_CHECK(len > 0, DataError, "a vocabulary string must be valid UTF-8; byte ", i,
+               " (0x", std::hex, static_cast<int>(static_cast<unsigned char>(s[i])), std::dec,
+               ") is not");
+    KILN_CHECK(chars.empty() || chars.back() < cp, DataError,
+               "a vocabulary string must hold distinct characters in increasing order; ",
+               describe_char(cp), " at position ", chars.size(), " follows ",
+               describe_char(chars.empty() ? 0 : chars.back()));
+    chars.push_back(cp);
+    i += len;
   }
   return CharVocab(std::move(chars));
 }
 
-CharVocab CharVocab::from_string(std::string_view chars) {
-  KILN_CHECK(!chars.empty(), DataError, "a vocabulary string must not be empty");
-  for (size_t i = 1; i < chars.size(); ++i) {
-    auto prev = static_cast<unsigned char>(chars[i - 1]);
-    auto cur = static_cast<unsigned char>(chars[i]);
-    KILN_CHECK(prev < cur, DataError, "a vocabulary string must hold distinct bytes in increasing ",
-               "order; ", describe_byte(cur), " at position ", i, " follows ", describe_byte(prev));
-  }
-  return CharVocab(std::string(chars));
+std::string CharVocab::to_string() const {
+  std::string s;
+  for (char32_t c : chars_) s += utf8_of(c);
+  return s;
 }
 
-int64_t CharVocab::id_of(char c) const {
-  int16_t id = id_of_[static_cast<unsigned char>(c)];
-  KILN_CHECK(id >= 0, ValueError, describe_byte(static_cast<unsigned char>(c)),
-             " is not in the vocabulary of ", size(), " characters");
+int64_t CharVocab::id_of(char32_t c) const {
+  int64_t id = lookup(c);
+  KILN_CHECK(id >= 0, ValueError, describe_char(c), " is not in the vocabulary of ", size(),
+             " characters");
   return id;
 }
 
-char CharVocab::char_of(int64_t id) const {
+char32_t CharVocab::char_of(int64_t id) const {
   KILN_CHECK(id >= 0 && id < size(), IndexError, "token id ", id, " is outside the vocabulary [0, ",
              size(), ")");
   return chars_[static_cast<size_t>(id)];
 }
 
-std::vector<int64_t> CharVocab::encode(std::string_view text) const {
+std::vector<int64_t> CharVocab::encode(std::u32string_view text) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    int16_t id = id_of_[static_cast<unsigned char>(text[i])];
-    KILN_CHECK(id >= 0, ValueError, describe_byte(static_cast<unsigned char>(text[i])),
-               " at position ", i, " is not in the vocabulary of ", size(), " characters");
+    int64_t id = lookup(text[i]);
+    KILN_CHECK(id >= 0, ValueError, describe_char(text[i]), " at position ", i,
+               " is not in the vocabulary of ", size(), " characters");
     ids.push_back(id);
   }
   return ids;
+}
+
+std::vector<int64_t> CharVocab::encode(std::string_view text) const {
+  return encode(decode_text(text).chars);
 }
 
 Tensor CharVocab::encode_tensor(std::string_view text) const {
@@ -104,7 +204,7 @@ Tensor CharVocab::encode_tensor(std::string_view text) const {
 std::string CharVocab::decode(std::span<const int64_t> ids) const {
   std::string text;
   text.reserve(ids.size());
-  for (int64_t id : ids) text.push_back(char_of(id));
+  for (int64_t id : ids) text += utf8_of(char_of(id));
   return text;
 }
 
@@ -114,6 +214,10 @@ std::string CharVocab::decode(const Tensor& ids) const {
              ids.dtype());
   std::vector<int64_t> v = ids.to_vector<int64_t>();
   return decode(std::span<const int64_t>(v));
+}
+
+std::string default_prompt(const CharVocab& vocab) {
+  return vocab.contains(U'\n') ? std::string("\n") : utf8_of(vocab.char_of(0));
 }
 
 std::string default_corpus_path() {
@@ -154,9 +258,17 @@ TextDataset TextDataset::from_text(std::string text, int64_t block_size, double 
 
   TextDataset ds;
   ds.name_ = std::move(name);
-  ds.vocab_ = CharVocab::from_text(text);
-  ds.tokens_ = ds.vocab_.encode_tensor(text);
-  const auto n = static_cast<int64_t>(text.size());
+  DecodedText decoded = decode_text(text);
+  text = std::string();  // the characters are all that is kept
+  ds.invalid_bytes_ = decoded.invalid_bytes;
+  ds.first_invalid_ = decoded.first_invalid_offset;
+  ds.vocab_ = CharVocab::from_chars(decoded.chars);
+  {
+    std::vector<int64_t> ids = ds.vocab_.encode(decoded.chars);
+    ds.tokens_ = make_tensor({static_cast<int64_t>(ids.size())}, DType::Int64);
+    std::copy(ids.begin(), ids.end(), ds.tokens_.data_ptr<int64_t>());
+  }
+  const auto n = static_cast<int64_t>(decoded.chars.size());
   ds.train_size_ = static_cast<int64_t>(std::floor(static_cast<double>(n) * train_fraction));
   ds.check_block_size(block_size);
   return ds;
@@ -215,7 +327,7 @@ double TextDataset::unigram_entropy(Split split) const {
   for (int64_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(ids[i])];
   double h = 0.0;
   for (int64_t c : counts) {
-    if (c == 0) continue;  // 0 ln 0 = 0: a byte absent from this split contributes nothing
+    if (c == 0) continue;  // 0 ln 0 = 0: a character absent from this split contributes nothing
     double p = static_cast<double>(c) / static_cast<double>(n);
     h -= p * std::log(p);
   }

@@ -1,9 +1,12 @@
 // Character-level text data for `kiln train`: the vocabulary (CharVocab) and the dataset of
 // token ids with its train/validation split and random batches (TextDataset).
 //
-// Tokens are bytes: the vocabulary is the sorted set of distinct bytes of the text, and a token
-// id is a byte's rank in that set. For ASCII text that is one token per character; UTF-8 text
-// is handled consistently (a multi-byte character is several tokens), never rejected.
+// Tokens are characters (Unicode code points): the text is decoded as UTF-8, the vocabulary is
+// the sorted set of its distinct characters, and a token id is a character's rank in that set.
+// So "N characters" counts characters, and every vocabulary is valid UTF-8 when saved. Any
+// file is accepted: a byte that is not part of a valid UTF-8 sequence is read as the Latin-1
+// character with that code (U+0080..U+00FF), so Latin-1 / Windows-1252 text trains too and
+// samples come out as UTF-8 (decode_text() counts such bytes; `kiln train` reports them).
 #pragma once
 
 #include <array>
@@ -26,29 +29,48 @@ class DataError : public kiln::Error {
   using kiln::Error::Error;
 };
 
-// The byte -> token id mapping of one text.
+// Text decoded as UTF-8 into characters (code points); bytes outside valid UTF-8 are read as
+// Latin-1 characters.
+struct DecodedText {
+  std::u32string chars;
+  int64_t invalid_bytes = 0;         // bytes read as Latin-1
+  int64_t first_invalid_offset = -1;  // byte offset of the first, -1 when none
+};
+DecodedText decode_text(std::string_view bytes);
+// A code point as UTF-8.
+std::string utf8_of(char32_t c);
+// How a character is shown in messages: 'x' (printable ASCII), '\n', 'é' (U+00E9), U+0007.
+std::string describe_char(char32_t c);
+
+// The character -> token id mapping of one text.
 class CharVocab {
  public:
   CharVocab() = default;
-  // The vocabulary of `text`: its distinct bytes, sorted. Throws DataError for empty text.
+  // The vocabulary of `text` (decoded by decode_text): its distinct characters, sorted by code
+  // point. Throws DataError for empty text.
   static CharVocab from_text(std::string_view text);
-  // The inverse of to_string(): `chars` must be non-empty, strictly increasing (as unsigned
-  // bytes), so a corrupt checkpoint is caught rather than silently remapped. Throws DataError.
+  static CharVocab from_chars(std::u32string_view chars);
+  // The inverse of to_string(): `chars` must be non-empty valid UTF-8 whose characters are
+  // strictly increasing, so a corrupt checkpoint is caught rather than silently remapped.
+  // Throws DataError.
   static CharVocab from_string(std::string_view chars);
 
-  // The vocabulary as a string of its bytes in id order; what a checkpoint stores.
-  std::string to_string() const { return chars_; }
+  // The vocabulary as UTF-8, its characters in id order; what a checkpoint stores. Always
+  // valid UTF-8.
+  std::string to_string() const;
   int64_t size() const { return static_cast<int64_t>(chars_.size()); }
-  bool contains(char c) const { return id_of_[static_cast<unsigned char>(c)] >= 0; }
-  int64_t id_of(char c) const;     // throws kiln::ValueError when c is not in the vocabulary
-  char char_of(int64_t id) const;  // throws kiln::IndexError when id is outside [0, size)
+  bool contains(char32_t c) const { return lookup(c) >= 0; }
+  int64_t id_of(char32_t c) const;     // throws kiln::ValueError when c is not in the vocabulary
+  char32_t char_of(int64_t id) const;  // throws kiln::IndexError when id is outside [0, size)
 
-  // Text -> ids. Throws kiln::ValueError naming the first byte that is not in the vocabulary
-  // (e.g. a `kiln sample --prompt` character the model never saw).
+  // Text -> ids. Throws kiln::ValueError naming the first character that is not in the
+  // vocabulary and its position in characters (e.g. a `kiln sample --prompt` character the
+  // model never saw).
   std::vector<int64_t> encode(std::string_view text) const;
+  std::vector<int64_t> encode(std::u32string_view chars) const;
   // The same as a 1-d int64 tensor.
   Tensor encode_tensor(std::string_view text) const;
-  // Ids -> text. Throws kiln::IndexError for an id outside [0, size).
+  // Ids -> UTF-8 text. Throws kiln::IndexError for an id outside [0, size).
   std::string decode(std::span<const int64_t> ids) const;
   // A tensor of integer ids of any shape, read in row-major order.
   std::string decode(const Tensor& ids) const;
@@ -56,10 +78,15 @@ class CharVocab {
   bool operator==(const CharVocab& other) const { return chars_ == other.chars_; }
 
  private:
-  explicit CharVocab(std::string chars);
-  std::string chars_;
-  std::array<int16_t, 256> id_of_{};  // -1 for bytes not in the vocabulary
+  explicit CharVocab(std::u32string chars);
+  int64_t lookup(char32_t c) const;  // -1 when absent
+  std::u32string chars_;              // sorted
+  std::array<int32_t, 128> ascii_id_{};  // -1 for ASCII characters not in the vocabulary
 };
+
+// What generation starts from when no prompt is given: "\n" when the vocabulary has it, else
+// its first character.
+std::string default_prompt(const CharVocab& vocab);
 
 // The corpus shipped with Kiln (see data/README.md), relative to the repository root.
 inline constexpr const char* kDefaultCorpus = "data/pride_and_prejudice.txt";
@@ -106,7 +133,11 @@ class TextDataset {
   // for non-positive sizes and DataError when the split is shorter than block_size + 1.
   Batch get_batch(Split split, int64_t batch_size, int64_t block_size, Generator& gen) const;
 
-  // Entropy in nats of the split's byte frequencies, -sum p ln p: the cross-entropy a model that
+  // Bytes of the file that were not valid UTF-8 and were read as Latin-1 characters.
+  int64_t invalid_utf8_bytes() const { return invalid_bytes_; }
+  int64_t first_invalid_utf8_offset() const { return first_invalid_; }
+
+  // Entropy in nats of the split's character frequencies, -sum p ln p: the cross-entropy a model that
   // ignores context reaches on that split, so the baseline a language model's loss must beat.
   double unigram_entropy(Split split) const;
 
@@ -118,6 +149,8 @@ class TextDataset {
   CharVocab vocab_;
   Tensor tokens_;
   int64_t train_size_ = 0;
+  int64_t invalid_bytes_ = 0;
+  int64_t first_invalid_ = -1;
 };
 
 }  // namespace kiln::cli

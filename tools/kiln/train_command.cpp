@@ -1,7 +1,11 @@
-// `kiln train`: its flags, their validation, and (for now) a stub in place of the training loop.
+// `kiln train`: its flags, their validation, the checks made before training, the training
+// loop, periodic and interrupt-time checkpoints.
+#include <csignal>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -35,6 +39,9 @@ ArgParser train_parser() {
       .add_path("resume", "FILE", "", "continue training from this checkpoint", PathRole::kInput)
       .add_int("threads", "N", 2, "threads for kernels and BLAS")
       .add_float("dropout", "F", 0.0, "dropout probability", FloatRange::half_open(0.0, 1.0))
+      .add_string("save-every", "N|Nm", "10m",
+                  "also save a checkpoint to --out every N steps, or every N minutes (10m, 90s, "
+                  "2h); 'off' never")
       .add_switch("eager", "run the training step eagerly instead of through kiln::compile");
   return p;
 }
@@ -58,6 +65,8 @@ TrainOptions TrainOptions::from_args(const ParsedArgs& a) {
   o.threads = a.get_int("threads");
   o.dropout = a.get_float("dropout");
   o.eager = a.get_switch("eager");
+  o.seed_given = a.was_given("seed");
+  o.save_every = parse_save_every(a.get_string("save-every"));
   if (o.embd % o.heads != 0) {
     throw UsageError("--embd " + std::to_string(o.embd) + " is not a multiple of --heads " +
                      std::to_string(o.heads));
@@ -107,10 +116,32 @@ double train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch) {
   return loss.item<double>();
 }
 
+int interrupted_status(int signal) { return 128 + signal; }
+
+namespace {
+
+// The command that continues a run from `path` (every flag that must match, spelled out).
+std::string resume_command(const TrainOptions& o, const std::string& path) {
+  std::ostringstream os;
+  os << "kiln train --resume " << path << " --out " << path << " --data " << o.data
+     << " --steps " << o.steps << " --batch " << o.batch << " --block " << o.block
+     << " --layers " << o.layers << " --heads " << o.heads << " --embd " << o.embd << " --lr "
+     << o.lr << " --warmup " << o.warmup << " --eval-every " << o.eval_every
+     << " --eval-batches " << o.eval_batches << " --dropout " << o.dropout;
+  if (o.eager) os << " --eager";
+  return os.str();
+}
+
+}  // namespace
+
 int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   set_num_threads(static_cast<int>(o.threads));
   TextDataset data = TextDataset::from_file(o.data, o.block);
   const double baseline = data.unigram_entropy(Split::kVal);
+  if (data.invalid_utf8_bytes() > 0)
+    err << "kiln train: " << data.name() << " is not valid UTF-8 (first bad byte at offset "
+        << data.first_invalid_utf8_offset() << "); " << data.invalid_utf8_bytes()
+        << " bytes were read as Latin-1 characters\n";
 
   nn::GPTConfig config;
   config.vocab_size = data.vocab().size();
@@ -119,39 +150,86 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   config.n_head = o.heads;
   config.n_embd = o.embd;
   config.dropout = o.dropout;
-  manual_seed(o.seed);
+  // Refuse a run that cannot fit before anything big is allocated.
+  check_fits(estimate_train_bytes(config, o.batch), available_memory(),
+             "a training step of this model (--layers " + std::to_string(o.layers) + ", --embd " +
+                 std::to_string(o.embd) + ", --heads " + std::to_string(o.heads) + ", --block " +
+                 std::to_string(o.block) + ", --batch " + std::to_string(o.batch) + ", " +
+                 std::to_string(config.vocab_size) + " characters)",
+             "lower --batch, --block, --layers or --embd");
+
+  // A resumed run: everything in the checkpoint is checked before any training.
+  std::optional<GPTCheckpoint> ckpt;
+  uint64_t seed = o.seed;
+  if (!o.resume.empty()) {
+    ckpt = load_gpt_checkpoint(o.resume);
+    KILN_CHECK(ckpt->vocab == data.vocab(), CheckpointError, o.resume,
+               ": its vocabulary differs from that of ", o.data);
+    KILN_CHECK(ckpt->config.block_size == o.block && ckpt->config.n_layer == o.layers &&
+                   ckpt->config.n_head == o.heads && ckpt->config.n_embd == o.embd &&
+                   ckpt->config.tied_head == config.tied_head,
+               CheckpointError, o.resume, ": the model in it (block ", ckpt->config.block_size,
+               ", layers ", ckpt->config.n_layer, ", heads ", ckpt->config.n_head, ", embd ",
+               ckpt->config.n_embd, ") differs from the one asked for (block ", o.block,
+               ", layers ", o.layers, ", heads ", o.heads, ", embd ", o.embd, ")");
+    KILN_CHECK(ckpt->step < o.steps, ValueError, o.resume, " already has ", ckpt->step,
+               " steps; pass --steps larger than that to train further");
+    // The random streams continue from where they stopped: same seed, saved offsets.
+    const uint64_t saved_seed = checkpoint_uint(*ckpt, "seed");
+    KILN_CHECK(!o.seed_given || o.seed == saved_seed, ValueError, "--seed ", o.seed,
+               " differs from the seed ", saved_seed, " that ", o.resume,
+               " was trained with; a resumed run continues its random streams (omit --seed)");
+    seed = saved_seed;
+    for (const char* key :
+         {"batch_generator_offset", "eval_generator_offset", "default_generator_offset"})
+      checkpoint_uint(*ckpt, key);
+  }
+
+  manual_seed(seed);
   nn::GPT model(config);
   optim::AdamW opt(model.parameters(), {.lr = o.lr, .weight_decay = 0.1});
   optim::WarmupCosineSchedule schedule(o.lr, std::min(o.warmup, o.steps), o.steps, o.lr * 0.1);
-  Generator batch_gen(o.seed + 1), eval_gen(o.seed + 2);
+  Generator batch_gen(seed + 1), eval_gen(seed + 2);
 
   int64_t start_step = 0;
-  if (!o.resume.empty()) {
-    GPTCheckpoint ckpt = load_gpt_checkpoint(o.resume);
-    KILN_CHECK(ckpt.vocab == data.vocab(), CheckpointError, o.resume,
-               ": its vocabulary differs from that of ", o.data);
-    KILN_CHECK(ckpt.config.block_size == o.block && ckpt.config.n_layer == o.layers &&
-                   ckpt.config.n_head == o.heads && ckpt.config.n_embd == o.embd,
-               CheckpointError, o.resume, ": the model in it (block ", ckpt.config.block_size,
-               ", layers ", ckpt.config.n_layer, ", heads ", ckpt.config.n_head, ", embd ",
-               ckpt.config.n_embd, ") differs from the one asked for (block ", o.block, ", layers ",
-               o.layers, ", heads ", o.heads, ", embd ", o.embd, ")");
-    model.load_state_dict(ckpt.model);
-    opt.load_state_dict(ckpt.optimizer);
-    start_step = ckpt.step;
-    auto offset = [&](const char* key) {
-      auto it = ckpt.extra.find(key);
-      KILN_CHECK(it != ckpt.extra.end(), CheckpointError, o.resume, ": no '", key,
-                 "' in its metadata");
-      return std::stoull(it->second);
-    };
-    batch_gen.set_offset(offset("batch_generator_offset"));
-    eval_gen.set_offset(offset("eval_generator_offset"));
-    default_generator().set_offset(offset("default_generator_offset"));
-    KILN_CHECK(start_step < o.steps, ValueError, o.resume, " already has ", start_step,
-               " steps; pass --steps larger than that to train further");
+  if (ckpt) {
+    try {
+      model.load_state_dict(ckpt->model);
+      opt.load_state_dict(ckpt->optimizer);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const Error& e) {
+      throw CheckpointError(o.resume + ": " + e.what());
+    }
+    start_step = ckpt->step;
+    batch_gen.set_offset(checkpoint_uint(*ckpt, "batch_generator_offset"));
+    eval_gen.set_offset(checkpoint_uint(*ckpt, "eval_generator_offset"));
+    default_generator().set_offset(checkpoint_uint(*ckpt, "default_generator_offset"));
+    ckpt.reset();
   }
 
+  // The checkpoint of the state after `steps` steps, as saved at the end, periodically and on
+  // interruption.
+  auto make_checkpoint = [&](int64_t steps) {
+    GPTCheckpoint c;
+    c.config = config;
+    c.vocab = data.vocab();
+    c.step = steps;
+    c.model = model.state_dict();
+    c.optimizer = opt.state_dict();
+    c.extra["batch_generator_offset"] = std::to_string(batch_gen.offset());
+    c.extra["eval_generator_offset"] = std::to_string(eval_gen.offset());
+    c.extra["default_generator_offset"] = std::to_string(default_generator().offset());
+    c.extra["seed"] = std::to_string(seed);
+    return c;
+  };
+  // Everything that could make the final save fail is checked now, not after training: the
+  // header (names, metadata, UTF-8) is built and the destination checked again.
+  validate_gpt_checkpoint(make_checkpoint(start_step));
+  check_output_file("--out", o.out);
+
+  // From here on SIGINT / SIGTERM save the last finished step (checked after each step).
+  InterruptGuard interrupt;
   err << "kiln train: " << data.name() << ": " << data.tokens().numel() << " characters, "
       << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd << " wide, "
       << model.num_parameters() << " parameters; " << o.steps - start_step << " steps of "
@@ -171,6 +249,9 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   popts.terminal = is_terminal(2);
   ProgressBar bar(o.steps, o.batch * o.block, err, popts);
   double val = 0, train_loss = 0;
+  using Clock = std::chrono::steady_clock;
+  auto last_save = Clock::now();
+  int64_t last_saved_step = start_step;
   for (int64_t step = start_step; step < o.steps; ++step) {
     opt.set_lr(schedule.lr_at(step));
     Batch b = data.get_batch(Split::kTrain, o.batch, o.block, batch_gen);
@@ -184,6 +265,28 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
       bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) + ", val " +
                   fixed(val) + " (baseline " + fixed(baseline) + ", " + versus(val, baseline) +
                   ")");
+    }
+    if (o.after_step) o.after_step(step + 1);
+    // (A signal during the last step lets the run finish: the final save follows at once.)
+    if (const int sig = step + 1 < o.steps ? interrupt.pending() : 0) {
+      save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
+      bar.finish();
+      err << "kiln train: interrupted by " << InterruptGuard::name(sig) << " after step "
+          << step + 1 << " of " << o.steps << "; checkpoint saved to " << o.out
+          << "\nkiln train: resume with: " << resume_command(o, o.out) << "\n";
+      return interrupted_status(sig);
+    }
+    const bool due =
+        step + 1 < o.steps &&
+        ((o.save_every.steps > 0 && (step + 1 - last_saved_step) >= o.save_every.steps) ||
+         (o.save_every.seconds > 0 &&
+          std::chrono::duration<double>(Clock::now() - last_save).count() >=
+              o.save_every.seconds));
+    if (due) {
+      save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
+      last_save = Clock::now();
+      last_saved_step = step + 1;
+      bar.message("step " + std::to_string(step + 1) + ": checkpoint saved to " + o.out);
     }
   }
   bar.finish();
@@ -201,23 +304,13 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
         << fixed(compile_times()["total"] - compile_before, 3) << " s\n";
   }
 
-  GPTCheckpoint ckpt;
-  ckpt.config = config;
-  ckpt.vocab = data.vocab();
-  ckpt.step = o.steps;
-  ckpt.model = model.state_dict();
-  ckpt.optimizer = opt.state_dict();
-  ckpt.extra["batch_generator_offset"] = std::to_string(batch_gen.offset());
-  ckpt.extra["eval_generator_offset"] = std::to_string(eval_gen.offset());
-  ckpt.extra["default_generator_offset"] = std::to_string(default_generator().offset());
-  ckpt.extra["seed"] = std::to_string(o.seed);
-  save_gpt_checkpoint(o.out, ckpt);
+  save_gpt_checkpoint(o.out, make_checkpoint(o.steps));
 
   out << "final: train " << fixed(train_loss) << ", val " << fixed(val) << " nats; baseline "
       << fixed(baseline) << " (" << versus(val, baseline) << ")\n";
   out << "checkpoint: " << o.out << " (sample with: kiln sample --checkpoint " << o.out << ")\n";
-  Generator sample_gen(o.seed);
-  Tensor prompt = data.vocab().encode_tensor("\n").unsqueeze(0);
+  Generator sample_gen(seed);
+  Tensor prompt = data.vocab().encode_tensor(default_prompt(data.vocab())).unsqueeze(0);
   out << "sample:\n"
       << data.vocab().decode(model.generate(prompt, 200, 0.8, &sample_gen)[0]) << "\n";
   return kExitOk;

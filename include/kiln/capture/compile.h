@@ -55,13 +55,17 @@ struct CompileOptions {
   std::optional<bool> dynamic;
   // Reserved: "" or "default" only, until the optimizing backend's modes exist.
   std::string mode;
-  // Name used in warnings, logs and reports (default: the call site of compile()).
+  // Name used in warnings, logs and reports (default: the call site of compile()); printable
+  // text (no control characters).
   std::string name;
+  // Compiled entries kept per graph segment of this function (default:
+  // compile_config().cache_size_limit); must be >= 0 (0: the first graph only).
+  std::optional<int> cache_size_limit;
 };
 
 struct CompileConfig {
   // Compiled entries kept per graph segment of a compiled function; past it the function runs
-  // eagerly, with one warning.
+  // eagerly, with one warning. Must be >= 0 (checked when a function is compiled).
   int cache_size_limit = 8;
 };
 CompileConfig& compile_config();
