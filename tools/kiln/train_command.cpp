@@ -107,13 +107,15 @@ std::string fixed(double v, int digits = 3) {
 }  // namespace
 
 // One optimizer step: forward, backward, clip, update; run_train wraps it in kiln::compile.
-double train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch) {
+// Nothing in it reads a value (the clipping is the tensor form, the loss is returned as a
+// tensor), so a compiled step is one graph with no break.
+Tensor train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch) {
   Tensor loss = model.loss(batch.x, batch.y);
   opt.zero_grad();
   loss.backward();
-  optim::clip_grad_norm_(model.parameters(), 1.0);
+  optim::clip_grad_norm_tensor_(model.parameters(), 1.0);
   opt.step();
-  return loss.item<double>();
+  return loss;
 }
 
 int interrupted_status(int signal) { return 128 + signal; }
@@ -237,9 +239,8 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   err << "kiln train: unigram-entropy baseline (val) " << fixed(baseline)
       << " nats; the goal is to end well below it\n";
 
-  // The training step through kiln::compile (unless --eager): forward and backward are one
-  // graph; gradient clipping reads the gradients (a graph break); the clipping and the AdamW
-  // update are a second graph.
+  // The training step through kiln::compile (unless --eager): forward, backward, clipping and
+  // the AdamW update are one graph.
   CompileProfiler profiler;
   auto compiled_step = kiln::compile([&](const Batch& b) { return train_step(model, opt, b); },
                                      CompileOptions{.name = "train_step"});
@@ -255,7 +256,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   for (int64_t step = start_step; step < o.steps; ++step) {
     opt.set_lr(schedule.lr_at(step));
     Batch b = data.get_batch(Split::kTrain, o.batch, o.block, batch_gen);
-    const double loss = o.eager ? train_step(model, opt, b) : compiled_step(b);
+    const double loss = (o.eager ? train_step(model, opt, b) : compiled_step(b)).item<double>();
     KILN_CHECK(std::isfinite(loss), Error, "training diverged at step ", step + 1, " (loss ", loss,
                "); try a lower --lr");
     bar.update(step + 1, loss);
