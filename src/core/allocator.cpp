@@ -130,7 +130,7 @@ class HostAllocator {
       }
       // New memory: first release cached blocks that the budget cannot afford.
       const int64_t req_peak = std::max(peak_requested_.load(),
-                                        requested_.load() + static_cast<int64_t>(nbytes));
+                                        requested() + static_cast<int64_t>(nbytes));
       const int64_t budget = std::max(2 * req_peak, req_peak + limit_);
       while (!cache_.empty() &&
              allocated_.load() + cached_ + static_cast<int64_t>(size) > budget)
@@ -153,7 +153,6 @@ class HostAllocator {
     if (nbytes == 0) nbytes = 1;
     if (nbytes < kLargeBlockBytes) {
       allocated_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
-      requested_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
       int cls = small_class(nbytes);
       SmallCache* cache = cls >= 0 ? small_cache() : nullptr;
       if (cache && cache->lists[cls].size() < kSmallCacheDepth) {
@@ -168,7 +167,8 @@ class HostAllocator {
     const Live live = it->second;
     live_.erase(it);
     allocated_.fetch_sub(static_cast<int64_t>(live.size), std::memory_order_relaxed);
-    requested_.fetch_sub(static_cast<int64_t>(live.requested), std::memory_order_relaxed);
+    large_slack_.fetch_sub(static_cast<int64_t>(live.size - live.requested),
+                           std::memory_order_relaxed);
     if (static_cast<int64_t>(live.size) > limit_) {  // a block larger than the limit is not kept
       unmap(p, live.size);
       return;
@@ -203,7 +203,7 @@ class HostAllocator {
     s.cached = cached_;
     s.num_allocs = num_allocs_.load();
     s.num_cache_hits = num_hits_.load();
-    s.requested = requested_.load();
+    s.requested = requested();
     s.peak_requested = peak_requested_.load();
     s.reserved = s.allocated + cached_;
     s.peak_reserved = std::max(peak_reserved_, s.reserved);
@@ -214,7 +214,7 @@ class HostAllocator {
   void reset_peak() {
     std::lock_guard<std::mutex> lock(mu_);
     peak_.store(allocated_.load());
-    peak_requested_.store(requested_.load());
+    peak_requested_.store(requested());
     peak_reserved_ = allocated_.load() + cached_;
   }
 
@@ -265,12 +265,20 @@ class HostAllocator {
     while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
   }
-  void account(int64_t n, int64_t requested) {
+  // Bytes the live tensors asked for: a small block is exactly its request, so only large
+  // blocks' rounding (large_slack_) is tracked, under mu_; the small path, the hot one, pays
+  // for no extra atomic update.
+  int64_t requested() const {
+    return allocated_.load(std::memory_order_relaxed) -
+           large_slack_.load(std::memory_order_relaxed);
+  }
+  void account(int64_t n, int64_t requested_bytes) {
+    if (n != requested_bytes)  // a large block (mu_ held)
+      large_slack_.fetch_add(n - requested_bytes, std::memory_order_relaxed);
     int64_t now = allocated_.fetch_add(n, std::memory_order_relaxed) + n;
-    int64_t req = requested_.fetch_add(requested, std::memory_order_relaxed) + requested;
     num_allocs_.fetch_add(1, std::memory_order_relaxed);
     raise_peak(peak_, now);
-    raise_peak(peak_requested_, req);
+    raise_peak(peak_requested_, now - large_slack_.load(std::memory_order_relaxed));
     if (n >= static_cast<int64_t>(kLargeBlockBytes))  // called with mu_ held for large blocks
       peak_reserved_ = std::max(peak_reserved_, now + cached_);
   }
@@ -285,7 +293,7 @@ class HostAllocator {
   int64_t num_releases_ = 0;
   uint64_t seq_ = 0;
   std::atomic<int64_t> allocated_{0}, peak_{0}, num_allocs_{0}, num_hits_{0};
-  std::atomic<int64_t> requested_{0}, peak_requested_{0};
+  std::atomic<int64_t> large_slack_{0}, peak_requested_{0};
 };
 
 HostAllocator& allocator() {
