@@ -444,10 +444,12 @@ const std::shared_ptr<Node> kNoNode;
 }  // namespace
 
 const Tensor& Tensor::grad() const {
+  checked("grad");
   const auto& m = impl_->autograd_meta();
   return m ? m->grad : kUndefined;
 }
 void Tensor::set_grad(const Tensor& g) {
+  checked("set_grad");
   if (g.defined()) {
     KILN_CHECK(g.sizes() == sizes(), ShapeError, "set_grad: gradient of shape ", g.shape_str(),
                " for a tensor of shape ", shape_str());
@@ -458,19 +460,26 @@ void Tensor::set_grad(const Tensor& g) {
   autograd::meta(*this).grad = g;
 }
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  checked("grad_fn");
   const auto& m = impl_->autograd_meta();
   return m ? m->grad_fn : kNoNode;
 }
-bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+bool Tensor::is_leaf() const {
+  checked("is_leaf");
+  return grad_fn() == nullptr;
+}
 uint32_t Tensor::output_nr() const {
+  checked("output_nr");
   const auto& m = impl_->autograd_meta();
   return m ? m->output_nr : 0;
 }
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
                       bool create_graph) const {
+  checked("backward");
   kiln::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 size_t Tensor::register_hook(TensorHook hook) const {
+  checked("register_hook");
   KILN_CHECK(requires_grad(), Error, "register_hook: the tensor (shape ", shape_str(),
              ") does not require grad, so no gradient will ever reach a hook on it");
   AutogradMeta& m = autograd::meta(*this);
@@ -480,12 +489,14 @@ size_t Tensor::register_hook(TensorHook hook) const {
   return h;
 }
 void Tensor::remove_hook(size_t handle) const {
+  checked("remove_hook");
   const auto& m = impl_->autograd_meta();
   if (!m) return;
   if (m->grad_fn) m->grad_fn->remove_pre_hook(handle);
   std::erase_if(m->hooks, [&](const AutogradMeta::Hook& h) { return h.handle == handle; });
 }
 void Tensor::retain_grad() const {
+  checked("retain_grad");
   KILN_CHECK(requires_grad(), Error, "retain_grad: the tensor (shape ", shape_str(),
              ") does not require grad");
   AutogradMeta& m = autograd::meta(*this);
@@ -494,6 +505,7 @@ void Tensor::retain_grad() const {
   autograd::add_retain_grad_hook(*this);
 }
 bool Tensor::retains_grad() const {
+  checked("retains_grad");
   const auto& m = impl_->autograd_meta();
   return m && m->retains_grad;
 }

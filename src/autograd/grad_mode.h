@@ -17,8 +17,8 @@ extern thread_local bool tls_inference_mode;
 inline bool needs_recording(std::span<const Tensor> inputs, const Tensor& out) {
   if (!detail::tls_grad_enabled) return false;
   for (const Tensor& t : inputs)
-    if (t.requires_grad()) return true;
-  return out.defined() && out.requires_grad();
+    if (t.impl()->requires_grad()) return true;  // dispatch checked they are defined
+  return out.defined() && out.impl()->requires_grad();
 }
 
 inline bool inference_mode() { return detail::tls_inference_mode; }

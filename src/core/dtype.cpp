@@ -1,6 +1,10 @@
 #include "kiln/core/dtype.h"
 
+#include <cmath>
+#include <limits>
 #include <ostream>
+
+#include "kiln/core/error.h"
 
 #include "kiln/core/scalar.h"
 
@@ -26,6 +30,41 @@ DType promote_types(DType a, DType b) {
 
 bool can_cast(DType from, DType to) {
   return static_cast<int>(category(from)) <= static_cast<int>(category(to));
+}
+
+void check_scalar_fits(const Scalar& value, DType dtype, const char* op) {
+  bool fits = true;
+  switch (dtype) {
+    case DType::Bool:
+    case DType::Float64:
+      break;
+    case DType::Float32:
+      // As PyTorch: NaN and infinities convert; a finite double beyond float's range does not.
+      if (value.is_floating()) {
+        const double v = value.to_double();
+        fits = !std::isfinite(v) || std::fabs(v) <= std::numeric_limits<float>::max();
+      }
+      break;
+    case DType::Int32:
+    case DType::Int64: {
+      const int64_t lo = dtype == DType::Int32 ? std::numeric_limits<int32_t>::min()
+                                               : std::numeric_limits<int64_t>::min();
+      const int64_t hi = dtype == DType::Int32 ? std::numeric_limits<int32_t>::max()
+                                               : std::numeric_limits<int64_t>::max();
+      if (value.is_floating()) {
+        // Truncation toward zero must land in [lo, hi]; -2^63 is exact in double, 2^63 is not
+        // representable in int64. NaN fails both comparisons.
+        const double v = std::trunc(value.to_double());
+        fits = v >= static_cast<double>(lo) &&
+               (dtype == DType::Int32 ? v <= static_cast<double>(hi) : v < 0x1p63);
+      } else if (value.is_integral()) {
+        fits = value.to_int() >= lo && value.to_int() <= hi;
+      }
+      break;
+    }
+  }
+  KILN_CHECK(fits, ValueError, op, ": value ", value, " cannot be converted to type ", dtype,
+             " without overflow");
 }
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s) {

@@ -14,26 +14,44 @@ std::ostream& operator<<(std::ostream& os, IntList l) {
   return os << "]";
 }
 
-Shape contiguous_strides(IntList sizes) {
+namespace detail {
+void throw_int64_overflow(const char* op, const char* what, int64_t a, char sym, int64_t b) {
+  throw ValueError(concat(op, ": ", what, " overflows int64 (", a, " ", sym, " ", b, ")"));
+}
+}  // namespace detail
+
+Shape contiguous_strides(IntList sizes, const char* op) {
   Shape strides(sizes.size());
   int64_t s = 1;
   for (int64_t i = sizes.ssize() - 1; i >= 0; --i) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    // Only the last product can be unused: check it too, a stride past int64 is never valid.
+    KILN_CHECK(!mul_overflows(s, std::max<int64_t>(sizes[i], 1), &s), ValueError, op,
+               ": the strides of a contiguous tensor of shape ", sizes, " overflow int64");
   }
   return strides;
 }
 
 int64_t checked_numel(IntList sizes, const char* op) {
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, ValueError, op, ": sizes must be non-negative, got ", sizes);
-    KILN_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / s, ValueError, op,
-               ": number of elements of ", sizes, " overflows int64");
-    n *= s;
+    overflow = overflow || mul_overflows(n, s, &n);
   }
+  // A zero size makes the product 0 however large the others are (as PyTorch).
+  for (int64_t s : sizes)
+    if (s == 0) return 0;
+  KILN_CHECK(!overflow, ValueError, op, ": the number of elements of shape ", sizes,
+             " overflows int64");
   return n;
 }
+
+namespace detail {
+void throw_undefined_tensor(const char* member) {
+  throw Error(concat("Tensor::", member, "() called on an undefined tensor"));
+}
+}  // namespace detail
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
@@ -54,8 +72,9 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape s
 }
 
 void TensorImpl::refresh() {
-  numel_ = 1;
-  for (int64_t s : sizes_) numel_ *= s;
+  // Ops check their output sizes with their own names first; this is the backstop for any
+  // other way to build a TensorImpl, so that numel() can never be a wrapped-around value.
+  numel_ = checked_numel(sizes_, "Tensor");
   contiguous_ = true;
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
@@ -94,30 +113,39 @@ void TensorImpl::materialize() {
 
 Tensor make_tensor(IntList sizes, DType dtype) {
   int64_t n = checked_numel(sizes, "empty");
-  KILN_CHECK(n <= std::numeric_limits<int64_t>::max() / itemsize(dtype), ValueError, "empty: ", n,
+  int64_t nbytes;
+  KILN_CHECK(!mul_overflows(n, itemsize(dtype), &nbytes), ValueError, "empty: ", n,
              " elements of dtype ", dtype, " (shape ", sizes,
              ") need more bytes than int64 can count");
-  auto storage = Storage::allocate(static_cast<size_t>(n) * itemsize(dtype));
+  Shape strides = contiguous_strides(sizes, "empty");
+  auto storage = Storage::allocate(static_cast<size_t>(nbytes));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, sizes.shape(),
-                                             contiguous_strides(sizes), dtype));
+                                             std::move(strides), dtype));
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  checked("size");
+  return sizes()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  checked("stride");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 
 std::string Tensor::shape_str() const {
+  checked("shape_str");
   std::ostringstream os;
   os << IntList(sizes());
   return os.str();
 }
 
 void Tensor::check_dtype(DType expected, const char* what) const {
-  KILN_CHECK(defined(), Error, what, ": the tensor is undefined");
-  KILN_CHECK(dtype() == expected, DTypeError, what, ": expected dtype ", expected,
+  KILN_CHECK(checked(what).dtype() == expected, DTypeError, what, ": expected dtype ", expected,
              " but the tensor has dtype ", dtype());
 }
 
-Tensor& Tensor::requires_grad_(bool r) {
+Tensor& Tensor::requires_grad_(bool r) const {
+  checked("requires_grad_");
   KILN_CHECK(!r || is_floating(dtype()), DTypeError,
              "requires_grad_: only floating point tensors can require gradients, got dtype ",
              dtype());
@@ -128,7 +156,7 @@ Tensor& Tensor::requires_grad_(bool r) {
              "(shape ",
              shape_str(), ") has a grad_fn; use detach() for a tensor without history");
   impl_->set_requires_grad(r);
-  return *this;
+  return mutable_self();
 }
 
 namespace {
@@ -159,7 +187,7 @@ void gather_elements(const Tensor& t, std::vector<T>& out) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  KILN_CHECK(defined(), Error, "to_vector: the tensor is undefined");
+  checked("to_vector");
   impl_->sync("to_vector() reads the tensor's values");
   std::vector<T> out;
   gather_elements(*this, out);
@@ -168,7 +196,7 @@ std::vector<T> Tensor::to_vector() const {
 
 template <typename T>
 T Tensor::item(std::source_location loc) const {
-  KILN_CHECK(defined(), Error, "item: the tensor is undefined");
+  checked("item");
   KILN_CHECK(numel() == 1, ValueError, "item: a tensor with ", numel(),
              " elements cannot be converted to a scalar (shape ", shape_str(), ") at ",
              loc.file_name(), ":", loc.line());
@@ -181,13 +209,14 @@ T Tensor::item(std::source_location loc) const {
 }
 
 Scalar Tensor::item_scalar(std::source_location loc) const {
+  checked("item_scalar");
   if (is_floating(dtype())) return Scalar(item<double>(loc));
   if (dtype() == DType::Bool) return Scalar(item<bool>(loc));
   return Scalar(item<int64_t>(loc));
 }
 
 Tensor::operator bool() const {
-  KILN_CHECK(defined(), Error, "bool(Tensor): the tensor is undefined");
+  checked("operator bool");
   KILN_CHECK(numel() == 1, ValueError, "bool(Tensor): the truth value of a tensor with ", numel(),
              " elements is ambiguous (shape ", shape_str(), "); use any() or all()");
   impl_->sync("bool(Tensor): a tensor's value decides a branch");

@@ -34,6 +34,17 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
   }
 }
 Tensor Linear::forward(const Tensor& x) {
+  // Errors name the module and its features, not the ops it is built from (linear, addmm).
+  KILN_CHECK(weight.dim() == 2, ShapeError,
+             "Linear: weight must be 2-D [out_features, in_features], got shape ",
+             weight.shape_str());
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  KILN_CHECK(x.dim() >= 1 && x.size(-1) == in_f, ShapeError, "Linear(in_features=", in_f,
+             ", out_features=", out_f, "): input of shape ", x.shape_str(), " has ",
+             x.dim() >= 1 ? x.size(-1) : 0, " features, expected ", in_f);
+  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_f), ShapeError,
+             "Linear(in_features=", in_f, ", out_features=", out_f, "): bias has shape ",
+             bias.defined() ? bias.shape_str() : "", ", expected [", out_f, "]");
   return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kiln/ops/pointwise.h"
 #include "ops/kernels/loops.h"
@@ -18,6 +19,7 @@ namespace {
 // full: attrs [size, value, dtype]
 int full_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   checked_numel(c.attrs.ints(0), "full");
+  check_scalar_fits(c.attrs.scalar(1), c.attrs.dtype(2), "full");
   return one_output(out, c.attrs.dtype(2), Shape(c.attrs.ints(0)));
 }
 void full_kernel(const OpCall& c, std::span<Tensor> outs) {
@@ -34,10 +36,21 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
              "arange: upper bound and step are inconsistent (start ", start, ", end ", end,
              ", step ", step, ")");
   if (start.is_integral() && end.is_integral() && step.is_integral()) {
-    int64_t a = start.to_int(), b = end.to_int(), k = step.to_int();
-    return k > 0 ? (b - a + k - 1) / k : (a - b + (-k) - 1) / (-k);
+    // Exact in uint64 for any int64 bounds (|end - start| < 2^64, |step| <= 2^63).
+    const int64_t a = start.to_int(), b = end.to_int(), k = step.to_int();
+    const uint64_t span = k > 0 ? static_cast<uint64_t>(b) - static_cast<uint64_t>(a)
+                                : static_cast<uint64_t>(a) - static_cast<uint64_t>(b);
+    const uint64_t mag = k > 0 ? static_cast<uint64_t>(k) : 0 - static_cast<uint64_t>(k);
+    const uint64_t n = span == 0 ? 0 : (span - 1) / mag + 1;
+    KILN_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), ValueError,
+               "arange: the number of elements from ", start, " to ", end, " by ", step,
+               " overflows int64");
+    return static_cast<int64_t>(n);
   }
-  return static_cast<int64_t>(std::ceil((e - s) / st));
+  const double n = std::ceil((e - s) / st);
+  KILN_CHECK(n < 0x1p63, ValueError, "arange: the number of elements from ", start, " to ", end,
+             " by ", step, " overflows int64");
+  return static_cast<int64_t>(n);
 }
 int arange_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.attrs.dtype(3) != DType::Bool, DTypeError, "arange: dtype bool is not supported");
@@ -130,8 +143,15 @@ Tensor full(IntList sizes, const Scalar& value, std::optional<DType> dtype) {
   DType dt = dtype.value_or(value.is_floating() ? kDefaultFloat : value.dtype());
   return ops::call(ops::full_op, {}, {ops::ints_attr(sizes), value, dt});
 }
-Tensor zeros(IntList sizes, DType dtype) { return full(sizes, 0, dtype); }
-Tensor ones(IntList sizes, DType dtype) { return full(sizes, 1, dtype); }
+// zeros and ones check their sizes themselves, so that an error names what the user called.
+Tensor zeros(IntList sizes, DType dtype) {
+  checked_numel(sizes, "zeros");
+  return full(sizes, 0, dtype);
+}
+Tensor ones(IntList sizes, DType dtype) {
+  checked_numel(sizes, "ones");
+  return full(sizes, 1, dtype);
+}
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
   return full({}, value, dtype);
 }

@@ -44,8 +44,9 @@ int cat_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
                  "cat: sizes of tensors must match except in dimension ", dim, ": expected size ",
                  ref.size(d), " but got size ", t.size(d), " at dim ", d, " for tensor ", i,
                  "; shapes ", shapes_of(c.inputs));
-    sizes[dim] += t.size(dim);
+    sizes[dim] = checked_add(sizes[dim], t.size(dim), "cat", "the size of the result's dim");
   }
+  checked_numel(sizes, "cat");
   return one_output(out, dt, std::move(sizes));
 }
 

@@ -511,6 +511,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
              " has ", x.size(-1), " features but weight of shape ", weight.shape_str(), " expects ",
              weight.size(1));
   if (!bias) return matmul(x, weight.t());
+  // The bias must broadcast to [..., out_features]; say so here rather than in addmm or add.
+  KILN_CHECK(bias->defined(), Error, "linear: bias is an undefined tensor");
+  KILN_CHECK(bias->dim() == 0 || bias->size(-1) == weight.size(0) || bias->size(-1) == 1,
+             ShapeError, "linear: bias of shape ", bias->shape_str(),
+             " does not match out_features ", weight.size(0), " (weight of shape ",
+             weight.shape_str(), ", input of shape ", x.shape_str(), ")");
   // With a bias, fold the leading dims into rows so the bias rides along in one addmm.
   if (x.dim() == 2) return addmm(*bias, x, weight.t());
   if (x.dim() > 2 && bias->dim() <= 1 && x.is_contiguous()) {

@@ -26,6 +26,7 @@ Shape broadcast_shapes(const char* op, std::span<const Tensor> inputs) {
                                       " at dim ", od, " of the result)"));
     }
   }
+  checked_numel(out, op);  // [2^32, 1] and [1, 2^32] broadcast to more elements than int64 counts
   return out;
 }
 
@@ -54,6 +55,25 @@ DType result_type(std::span<const Tensor> inputs) {
     }
   }
   return combine(combine(dimmed, zero_dim), wrapped).value_or(kDefaultFloat);
+}
+
+void check_wrapped_numbers(const char* op, std::span<const Tensor> inputs, DType dtype) {
+  if (!is_integral(dtype)) return;
+  for (const Tensor& t : inputs) {
+    const TensorImpl& ti = *t.impl();
+    // Wrapped numbers are made concrete (wrap_scalar), never pending.
+    if (!ti.is_wrapped_number() || !ti.has_storage() || ti.is_pending()) continue;
+    const char* p = static_cast<const char*>(ti.storage_if_concrete()->data()) +
+                    ti.storage_offset() * itemsize(ti.dtype());
+    Scalar v;
+    KILN_DTYPE_SWITCH_ALL(ti.dtype(), op, [&]<typename T>() {
+      v = std::is_same_v<T, bool> ? Scalar(static_cast<bool>(*reinterpret_cast<const T*>(p)))
+          : std::is_floating_point_v<T>
+              ? Scalar(static_cast<double>(*reinterpret_cast<const T*>(p)))
+              : Scalar(static_cast<int64_t>(*reinterpret_cast<const T*>(p)));
+    });
+    check_scalar_fits(v, dtype, op);
+  }
 }
 
 Tensor cast(const Tensor& t, DType dtype) {

@@ -14,6 +14,9 @@ Shape broadcast_shapes(const char* op, std::span<const Tensor> inputs);
 // PyTorch's result_type: tensors with dims outrank 0-d tensors, which outrank wrapped C++
 // numbers; a lower rank only matters when its category (bool < int < float) is higher.
 DType result_type(std::span<const Tensor> inputs);
+// Every wrapped C++ number among `inputs` (x + 2, where(c, x, 7), ...) must fit `dtype`, the
+// op's computation dtype, when that is an integer dtype: check_scalar_fits, naming `op`.
+void check_wrapped_numbers(const char* op, std::span<const Tensor> inputs, DType dtype);
 // `t` converted to dtype (t itself when it already has it). For use inside kernels: it runs
 // the conversion directly, not through dispatch.
 Tensor cast(const Tensor& t, DType dtype);

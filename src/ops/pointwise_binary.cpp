@@ -5,6 +5,7 @@
 
 #include "kiln/ops/factory.h"
 #include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 #include "ops/pointwise_defs.h"
 
 namespace kiln {
@@ -25,6 +26,7 @@ void check_alpha(const OpCall& c, DType result) {
   const Scalar& alpha = c.attrs.scalar(0);
   KILN_CHECK(is_floating(result) || !alpha.is_floating(), DTypeError, c.op.name,
              ": for integer inputs alpha must not be a floating-point number, got ", alpha);
+  if (is_integral(result)) check_scalar_fits(alpha, result, c.op.name.data());
   KILN_CHECK(result != DType::Bool || alpha.is_bool() || alpha.to_int() == 1 || alpha.to_int() == 0,
              DTypeError, c.op.name, ": for bool inputs alpha must be a bool, got ", alpha);
 }
@@ -139,7 +141,8 @@ int pow_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& e = c.in(1);
   if (!is_floating(out[0].dtype) && e.impl()->is_wrapped_number()) {
     KILN_CHECK(e.item<int64_t>() >= 0, ValueError,
-               "pow: integers to negative integer powers are not allowed");
+               "pow: integers to negative integer powers are not allowed (exponent ",
+               e.item<int64_t>(), ")");
   }
   return n;
 }
@@ -221,6 +224,21 @@ const OpDef& atan2_op =
                           .kind = OpKind::Pointwise,                               \
                           .meta = pointwise_meta<Dtypes::WHICH, false, true>},     \
                          KILN_PREDICATE_KERNEL(NAME##_fn, WHICH));
+// isclose: attrs [rtol, atol, equal_nan]; inputs promoted to a common dtype (PyTorch requires
+// equal dtypes), shapes broadcast.
+int isclose_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
+  const double rtol = c.attrs.f(0), atol = c.attrs.f(1);
+  KILN_CHECK(rtol >= 0, ValueError, "isclose: rtol must be non-negative, got ", rtol);
+  KILN_CHECK(atol >= 0, ValueError, "isclose: atol must be non-negative, got ", atol);
+  return pointwise_meta<Dtypes::All, false, true>(c, out);
+}
+const OpDef& isclose_op = register_pointwise(
+    {.name = "isclose",
+     .schema =
+         "isclose(Tensor self, Tensor other, float rtol, float atol, bool equal_nan) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .meta = isclose_meta},
+    KILN_PREDICATE_KERNEL(isclose_fn, All));
 KILN_PREDICATE_BINARY(eq, All)
 KILN_PREDICATE_BINARY(ne, All)
 KILN_PREDICATE_BINARY(lt, All)
@@ -273,6 +291,21 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return ops::call(ops::maximum
 Tensor minimum(const Tensor& a, const Tensor& b) { return ops::call(ops::minimum_op, {a, b}); }
 Tensor atan2(const Tensor& a, const Tensor& b) { return ops::call(ops::atan2_op, {a, b}); }
 Tensor eq(const Tensor& a, const Tensor& b) { return ops::call(ops::eq_op, {a, b}); }
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return ops::call(ops::isclose_op, {a, b}, {rtol, atol, equal_nan});
+}
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  // A sync point under kiln::compile, as torch.allclose (it returns a C++ bool).
+  const Tensor close = isclose(a, b, rtol, atol, equal_nan);
+  return close.numel() == 0 || all(close).item<bool>();
+}
+bool equal(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), Error, "equal: ", a.defined() ? "b" : "a",
+             " is an undefined tensor");
+  if (a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  return all(eq(a, b)).item<bool>();
+}
 Tensor ne(const Tensor& a, const Tensor& b) { return ops::call(ops::ne_op, {a, b}); }
 Tensor lt(const Tensor& a, const Tensor& b) { return ops::call(ops::lt_op, {a, b}); }
 Tensor le(const Tensor& a, const Tensor& b) { return ops::call(ops::le_op, {a, b}); }

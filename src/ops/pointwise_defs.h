@@ -61,6 +61,8 @@ int pointwise_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   DType dt = result_type(c.inputs);
   if (ToFloat && !is_floating(dt)) dt = kDefaultFloat;
   check_supported(c, Which, dt);
+  if (c.inputs.size() > 1 && !is_floating(dt))
+    check_wrapped_numbers(c.op.name.data(), c.inputs, dt);
   Shape sizes =
       c.inputs.size() == 1 ? c.in(0).sizes() : broadcast_shapes(c.op.name.data(), c.inputs);
   return one_output(out, BoolOut ? DType::Bool : dt, std::move(sizes));

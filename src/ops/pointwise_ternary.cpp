@@ -70,6 +70,7 @@ const OpDef& copy_op =
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
+  check_scalar_fits(c.attrs.scalar(0), c.in(0).dtype(), "fill_");
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
 void fill_tensor(const Tensor& out, const Scalar& value) {
@@ -95,6 +96,7 @@ int where_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(c.in(0).dtype() == DType::Bool, DTypeError,
              "where: condition must be a bool tensor, got dtype ", c.in(0).dtype());
   DType dt = result_type(c.inputs.subspan(1));
+  check_wrapped_numbers("where", c.inputs.subspan(1), dt);
   return one_output(out, dt, broadcast_shapes("where", c.inputs));
 }
 void where_kernel(const OpCall& c, std::span<Tensor> outs) {
@@ -128,6 +130,7 @@ int masked_fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) 
   Shape b = broadcast_shapes("masked_fill", c.inputs);
   KILN_CHECK(b == x.sizes(), ShapeError, "masked_fill: mask of shape ", c.in(1).shape_str(),
              " cannot be broadcast to the tensor's shape ", x.shape_str());
+  check_scalar_fits(c.attrs.scalar(0), x.dtype(), "masked_fill");
   return one_output(out, x.dtype(), x.sizes());
 }
 void masked_fill_kernel(const OpCall& c, std::span<Tensor> outs) {

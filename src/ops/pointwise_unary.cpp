@@ -115,6 +115,9 @@ int clamp_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
     if (dt == DType::Bool || is_floating(*bounds)) dt = promote_types(dt, *bounds);
   }
   check_supported(c, Dtypes::Numeric, dt);
+  // An integer bound must fit an integer result (a float bound beyond float32 is +-inf: fine).
+  for (int k = 0; k < 2; ++k)
+    if (c.attrs.has(k) && is_integral(dt)) check_scalar_fits(c.attrs.scalar(k), dt, "clamp");
   return one_output(out, dt, c.in(0).sizes());
 }
 // The gradient passes where min <= x <= max (bounds included, as PyTorch).

@@ -211,7 +211,7 @@ const OpDef& randint_op = register_op(
      .kind = OpKind::Random,
      .meta = randint_meta,
      .kernel = randint_kernel,
-                 .philox_attrs = {4, 5}});
+     .philox_attrs = {4, 5}});
 const OpDef& bernoulli_op =
     register_op({.name = "bernoulli",
                  .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
@@ -235,6 +235,10 @@ std::pair<int64_t, int64_t> reserve(Generator* g, IntList sizes, const char* op)
 // before counters are reserved, so an invalid call leaves the generator untouched.
 Attrs draw_attrs(const OpDef& op, IntList sizes, DType dtype, AttrValue a, AttrValue b,
                  Generator* gen, const char* name) {
+  // Sizes and dtype are checked under the name the user called (randn, not normal_).
+  checked_numel(sizes, name);
+  KILN_CHECK(&op == &ops::randint_op || is_floating(dtype), DTypeError, name,
+             ": expected a floating dtype, got ", dtype);
   std::array<TensorMeta, kMaxOpOutputs> metas;
   const Attrs probe = {ops::ints_attr(sizes), dtype, a, b, int64_t{0}, int64_t{0}};
   op.meta(OpCall{op, {}, probe}, metas);
@@ -266,6 +270,7 @@ Tensor bernoulli(const Tensor& p, Generator* gen) {
 }
 Tensor bernoulli(IntList sizes, double p, DType dtype, Generator* gen) {
   KILN_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
+  checked_numel(sizes, "bernoulli");
   return bernoulli(full(sizes, p, dtype), gen);
 }
 Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {

@@ -28,7 +28,10 @@ Shape infer_size(IntList sizes, int64_t numel, const char* op, const Tensor& x) 
       infer = i;
     } else {
       KILN_CHECK(out[i] >= 0, ShapeError, op, ": invalid size ", out[i], " in ", sizes);
-      known *= out[i];
+      // An overflowing product can't equal any tensor's numel: report it as a shape mismatch.
+      KILN_CHECK(!mul_overflows(known, out[i], &known), ShapeError, op, ": shape ", sizes,
+                 " is invalid for input of size ", numel, " (", describe(x),
+                 "): its number of elements overflows int64");
     }
   }
   if (infer >= 0) {
@@ -141,6 +144,7 @@ Shape expanded(const Tensor& x, IntList sizes, Shape* strides) {
     out[d] = want;
     if (strides) (*strides)[d] = have == want ? x.stride(d - off) : 0;
   }
+  checked_numel(out, "expand");
   return out;
 }
 int expand_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -156,18 +160,26 @@ Tensor expand_fn(const OpCall& c) {
 struct SliceGeom {
   int64_t dim, start, len, step;
 };
+// start and end clamp into [0, n] as PyTorch's (negative ones count from the end); the length
+// is computed without overflow for any step; a slice of at most one element has step 1 (its
+// stride is never used, and a huge step must not overflow the stride or the derivative).
+SliceGeom slice_geometry(int64_t dim, int64_t n, std::optional<int64_t> start_attr,
+                         std::optional<int64_t> end_attr, int64_t step) {
+  KILN_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
+  auto clampi = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v + n, 0) : std::min(v, n); };
+  int64_t start = start_attr ? clampi(*start_attr) : 0;
+  int64_t end = end_attr ? clampi(*end_attr) : n;
+  int64_t len = end > start ? (end - start - 1) / step + 1 : 0;
+  return {dim, start, len, len > 1 ? step : 1};
+}
+std::optional<int64_t> opt_int(const Attrs& attrs, size_t i) {
+  return attrs.has(i) ? std::optional<int64_t>(attrs.i(i)) : std::nullopt;
+}
 SliceGeom slice_geom(const OpCall& c) {
   const Tensor& x = c.in(0);
   KILN_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a 0-d tensor");
   int64_t dim = wrap_dim(c.attrs.i(0), x.dim(), "slice");
-  int64_t step = c.attrs.i(3);
-  KILN_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
-  int64_t n = x.size(dim);
-  auto clampi = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v + n, 0) : std::min(v, n); };
-  int64_t start = c.attrs.has(1) ? clampi(c.attrs.i(1)) : 0;
-  int64_t end = c.attrs.has(2) ? clampi(c.attrs.i(2)) : n;
-  int64_t len = end > start ? (end - start + step - 1) / step : 0;
-  return {dim, start, len, step};
+  return slice_geometry(dim, x.size(dim), opt_int(c.attrs, 1), opt_int(c.attrs, 2), c.attrs.i(3));
 }
 int slice_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   SliceGeom g = slice_geom(c);
@@ -180,9 +192,12 @@ Tensor slice_fn(const OpCall& c) {
   SliceGeom g = slice_geom(c);
   Shape sizes = x.sizes(), strides = x.strides();
   sizes[g.dim] = g.len;
-  strides[g.dim] *= g.step;
-  return make_view(x, std::move(sizes), std::move(strides),
-                   x.storage_offset() + g.start * x.stride(g.dim));
+  // In bounds (len > 1 means step < n), so these only overflow for strides no storage has.
+  strides[g.dim] = checked_mul(strides[g.dim], g.step, "slice", "the stride");
+  return make_view(
+      x, std::move(sizes), std::move(strides),
+      checked_add(x.storage_offset(), checked_mul(g.start, x.stride(g.dim), "slice", "the offset"),
+                  "slice", "the offset"));
 }
 
 std::pair<int64_t, int64_t> select_geom(const OpCall& c) {
@@ -252,7 +267,7 @@ Tensor unsqueeze_fn(const OpCall& c) {
   const Tensor& x = c.in(0);
   int64_t d = unsqueeze_dim(c);
   Shape sizes = x.sizes(), strides = x.strides();
-  int64_t st = d < x.dim() ? x.stride(d) * x.size(d) : 1;
+  int64_t st = d < x.dim() ? checked_mul(x.stride(d), x.size(d), "unsqueeze", "the new stride") : 1;
   sizes.insert(static_cast<size_t>(d), 1);
   strides.insert(static_cast<size_t>(d), st);
   return make_view(x, std::move(sizes), std::move(strides), x.storage_offset());
@@ -281,8 +296,8 @@ void check_as_strided(const OpCall& c) {
     int64_t extent = 0;
     // Huge sizes/strides must not wrap around into an in-bounds-looking element.
     if (sizes[i] > 0) {
-      overflow = overflow || __builtin_mul_overflow(sizes[i] - 1, strides[i], &extent) ||
-                 __builtin_add_overflow(last, extent, &last);
+      overflow = overflow || mul_overflows(sizes[i] - 1, strides[i], &extent) ||
+                 add_overflows(last, extent, &last);
     }
   }
   if (empty) return;
@@ -379,11 +394,10 @@ void expand_derivative(const BackwardCall& c, std::span<Tensor> g) { g[0] = c.gr
 void slice_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const Shape& in = in_sizes(c);
   const int64_t dim = wrap_dim(c.attrs.i(0), static_cast<int64_t>(in.size()), "slice");
-  const int64_t n = in[dim], step = c.attrs.i(3);
-  auto clampi = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v + n, 0) : std::min(v, n); };
-  const int64_t start = c.attrs.has(1) ? clampi(c.attrs.i(1)) : 0;
-  const int64_t end = c.attrs.has(2) ? clampi(c.attrs.i(2)) : n;
-  const int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  const int64_t n = in[dim];
+  const SliceGeom sg =
+      slice_geometry(dim, n, opt_int(c.attrs, 1), opt_int(c.attrs, 2), c.attrs.i(3));
+  const int64_t start = sg.start, len = sg.len, step = sg.step;
   if (len == 0) {
     g[0] = zeros(in, c.grad().dtype());
     return;
@@ -559,16 +573,20 @@ bool can_view(const Tensor& x, IntList sizes) {
 
 // ---- Tensor view methods ----
 Tensor Tensor::view(IntList sizes) const {
+  checked("view");
   return ops::call(ops::view_op, {*this}, {ops::ints_attr(sizes)});
 }
 Tensor Tensor::reshape(IntList sizes) const {
+  checked("reshape");
   if (ops::can_view(*this, sizes)) return view(sizes);
   return contiguous().view(sizes);
 }
 Tensor Tensor::permute(IntList dims) const {
+  checked("permute");
   return ops::call(ops::permute_op, {*this}, {ops::ints_attr(dims)});
 }
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  checked("transpose");
   if (dim() == 0) {
     wrap_dim(dim0, 0, "transpose");
     wrap_dim(dim1, 0, "transpose");
@@ -581,47 +599,64 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   return permute(perm);
 }
 Tensor Tensor::t() const {
+  checked("t");
   KILN_CHECK(dim() <= 2, ShapeError, "t: expects a tensor with <= 2 dimensions, got ", dim(),
              " (shape ", shape_str(), "); use transpose() or mT()");
   return dim() < 2 ? permute(dim() == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{})
                    : transpose(0, 1);
 }
 Tensor Tensor::mT() const {
+  checked("mT");
   KILN_CHECK(dim() >= 2, ShapeError, "mT: expects a tensor with >= 2 dimensions, got shape ",
              shape_str());
   return transpose(-2, -1);
 }
 Tensor Tensor::expand(IntList sizes) const {
+  checked("expand");
   return ops::call(ops::expand_op, {*this}, {ops::ints_attr(sizes)});
 }
-Tensor Tensor::expand_as(const Tensor& other) const { return expand(other.sizes()); }
+Tensor Tensor::expand_as(const Tensor& other) const {
+  checked("expand_as");
+  return expand(other.sizes());
+}
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
+  checked("slice");
   auto opt = [](std::optional<int64_t> v) { return v ? AttrValue(*v) : AttrValue(); };
   return ops::call(ops::slice_op, {*this}, {dim, opt(start), opt(end), step});
 }
 Tensor Tensor::select(int64_t dim, int64_t index) const {
+  checked("select");
   return ops::call(ops::select_op, {*this}, {dim, index});
 }
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  checked("narrow");
   KILN_CHECK(this->dim() > 0, IndexError, "narrow: cannot narrow a 0-d tensor");
   int64_t d = wrap_dim(dim, this->dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
   KILN_CHECK(start >= 0 && start <= n, IndexError, "narrow: start ", start,
              " is out of range for dim ", d, " of size ", n);
-  KILN_CHECK(length >= 0 && start + length <= n, IndexError, "narrow: start (", start,
-             ") + length (", length, ") exceeds the size of dim ", d, " (", n, ")");
+  // start <= n, so n - start can't overflow (start + length could).
+  KILN_CHECK(length >= 0, IndexError, "narrow: length must be non-negative, got ", length);
+  KILN_CHECK(length <= n - start, IndexError, "narrow: start (", start, ") + length (", length,
+             ") exceeds the size of dim ", d, " (", n, ")");
   return slice(d, start, start + length, 1);
 }
 Tensor Tensor::squeeze() const {
+  checked("squeeze");
   return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{}});
 }
 Tensor Tensor::squeeze(int64_t dim) const {
+  checked("squeeze");
   return ops::call(ops::squeeze_op, {*this}, {std::vector<int64_t>{dim}});
 }
-Tensor Tensor::unsqueeze(int64_t dim) const { return ops::call(ops::unsqueeze_op, {*this}, {dim}); }
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  checked("unsqueeze");
+  return ops::call(ops::unsqueeze_op, {*this}, {dim});
+}
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  checked("flatten");
   if (dim() == 0) {
     wrap_dim(start_dim, 0, "flatten");
     wrap_dim(end_dim, 0, "flatten");
@@ -633,12 +668,13 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   std::vector<int64_t> sizes;
   for (int64_t d = 0; d < s; ++d) sizes.push_back(size(d));
   int64_t m = 1;
-  for (int64_t d = s; d <= e; ++d) m *= size(d);
+  for (int64_t d = s; d <= e; ++d) m *= size(d);  // a sub-product of numel(): no overflow
   sizes.push_back(m);
   for (int64_t d = e + 1; d < dim(); ++d) sizes.push_back(size(d));
   return reshape(sizes);
 }
 Tensor Tensor::unflatten(int64_t dim, IntList sizes) const {
+  checked("unflatten");
   int64_t d = wrap_dim(dim, this->dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), ShapeError, "unflatten: sizes must be non-empty");
   std::vector<int64_t> out;
@@ -651,7 +687,10 @@ Tensor Tensor::unflatten(int64_t dim, IntList sizes) const {
     if (s == -1) {
       infer = true;
     } else {
-      known *= s;
+      KILN_CHECK(s >= 0, ShapeError, "unflatten: invalid size ", s, " in ", sizes);
+      KILN_CHECK(!mul_overflows(known, s, &known), ShapeError, "unflatten: sizes ", sizes,
+                 " don't multiply up to the size of dim ", d, " (", size(d),
+                 "): their product overflows int64");
     }
   }
   KILN_CHECK(infer ? (known != 0 && size(d) % known == 0) : known == size(d), ShapeError,
@@ -660,30 +699,45 @@ Tensor Tensor::unflatten(int64_t dim, IntList sizes) const {
   return view(out);
 }
 Tensor Tensor::as_strided(IntList sizes, IntList strides, std::optional<int64_t> offset) const {
+  checked("as_strided");
   return ops::call(
       ops::as_strided_op, {*this},
       {ops::ints_attr(sizes), ops::ints_attr(strides), offset ? AttrValue(*offset) : AttrValue()});
 }
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  checked("diagonal");
   return ops::call(ops::diagonal_op, {*this}, {offset, dim1, dim2});
 }
 Tensor Tensor::contiguous() const {
-  KILN_CHECK(defined(), Error, "contiguous: the tensor is undefined");
+  checked("contiguous");
   return is_contiguous() ? *this : clone();
 }
 Tensor Tensor::clone() const {
-  KILN_CHECK(defined(), Error, "clone: the tensor is undefined");
+  checked("clone");
   return ops::call(ops::to_copy_op, {*this}, {dtype()});
 }
 Tensor Tensor::detach() const {
+  checked("detach");
   auto impl = std::make_shared<TensorImpl>(impl_->storage_if_concrete(), storage_offset(), sizes(),
                                            strides(), dtype());
   if (impl_->is_pending()) impl_->pending()->share_with(impl);
   return Tensor(std::move(impl));
 }
-Tensor Tensor::to(DType dt) const { return to_dtype(*this, dt); }
-Tensor& Tensor::copy_(const Tensor& src) { return kiln::copy_(*this, src); }
-Tensor& Tensor::fill_(const Scalar& value) { return kiln::fill_(*this, value); }
-Tensor& Tensor::zero_() { return kiln::zero_(*this); }
+Tensor Tensor::to(DType dt) const {
+  checked("to");
+  return to_dtype(*this, dt);
+}
+Tensor& Tensor::copy_(const Tensor& src) const {
+  checked("copy_");
+  return kiln::copy_(mutable_self(), src);
+}
+Tensor& Tensor::fill_(const Scalar& value) const {
+  checked("fill_");
+  return kiln::fill_(mutable_self(), value);
+}
+Tensor& Tensor::zero_() const {
+  checked("zero_");
+  return kiln::zero_(mutable_self());
+}
 
 }  // namespace kiln

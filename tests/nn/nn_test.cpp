@@ -11,12 +11,12 @@
 namespace kiln::nn {
 namespace {
 
-bool allclose(const Tensor& a, const Tensor& b, double tol = 1e-5) {
+bool near(const Tensor& a, const Tensor& b, double tol = 1e-5) {
   NoGradGuard no_grad;
   return a.sizes() == b.sizes() &&
          amax(abs(a.to(DType::Float64) - b.to(DType::Float64))).item<double>() <= tol;
 }
-bool equal(const Tensor& a, const Tensor& b) { return allclose(a, b, 0.0); }
+bool same_values(const Tensor& a, const Tensor& b) { return near(a, b, 0.0); }
 
 class TwoLayer : public UnaryModule {
  public:
@@ -83,7 +83,7 @@ TEST(Module, ToDtypeConvertsParametersAndBuffers) {
   EXPECT_EQ(m.scale.dtype(), DType::Float64);
   EXPECT_TRUE(m.fc1->weight.requires_grad());
   EXPECT_TRUE(m.fc1->weight.is_leaf());
-  EXPECT_TRUE(allclose(m.fc1->weight.to(DType::Float32), before));
+  EXPECT_TRUE(near(m.fc1->weight.to(DType::Float32), before));
   EXPECT_EQ(m.parameters()[0].dtype(), DType::Float64);  // the registry sees the new tensors
 }
 
@@ -98,7 +98,7 @@ TEST(Module, StateDictRoundTripsThroughSafetensors) {
   b.load_state_dict(load_safetensors(path).tensors);
   std::remove(path.c_str());
   Tensor x = randn({3, 4});
-  EXPECT_TRUE(equal(a.forward(x), b.forward(x)));
+  EXPECT_TRUE(same_values(a.forward(x), b.forward(x)));
 }
 
 TEST(Module, LoadStateDictRejectsMismatchesWithoutChangingAnything) {
@@ -113,7 +113,7 @@ TEST(Module, LoadStateDictRejectsMismatchesWithoutChangingAnything) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("fc1.bias"), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(equal(m.fc1->weight, before));
+  EXPECT_TRUE(same_values(m.fc1->weight, before));
 
   auto missing = m.state_dict();
   missing.pop_back();
@@ -142,6 +142,33 @@ TEST(Module, SequentialChains) {
   s.push_back(std::make_shared<Linear>(5, 1));
   EXPECT_EQ(s.forward(ones({2, 3})).shape_str(), "[2, 1]");
   EXPECT_EQ(s.named_parameters()[2].first, "2.weight");
+}
+
+// Issue 15: a wrong input or bias shape is reported by Linear, with its features, not by the
+// ops it is built from (addmm).
+TEST(Module, LinearErrorsNameTheModule) {
+  Linear lin(4, 3);
+  auto message = [&](const Tensor& x) {
+    try {
+      lin.forward(x);
+    } catch (const ShapeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no ShapeError");
+  };
+  std::string what = message(ones({2, 5}));
+  EXPECT_NE(what.find("Linear(in_features=4, out_features=3): input of shape [2, 5] has 5 "
+                      "features, expected 4"),
+            std::string::npos)
+      << what;
+  lin.bias = ones({4});
+  what = message(ones({2, 4}));
+  EXPECT_NE(what.find("Linear(in_features=4, out_features=3): bias has shape [4], expected [3]"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("addmm"), std::string::npos) << what;
+  lin.bias = ones({3});
+  EXPECT_EQ(lin.forward(ones({2, 4})).sizes(), Shape({2, 3}));
 }
 
 TEST(Module, LayersCheckArguments) {
@@ -181,8 +208,8 @@ TEST(GPT, CausalPrefixesDoNotSeeTheFuture) {
   Tensor b = a.clone();
   b.select(1, 7).fill_(Scalar((a.select(1, 7).item<int64_t>() + 1) % 11));
   Tensor la = m.forward(a), lb = m.forward(b);
-  EXPECT_TRUE(allclose(la.slice(1, 0, 7), lb.slice(1, 0, 7)));
-  EXPECT_FALSE(allclose(la.slice(1, 7, 8), lb.slice(1, 7, 8)));
+  EXPECT_TRUE(near(la.slice(1, 0, 7), lb.slice(1, 0, 7)));
+  EXPECT_FALSE(near(la.slice(1, 7, 8), lb.slice(1, 7, 8)));
 }
 
 TEST(GPT, GenerateIsDeterministicForASeed) {
@@ -192,7 +219,7 @@ TEST(GPT, GenerateIsDeterministicForASeed) {
   Generator g1(5), g2(5);
   Tensor s1 = m.generate(start, 12, 1.0, &g1), s2 = m.generate(start, 12, 1.0, &g2);
   EXPECT_EQ(s1.shape_str(), "[1, 13]");
-  EXPECT_TRUE(equal(s1, s2));
+  EXPECT_TRUE(same_values(s1, s2));
   EXPECT_LT(amax(s1).item<int64_t>(), 11);
   EXPECT_GE(amin(s1).item<int64_t>(), 0);
 }

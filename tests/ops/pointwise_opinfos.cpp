@@ -982,6 +982,48 @@ std::vector<BinarySpec> binary_specs() {
                  kSpecialA,
                  kSpecialB});
   }
+  // isclose at its defaults (and with equal_nan / other tolerances): a bool predicate with
+  // attrs, on small integer-valued operands so that equal and near values occur.
+  auto isclose_ref = [](double rtol, double atol, bool equal_nan) {
+    return [=](double a, double b) {
+      if (a == b) return 1.0;
+      if (std::isnan(a) || std::isnan(b))
+        return b2d(equal_nan && std::isnan(a) && std::isnan(b));
+      const double err = std::fabs(a - b);
+      return b2d(std::isfinite(err) && err <= atol + std::fabs(rtol * b));
+    };
+  };
+  v.push_back({"isclose",
+               {"isclose"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return isclose(a, b); },
+               isclose_ref(1e-5, 1e-8, false),
+               Result::Bool,
+               any_dtype,
+               -2,
+               2,
+               -2,
+               2,
+               kSpecialA,
+               kSpecialB,
+               false,
+               {expect_error<ValueError>("negative rtol", "rtol must be non-negative",
+                                         [] { isclose(ones({2}), ones({2}), -1.0); }),
+                expect_error<ValueError>("negative atol", "atol must be non-negative",
+                                         [] { isclose(ones({2}), ones({2}), 0.0, -1.0); })}});
+  v.push_back({"isclose_tolerances_equal_nan",
+               {"isclose"},
+               kAllDTypes,
+               [](const Tensor& a, const Tensor& b) { return isclose(a, b, 0.25, 1.0, true); },
+               isclose_ref(0.25, 1.0, true),
+               Result::Bool,
+               any_dtype,
+               -4,
+               4,
+               -4,
+               4,
+               kSpecialA,
+               kSpecialB});
   struct Bit {
     const char* name;
     Tensor (*call)(const Tensor&, const Tensor&);

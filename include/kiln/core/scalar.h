@@ -51,4 +51,12 @@ class Scalar {
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
 
+// Checks that `value` can be stored in a tensor of `dtype` without changing it beyond rounding
+// (as PyTorch): into an integer dtype, a NaN, an infinity or an out-of-range number is a
+// ValueError naming `op` ("value cannot be converted to type int32 without overflow"); a
+// fractional float truncates, as in PyTorch. Floating and bool dtypes take any value. Every place
+// where a Scalar enters an integer tensor (full, fill_, binary ops with a Scalar, clamp, where,
+// masked_fill, ...) calls this one helper.
+void check_scalar_fits(const Scalar& value, DType dtype, const char* op);
+
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/checked_math.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/scalar.h"
@@ -152,14 +153,24 @@ class TensorImpl {
 using TensorHook = std::function<Tensor(const Tensor& grad)>;
 class Node;
 
-// Contiguous (row-major) strides for `sizes`.
-Shape contiguous_strides(IntList sizes);
-// Product of sizes; throws ValueError on a negative size or overflow.
+// Contiguous (row-major) strides for `sizes`; ValueError naming `op` when one overflows int64
+// (possible only with a zero-size dim, since numel bounds them otherwise).
+Shape contiguous_strides(IntList sizes, const char* op = "contiguous_strides");
+// Product of sizes; throws ValueError naming `op` on a negative size or overflow.
 int64_t checked_numel(IntList sizes, const char* op);
 // Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
+namespace detail {
+// Throws Error("Tensor::<member>() called on an undefined tensor"); out of line and cold so that
+// the check in each member costs one predictable branch.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_undefined_tensor(const char* member);
+}  // namespace detail
+
 // A handle to a TensorImpl. Copying a Tensor shares it (as in PyTorch): use clone() for a copy.
+// A default-constructed Tensor is *undefined*: defined() answers false, and every other member
+// (metadata, data, views, ops, autograd) throws kiln::Error naming the member. Only the handle
+// accessors impl()/impl_ptr()/is_same() answer (null / handle identity) for low-level code.
 class Tensor {
  public:
   Tensor() = default;
@@ -172,22 +183,26 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // ---- metadata (never touches data) ----
-  DType dtype() const { return impl_->dtype(); }
-  const Shape& sizes() const { return impl_->sizes(); }
-  const Shape& shape() const { return impl_->sizes(); }
-  const Shape& strides() const { return impl_->strides(); }
+  DType dtype() const { return checked("dtype").dtype(); }
+  const Shape& sizes() const { return checked("sizes").sizes(); }
+  const Shape& shape() const { return checked("shape").sizes(); }
+  const Shape& strides() const { return checked("strides").strides(); }
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return impl_->dim(); }
-  int64_t ndim() const { return impl_->dim(); }
-  int64_t numel() const { return impl_->numel(); }
-  int64_t storage_offset() const { return impl_->storage_offset(); }
-  int64_t element_size() const { return itemsize(dtype()); }
-  bool is_contiguous() const { return impl_->is_contiguous(); }
-  bool is_floating_point() const { return is_floating(dtype()); }
-  bool requires_grad() const { return impl_->requires_grad(); }
+  int64_t dim() const { return checked("dim").dim(); }
+  int64_t ndim() const { return checked("ndim").dim(); }
+  int64_t numel() const { return checked("numel").numel(); }
+  int64_t storage_offset() const { return checked("storage_offset").storage_offset(); }
+  int64_t element_size() const { return itemsize(checked("element_size").dtype()); }
+  bool is_contiguous() const { return checked("is_contiguous").is_contiguous(); }
+  bool is_floating_point() const { return is_floating(checked("is_floating_point").dtype()); }
+  bool requires_grad() const { return checked("requires_grad").requires_grad(); }
   // Marks a leaf tensor as requiring grad (floating dtypes only). Returns *this.
-  Tensor& requires_grad_(bool requires_grad = true);
+  // In-place methods are const, as LibTorch's: a Tensor is a handle, and they change the tensor
+  // it names, not the handle. They return a reference to this handle (as LibTorch 1.x's
+  // `Tensor& add_(...) const`), so both `Tensor& r = x.add_(y)` and calls through a
+  // `const Tensor&` compile.
+  Tensor& requires_grad_(bool requires_grad = true) const;
 
   // ---- autograd (src/autograd; the guide is docs/autograd.md) ----
   // The accumulated gradient of a leaf (undefined until a backward pass reaches it).
@@ -212,16 +227,16 @@ class Tensor {
   void retain_grad() const;
   bool retains_grad() const;
   // Version counter of the underlying storage: bumped by every in-place change.
-  uint64_t version() const { return impl_->version(); }
+  uint64_t version() const { return checked("version").version(); }
   std::string shape_str() const;  // "[2, 3]"
 
   // ---- data ----
-  void* data_ptr() const { return impl_->data(); }
+  void* data_ptr() const { return checked("data_ptr").data(); }
   // Typed pointer to the first element; throws DTypeError if T does not match dtype().
   template <typename T>
   T* data_ptr() const {
     check_dtype(dtype_v<T>, "data_ptr");
-    return static_cast<T*>(impl_->data());
+    return static_cast<T*>(checked("data_ptr").data());
   }
   // The value of a one-element tensor, converted to T.
   template <typename T>
@@ -260,9 +275,9 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;  // *this when dtype already matches
   Tensor detach() const;         // shares storage, no autograd history
-  Tensor& copy_(const Tensor& src);
-  Tensor& fill_(const Scalar& value);
-  Tensor& zero_();
+  Tensor& copy_(const Tensor& src) const;
+  Tensor& fill_(const Scalar& value) const;
+  Tensor& zero_() const;
 
   // ---- common ops as methods (the functional forms in kiln/ops/ are the full set) ----
   Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
@@ -291,18 +306,27 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
-  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& add_(const Scalar& other);
-  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(const Scalar& other);
-  Tensor& div_(const Tensor& other);
-  Tensor& div_(const Scalar& other);
-  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& add_(const Scalar& other) const;
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor& mul_(const Tensor& other) const;
+  Tensor& mul_(const Scalar& other) const;
+  Tensor& div_(const Tensor& other) const;
+  Tensor& div_(const Scalar& other) const;
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const;
 
   void check_dtype(DType expected, const char* what) const;
 
  private:
+  // This handle, for the const in-place methods (which change the tensor, not the handle).
+  Tensor& mutable_self() const { return const_cast<Tensor&>(*this); }
+  // The impl, or a throw naming `member` when the tensor is undefined.
+  TensorImpl& checked(const char* member) const {
+    if (!impl_) [[unlikely]]
+      detail::throw_undefined_tensor(member);
+    return *impl_;
+  }
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

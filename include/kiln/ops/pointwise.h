@@ -72,6 +72,18 @@ Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor bitwise_and(const Tensor& a, const Tensor& b);  // integer and bool dtypes only
 Tensor bitwise_or(const Tensor& a, const Tensor& b);
 Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+// |a - b| <= atol + rtol * |b|, elementwise, as torch.isclose: a bool tensor of the broadcast
+// shape; the inputs are promoted to a common dtype; equal infinities are close, and NaNs are
+// close to each other only when equal_nan. rtol and atol must be non-negative.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+// all(isclose(a, b, ...)), as torch.allclose (shapes must broadcast). A sync point under
+// kiln::compile: it returns the value.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+// True when a and b have the same shape and the same values (after type promotion; NaN is not
+// equal to NaN), as torch.equal. A sync point under kiln::compile.
+bool equal(const Tensor& a, const Tensor& b);
 
 // A 0-d tensor standing for a C++ number in a binary op (promotes by category only).
 Tensor wrap_scalar(const Scalar& s);

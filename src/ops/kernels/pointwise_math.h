@@ -273,6 +273,27 @@ KILN_PREDICATE_FN(logical_and, (a != T(0)) && (b != T(0)))
 KILN_PREDICATE_FN(logical_or, (a != T(0)) || (b != T(0)))
 KILN_PREDICATE_FN(logical_xor, (a != T(0)) != (b != T(0)))
 #undef KILN_PREDICATE_FN
+// isclose(a, b; rtol, atol, equal_nan): |a - b| <= atol + rtol * |b| (as torch.isclose). Equal
+// values (equal infinities included) are close; NaN only to NaN, and only when equal_nan.
+// Floating types compute the tolerance in T, as PyTorch; integers and bool in double (exact for
+// |values| < 2^53, where PyTorch's integer subtraction could overflow).
+template <typename T>
+struct isclose_fn {
+  using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+  C rtol, atol;
+  bool equal_nan;
+  explicit isclose_fn(const Attrs& a)
+      : rtol(static_cast<C>(a.f(0))), atol(static_cast<C>(a.f(1))), equal_nan(a.b(2)) {}
+  bool operator()(T a, T b) const {
+    if (a == b) return true;
+    const C x = static_cast<C>(a), y = static_cast<C>(b);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(x) || std::isnan(y)) return equal_nan && std::isnan(x) && std::isnan(y);
+    }
+    const C err = std::abs(x - y);
+    return std::isfinite(err) && err <= atol + std::abs(rtol * y);
+  }
+};
 
 // ---- bitwise ops (integers and bool), Scalar form ----
 #define KILN_BITWISE_FN(NAME, EXPR)                               \
