@@ -148,10 +148,10 @@ Tensor GPT::generate(const Tensor& idx, int64_t new_tokens, double temperature, 
     if (temperature == 0) {
       next = argmax(logits, -1, true);
     } else {
-      // Scaled after subtracting the maximum: the largest logit becomes exactly 0 and the rest
-      // are <= 0, so a temperature small enough to overflow (1e-300) sends them to -inf, never
-      // NaN, and the distribution tends to greedy as it should.
-      Tensor scaled = (logits - amax(logits, {-1}, true)) / temperature;
+      // Scaled in float64 after subtracting the maximum: the largest logit becomes exactly 0 and
+      // the rest are <= 0, so a tiny temperature (1e-300, which is 0 in float32) sends them
+      // towards -inf, never NaN, and the distribution tends to greedy as it should.
+      Tensor scaled = (logits - amax(logits, {-1}, true)).to(DType::Float64) / temperature;
       Tensor probs = softmax(scaled, -1);
       check_finite(probs, "the probability", step, "from softmax(logits / temperature)");
       // Inverse-CDF sampling: the first class whose cumulative probability exceeds u.

@@ -78,7 +78,8 @@ Shape repeat_sizes(const Tensor& x, IntList repeats) {
   Shape sizes;
   for (int64_t d = 0; d < repeats.ssize(); ++d) {
     KILN_CHECK(repeats[d] >= 0, ValueError, "repeat: repeats must be non-negative, got ", repeats);
-    sizes.push_back(repeats[d] * (d < lead ? 1 : x.size(d - lead)));
+    sizes.push_back(
+        checked_mul(repeats[d], d < lead ? 1 : x.size(d - lead), "repeat", "a size of the result"));
   }
   checked_numel(sizes, "repeat");
   return sizes;
@@ -226,7 +227,8 @@ Shape padded_sizes(const Tensor& x, IntList pad) {
   Shape sizes = x.sizes();
   for (int64_t i = 0; i < pad.ssize() / 2; ++i) {
     const int64_t d = x.dim() - 1 - i;
-    sizes[d] = x.size(d) + pad[2 * i] + pad[2 * i + 1];
+    sizes[d] = checked_add(checked_add(x.size(d), pad[2 * i], "pad", "a padded size"),
+                           pad[2 * i + 1], "pad", "a padded size");
     KILN_CHECK(sizes[d] >= 0, ValueError, "pad: the input size ", x.size(d), " at dim ", d,
                " plus padding ", pad[2 * i], " and ", pad[2 * i + 1],
                " gives a negative output size ", sizes[d]);

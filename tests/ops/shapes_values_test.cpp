@@ -48,8 +48,11 @@ TEST(SizeOverflow, CheckedHelpers) {
   expect_throw<ValueError>([] { checked_add(kMax, 1, "myop", "the offset"); },
                            {"myop: the offset overflows int64"});
   EXPECT_EQ(checked_numel({0, kMax, kMax}, "op"), 0);  // a zero size wins, as PyTorch
-  expect_throw<ValueError>([] { checked_numel({int64_t{1} << 32, int64_t{1} << 32}, "zeros"); },
-                           {"zeros", "overflows int64", "[4294967296, 4294967296]"});
+  expect_throw<ValueError>(
+      [] {
+        checked_numel({int64_t{1} << 32, int64_t{1} << 32}, "zeros");
+      },
+      {"zeros", "overflows int64", "[4294967296, 4294967296]"});
 }
 
 TEST(SizeOverflow, SliceWithHugeStepClamps) {
@@ -80,8 +83,11 @@ TEST(SizeOverflow, SliceWithHugeStepHasAGradient) {
 TEST(SizeOverflow, ExpandBeyondInt64IsAnError) {
   Tensor x = ones({1, 1});
   const int64_t big = int64_t{1} << 32;
-  std::string what =
-      expect_throw<ValueError>([&] { x.expand({big, big}); }, {"expand", "overflows int64"});
+  std::string what = expect_throw<ValueError>(
+      [&] {
+        x.expand({big, big});
+      },
+      {"expand", "overflows int64"});
   EXPECT_EQ(what.find("-"), std::string::npos) << what;  // never a negative size
   // At the int64 limit exactly it is fine (a view: nothing is allocated).
   Tensor e = ones({1}).expand({kMax});
@@ -117,6 +123,13 @@ TEST(SizeOverflow, FactoriesAndViewsCheckTheirSizes) {
   // arange lengths near and beyond the int64 range.
   expect_throw<ValueError>([] { arange(kMin, kMax, 1); }, {"arange", "overflows int64"});
   expect_throw<ValueError>([] { arange(0.0, 1e30, 1.0); }, {"arange", "overflows int64"});
+  // repeat and pad sizes (a wrapped product or sum could look valid).
+  expect_throw<ValueError>(
+      [&] {
+        repeat(x.view({1, 6}), {kMax, 2});
+      },
+      {"repeat", "overflows int64"});
+  expect_throw<ValueError>([&] { pad(x, {kMax, kMax}); }, {"pad", "overflows int64"});
   // cat of huge expanded views.
   Tensor h = ones({1}).expand({kMax});
   expect_throw<ValueError>([&] { cat({h, h}); }, {"cat", "overflows int64"});
@@ -137,8 +150,7 @@ TEST(ScalarCast, CheckScalarFits) {
                            {"op: value 1e+300 cannot be converted to type float32"});
   expect_throw<ValueError>([] { check_scalar_fits(Scalar(kNaN), DType::Int64, "op"); },
                            {"cannot be converted to type int64 without overflow"});
-  expect_throw<ValueError>([] { check_scalar_fits(Scalar(kInf), DType::Int32, "op"); },
-                           {"int32"});
+  expect_throw<ValueError>([] { check_scalar_fits(Scalar(kInf), DType::Int32, "op"); }, {"int32"});
   expect_throw<ValueError>([] { check_scalar_fits(Scalar(9.3e18), DType::Int64, "op"); },
                            {"int64"});
   expect_throw<ValueError>([] { check_scalar_fits(Scalar(0x1p63), DType::Int64, "op"); },
@@ -159,7 +171,7 @@ TEST(ScalarCast, EveryEntryIntoAnIntegerTensorIsChecked) {
   expect_throw<ValueError>([&] { i32.fill_(int64_t{1} << 33); }, {"fill_", "int32"});
   // Binary ops with a C++ number keep the tensor's integer dtype: the number must fit it.
   expect_throw<ValueError>([&] { i32 + (int64_t{1} << 40); }, {"add", "int32"});
-  expect_throw<ValueError>([&] { i32 * (int64_t{1} << 40); }, {"mul", "int32"});
+  expect_throw<ValueError>([&] { i32*(int64_t{1} << 40); }, {"mul", "int32"});
   expect_throw<ValueError>([&] { i32.add_(int64_t{1} << 40); }, {"add", "int32"});
   expect_throw<ValueError>([&] { i32.mul_(int64_t{1} << 40); }, {"mul", "int32"});
   expect_throw<ValueError>([&] { add(i32, i32, int64_t{1} << 40); }, {"add", "int32"});
@@ -222,8 +234,9 @@ TEST(Closeness, IscloseDefaultsAndSpecialValues) {
   EXPECT_EQ(c.to_vector<bool>(),
             (std::vector<bool>{true, false, true, true, true, false, false, false, true, true}));
   EXPECT_EQ(isclose(a, b, 1e-5, 1e-8, /*equal_nan=*/true).to_vector<bool>()[6], true);
-  EXPECT_EQ(isclose(a, b, 0, 0).to_vector<bool>(),
-            (std::vector<bool>{false, false, false, true, true, false, false, false, false, false}));
+  EXPECT_EQ(
+      isclose(a, b, 0, 0).to_vector<bool>(),
+      (std::vector<bool>{false, false, false, true, true, false, false, false, false, false}));
   // rtol scales with |other| (asymmetric, as PyTorch).
   EXPECT_TRUE(isclose(tensor({0.0}), tensor({10.0}), 1.0, 0.0).item<bool>());
   EXPECT_FALSE(isclose(tensor({10.0}), tensor({0.0}), 1.0, 0.0).item<bool>());
@@ -257,21 +270,21 @@ TEST(Closeness, AllcloseAndEqual) {
   EXPECT_TRUE(allclose(tensor({1.0, 2.0}), tensor({1.0 + 1e-7, 2.0})));
   EXPECT_FALSE(allclose(tensor({1.0, 2.0}), tensor({1.1, 2.0})));
   EXPECT_TRUE(allclose(tensor({1.0, 2.0}), tensor({1.1, 2.0}), 0.1));
-  EXPECT_TRUE(allclose(ones({2, 3}), ones({3})));   // broadcasts, as torch.allclose
+  EXPECT_TRUE(allclose(ones({2, 3}), ones({3})));  // broadcasts, as torch.allclose
   EXPECT_TRUE(allclose(ones({0}), ones({0})));
   EXPECT_TRUE(allclose(ones({3}, DType::Int32), ones({3}, DType::Float64)));
   expect_throw<ShapeError>([] { allclose(ones({2}), ones({3})); }, {"isclose"});
 
   EXPECT_TRUE(equal(tensor({1.0, 2.0}), tensor({1.0, 2.0})));
   EXPECT_FALSE(equal(tensor({1.0, 2.0}), tensor({1.0, 2.5})));
-  EXPECT_FALSE(equal(a, a));                          // NaN != NaN
-  EXPECT_FALSE(equal(ones({2, 3}), ones({3})));       // same values, different shapes
+  EXPECT_FALSE(equal(a, a));                     // NaN != NaN
+  EXPECT_FALSE(equal(ones({2, 3}), ones({3})));  // same values, different shapes
   EXPECT_FALSE(equal(ones({1, 3}), ones({3})));
   EXPECT_TRUE(equal(ones({0, 2}), ones({0, 2})));
   EXPECT_FALSE(equal(ones({0, 2}), ones({2, 0})));
   EXPECT_TRUE(equal(ones({3}, DType::Int64), ones({3})));  // compared after promotion
   Tensor t = arange(0, 6, 1, DType::Float32).view({2, 3});
-  EXPECT_TRUE(equal(t.t(), t.t().contiguous()));            // layout doesn't matter
+  EXPECT_TRUE(equal(t.t(), t.t().contiguous()));  // layout doesn't matter
   expect_throw<Error>([] { equal(Tensor(), ones({1})); }, {"equal", "undefined"});
 }
 

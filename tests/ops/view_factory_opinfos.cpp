@@ -593,7 +593,7 @@ const bool kViewsRegistered = [] {
                always,
                true,
                false,
-               {expect_error<IndexError>("negative length", "exceeds",
+               {expect_error<IndexError>("negative length", "must be non-negative",
                                          [] { ones({4}).narrow(0, 0, -1); })}});
   v.push_back({"select",
                {"select"},
