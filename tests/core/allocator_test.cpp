@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -178,6 +180,50 @@ TEST(Allocator, ResidentMemoryStaysNearThePeakOfLiveBytes) {
     EXPECT_LE(reserved_growth(mixed, L), bound) << "mixed, limit " << limit;
     EXPECT_LE(reserved_growth(alternating, L), bound) << "alternating, limit " << limit;
   }
+}
+
+// The process's resident set, from /proc/self/status (VmRSS, in kB).
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  ADD_FAILURE() << "no VmRSS in /proc/self/status";
+  return 0;
+}
+
+// The same kind of program with every page written, so that what is measured is what the
+// operating system reports as resident: its growth stays within max(2L, L + limit) (plus a
+// little for the test's own bookkeeping), whatever the mix of sizes.
+TEST(Allocator, ResidentMemoryOfVaryingSizesStaysBoundedOnTheSystemsCount) {
+  const int64_t L = 96 * kMiB, limit = 64 * kMiB, slack = 24 * kMiB;
+  CacheLimitScope scope(limit);
+  empty_cache();
+  const int64_t base = resident_bytes();
+  int64_t peak_growth = 0;
+  std::vector<Tensor> live;
+  int64_t live_bytes = 0;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 400; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const int64_t bytes = kMiB + static_cast<int64_t>(x % static_cast<uint64_t>(39 * kMiB));
+    while (!live.empty() && live_bytes + bytes > L) {
+      live_bytes -= live.front().numel();
+      live.erase(live.begin());
+    }
+    Tensor t = empty({bytes}, DType::Bool);
+    auto* p = static_cast<unsigned char*>(t.data_ptr());
+    for (int64_t at = 0; at < bytes; at += 4096) p[at] = 1;  // make every page resident
+    live.push_back(t);
+    live_bytes += bytes;
+    peak_growth = std::max(peak_growth, resident_bytes() - base);
+  }
+  live.clear();
+  empty_cache();
+  RecordProperty("peak_growth_mib", static_cast<int>(peak_growth / kMiB));
+  EXPECT_LE(peak_growth, std::max(2 * L, L + limit) + slack)
+      << "resident memory grew by " << peak_growth / kMiB << " MiB with at most " << L / kMiB
+      << " MiB live";
+  EXPECT_GT(peak_growth, L / 2) << "the pages written were not counted: the test measures nothing";
 }
 
 TEST(Allocator, CacheNeverHoldsMoreThanItsLimit) {
