@@ -165,7 +165,9 @@ std::function<void()> w1_inductor() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
-std::function<void()> w6_inductor() {
+// W6i / W6p: W6 under inductor, captured each call or (pure mode) not: a pure hit checks the
+// guards and runs the compiled graph without calling the function.
+std::function<void()> w6_inductor(bool pure) {
   auto x = std::make_shared<Tensor>(randn({64}));
   auto c = std::make_shared<Tensor>(randn({64}));
   auto chain = [c](const Tensor& x) {
@@ -173,8 +175,21 @@ std::function<void()> w6_inductor() {
     for (int i = 0; i < 100; ++i) y = i % 3 == 0 ? y + *c : i % 3 == 1 ? y * *c : tanh(y);
     return y;
   };
-  auto compiled =
-      std::make_shared<decltype(compile(chain))>(compile(chain, inductor_options("W6i")));
+  CompileOptions options = inductor_options(pure ? "W6p" : "W6i");
+  options.pure = pure;
+  auto compiled = std::make_shared<decltype(compile(chain))>(compile(chain, options));
+  (*compiled)(*x);
+  return [x, compiled] { (*compiled)(*x); };
+}
+// W6sp: one add on [64] under inductor in pure mode: the per-call floor of a pure hit (guards,
+// the compiled graph's call, one output allocation), which W6p adds its kernel's arithmetic to.
+std::function<void()> w6_single_pure() {
+  auto x = std::make_shared<Tensor>(randn({64}));
+  auto c = std::make_shared<Tensor>(randn({64}));
+  auto one = [c](const Tensor& x) { return x + *c; };
+  CompileOptions options = inductor_options("W6sp");
+  options.pure = true;
+  auto compiled = std::make_shared<decltype(compile(one))>(compile(one, options));
   (*compiled)(*x);
   return [x, compiled] { (*compiled)(*x); };
 }
@@ -243,7 +258,10 @@ const std::vector<Workload>& workloads() {
       {"W1i", "W1 through kiln::compile (inductor)", "n/a", w1_inductor},
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
       {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
-      {"W6i", "W6 through kiln::compile (inductor)", "n/a", w6_inductor},
+      {"W6i", "W6 through kiln::compile (inductor)", "n/a", [] { return w6_inductor(false); }},
+      {"W6p", "W6 through kiln::compile (inductor, pure mode)", "n/a",
+       [] { return w6_inductor(true); }},
+      {"W6sp", "W6s through kiln::compile (inductor, pure mode)", "n/a", w6_single_pure},
       {"W7", "char-GPT training step (kiln train's model) V96 L4 C128 H4 T64 B32, AdamW", "n/a",
        [] { return w7_step("", "W7"); }},
       {"W7c", "W7's whole step through kiln::compile (eager backend)", "n/a",

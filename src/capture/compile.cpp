@@ -66,6 +66,7 @@ void reset() {
       ++st->generation;
       st->run_eagerly = false;
       st->warned_limit = false;
+      st->pure_plans.clear();
     }
   capture::reset_compile_times();
 }
@@ -80,6 +81,9 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   KILN_CHECK(compile_config().cache_size_limit >= 0, ValueError,
              "kiln::compile: compile_config().cache_size_limit = ", compile_config().cache_size_limit,
              " is invalid: expected an integer >= 0");
+  KILN_CHECK(options.pure_verify_every >= 0, ValueError,
+             "kiln::compile: CompileOptions::pure_verify_every = ", options.pure_verify_every,
+             " is invalid: expected an integer >= 0 (0: never verify)");
   for (char c : options.name)
     KILN_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f, ValueError,
                "kiln::compile: CompileOptions::name contains control character 0x", std::hex,
@@ -142,6 +146,7 @@ void CallScope::finish() {
     capture::apply_top();
     throw;
   }
+  pure_ = t->pure_observation();
   f.pop_back();
   delete t;
   capture::apply_top();

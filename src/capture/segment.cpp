@@ -160,6 +160,8 @@ void remember_recent(detail::CompiledState& st, size_t segment,
   if (recent.size() > detail::CompiledState::kReplayCandidates) recent.pop_back();
 }
 
+}  // namespace
+
 // The backend contract: one fresh contiguous tensor per graph output, of the recorded dtype
 // and size. An output that aliases an input (a backend's shortcut) or another output (CSE
 // merges equal values, e.g. two zeros_like) is cloned, since each buffer needs memory of its
@@ -186,8 +188,6 @@ void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& gra
   }
 }
 
-}  // namespace
-
 // ---- running a segment ----
 
 std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit) {
@@ -202,6 +202,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     if (!entry) compile = should_compile(st, segment_index_, graph, frozen_);
   }
   std::vector<Tensor> outs;
+  last_entry_ = nullptr;
   if (!entry && !compile) {
     outs = ir::interpret(graph, rec_.inputs);
   } else {
@@ -212,6 +213,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     const std::vector<int64_t> values = runtime_values_for(*entry, graph);
     InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
     outs = entry->compiled(rec_.inputs, values);
+    last_entry_ = entry;
   }
   check_backend_outputs(st, graph, rec_.inputs, outs);
   return outs;
@@ -240,6 +242,7 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
     ~Flushing() { flag = false; }
   } flushing(flushing_);
   if (!is_return) report_break(reason, site);
+  if (pure_ && !is_return) ++pure_->breaks;
   SegmentOutputs outputs = collect_outputs();
   std::shared_ptr<CacheEntry> hit = finish_replay();
   if (!hit && (rec_.graph.num_calls() == 0 || rec_.graph.outputs.empty())) {
@@ -257,7 +260,18 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   }
   materialize(outputs, values);
   write_back(values);
+  if (pure_) observe_for_pure(values);
   next_segment();
+}
+
+void Tracer::observe_for_pure(std::span<const Tensor> values) {
+  PureObservation& p = *pure_;
+  ++p.segments;
+  p.wrote = p.wrote || !written_.order.empty();
+  p.entry = last_entry_;
+  p.generation = state_->generation.load();
+  p.inputs = rec_.inputs;
+  p.outputs.assign(values.begin(), values.end());
 }
 
 void Tracer::check_can_flush(const std::string& reason) const {

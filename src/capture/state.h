@@ -58,6 +58,11 @@ class CompiledState {
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> run_eagerly{false};  // the cache limit was hit
   bool warned_limit = false;
+  // Pure mode (capture/pure.cpp): how to run recent graphs without calling the function, most
+  // recent first; calls that ran one; whether the "cannot be pure" warning was given.
+  std::vector<std::shared_ptr<const PurePlan>> pure_plans;
+  uint64_t pure_hits = 0;
+  bool warned_pure = false;
 };
 
 }  // namespace kiln::detail

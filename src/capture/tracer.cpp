@@ -123,6 +123,7 @@ void release_storage(const Storage* s, const Tracer* t) {
 
 Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
     : state_(std::move(state)), frozen_(frozen) {
+  if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
   start_replay();
 }
 

@@ -90,6 +90,23 @@ class PendingTensor final : public PendingValue,
   Buffer* buffer_;
 };
 
+// What pure mode learns from a captured call (CompileOptions::pure): its graphs and breaks,
+// and the one graph's entry, input tensors and outputs (see capture/pure.cpp).
+struct PureObservation {
+  int segments = 0;  // graphs run
+  int breaks = 0;    // sync points other than the return, empty segments included
+  bool wrote = false;
+  std::shared_ptr<CacheEntry> entry;  // the last graph's compiled entry (null: ran eagerly)
+  uint64_t generation = 0;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+};
+
+// The backend contract on a graph's outputs (segment.cpp): one fresh contiguous tensor per
+// output, of its dtype and size; an output aliasing an input or another output is cloned.
+void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& graph,
+                           std::span<const Tensor> inputs, std::vector<Tensor>& outs);
+
 // Installed as this thread's DispatchInterceptor while its function runs, and as its
 // PendingWrites while it has writes into concrete storages recorded.
 class Tracer final : public DispatchInterceptor, public PendingWrites {
@@ -117,6 +134,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
   bool metadata_only() const { return !metadata_only_.empty(); }
+  // Pure mode's record of this call (null unless the function is compiled with pure=true).
+  const std::shared_ptr<PureObservation>& pure_observation() const { return pure_; }
 
  private:
   // ---- recording (tracer.cpp) ----
@@ -200,6 +219,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   void materialize(const SegmentOutputs& outputs, std::span<const Tensor> values);
   // Copies the final values of written concrete storages into them.
   void write_back(std::span<const Tensor> values);
+  // Pure mode: what this segment ran, for CallScope::learn_pure.
+  void observe_for_pure(std::span<const Tensor> values);
   void next_segment();
   void reset_segment();
 
@@ -208,6 +229,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::string metadata_only_;
   bool flushing_ = false;
   size_t segment_index_ = 0;
+  std::shared_ptr<CacheEntry> last_entry_;  // the entry run_segment ran (null: interpreted)
+  std::shared_ptr<PureObservation> pure_;
 
   // The segment being recorded.
   struct Recording {

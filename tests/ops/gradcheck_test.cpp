@@ -36,12 +36,6 @@ double* element(const Tensor& t, int64_t linear) {
   return base + offset;
 }
 
-bool has_expanded_dim(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) == 0 && t.size(d) > 1) return true;
-  return false;
-}
-
 struct Prepared {
   std::vector<Tensor> inputs;  // the sample's inputs, leaves in place of differentiated ones
   std::vector<Tensor> leaves;  // per input: the leaf (undefined if not differentiated)
@@ -283,10 +277,12 @@ TEST_P(GradCheck, SecondDerivativesMatchFiniteDifferences) {
 TEST(GradCheckCoverage, EveryDerivativeIsChecked) {
   std::set<std::string> checked;
   for (const Case& c : differentiable_cases()) checked.insert(opinfos()[c.info].covers[0]);
-  for (const OpDef* op : all_ops())
-    if (op->derivative.fn && op->name != "fill")
+  for (const OpDef* op : all_ops()) {
+    if (op->derivative.fn && op->name != "fill") {
       EXPECT_TRUE(checked.count(std::string(op->name)))
           << "op '" << op->name << "' has a derivative but no float64 OpInfo checks it";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradCheck, ::testing::ValuesIn(differentiable_cases()),

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "kiln/capture/pure_call.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln {
@@ -61,6 +62,18 @@ struct CompileOptions {
   // Compiled entries kept per graph segment of this function (default:
   // compile_config().cache_size_limit); must be >= 0 (0: the first graph only).
   std::optional<int> cache_size_limit;
+  // Pure mode (the MLX/JAX jit contract; docs/compile.md "Pure mode"): the function promises
+  // to be pure in its tensor arguments and the tensors it captures: no side effects, and
+  // control flow that depends only on their shapes and dtypes and on its other arguments'
+  // values. A call whose arguments pass the guards of a graph captured before runs that graph
+  // without calling the function; other calls capture as usual. A function that cannot run
+  // this way (graph breaks, in-place writes, random ops, gradients) is called every time, with
+  // one warning saying why.
+  bool pure = false;
+  // Pure mode's check of that promise: every Nth call that would skip the function calls it,
+  // captures, and throws kiln::Error if the graph (or how it reads the arguments, or what it
+  // returns) differs from the one pure mode runs. 0: never. Must be >= 0.
+  int pure_verify_every = 0;
 };
 
 struct CompileConfig {
@@ -94,8 +107,19 @@ class StanceGuard {
 // Drops every compiled function's cached graphs and counters (torch._dynamo.reset()).
 void reset();
 
+namespace capture {
+struct PureObservation;
+}
 namespace detail {
 class CompiledState;
+struct PurePlan;
+// Pure mode, before a call: runs a graph whose guards `args` pass, leaving its results in
+// `results` (Run); or says that the function must be called and captured (Capture), or called,
+// captured and compared with the graph pure mode would have run, `verify` (Verify).
+enum class PureStep { Run, Capture, Verify };
+PureStep pure_try_run(CompiledState& state, const PureArgs& args, std::vector<Tensor>& results,
+                      std::shared_ptr<const PurePlan>& verify);
+bool is_pure(const CompiledState& state);
 // Begins a call of a compiled function on this thread: captures, inlines into an enclosing
 // capture, or runs eagerly, as the stance and the controls say.
 class CallScope {
@@ -106,9 +130,15 @@ class CallScope {
   CallScope& operator=(const CallScope&) = delete;
   // Ends the capture at the function's return: runs the last segment (outputs concrete).
   void finish();
+  // Pure mode, after finish(): learns how to run this call's graph without the function (or,
+  // with `verify`, checks that it is the graph `verify` runs). `results` is null when the
+  // result's type is one pure mode cannot rebuild.
+  void learn_pure(const PureArgs& args, const std::vector<const Tensor*>* results,
+                  const std::shared_ptr<const PurePlan>& verify);
 
  private:
   std::shared_ptr<CompiledState> state_;
+  std::shared_ptr<capture::PureObservation> pure_;
   bool started_ = false;
   bool finished_ = false;
 };
@@ -125,6 +155,7 @@ class CompiledFunction {
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
+    if (detail::is_pure(*state_)) return call_pure(std::forward<Args>(args)...);
     detail::CallScope scope(state_, frozen_);
     using R = std::invoke_result_t<const F&, Args&&...>;
     if constexpr (std::is_void_v<R>) {
@@ -142,6 +173,42 @@ class CompiledFunction {
   const std::shared_ptr<detail::CompiledState>& state() const { return state_; }
 
  private:
+  // Pure mode: a hit runs the graph and rebuilds the result; otherwise fn runs under capture
+  // and the call teaches (or verifies) how to skip it next time.
+  template <class... Args>
+  std::invoke_result_t<const F&, Args&&...> call_pure(Args&&... args) const {
+    using R = std::invoke_result_t<const F&, Args&&...>;
+    using Result = detail::PureResult<std::remove_cvref_t<R>>;
+    const detail::PureArgs pure_args = detail::pure_args(args...);
+    std::shared_ptr<const detail::PurePlan> verify;
+    if constexpr (Result::supported && !std::is_reference_v<R>) {
+      std::vector<Tensor> results;
+      if (detail::pure_try_run(*state_, pure_args, results, verify) ==
+          detail::PureStep::Run) {
+        if constexpr (!std::is_void_v<R>) return Result::build(results);
+        else return;
+      }
+    }
+    detail::CallScope scope(state_, frozen_);
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(fn_, std::forward<Args>(args)...);
+      scope.finish();
+      const std::vector<const Tensor*> none;
+      scope.learn_pure(pure_args, &none, verify);
+    } else {
+      R result = std::invoke(fn_, std::forward<Args>(args)...);
+      scope.finish();
+      if constexpr (Result::supported && !std::is_reference_v<R>) {
+        std::vector<const Tensor*> flat;
+        Result::flatten(result, flat);
+        scope.learn_pure(pure_args, &flat, verify);
+      } else {
+        scope.learn_pure(pure_args, nullptr, verify);
+      }
+      return result;
+    }
+  }
+
   F fn_;
   std::shared_ptr<detail::CompiledState> state_;
   bool frozen_;
