@@ -346,6 +346,52 @@ TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
   std::filesystem::remove_all(rel.parent_path());
 }
 
+// A module with many distinct kernel bodies compiles as several objects at once, linked into
+// one library that holds every kernel and computes what eager does.
+TEST(InductorCache, LargeModulesCompileInPartsAtOnce) {
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    Tensor a = matmul(tanh(x * 2 + 1), w);  // each chain between extern calls: a kernel
+    Tensor b = softmax(sigmoid(a) - a, -1);
+    Tensor c = matmul(exp(b) * 3, w);
+    Tensor d = cumsum(relu(c) + 0.5, -1);
+    Tensor e = matmul(sqrt(abs(d)) / 2, w);
+    return std::vector<Tensor>{neg(e) * e, log(abs(e - 1) + 1)};
+  };
+  Tensor x = randn({6, 8}), w = randn({8, 8});
+  Compiled c;
+  auto f = compile(fn, c.options());
+  (void)f(x, w);
+  ASSERT_EQ(c.schedules.size(), 1u);
+  const std::string src = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+  ASSERT_NE(src.find("// distinct kernel bodies: 6"), std::string::npos) << src;
+
+  // Drop the module built above (in memory and on disk) and build it again in two parts.
+  std::string path = inductor::compile_module(src, nullptr)->path();
+  inductor::forget_loaded_modules();
+  std::filesystem::remove(path);
+  const char* old = std::getenv("KILN_COMPILE_JOBS");
+  const std::string saved = old ? old : "";
+  ::setenv("KILN_COMPILE_JOBS", "2", 1);
+  inductor::CompileStats stats;
+  auto m = inductor::compile_module(src, &stats);
+  EXPECT_FALSE(stats.cache_hit);
+  EXPECT_EQ(stats.parts, 2);
+  for (const inductor::Kernel& k : c.schedules[0].kernels) EXPECT_NE(m->kernel(k.name), nullptr);
+  ::setenv("KILN_COMPILE_JOBS", "0", 1);
+  EXPECT_THROW(inductor::compile_jobs(), ValueError);
+  if (old)
+    ::setenv("KILN_COMPILE_JOBS", saved.c_str(), 1);
+  else
+    ::unsetenv("KILN_COMPILE_JOBS");
+
+  // A new compiled function loads that library from disk and computes what eager computes.
+  m.reset();
+  inductor::forget_loaded_modules();
+  auto g = compile(fn, {.backend = std::string("inductor")});
+  const std::vector<Tensor> want = fn(x, w), got = g(x, w);
+  for (size_t i = 0; i < want.size(); ++i) expect_identical(want[i], got[i]);
+}
+
 TEST(InductorCache, CompilerErrorsAreClear) {
   try {
     inductor::compile_module("this is not C++;\n", nullptr);

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "kiln/core/error.h"
 
@@ -40,6 +41,26 @@ int run_command(const std::string& cmd, std::string& output) {
   while ((got = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, got);
   const int status = pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string output;  // stdout + stderr
+};
+// Runs shell commands at once (each its own process) and waits for all of them.
+std::vector<CommandResult> run_commands_at_once(const std::vector<std::string>& cmds) {
+  std::vector<FILE*> running;
+  for (const std::string& cmd : cmds) running.push_back(popen((cmd + " 2>&1").c_str(), "r"));
+  std::vector<CommandResult> results(cmds.size());
+  for (size_t j = 0; j < running.size(); ++j) {
+    if (!running[j]) continue;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, running[j])) > 0) results[j].output.append(buf, got);
+    const int st = pclose(running[j]);
+    results[j].status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  return results;
 }
 
 std::string quote(const std::string& s) {
@@ -176,6 +197,58 @@ std::string precompiled_header_dir(const fs::path& modules) {
   return dir;
 }
 
+// The compiler command that builds `out` from `source` with `how` (flags() for a shared object,
+// compile_flags() + " -c" for an object), using the precompiled runtime header when there is one.
+std::string compile_command(const fs::path& source, const fs::path& out, const std::string& how) {
+  const std::string pch = precompiled_header_dir(module_dir());
+  return detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", how,
+                        " ", quote(source), " -o ", quote(out));
+}
+
+// How many objects to compile `source` as at once: one per core, each with at least a few
+// distinct kernel bodies (every part pays a process start and the precompiled header's load,
+// ~0.15 s, so a small module stays whole). The renderer states the body count.
+int compile_parts(const std::string& source) {
+  constexpr int kMinBodiesPerPart = 3;
+  const std::string marker = "// distinct kernel bodies: ";
+  const size_t at = source.rfind(marker);
+  if (at == std::string::npos) return 1;
+  const int bodies = std::atoi(source.c_str() + at + marker.size());
+  return std::max(1, std::min(compile_jobs(), bodies / kMinBodiesPerPart));
+}
+
+// Builds the shared object `so` from `cpp`: in one compiler run, or as `parts` objects compiled
+// at once and linked. Returns the failing command and its output, or "" on success.
+std::string build_shared_object(const fs::path& cpp, const fs::path& so, int parts) {
+  if (parts <= 1) {
+    const std::string cmd = compile_command(cpp, so, flags());
+    std::string output;
+    return run_command(cmd, output) == 0 ? "" : cmd + "\n" + output;
+  }
+  std::vector<std::string> cmds;
+  std::vector<fs::path> objects;
+  for (int j = 0; j < parts; ++j) {
+    objects.push_back(detail::concat(so.string(), ".part", j, ".o"));
+    cmds.push_back(compile_command(
+        cpp, objects.back(),
+        detail::concat(compile_flags(), " -c -DKILN_PARTS=", parts, " -DKILN_PART=", j)));
+  }
+  const std::vector<CommandResult> results = run_commands_at_once(cmds);
+  std::string failure;
+  for (size_t j = 0; j < results.size() && failure.empty(); ++j)
+    if (results[j].status != 0) failure = cmds[j] + "\n" + results[j].output;
+  if (failure.empty()) {
+    std::string link = detail::concat(quote(host_compiler()), " -shared -fopenmp");
+    for (const fs::path& o : objects) link += " " + quote(o);
+    link += " -o " + quote(so);
+    std::string output;
+    if (run_command(link, output) != 0) failure = link + "\n" + output;
+  }
+  std::error_code ec;
+  for (const fs::path& o : objects) fs::remove(o, ec);
+  return failure;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -192,6 +265,17 @@ void* LoadedModule::symbol(const std::string& name) const {
   void* s = dlsym(handle_, name.c_str());
   KILN_CHECK(s, Error, "inductor: the compiled module ", path_, " has no symbol ", name);
   return s;
+}
+
+int compile_jobs() {
+  if (const char* env = std::getenv("KILN_COMPILE_JOBS"); env && *env) {
+    char* end = nullptr;
+    const long jobs = std::strtol(env, &end, 10);
+    KILN_CHECK(*end == '\0' && jobs >= 1 && jobs <= 256, ValueError,
+               "KILN_COMPILE_JOBS = '", env, "' is invalid: expected an integer from 1 to 256");
+    return static_cast<int>(jobs);
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 const std::string& host_compiler() {
@@ -272,35 +356,24 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
                                cpp.string(), "\"\n#undef KILN_KERNEL\n");
     keys_of[j].push_back(key);
   }
-  const std::string pch = precompiled_header_dir(module_dir());
-  std::vector<FILE*> running;
+  std::vector<std::string> cmds;
   std::vector<fs::path> libs;
   for (size_t j = 0; j < units.size(); ++j) {
     const fs::path unit = module_dir() / detail::concat(stem, ".", j, ".cpp");
     const fs::path lib = module_dir() / detail::concat(stem, ".", j, ".so");
     std::ofstream(unit, std::ios::binary) << units[j];
-    const std::string cmd =
-        detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", flags(),
-                       " ", quote(unit), " -o ", quote(lib), " 2>&1");
-    running.push_back(popen(cmd.c_str(), "r"));
+    cmds.push_back(compile_command(unit, lib, flags()));
     libs.push_back(lib);
   }
+  const std::vector<CommandResult> results = run_commands_at_once(cmds);
   std::string errors;
-  for (size_t j = 0; j < running.size(); ++j) {
-    std::string output;
-    int status = -1;
-    if (running[j]) {
-      char buf[4096];
-      size_t got;
-      while ((got = fread(buf, 1, sizeof buf, running[j])) > 0) output.append(buf, got);
-      const int st = pclose(running[j]);
-      status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
+  for (size_t j = 0; j < results.size(); ++j) {
     std::error_code ec;
     fs::remove(module_dir() / detail::concat(stem, ".", j, ".cpp"), ec);
-    void* handle = status == 0 ? dlopen(libs[j].c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+    void* handle =
+        results[j].status == 0 ? dlopen(libs[j].c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
     if (!handle) {
-      errors += output.substr(0, 2000);
+      errors += results[j].output.substr(0, 2000);
       continue;
     }
     std::shared_ptr<void> owner(handle, [](void* h) { dlclose(h); });
@@ -390,19 +463,18 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
     }
     std::error_code ec;
     fs::rename(tmp_cpp, cpp, ec);
-    const std::string pch = precompiled_header_dir(module_dir());
-    const std::string cmd =
-        detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", flags(),
-                       " ", quote(cpp), " -o ", quote(tmp_so));
-    std::string output;
     auto tc = std::chrono::steady_clock::now();
-    const int status = run_command(cmd, output);
-    if (stats) stats->cxx_seconds = seconds_since(tc);
-    if (status != 0) {
+    const int parts = compile_parts(source);
+    std::string failure = build_shared_object(cpp, tmp_so, parts);
+    if (stats) {
+      stats->cxx_seconds = seconds_since(tc);
+      stats->parts = parts;
+    }
+    if (!failure.empty()) {
       fs::remove(tmp_so, ec);
-      if (output.size() > 4000) output = output.substr(0, 4000) + "\n[... cut]";
-      throw Error(detail::concat("inductor: compiling the generated code failed (exit ", status,
-                                 "): ", cmd, "\n", output, "\nThe source is ", cpp.string()));
+      if (failure.size() > 4000) failure = failure.substr(0, 4000) + "\n[... cut]";
+      throw Error(detail::concat("inductor: compiling the generated code failed: ", failure,
+                                 "\nThe source is ", cpp.string()));
     }
     fs::rename(tmp_so, so, ec);
     KILN_CHECK(!ec, Error, "inductor: cannot move the compiled module into ", so.string(), ": ",

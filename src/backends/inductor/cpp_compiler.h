@@ -46,7 +46,12 @@ struct CompileStats {
   bool cache_hit = false;
   double cxx_seconds = 0;   // the compiler run (0 on a hit)
   double load_seconds = 0;  // dlopen
+  int parts = 0;            // objects the module was compiled as, at once (0 on a hit)
 };
+
+// How many compiler processes one module may use at once: $KILN_COMPILE_JOBS when set (1 turns
+// parallel compilation off), else the number of cores.
+int compile_jobs();
 
 // The module built from `source`: from the in-process or on-disk cache (keyed by the source,
 // the compiler's identity, the flags and the runtime headers' text), else compiled and stored

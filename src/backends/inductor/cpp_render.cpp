@@ -233,9 +233,17 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
      << "#include \"backends/inductor/runtime/inductor_runtime.h\"\n#endif\n\n"
      << "// Kernel symbols: kiln_<name>, or another prefix when several modules share one "
         "library.\n"
-     << "#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n\n";
+     << "#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n\n"
+     << "// A large module compiles as KILN_PARTS objects in parallel (cpp_compiler.cpp): part\n"
+     << "// KILN_PART holds every KILN_PARTS-th distinct kernel body and the kernels calling it.\n"
+     << "#ifndef KILN_PARTS\n#define KILN_IN_PART(body) 1\n#else\n"
+     << "#define KILN_IN_PART(body) ((body) % KILN_PARTS == KILN_PART)\n#endif\n\n";
   // A kernel whose body another kernel already has calls that one: its code is compiled once.
-  std::map<std::string, std::string> kernel_with_body;
+  struct Body {
+    std::string kernel;
+    int index;
+  };
+  std::map<std::string, Body> kernel_with_body;
   for (const Kernel& k : schedule.kernels) {
     os << "// " << k.name << ":";
     for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
@@ -244,15 +252,19 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
         ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";
     std::ostringstream body;
     render_kernel_body(body, k);
-    auto [it, fresh] = kernel_with_body.try_emplace(body.str(), k.name);
+    const int next_index = static_cast<int>(kernel_with_body.size());
+    auto [it, fresh] = kernel_with_body.try_emplace(body.str(), Body{k.name, next_index});
+    os << "#if KILN_IN_PART(" << it->second.index << ")\n";
     if (fresh) {
       os << "extern \"C\" void KILN_KERNEL(" << k.name << signature << body.str();
     } else {
-      os << "// (the same code as " << it->second << ")\n"
+      os << "// (the same code as " << it->second.kernel << ")\n"
          << "extern \"C\" void KILN_KERNEL(" << k.name << signature << "{\n  KILN_KERNEL("
-         << it->second << ")(buffers, attrs, shape);\n}\n\n";
+         << it->second.kernel << ")(buffers, attrs, shape);\n}\n";
     }
+    os << "#endif\n\n";
   }
+  os << "// distinct kernel bodies: " << kernel_with_body.size() << "\n";
   return os.str();
 }
 
