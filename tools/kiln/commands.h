@@ -17,6 +17,10 @@ namespace kiln::cli {
 ArgParser bench_parser();
 int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 
+// ---- kiln fuzz: differential fuzzing of the compile backends ------------------------------
+ArgParser fuzz_parser();
+int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+
 // ---- kiln train: train a character-level GPT ------------------------------------------------
 // Every value checked: sizes positive, rates in range, --embd a multiple of --heads, files
 // present.

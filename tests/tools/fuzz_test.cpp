@@ -1,0 +1,81 @@
+// kiln fuzz: determinism, a planted backend bug that must be found, and a fixed-seed run over
+// the real backends that must find nothing (the CI budget).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "fuzz.h"
+
+namespace kiln::fuzz {
+namespace {
+
+TEST(Fuzz, SameSeedSameProgram) {
+  EXPECT_EQ(generate(7, 6).text(), generate(7, 6).text());
+  EXPECT_NE(generate(7, 6).text(), generate(8, 6).text());
+}
+
+// The planted bug: the eager backend, except that a graph with a `tanh` call gets 1e-3 added
+// to every output. tanh, because no derivative emits it (mul appears in many backward graphs),
+// so a finding's program must call it: tanh directly, or exp (the fuzzer's exp is exp(tanh)).
+void register_buggy_backend() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  register_backend("test_buggy_tanh", [](const ir::Graph& graph, std::span<const TensorMeta> in) {
+    CompiledGraph run = lookup_backend("eager")(graph, in);
+    bool has_tanh = false;
+    for (const ir::Node& n : graph.nodes)
+      if (n.op && n.op->name == "tanh") has_tanh = true;
+    if (!has_tanh) return run;
+    return CompiledGraph([run](std::span<const Tensor> inputs, std::span<const int64_t> rt) {
+      std::vector<Tensor> outs = run(inputs, rt);
+      for (Tensor& o : outs)
+        if (o.is_floating_point()) o = o.add(scalar_tensor(1e-3, o.dtype()));
+      return outs;
+    });
+  });
+}
+
+TEST(Fuzz, FindsPlantedTanhBug) {
+  register_buggy_backend();
+  int found = 0;
+  for (uint64_t seed = 1; seed <= 30 && !found; ++seed) {
+    Program p = generate(seed, 6);
+    Check c = check(p, "test_buggy_tanh");
+    ASSERT_NE(c.verdict, Verdict::kError) << c.detail << "\n" << p.text();
+    if (c.verdict == Verdict::kMismatch) {
+      ++found;
+      const std::string text = p.text();
+      EXPECT_TRUE(text.find("= tanh(") != std::string::npos ||
+                  text.find("= exp(") != std::string::npos)
+          << text;
+    }
+  }
+  EXPECT_EQ(found, 1) << "30 programs did not find the planted bug";
+}
+
+// The CI budget: 30 programs of 6 ops, eager and inductor; must find nothing.
+TEST(Fuzz, FixedSeedRunFindsNothing) {
+  std::ostringstream out, err;
+  auto start = std::chrono::steady_clock::now();
+  int status = cli::run_cli({"fuzz", "--programs", "30", "--seed", "1", "--backend",
+                             "eager,inductor"},
+                            out, err);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status, 0) << out.str();
+  EXPECT_NE(out.str().find("inductor: passed 30, mismatches 0, errors 0"), std::string::npos)
+      << out.str();
+  std::cout << "[fuzz] 30 programs x 2 backends: " << s << " s\n";
+}
+
+TEST(Fuzz, BadBackendIsAUsageError) {
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run_cli({"fuzz", "--backend", "eager,nope"}, out, err), cli::kExitUsage);
+  EXPECT_NE(err.str().find("--backend: unknown backend 'nope'"), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace kiln::fuzz

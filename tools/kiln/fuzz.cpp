@@ -1,0 +1,277 @@
+// Program generation, execution and comparison for `kiln fuzz`.
+#include "fuzz.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <sstream>
+
+namespace kiln::fuzz {
+
+namespace {
+
+// Random choices from a seed; modulo instead of std::uniform_int_distribution so the programs
+// are the same with every standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  int64_t below(int64_t n) { return static_cast<int64_t>(engine_() % static_cast<uint64_t>(n)); }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+using Apply = std::function<Tensor(const std::vector<Tensor>& args, const std::vector<int64_t>& p)>;
+using ChooseParams = std::function<std::vector<int64_t>(const std::vector<Tensor>& args, Rng&)>;
+
+struct OpSpec {
+  const char* name;
+  int arity;
+  bool in_place;  // modifies its first argument (only intermediate values are chosen)
+  Apply apply;
+  ChooseParams params = [](const std::vector<Tensor>&, Rng&) { return std::vector<int64_t>{}; };
+};
+
+std::vector<int64_t> one_dim(const std::vector<Tensor>& a, Rng& rng) {
+  return {a[0].dim() ? rng.below(a[0].dim()) : 0};
+}
+
+// Ops whose results are deterministic and comparable; random ops, argmax-style ties and
+// data-dependent shapes are left out (a tie may resolve differently after fusion).
+const std::vector<OpSpec>& ops() {
+  static const std::vector<OpSpec> all = {
+      {"add", 2, false, [](auto& a, auto&) { return a[0].add(a[1]); }},
+      {"sub", 2, false, [](auto& a, auto&) { return a[0].sub(a[1]); }},
+      {"mul", 2, false, [](auto& a, auto&) { return a[0].mul(a[1]); }},
+      {"div", 2, false, [](auto& a, auto&) { return a[0].div(a[1].abs().exp()); }},
+      {"neg", 1, false, [](auto& a, auto&) { return a[0].neg(); }},
+      {"tanh", 1, false, [](auto& a, auto&) { return a[0].tanh(); }},
+      {"sigmoid", 1, false, [](auto& a, auto&) { return a[0].sigmoid(); }},
+      {"relu", 1, false, [](auto& a, auto&) { return a[0].relu(); }},
+      {"exp", 1, false, [](auto& a, auto&) { return a[0].tanh().exp(); }},
+      {"sum_dim", 1, false, [](auto& a, auto& p) { return a[0].sum({p[0]}, true); }, one_dim},
+      {"mean_dim", 1, false, [](auto& a, auto& p) { return a[0].mean({p[0]}); }, one_dim},
+      {"transpose", 1, false,
+       [](auto& a, auto& p) { return a[0].transpose(p[0], p[1]); },
+       [](const std::vector<Tensor>& a, Rng& rng) {
+         int64_t d = std::max<int64_t>(a[0].dim(), 1);
+         return std::vector<int64_t>{rng.below(d), rng.below(d)};
+       }},
+      {"narrow", 1, false,
+       [](auto& a, auto& p) { return a[0].narrow(p[0], p[1], p[2]); },
+       [](const std::vector<Tensor>& a, Rng& rng) {
+         int64_t d = rng.below(std::max<int64_t>(a[0].dim(), 1));
+         int64_t size = a[0].dim() ? a[0].sizes()[d] : 1;
+         int64_t start = rng.below(size);
+         return std::vector<int64_t>{d, start, 1 + rng.below(size - start)};
+       }},
+      {"flatten", 1, false, [](auto& a, auto&) { return a[0].reshape({-1}); }},
+      {"expand", 1, false,
+       [](auto& a, auto& p) {
+         std::vector<int64_t> sizes(a[0].sizes().begin(), a[0].sizes().end());
+         sizes.insert(sizes.begin(), p[0]);
+         return a[0].expand(sizes);
+       },
+       [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{1 + rng.below(3)}; }},
+      {"add_", 2, true, [](auto& a, auto&) { return a[0].add_(a[1]); }},
+      {"mul_scalar_", 1, true, [](auto& a, auto&) { return a[0].mul_(0.5); }},
+  };
+  return all;
+}
+
+const OpSpec& find(const std::string& name) {
+  for (const OpSpec& s : ops())
+    if (name == s.name) return s;
+  throw Error("fuzz: unknown op '" + name + "'");
+}
+
+Tensor make_input(const std::vector<int64_t>& shape, uint64_t seed, size_t index) {
+  Generator gen(seed * 131 + index);
+  Tensor t = randn(IntList(shape), kDefaultFloat, &gen);
+  return t.requires_grad_();
+}
+
+std::vector<Tensor> make_inputs(const Program& p) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < p.input_shapes.size(); ++i)
+    inputs.push_back(make_input(p.input_shapes[i], p.seed, i));
+  return inputs;
+}
+
+// Runs the steps on `inputs`; returns the values made by the steps (the program's outputs).
+std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor> values) {
+  size_t first_output = values.size();
+  for (const Step& s : steps) {
+    if (s.op == "graph_break") {
+      graph_break();
+      continue;
+    }
+    std::vector<Tensor> args;
+    for (int i : s.args) args.push_back(values[i]);
+    values.push_back(find(s.op).apply(args, s.params));
+  }
+  return std::vector<Tensor>(values.begin() + first_output, values.end());
+}
+
+// The whole program as one function: outputs, then backward of the sum of all outputs.
+std::vector<Tensor> run_program(const std::vector<Step>& steps, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outs = run_steps(steps, inputs);
+  Tensor total = scalar_tensor(0.0);
+  for (const Tensor& o : outs) total = total.add(o.sum());
+  total.backward();
+  for (Tensor& o : outs) o = o.detach();
+  return outs;
+}
+
+// Outputs followed by the inputs' gradients.
+std::vector<Tensor> results(const std::vector<Tensor>& outs, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> all = outs;
+  for (const Tensor& t : inputs) all.push_back(t.grad());
+  return all;
+}
+
+std::vector<int64_t> random_shape(Rng& rng) {
+  std::vector<int64_t> shape(1 + rng.below(3));
+  for (int64_t& d : shape) d = 1 + rng.below(4);
+  return shape;
+}
+
+// A shape broadcasting with `base`: some leading dims dropped, some dims 1.
+std::vector<int64_t> broadcastable(const std::vector<int64_t>& base, Rng& rng) {
+  std::vector<int64_t> shape(base.begin() + rng.below(static_cast<int64_t>(base.size())), base.end());
+  for (int64_t& d : shape)
+    if (rng.below(3) == 0) d = 1;
+  return shape;
+}
+
+// Tries one random call on the current values; false when eager mode rejects it.
+bool try_step(Rng& rng, size_t num_inputs, std::vector<Tensor>& values, std::vector<Step>& steps) {
+  if (rng.below(10) == 0) {
+    steps.push_back({"graph_break", {}, {}});
+    return true;
+  }
+  const OpSpec& spec = ops()[rng.below(static_cast<int64_t>(ops().size()))];
+  if (spec.in_place && values.size() == num_inputs) return false;
+  Step step{spec.name, {}, {}};
+  std::vector<Tensor> args;
+  for (int i = 0; i < spec.arity; ++i) {
+    int64_t lo = (spec.in_place && i == 0) ? static_cast<int64_t>(num_inputs) : 0;
+    int64_t idx = lo + rng.below(static_cast<int64_t>(values.size()) - lo);
+    step.args.push_back(static_cast<int>(idx));
+    args.push_back(values[idx]);
+  }
+  step.params = spec.params(args, rng);
+  try {
+    values.push_back(spec.apply(args, step.params));
+  } catch (const Error&) {
+    return false;  // shapes that do not broadcast, a view of a view that cannot be in place...
+  }
+  steps.push_back(step);
+  return true;
+}
+
+// One attempt; empty steps when the program is not valid end to end (backward included).
+Program attempt(uint64_t seed, uint64_t attempt_seed, int ops_per_program) {
+  Rng rng(attempt_seed);
+  Program p;
+  p.seed = seed;
+  std::vector<int64_t> base = random_shape(rng);
+  p.input_shapes = {base, broadcastable(base, rng), random_shape(rng)};
+  std::vector<Tensor> values = make_inputs(p);
+  for (int tries = 0; static_cast<int>(p.steps.size()) < ops_per_program && tries < 20 * ops_per_program; ++tries)
+    try_step(rng, p.input_shapes.size(), values, p.steps);
+  try {
+    run_program(p.steps, make_inputs(p));
+  } catch (const Error&) {
+    p.steps.clear();  // e.g. an in-place op overwrote a value backward needs
+  }
+  return p;
+}
+
+bool close(const Tensor& eager, const Tensor& compiled, std::string& why) {
+  if (eager.defined() != compiled.defined()) return why = "one side undefined", false;
+  if (!eager.defined()) return true;
+  if (eager.sizes() != compiled.sizes() || eager.dtype() != compiled.dtype())
+    return why = "shape or dtype differs", false;
+  std::vector<double> a = eager.to_vector<double>(), b = compiled.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (!(std::abs(a[i] - b[i]) <= 1e-5 + 1e-4 * std::abs(a[i]))) {
+      std::ostringstream os;
+      os << "element " << i << ": eager " << a[i] << ", compiled " << b[i];
+      return why = os.str(), false;
+    }
+  }
+  return true;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os.str() + "]";
+}
+
+}  // namespace
+
+Program generate(uint64_t seed, int ops_per_program) {
+  // A deterministic sequence of attempts: the first valid one is the program.
+  for (uint64_t k = 0;; ++k) {
+    Program p = attempt(seed, seed * 1000003 + k, ops_per_program);
+    if (!p.steps.empty()) return p;
+  }
+}
+
+std::string Program::text() const {
+  std::ostringstream os;
+  os << "# seed " << seed << "\n";
+  std::vector<Tensor> values = make_inputs(*this);
+  for (size_t i = 0; i < values.size(); ++i)
+    os << "v" << i << " = input float32 " << shape_text(input_shapes[i]) << " requires_grad\n";
+  for (const Step& s : steps) {
+    if (s.op == "graph_break") {
+      os << "graph_break()\n";
+      continue;
+    }
+    std::vector<Tensor> args;
+    for (int i : s.args) args.push_back(values[i]);
+    values.push_back(find(s.op).apply(args, s.params));
+    os << "v" << values.size() - 1 << " = " << s.op << "(";
+    for (size_t i = 0; i < s.args.size(); ++i) os << (i ? ", " : "") << "v" << s.args[i];
+    for (int64_t p : s.params) os << ", " << p;
+    std::vector<int64_t> sizes(values.back().sizes().begin(), values.back().sizes().end());
+    os << ") -> float32 " << shape_text(sizes) << "\n";
+  }
+  os << "backward(sum of all sums)\n";
+  return os.str();
+}
+
+Check check(const Program& program, const std::string& backend) {
+  std::vector<Tensor> eager_inputs = make_inputs(program);
+  std::vector<Tensor> expected = results(run_program(program.steps, eager_inputs), eager_inputs);
+  std::vector<Tensor> inputs = make_inputs(program);
+  std::vector<Tensor> actual;
+  try {
+    CompileOptions options;
+    options.backend = backend;
+    auto fn = kiln::compile(
+        [&program](std::vector<Tensor> in) { return run_program(program.steps, in); }, options);
+    actual = results(fn(inputs), inputs);
+  } catch (const Error& e) {
+    return {Verdict::kError, e.what()};
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    std::string why;
+    if (!close(expected[i], actual[i], why)) {
+      bool grad = i >= expected.size() - inputs.size();
+      std::ostringstream os;
+      os << (grad ? "gradient of v" + std::to_string(i - (expected.size() - inputs.size()))
+                  : "output " + std::to_string(i))
+         << ": " << why;
+      return {Verdict::kMismatch, os.str()};
+    }
+  }
+  return {};
+}
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,94 @@
+// `kiln fuzz`: differential fuzzing of the compile backends against eager mode.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "cli.h"
+#include "commands.h"
+#include "fuzz.h"
+
+namespace kiln::cli {
+
+namespace {
+
+std::vector<std::string> parse_backends(const std::string& list) {
+  std::vector<std::string> names;
+  std::stringstream ss(list);
+  std::vector<std::string> known = kiln::list_backends();
+  for (std::string name; std::getline(ss, name, ',');) {
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw UsageError("--backend: unknown backend '" + name + "'");
+    names.push_back(name);
+  }
+  if (names.empty()) throw UsageError("--backend: expects at least one backend name");
+  return names;
+}
+
+struct Tally {
+  int64_t passed = 0, mismatches = 0, errors = 0;
+};
+
+void write_finding(const std::string& dir, const fuzz::Program& p, const std::string& backend,
+                   const std::string& detail) {
+  std::filesystem::create_directories(dir);
+  std::ofstream f(dir + "/seed" + std::to_string(p.seed) + "_" + backend + ".txt");
+  f << "# backend " << backend << ": " << detail << "\n" << p.text();
+}
+
+}  // namespace
+
+ArgParser fuzz_parser() {
+  ArgParser p("fuzz", "Run random programs eagerly and compiled; report any difference.");
+  p.add_int("programs", "N", 100, "number of programs")
+      .add_int("seed", "S", 1, "seed of the first program (program i uses seed S+i)", 0)
+      .add_string("backend", "LIST", "eager,inductor", "comma-separated backends to compare")
+      .add_int("ops-per-program", "K", 6, "op calls per program")
+      .add_string("out", "DIR", "", "write each failing program as a text file into DIR");
+  return p;
+}
+
+int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  const int64_t programs = args.get_int("programs");
+  const auto seed = static_cast<uint64_t>(args.get_int("seed"));
+  const auto ops = static_cast<int>(args.get_int("ops-per-program"));
+  const std::vector<std::string> backends = parse_backends(args.get_string("backend"));
+  const std::string& out_dir = args.get_string("out");
+  std::map<std::string, Tally> tally;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < programs; ++i) {
+    fuzz::Program p = fuzz::generate(seed + static_cast<uint64_t>(i), ops);
+    for (const std::string& b : backends) {
+      fuzz::Check c = fuzz::check(p, b);
+      Tally& t = tally[b];
+      if (c.verdict == fuzz::Verdict::kPass) {
+        ++t.passed;
+        continue;
+      }
+      ++(c.verdict == fuzz::Verdict::kError ? t.errors : t.mismatches);
+      out << "FINDING backend " << b << " program " << i << " (--seed " << p.seed
+          << " --programs 1): " << (c.verdict == fuzz::Verdict::kError ? "error: " : "mismatch: ")
+          << c.detail << "\n"
+          << p.text() << "\n";
+      if (!out_dir.empty()) write_finding(out_dir, p, b, c.detail);
+    }
+    if ((i + 1) % 10 == 0 || i + 1 == programs)
+      err << "[fuzz] " << i + 1 << "/" << programs << " programs\n" << std::flush;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << "programs run: " << programs << " (" << seconds << " s)\n";
+  bool findings = false;
+  for (const std::string& b : backends) {
+    const Tally& t = tally[b];
+    out << b << ": passed " << t.passed << ", mismatches " << t.mismatches << ", errors "
+        << t.errors << "\n";
+    findings = findings || t.mismatches || t.errors;
+  }
+  return findings ? kExitError : kExitOk;
+}
+
+}  // namespace kiln::cli
