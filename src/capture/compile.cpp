@@ -75,12 +75,13 @@ namespace detail {
 
 CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     : options(std::move(opts)) {
-  KILN_CHECK(!options.cache_size_limit || *options.cache_size_limit >= 0, ValueError,
-             "kiln::compile: CompileOptions::cache_size_limit = ", options.cache_size_limit.value_or(0),
-             " is invalid: expected an integer >= 0 (0 keeps only the first graph)");
+  KILN_CHECK(
+      !options.cache_size_limit || *options.cache_size_limit >= 0, ValueError,
+      "kiln::compile: CompileOptions::cache_size_limit = ", options.cache_size_limit.value_or(0),
+      " is invalid: expected an integer >= 0 (0 keeps only the first graph)");
   KILN_CHECK(compile_config().cache_size_limit >= 0, ValueError,
-             "kiln::compile: compile_config().cache_size_limit = ", compile_config().cache_size_limit,
-             " is invalid: expected an integer >= 0");
+             "kiln::compile: compile_config().cache_size_limit = ",
+             compile_config().cache_size_limit, " is invalid: expected an integer >= 0");
   KILN_CHECK(options.pure_verify_every >= 0, ValueError,
              "kiln::compile: CompileOptions::pure_verify_every = ", options.pure_verify_every,
              " is invalid: expected an integer >= 0 (0: never verify)");

@@ -92,8 +92,9 @@ std::shared_ptr<detail::PurePlan> make_plan(const PureObservation& obs,
     return nullptr;
   }
   if (!results) {
-    why = "its result type is not one pure mode can rebuild (void, Tensor, "
-          "std::vector<Tensor>, a pair or tuple of Tensors)";
+    why =
+        "its result type is not one pure mode can rebuild (void, Tensor, "
+        "std::vector<Tensor>, a pair or tuple of Tensors)";
     return nullptr;
   }
   if (obs.breaks > 0) {
@@ -136,8 +137,8 @@ std::shared_ptr<detail::PurePlan> make_plan(const PureObservation& obs,
         spec.arg = static_cast<int>(j);
     if (spec.arg < 0)
       for (size_t j = 0; j < arg_tensors.size() && spec.arg < 0; ++j)
-        if (arg_tensors[j].defined() && arg_tensors[j].impl()->storage_if_concrete() ==
-                                            in.impl()->storage_if_concrete()) {
+        if (arg_tensors[j].defined() &&
+            arg_tensors[j].impl()->storage_if_concrete() == in.impl()->storage_if_concrete()) {
           spec.arg = static_cast<int>(j);
           spec.whole_arg = false;
         }
@@ -250,9 +251,8 @@ void CallScope::learn_pure(const PureArgs& args, const std::vector<const Tensor*
   std::shared_ptr<PurePlan> plan = capture::make_plan(*pure_, args, results, why);
   CompiledState& st = *state_;
   if (verify) {
-    const std::string difference =
-        plan ? capture::plan_difference(*plan, *verify)
-             : "it can no longer run without the function: " + why;
+    const std::string difference = plan ? capture::plan_difference(*plan, *verify)
+                                        : "it can no longer run without the function: " + why;
     KILN_CHECK(difference.empty(), Error, "kiln::compile(pure=true) of '", st.name,
                "': verification (pure_verify_every = ", st.options.pure_verify_every,
                ") found that the function is not pure: called again with arguments that pass "

@@ -85,8 +85,8 @@ ir::Graph decompose_graph(const ir::Graph& g,
     std::vector<ir::ValueRef> ins;
     for (ir::ValueRef v : n.inputs) ins.push_back(mapped(v));
     if (!decompose(n)) {
-      value_of[i] = all_outputs(out.add_call(*n.op, ins, n.attrs, n.outputs, n.loc),
-                                n.outputs.size());
+      value_of[i] =
+          all_outputs(out.add_call(*n.op, ins, n.attrs, n.outputs, n.loc), n.outputs.size());
       continue;
     }
     KILN_CHECK(n.op->decomposition, Error, "internal error: '", n.op->name,

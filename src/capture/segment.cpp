@@ -123,8 +123,8 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
     st.run_eagerly = true;
     if (!st.warned_limit) {
       st.warned_limit = true;
-      std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit ("
-                << limit << ") recompiling graph " << segment
+      std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit (" << limit
+                << ") recompiling graph " << segment
                 << "; it runs eagerly from now on. Last reason: " << reason << "\n";
     }
     return false;

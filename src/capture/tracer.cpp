@@ -278,8 +278,8 @@ ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
                " is an undefined tensor");
     outputs.push_back(value_of(results[i]));
   }
-  KILN_CHECK(rec_.inputs.empty(), NotImplementedError, metadata_only_, ": reads a concrete tensor (",
-             rec_.inputs.empty() ? "" : rec_.inputs[0].shape_str(),
+  KILN_CHECK(rec_.inputs.empty(), NotImplementedError, metadata_only_,
+             ": reads a concrete tensor (", rec_.inputs.empty() ? "" : rec_.inputs[0].shape_str(),
              "); a traced function must make every value it uses through ops");
   KILN_CHECK(rec_.graph.runtime_attrs.empty(), NotImplementedError, metadata_only_,
              ": calls a random op, which a re-traced function may not (its seed would be fixed at "

@@ -126,7 +126,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
 
   void register_pending(const std::shared_ptr<TensorImpl>& impl) { rec_.pending.push_back(impl); }
   // A pending tensor with t's dtype and shape that is a new graph input (metadata-only runs).
-  Tensor symbolic_input(const Tensor& t) { return symbolic_input(TensorMeta(t.dtype(), t.sizes())); }
+  Tensor symbolic_input(const Tensor& t) {
+    return symbolic_input(TensorMeta(t.dtype(), t.sizes()));
+  }
   Tensor symbolic_input(const TensorMeta& meta);
   // A metadata-only run's graph, with `results` as its outputs (see capture/retrace.h for what
   // such a run may do); the tracer's segment is left empty.

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
-#include <string>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kiln/core/error.h"
@@ -129,11 +129,10 @@ class HostAllocator {
         return p;
       }
       // New memory: first release cached blocks that the budget cannot afford.
-      const int64_t req_peak = std::max(peak_requested_.load(),
-                                        requested() + static_cast<int64_t>(nbytes));
+      const int64_t req_peak =
+          std::max(peak_requested_.load(), requested() + static_cast<int64_t>(nbytes));
       const int64_t budget = std::max(2 * req_peak, req_peak + limit_);
-      while (!cache_.empty() &&
-             allocated_.load() + cached_ + static_cast<int64_t>(size) > budget)
+      while (!cache_.empty() && allocated_.load() + cached_ + static_cast<int64_t>(size) > budget)
         release_oldest_locked();
     }
     p = map_block(size);
@@ -333,14 +332,24 @@ int64_t parse_alloc_cache_limit(const char* text) {
   int shift = 0;
   if (i < s.size()) {
     switch (s[i]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: throw bad();
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        throw bad();
     }
     ++i;
-    if (i < s.size() && (s[i] == 'i' || s[i] == 'I')) ++i;        // "MiB"
-    if (i < s.size() && (s[i] == 'b' || s[i] == 'B')) ++i;        // "MB"
+    if (i < s.size() && (s[i] == 'i' || s[i] == 'I')) ++i;  // "MiB"
+    if (i < s.size() && (s[i] == 'b' || s[i] == 'B')) ++i;  // "MB"
   }
   if (i != s.size()) throw bad();
   if (v > (INT64_MAX >> shift)) throw bad();

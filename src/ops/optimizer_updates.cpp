@@ -33,7 +33,13 @@ enum AdamInput : size_t {
   kAdamNegStepSize,
   kAdamMaxExpAvgSq,
 };
-enum AdamAttr : size_t { kAdamDecoupled, kAdamL2, kAdamAmsgrad, kAdamMaximize, kAdamLerpFromExpAvg };
+enum AdamAttr : size_t {
+  kAdamDecoupled,
+  kAdamL2,
+  kAdamAmsgrad,
+  kAdamMaximize,
+  kAdamLerpFromExpAvg
+};
 enum SGDInput : size_t {
   kSgdParam,
   kSgdGrad,
@@ -43,15 +49,22 @@ enum SGDInput : size_t {
   kSgdNegLr,
   kSgdBuffer,
 };
-enum SGDAttr : size_t { kSgdHasBuffer, kSgdFirstStep, kSgdNesterov, kSgdMaximize, kSgdWeightDecayOn };
+enum SGDAttr : size_t {
+  kSgdHasBuffer,
+  kSgdFirstStep,
+  kSgdNesterov,
+  kSgdMaximize,
+  kSgdWeightDecayOn
+};
 
 // Checks what every update op asks of its operands: a floating parameter, state tensors of its
 // shape and dtype, 0-d hyper-parameters of its dtype.
 void check_update_operands(const OpCall& c, std::span<const size_t> state, const char* const* names,
-                           size_t first_scalar, size_t num_scalars, const char* const* scalar_names) {
+                           size_t first_scalar, size_t num_scalars,
+                           const char* const* scalar_names) {
   const Tensor& p = c.in(0);
-  KILN_CHECK(is_floating(p.dtype()), DTypeError, c.op.name, ": the parameter has dtype ",
-             p.dtype(), "; only float32 and float64 parameters can be updated");
+  KILN_CHECK(is_floating(p.dtype()), DTypeError, c.op.name, ": the parameter has dtype ", p.dtype(),
+             "; only float32 and float64 parameters can be updated");
   for (size_t k = 0; k < state.size(); ++k) {
     const Tensor& t = c.in(state[k]);
     KILN_CHECK(t.sizes() == p.sizes(), ShapeError, c.op.name, ": ", names[k], " has shape ",
@@ -61,9 +74,9 @@ void check_update_operands(const OpCall& c, std::span<const size_t> state, const
   }
   for (size_t k = 0; k < num_scalars; ++k) {
     const Tensor& s = c.in(first_scalar + k);
-    KILN_CHECK(s.dim() == 0 && s.dtype() == p.dtype(), ValueError, c.op.name, ": ",
-               scalar_names[k], " must be a 0-d tensor of the parameter's dtype ", p.dtype(),
-               ", got shape ", s.shape_str(), " and dtype ", s.dtype());
+    KILN_CHECK(s.dim() == 0 && s.dtype() == p.dtype(), ValueError, c.op.name, ": ", scalar_names[k],
+               " must be a 0-d tensor of the parameter's dtype ", p.dtype(), ", got shape ",
+               s.shape_str(), " and dtype ", s.dtype());
   }
 }
 
@@ -97,16 +110,16 @@ void for_each_vector(const std::array<char*, N>& p, int64_t n, Step&& step) {
 // ---- adam_update ----
 
 const char* const kAdamStateNames[] = {"grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-const char* const kAdamScalarNames[] = {"wd_factor",       "weight_decay", "beta1_weight",
-                                        "beta2",           "one_minus_beta2", "bc2_sqrt",
-                                        "eps",             "neg_step_size"};
+const char* const kAdamScalarNames[] = {"wd_factor", "weight_decay",    "beta1_weight",
+                                        "beta2",     "one_minus_beta2", "bc2_sqrt",
+                                        "eps",       "neg_step_size"};
 
 int adam_update_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const bool amsgrad = c.attrs.b(kAdamAmsgrad);
   const size_t want = amsgrad ? kAdamMaxExpAvgSq + 1 : kAdamMaxExpAvgSq;
   KILN_CHECK(c.inputs.size() == want, ValueError, "adam_update: expected ", want,
-             " tensors (max_exp_avg_sq ", amsgrad ? "given" : "left out",
-             " with amsgrad=", amsgrad, "), got ", c.inputs.size());
+             " tensors (max_exp_avg_sq ", amsgrad ? "given" : "left out", " with amsgrad=", amsgrad,
+             "), got ", c.inputs.size());
   KILN_CHECK(!(c.attrs.b(kAdamDecoupled) && c.attrs.b(kAdamL2)), ValueError,
              "adam_update: decoupled and l2 weight decay are mutually exclusive");
   const size_t state[] = {kAdamGrad, kAdamExpAvg, kAdamExpAvgSq, kAdamMaxExpAvgSq};
@@ -175,11 +188,11 @@ void adam_update_decomposition(const OpCall& c, std::span<Tensor> results) {
   const Tensor& exp_avg = c.in(kAdamExpAvg);
   Tensor g = c.attrs.b(kAdamMaximize) ? -c.in(kAdamGrad) : c.in(kAdamGrad);
   Tensor param = c.in(kAdamParam);
-  if (c.attrs.b(kAdamL2)) g = g + c.in(kAdamWeightDecay) * param;
+  if (c.attrs.b(kAdamL2)) g = g + c.in(kAdamWeightDecay)*param;
   if (c.attrs.b(kAdamDecoupled)) param = param * s_wd_factor;
   const Tensor m = c.attrs.b(kAdamLerpFromExpAvg) ? exp_avg + w1 * (g - exp_avg)
                                                   : g - (g - exp_avg) * (1.0 - w1);
-  Tensor v = c.in(kAdamExpAvgSq) * c.in(kAdamBeta2) + c.in(kAdamOneMinusBeta2) * g * g;
+  Tensor v = c.in(kAdamExpAvgSq)*c.in(kAdamBeta2) + c.in(kAdamOneMinusBeta2)*g * g;
   results[1] = m;
   results[2] = v;
   if (c.attrs.b(kAdamAmsgrad)) {
@@ -187,14 +200,13 @@ void adam_update_decomposition(const OpCall& c, std::span<Tensor> results) {
     results[3] = v;
   }
   const Tensor denom = sqrt(v) / c.in(kAdamBc2Sqrt) + c.in(kAdamEps);
-  results[0] = param + c.in(kAdamNegStepSize) * m / denom;
+  results[0] = param + c.in(kAdamNegStepSize)*m / denom;
 }
 
 // ---- sgd_update ----
 
 const char* const kSgdStateNames[] = {"grad", "momentum_buffer"};
-const char* const kSgdScalarNames[] = {"weight_decay", "momentum", "one_minus_dampening",
-                                       "neg_lr"};
+const char* const kSgdScalarNames[] = {"weight_decay", "momentum", "one_minus_dampening", "neg_lr"};
 
 int sgd_update_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const bool has_buffer = c.attrs.b(kSgdHasBuffer);
@@ -205,8 +217,8 @@ int sgd_update_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(has_buffer || !c.attrs.b(kSgdNesterov), ValueError,
              "sgd_update: Nesterov momentum needs a momentum buffer");
   const size_t state[] = {kSgdGrad, kSgdBuffer};
-  check_update_operands(c, std::span(state, has_buffer ? 2 : 1), kSgdStateNames, kSgdWeightDecay,
-                        4, kSgdScalarNames);
+  check_update_operands(c, std::span(state, has_buffer ? 2 : 1), kSgdStateNames, kSgdWeightDecay, 4,
+                        kSgdScalarNames);
   const int n = has_buffer ? 2 : 1;
   for (int i = 0; i < n; ++i) out[i] = {c.in(0).dtype(), c.in(0).sizes()};
   return n;
@@ -257,16 +269,15 @@ void sgd_update_kernel(const OpCall& c, std::span<Tensor> out) {
 void sgd_update_decomposition(const OpCall& c, std::span<Tensor> results) {
   const Tensor& param = c.in(kSgdParam);
   Tensor g = c.attrs.b(kSgdMaximize) ? -c.in(kSgdGrad) : c.in(kSgdGrad);
-  if (c.attrs.b(kSgdWeightDecayOn)) g = g + c.in(kSgdWeightDecay) * param;
+  if (c.attrs.b(kSgdWeightDecayOn)) g = g + c.in(kSgdWeightDecay)*param;
   if (c.attrs.b(kSgdHasBuffer)) {
     const Tensor& mom = c.in(kSgdMomentum);
-    const Tensor b = c.attrs.b(kSgdFirstStep)
-                         ? g
-                         : c.in(kSgdBuffer) * mom + c.in(kSgdOneMinusDampening) * g;
+    const Tensor b =
+        c.attrs.b(kSgdFirstStep) ? g : c.in(kSgdBuffer)*mom + c.in(kSgdOneMinusDampening)*g;
     results[1] = b;
     g = c.attrs.b(kSgdNesterov) ? g + mom * b : b;
   }
-  results[0] = param + c.in(kSgdNegLr) * g;
+  results[0] = param + c.in(kSgdNegLr)*g;
 }
 
 }  // namespace
@@ -303,9 +314,9 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   KILN_CHECK(h.amsgrad == max_exp_avg_sq.defined(), ValueError, "adam_update_: ",
              h.amsgrad ? "amsgrad needs a max_exp_avg_sq tensor"
                        : "max_exp_avg_sq is given but amsgrad is off");
-  std::vector<Tensor> inputs{param,       grad,      exp_avg,  exp_avg_sq,        h.wd_factor,
-                             h.weight_decay, h.beta1_weight, h.beta2, h.one_minus_beta2,
-                             h.bc2_sqrt,  h.eps,     h.neg_step_size};
+  std::vector<Tensor> inputs{
+      param,          grad,    exp_avg,           exp_avg_sq, h.wd_factor, h.weight_decay,
+      h.beta1_weight, h.beta2, h.one_minus_beta2, h.bc2_sqrt, h.eps,       h.neg_step_size};
   if (h.amsgrad) inputs.push_back(max_exp_avg_sq);
   std::array<Tensor, kMaxOpOutputs> outputs{param, exp_avg, exp_avg_sq, max_exp_avg_sq};
   dispatch(ops::adam_update_op, inputs,
@@ -315,7 +326,7 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const SGDHyper& h) {
   const bool has_buffer = momentum_buffer.defined();
-  std::vector<Tensor> inputs{param, grad, h.weight_decay, h.momentum, h.one_minus_dampening,
+  std::vector<Tensor> inputs{param,   grad, h.weight_decay, h.momentum, h.one_minus_dampening,
                              h.neg_lr};
   if (has_buffer) inputs.push_back(momentum_buffer);
   std::array<Tensor, kMaxOpOutputs> outputs{param, momentum_buffer};

@@ -261,8 +261,8 @@ std::vector<Tensor> grads_to_clip(const char* who, const std::vector<Tensor>& pa
 
 }  // namespace
 
-Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm,
-                              double norm_type, bool error_if_nonfinite) {
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                              bool error_if_nonfinite) {
   NoGradGuard no_grad;
   const std::vector<Tensor> grads =
       grads_to_clip("clip_grad_norm_tensor_", params, max_norm, norm_type);

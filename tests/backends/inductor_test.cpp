@@ -212,7 +212,8 @@ TEST(Inductor, OptimizerUpdatesFuseThroughTheirDecompositions) {
       eager_opt = std::make_unique<optim::AdamW>(eager_model.parameters(), o);
       compiled_opt = std::make_unique<optim::AdamW>(compiled_model.parameters(), o);
     } else {
-      const optim::SGDOptions o{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+      const optim::SGDOptions o{
+          .lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
       eager_opt = std::make_unique<optim::SGD>(eager_model.parameters(), o);
       compiled_opt = std::make_unique<optim::SGD>(compiled_model.parameters(), o);
     }
@@ -266,13 +267,11 @@ TEST(Retrace, WhatATracedFunctionMayNotDoIsAClearError) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(capture::trace_graph(
-                   ins,
-                   [](std::span<const Tensor> in) {
-                     return std::vector<Tensor>{in[0] + randn({3})};
-                   },
-                   "random"),
-               NotImplementedError);
+  EXPECT_THROW(
+      capture::trace_graph(
+          ins, [](std::span<const Tensor> in) { return std::vector<Tensor>{in[0] + randn({3})}; },
+          "random"),
+      NotImplementedError);
   EXPECT_THROW(capture::trace_graph(
                    ins, [](std::span<const Tensor> in) { return std::vector<Tensor>{Tensor()}; },
                    "undefined result"),
@@ -318,8 +317,8 @@ TEST(InductorCache, ModulesAreCachedOnDiskAndRebuiltWhenCorrupt) {
 TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
   const char* old = std::getenv("KILN_CACHE_DIR");
   const std::string saved = old ? old : "";
-  const std::filesystem::path rel = std::filesystem::path("kiln-relative-cache-test") /
-                                    std::to_string(::getpid());
+  const std::filesystem::path rel =
+      std::filesystem::path("kiln-relative-cache-test") / std::to_string(::getpid());
   ::setenv("KILN_CACHE_DIR", rel.c_str(), 1);
   const std::string dir = inductor::cache_dir();
   EXPECT_TRUE(std::filesystem::path(dir).is_absolute()) << dir;
@@ -335,8 +334,7 @@ TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
     inductor::CompileStats stats;
     auto m = inductor::compile_module(sources[static_cast<size_t>(k)], &stats);
     EXPECT_TRUE(stats.cache_hit) << "module " << k << " was not built by the batch";
-    auto probe = reinterpret_cast<int (*)()>(
-        m->symbol("kiln_relative_probe_" + std::to_string(k)));
+    auto probe = reinterpret_cast<int (*)()>(m->symbol("kiln_relative_probe_" + std::to_string(k)));
     EXPECT_EQ(probe(), ::getpid() + k);
   }
   if (old)

@@ -245,17 +245,20 @@ TEST(Compile, InvalidOptionsNameTheField) {
     }
     return "(no ValueError)";
   };
-  EXPECT_NE(message([] { compile([](Tensor x) { return x; }, {.cache_size_limit = -1}); })
-                .find("CompileOptions::cache_size_limit = -1 is invalid"),
+  EXPECT_NE(message([] {
+              compile([](Tensor x) { return x; }, {.cache_size_limit = -1});
+            }).find("CompileOptions::cache_size_limit = -1 is invalid"),
             std::string::npos);
-  EXPECT_NE(message([] { compile([](Tensor x) { return x; }, {.name = "bad\nname"}); })
-                .find("CompileOptions::name contains control character 0xa"),
+  EXPECT_NE(message([] {
+              compile([](Tensor x) { return x; }, {.name = "bad\nname"});
+            }).find("CompileOptions::name contains control character 0xa"),
             std::string::npos);
   {
     const int saved = compile_config().cache_size_limit;
     compile_config().cache_size_limit = -3;
-    EXPECT_NE(message([] { compile([](Tensor x) { return x; }); })
-                  .find("compile_config().cache_size_limit = -3 is invalid"),
+    EXPECT_NE(message([] {
+                compile([](Tensor x) { return x; });
+              }).find("compile_config().cache_size_limit = -3 is invalid"),
               std::string::npos);
     compile_config().cache_size_limit = saved;
   }

@@ -131,8 +131,7 @@ TEST(PureMode, VectorAndPairResultsAndVoid) {
   EXPECT_EQ(vec(three).size(), 3u);  // another vector length: captured anew
   EXPECT_EQ(calls, 2);
 
-  auto pair = compile([](const Tensor& x) { return std::make_pair(x + 1, x - 1); },
-                      pure_options());
+  auto pair = compile([](const Tensor& x) { return std::make_pair(x + 1, x - 1); }, pure_options());
   Tensor x = randn({4});
   auto [p, q] = pair(x);
   auto [p2, q2] = pair(x);
@@ -147,12 +146,14 @@ TEST(PureMode, FunctionsThatCannotBePureRunEveryTimeWithOneWarning) {
   };
   Tensor state = zeros({4});
   const std::vector<Case> cases{
-      {"graph break", [](const Tensor& x) {
+      {"graph break",
+       [](const Tensor& x) {
          Tensor y = x + 1;
          graph_break();
          return y * 2;
        }},
-      {"writes into a tensor in place", [&](const Tensor& x) {
+      {"writes into a tensor in place",
+       [&](const Tensor& x) {
          state.add_(x);
          return x * 2;
        }},

@@ -96,35 +96,37 @@ OpInfo adam_info(std::string name, AdamVariant a) {
           },
       .rtol32 = 1e-4,
       .atol32 = 1e-5,
-      .errors = {
-          expect_error<ShapeError>("grad shape", "grad has shape",
-                                   [a] {
-                                     adam_update_(ones({3}), ones({4}), zeros({3}), zeros({3}),
-                                                  a.amsgrad ? zeros({3}) : Tensor(),
-                                                  adam_hyper(a, DType::Float32));
-                                   }),
-          expect_error<DTypeError>("integer parameter", "only float32 and float64",
-                                   [a] {
-                                     adam_update_(ones({3}, DType::Int64), ones({3}, DType::Int64),
-                                                  zeros({3}, DType::Int64),
-                                                  zeros({3}, DType::Int64),
-                                                  a.amsgrad ? zeros({3}, DType::Int64) : Tensor(),
-                                                  adam_hyper(a, DType::Float32));
-                                   }),
-          expect_error<ValueError>("hyper-parameter not 0-d", "must be a 0-d tensor",
-                                   [a] {
-                                     AdamHyper h = adam_hyper(a, DType::Float32);
-                                     h.eps = ones({2});
-                                     adam_update_(ones({3}), ones({3}), zeros({3}), zeros({3}),
-                                                  a.amsgrad ? zeros({3}) : Tensor(), h);
-                                   }),
-          expect_error<ValueError>("amsgrad without its state", "max_exp_avg_sq",
-                                   [a] {
-                                     AdamHyper h = adam_hyper(a, DType::Float32);
-                                     h.amsgrad = !a.amsgrad;
-                                     adam_update_(ones({3}), ones({3}), zeros({3}), zeros({3}),
-                                                  a.amsgrad ? zeros({3}) : Tensor(), h);
-                                   })},
+      .errors = {expect_error<ShapeError>("grad shape", "grad has shape",
+                                          [a] {
+                                            adam_update_(ones({3}), ones({4}), zeros({3}),
+                                                         zeros({3}),
+                                                         a.amsgrad ? zeros({3}) : Tensor(),
+                                                         adam_hyper(a, DType::Float32));
+                                          }),
+                 expect_error<DTypeError>("integer parameter", "only float32 and float64",
+                                          [a] {
+                                            adam_update_(
+                                                ones({3}, DType::Int64), ones({3}, DType::Int64),
+                                                zeros({3}, DType::Int64), zeros({3}, DType::Int64),
+                                                a.amsgrad ? zeros({3}, DType::Int64) : Tensor(),
+                                                adam_hyper(a, DType::Float32));
+                                          }),
+                 expect_error<ValueError>("hyper-parameter not 0-d", "must be a 0-d tensor",
+                                          [a] {
+                                            AdamHyper h = adam_hyper(a, DType::Float32);
+                                            h.eps = ones({2});
+                                            adam_update_(ones({3}), ones({3}), zeros({3}),
+                                                         zeros({3}),
+                                                         a.amsgrad ? zeros({3}) : Tensor(), h);
+                                          }),
+                 expect_error<ValueError>("amsgrad without its state", "max_exp_avg_sq",
+                                          [a] {
+                                            AdamHyper h = adam_hyper(a, DType::Float32);
+                                            h.amsgrad = !a.amsgrad;
+                                            adam_update_(ones({3}), ones({3}), zeros({3}),
+                                                         zeros({3}),
+                                                         a.amsgrad ? zeros({3}) : Tensor(), h);
+                                          })},
       .no_gradcheck = "an optimizer update is not differentiated (it runs under no_grad)"};
 }
 

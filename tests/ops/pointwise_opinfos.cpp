@@ -987,8 +987,7 @@ std::vector<BinarySpec> binary_specs() {
   auto isclose_ref = [](double rtol, double atol, bool equal_nan) {
     return [=](double a, double b) {
       if (a == b) return 1.0;
-      if (std::isnan(a) || std::isnan(b))
-        return b2d(equal_nan && std::isnan(a) && std::isnan(b));
+      if (std::isnan(a) || std::isnan(b)) return b2d(equal_nan && std::isnan(a) && std::isnan(b));
       const double err = std::fabs(a - b);
       return b2d(std::isfinite(err) && err <= atol + std::fabs(rtol * b));
     };

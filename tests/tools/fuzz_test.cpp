@@ -61,9 +61,8 @@ TEST(Fuzz, FindsPlantedTanhBug) {
 TEST(Fuzz, FixedSeedRunFindsNothing) {
   std::ostringstream out, err;
   auto start = std::chrono::steady_clock::now();
-  int status = cli::run_cli({"fuzz", "--programs", "30", "--seed", "1", "--backend",
-                             "eager,inductor"},
-                            out, err);
+  int status = cli::run_cli(
+      {"fuzz", "--programs", "30", "--seed", "1", "--backend", "eager,inductor"}, out, err);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(status, 0) << out.str();
   EXPECT_NE(out.str().find("inductor: passed 30, mismatches 0, errors 0"), std::string::npos)

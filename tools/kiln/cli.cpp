@@ -33,8 +33,7 @@ const std::vector<Command>& commands() {
        }},
       {"bench", "time the benchmark workloads and print a table of medians", bench_parser,
        run_bench},
-      {"fuzz", "compare compiled runs of random programs with eager mode", fuzz_parser,
-       run_fuzz},
+      {"fuzz", "compare compiled runs of random programs with eager mode", fuzz_parser, run_fuzz},
   };
   return all;
 }

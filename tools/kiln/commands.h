@@ -38,11 +38,11 @@ struct TrainOptions {
   int64_t eval_batches = 0;
   uint64_t seed = 0;
   bool seed_given = false;  // --seed on the command line (a resumed run keeps its saved seed)
-  std::string out;     // checkpoint to write
-  std::string resume;  // checkpoint to continue from; empty = start fresh
+  std::string out;          // checkpoint to write
+  std::string resume;       // checkpoint to continue from; empty = start fresh
   int64_t threads = 0;
   double dropout = 0;
-  bool eager = false;  // do not compile the training step
+  bool eager = false;    // do not compile the training step
   SaveEvery save_every;  // periodic checkpoints to `out`
   // Called after each finished step with the number of steps done (tests use it to deliver
   // a signal at a known step); not a flag.

@@ -51,14 +51,12 @@ const std::vector<OpSpec>& ops() {
       {"exp", 1, false, [](auto& a, auto&) { return a[0].tanh().exp(); }},
       {"sum_dim", 1, false, [](auto& a, auto& p) { return a[0].sum({p[0]}, true); }, one_dim},
       {"mean_dim", 1, false, [](auto& a, auto& p) { return a[0].mean({p[0]}); }, one_dim},
-      {"transpose", 1, false,
-       [](auto& a, auto& p) { return a[0].transpose(p[0], p[1]); },
+      {"transpose", 1, false, [](auto& a, auto& p) { return a[0].transpose(p[0], p[1]); },
        [](const std::vector<Tensor>& a, Rng& rng) {
          int64_t d = std::max<int64_t>(a[0].dim(), 1);
          return std::vector<int64_t>{rng.below(d), rng.below(d)};
        }},
-      {"narrow", 1, false,
-       [](auto& a, auto& p) { return a[0].narrow(p[0], p[1], p[2]); },
+      {"narrow", 1, false, [](auto& a, auto& p) { return a[0].narrow(p[0], p[1], p[2]); },
        [](const std::vector<Tensor>& a, Rng& rng) {
          int64_t d = rng.below(std::max<int64_t>(a[0].dim(), 1));
          int64_t size = a[0].dim() ? a[0].sizes()[d] : 1;
@@ -138,7 +136,8 @@ std::vector<int64_t> random_shape(Rng& rng) {
 
 // A shape broadcasting with `base`: some leading dims dropped, some dims 1.
 std::vector<int64_t> broadcastable(const std::vector<int64_t>& base, Rng& rng) {
-  std::vector<int64_t> shape(base.begin() + rng.below(static_cast<int64_t>(base.size())), base.end());
+  std::vector<int64_t> shape(base.begin() + rng.below(static_cast<int64_t>(base.size())),
+                             base.end());
   for (int64_t& d : shape)
     if (rng.below(3) == 0) d = 1;
   return shape;
@@ -178,7 +177,8 @@ Program attempt(uint64_t seed, uint64_t attempt_seed, int ops_per_program) {
   std::vector<int64_t> base = random_shape(rng);
   p.input_shapes = {base, broadcastable(base, rng), random_shape(rng)};
   std::vector<Tensor> values = make_inputs(p);
-  for (int tries = 0; static_cast<int>(p.steps.size()) < ops_per_program && tries < 20 * ops_per_program; ++tries)
+  for (int tries = 0;
+       static_cast<int>(p.steps.size()) < ops_per_program && tries < 20 * ops_per_program; ++tries)
     try_step(rng, p.input_shapes.size(), values, p.steps);
   try {
     run_program(p.steps, make_inputs(p));

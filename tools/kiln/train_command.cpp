@@ -1,9 +1,9 @@
 // `kiln train`: its flags, their validation, the checks made before training, the training
 // loop, periodic and interrupt-time checkpoints.
-#include <csignal>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <iomanip>
 #include <optional>
 #include <ostream>
@@ -125,11 +125,11 @@ namespace {
 // The command that continues a run from `path` (every flag that must match, spelled out).
 std::string resume_command(const TrainOptions& o, const std::string& path) {
   std::ostringstream os;
-  os << "kiln train --resume " << path << " --out " << path << " --data " << o.data
-     << " --steps " << o.steps << " --batch " << o.batch << " --block " << o.block
-     << " --layers " << o.layers << " --heads " << o.heads << " --embd " << o.embd << " --lr "
-     << o.lr << " --warmup " << o.warmup << " --eval-every " << o.eval_every
-     << " --eval-batches " << o.eval_batches << " --dropout " << o.dropout;
+  os << "kiln train --resume " << path << " --out " << path << " --data " << o.data << " --steps "
+     << o.steps << " --batch " << o.batch << " --block " << o.block << " --layers " << o.layers
+     << " --heads " << o.heads << " --embd " << o.embd << " --lr " << o.lr << " --warmup "
+     << o.warmup << " --eval-every " << o.eval_every << " --eval-batches " << o.eval_batches
+     << " --dropout " << o.dropout;
   if (o.eager) os << " --eager";
   return os.str();
 }
@@ -281,8 +281,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
         step + 1 < o.steps &&
         ((o.save_every.steps > 0 && (step + 1 - last_saved_step) >= o.save_every.steps) ||
          (o.save_every.seconds > 0 &&
-          std::chrono::duration<double>(Clock::now() - last_save).count() >=
-              o.save_every.seconds));
+          std::chrono::duration<double>(Clock::now() - last_save).count() >= o.save_every.seconds));
     if (due) {
       save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
       last_save = Clock::now();

@@ -183,10 +183,11 @@ class CompiledFunction {
     std::shared_ptr<const detail::PurePlan> verify;
     if constexpr (Result::supported && !std::is_reference_v<R>) {
       std::vector<Tensor> results;
-      if (detail::pure_try_run(*state_, pure_args, results, verify) ==
-          detail::PureStep::Run) {
-        if constexpr (!std::is_void_v<R>) return Result::build(results);
-        else return;
+      if (detail::pure_try_run(*state_, pure_args, results, verify) == detail::PureStep::Run) {
+        if constexpr (!std::is_void_v<R>)
+          return Result::build(results);
+        else
+          return;
       }
     }
     detail::CallScope scope(state_, frozen_);

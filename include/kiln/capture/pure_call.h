@@ -90,8 +90,7 @@ struct PureResult<std::vector<Tensor>> {
   static std::vector<Tensor> build(std::vector<Tensor>& flat) { return std::move(flat); }
 };
 template <class... Ts>
-  requires(std::is_same_v<Ts, Tensor> && ...)
-struct PureResult<std::tuple<Ts...>> {
+requires(std::is_same_v<Ts, Tensor>&&...) struct PureResult<std::tuple<Ts...>> {
   static constexpr bool supported = true;
   static void flatten(const std::tuple<Ts...>& r, std::vector<const Tensor*>& out) {
     std::apply([&](const auto&... t) { (out.push_back(&t), ...); }, r);
@@ -99,7 +98,8 @@ struct PureResult<std::tuple<Ts...>> {
   static std::tuple<Ts...> build(std::vector<Tensor>& flat) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<Ts...>(std::move(flat[I])...);
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   }
 };
 template <>

@@ -271,8 +271,8 @@ int compile_jobs() {
   if (const char* env = std::getenv("KILN_COMPILE_JOBS"); env && *env) {
     char* end = nullptr;
     const long jobs = std::strtol(env, &end, 10);
-    KILN_CHECK(*end == '\0' && jobs >= 1 && jobs <= 256, ValueError,
-               "KILN_COMPILE_JOBS = '", env, "' is invalid: expected an integer from 1 to 256");
+    KILN_CHECK(*end == '\0' && jobs >= 1 && jobs <= 256, ValueError, "KILN_COMPILE_JOBS = '", env,
+               "' is invalid: expected an integer from 1 to 256");
     return static_cast<int>(jobs);
   }
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

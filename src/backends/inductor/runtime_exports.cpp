@@ -6,7 +6,7 @@
 extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, const int64_t* shape,
                                          char* const* base, const int64_t* isz, int64_t grain,
                                          kiln::inductor_rt::BlockBody body, void* context) {
-  kiln::kernels::block_loop_any(static_cast<size_t>(num_operands),
-                                static_cast<size_t>(num_outputs), shape, base, isz, grain,
+  kiln::kernels::block_loop_any(static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs),
+                                shape, base, isz, grain,
                                 [&](char* const* p, int64_t n) { body(p, n, context); });
 }
