@@ -236,6 +236,30 @@ void set_history(std::span<Tensor> outputs, const std::shared_ptr<Node>& node) {
   }
 }
 
+// ---- gradients to input shapes ----
+Tensor gradient_for_input(const TensorMeta& want, Tensor g, std::string_view who, size_t i) {
+  if (g.sizes() != want.sizes) {
+    // Gradients computed at the broadcast shape are summed back to the input's shape.
+    KILN_CHECK(g.dim() >= static_cast<int64_t>(want.sizes.size()), Error, "internal error: ", who,
+               " returned a gradient of shape ", g.shape_str(), " for input ", i, " of shape ",
+               IntList(want.sizes));
+    const int64_t lead = g.dim() - static_cast<int64_t>(want.sizes.size());
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+    for (int64_t d = 0; d < static_cast<int64_t>(want.sizes.size()); ++d) {
+      if (want.sizes[d] == g.size(lead + d)) continue;
+      KILN_CHECK(want.sizes[d] == 1, Error, "internal error: ", who,
+                 " returned a gradient of shape ", g.shape_str(), " for input ", i, " of shape ",
+                 IntList(want.sizes));
+      dims.push_back(lead + d);
+    }
+    g = sum(g, dims, true);
+    if (lead > 0) g = g.reshape(want.sizes);
+  }
+  if (g.dtype() != want.dtype) g = g.to(want.dtype);
+  return g;
+}
+
 // ---- the engine ----
 namespace {
 
@@ -247,27 +271,7 @@ struct NodeState {
 
 // Casts/sums a gradient produced for input `i` of `node` to that input's dtype and shape.
 Tensor validate_gradient(const Node& node, size_t i, Tensor g) {
-  const TensorMeta& want = node.input_meta()[i];
-  if (g.sizes() != want.sizes) {
-    // Gradients computed at the broadcast shape are summed back to the input's shape.
-    KILN_CHECK(g.dim() >= static_cast<int64_t>(want.sizes.size()), Error,
-               "internal error: ", node.name(), " returned a gradient of shape ", g.shape_str(),
-               " for input ", i, " of shape ", IntList(want.sizes));
-    const int64_t lead = g.dim() - static_cast<int64_t>(want.sizes.size());
-    std::vector<int64_t> dims;
-    for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
-    for (int64_t d = 0; d < static_cast<int64_t>(want.sizes.size()); ++d) {
-      if (want.sizes[d] == g.size(lead + d)) continue;
-      KILN_CHECK(want.sizes[d] == 1, Error, "internal error: ", node.name(),
-                 " returned a gradient of shape ", g.shape_str(), " for input ", i, " of shape ",
-                 IntList(want.sizes));
-      dims.push_back(lead + d);
-    }
-    g = sum(g, dims, true);
-    if (lead > 0) g = g.reshape(want.sizes);
-  }
-  if (g.dtype() != want.dtype) g = g.to(want.dtype);
-  return g;
+  return gradient_for_input(node.input_meta()[i], std::move(g), node.name(), i);
 }
 
 struct ByPriority {
@@ -288,6 +292,7 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
     Node* n = stack.back();
     stack.pop_back();
     order.push_back(n);
+    n->before_backward();
     for (const Edge& e : n->next_edges()) {
       if (!e.valid()) continue;
       auto [it, fresh] = state.emplace(e.fn.get(), NodeState{});

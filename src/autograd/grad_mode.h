@@ -2,6 +2,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 
 #include "kiln/ops/op.h"
 
@@ -26,6 +27,9 @@ inline bool inference_mode() { return detail::tls_inference_mode; }
 // Runs the op and records it for autograd (record.cpp).
 int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                         std::span<Tensor, kMaxOpOutputs> outputs);
+// A derivative formula's gradient for input `i` (of `who`, for errors), cast and summed over
+// broadcast dims down to the input's dtype and shape (the engine's rule; AOT autograd's too).
+Tensor gradient_for_input(const TensorMeta& want, Tensor g, std::string_view who, size_t i);
 // Checks done on every in-place write, recorded or not (inference tensors, leaves).
 void check_inplace_target(const OpDef& op, const Tensor& out);
 

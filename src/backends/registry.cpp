@@ -1,5 +1,5 @@
-// The backend registry: names to backends. "eager" and "inductor" are built in; "aot_eager" is
-// reserved for AOT autograd and is an error until it exists.
+// The backend registry: names to backends. "eager", "aot_eager" (AOT autograd around the eager
+// interpreter) and "inductor" are built in.
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -35,6 +35,7 @@ struct BackendRegistry {
   std::map<std::string, Backend> backends;
   BackendRegistry() {
     backends["eager"] = backends::make_eager_backend();
+    backends["aot_eager"] = aot_autograd(backends::make_eager_backend());
     backends["inductor"] = backends::inductor_or_eager();
   }
 };
@@ -43,8 +44,12 @@ BackendRegistry& backend_registry() {
   return *r;
 }
 bool is_reserved(const std::string& name) { return name == "aot_eager" || name == "inductor"; }
-bool is_unimplemented(const std::string& name) { return name == "aot_eager"; }
 }  // namespace
+
+Backend aot_autograd(Backend fw_compiler, Backend bw_compiler) {
+  KILN_CHECK(fw_compiler, ValueError, "aot_autograd: fw_compiler is empty");
+  return detail::AotBackendFn{std::move(fw_compiler), std::move(bw_compiler)};
+}
 
 void register_backend(const std::string& name, Backend backend) {
   KILN_CHECK(!name.empty(), ValueError, "register_backend: the name is empty");
@@ -67,9 +72,6 @@ std::vector<std::string> list_backends() {
 }
 
 Backend lookup_backend(const std::string& name) {
-  KILN_CHECK(!is_unimplemented(name), NotImplementedError, "kiln::compile: backend '", name,
-             "' is not implemented yet (it comes with AOT autograd); use \"eager\" or "
-             "\"inductor\"");
   auto& r = backend_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.backends.find(name);

@@ -38,24 +38,28 @@ bool views_placeholder(const ir::Graph& sub, int32_t index) {
 
 }  // namespace
 
+MetadataOnlyRun::MetadataOnlyRun(const std::string& who)
+    : tracer_(std::make_unique<Tracer>(retrace_state(), false)) {
+  tracer_->set_metadata_only(who);
+  frames().push_back({tracer_.get(), false});
+  intercept_ = std::make_unique<InterceptorScope>(tracer_.get());
+  no_grad_ = std::make_unique<AutoGradMode>(false);
+}
+
+MetadataOnlyRun::~MetadataOnlyRun() {
+  no_grad_.reset();
+  intercept_.reset();
+  tracer_->abandon("metadata-only run");
+  frames().pop_back();
+}
+
 ir::Graph trace_graph(std::span<const TensorMeta> inputs, const TracedFn& fn,
                       const std::string& who) {
-  Tracer tracer(retrace_state(), false);
-  tracer.set_metadata_only(who);
-  frames().push_back({&tracer, false});
-  InterceptorScope intercept(&tracer);
-  struct Restore {
-    Tracer& t;
-    ~Restore() {
-      t.abandon("metadata-only run");
-      frames().pop_back();
-    }
-  } restore{tracer};
-  AutoGradMode no_grad(false);
+  MetadataOnlyRun run(who);
   std::vector<Tensor> symbolic;
-  for (const TensorMeta& m : inputs) symbolic.push_back(tracer.symbolic_input(m));
+  for (const TensorMeta& m : inputs) symbolic.push_back(run.tracer().symbolic_input(m));
   const std::vector<Tensor> results = fn(symbolic);
-  return tracer.take_graph(results);
+  return run.tracer().take_graph(results);
 }
 
 ir::Graph decompose_graph(const ir::Graph& g,

@@ -5,13 +5,34 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::capture {
+
+class Tracer;
+
+// A metadata-only run for the scope's life: ops dispatched on this thread record into
+// tracer()'s graph (no data touched, autograd recording off), and errors name `who`.
+// trace_graph is built on it; AOT autograd uses it to extend a forward graph with its backward.
+class MetadataOnlyRun {
+ public:
+  explicit MetadataOnlyRun(const std::string& who);
+  ~MetadataOnlyRun();
+  MetadataOnlyRun(const MetadataOnlyRun&) = delete;
+  MetadataOnlyRun& operator=(const MetadataOnlyRun&) = delete;
+  Tracer& tracer() { return *tracer_; }
+
+ private:
+  std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<InterceptorScope> intercept_;
+  std::unique_ptr<AutoGradMode> no_grad_;
+};
 
 // The graph of the ops `fn` calls on placeholders with `inputs`' dtypes and sizes (traced as
 // contiguous tensors); its outputs are fn's results. `who` names the function in errors: fn

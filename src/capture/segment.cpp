@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "capture/tracer.h"
+#include "aot/compiled_node.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -190,7 +191,8 @@ void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& gra
 
 // ---- running a segment ----
 
-std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit) {
+std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit,
+                                        const GradRequest* grad) {
   PauseCapture pause;
   detail::CompiledState& st = *state_;
   std::shared_ptr<CacheEntry> entry = std::move(hit);
@@ -204,7 +206,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   std::vector<Tensor> outs;
   last_entry_ = nullptr;
   if (!entry && !compile) {
-    outs = ir::interpret(graph, rec_.inputs);
+    outs = grad ? run_with_autograd(nullptr, graph, *grad) : ir::interpret(graph, rec_.inputs);
   } else {
     if (!entry) entry = compile_and_add(st, segment_index_, graph, key, rec_.inputs);
     // (A replay of the entry that was first and stayed so needs no update: candidates are only
@@ -212,7 +214,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     if (!(replay_.entry && replay_.candidates.empty())) remember_recent(st, segment_index_, entry);
     const std::vector<int64_t> values = runtime_values_for(*entry, graph);
     InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
-    outs = entry->compiled(rec_.inputs, values);
+    outs = grad ? run_with_autograd(entry.get(), graph, *grad) : entry->compiled(rec_.inputs, values);
     last_entry_ = entry;
   }
   check_backend_outputs(st, graph, rec_.inputs, outs);
@@ -252,7 +254,8 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   release_written_storages();  // the graph reads them (old values) and writes them back
   std::vector<Tensor> values;
   try {
-    values = run_segment(hit ? hit->graph : rec_.graph, hit);
+    const GradRequest grad = grad_node_ ? grad_request(outputs) : GradRequest{};
+    values = run_segment(hit ? hit->graph : rec_.graph, hit, grad.values.empty() ? nullptr : &grad);
   } catch (...) {
     for (Buffer* b : outputs.buffers) b->output_slot = -1;
     abandon("running the captured graph failed");
@@ -262,6 +265,59 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   write_back(values);
   if (pure_) observe_for_pure(values);
   next_segment();
+}
+
+// ---- AOT autograd at the sync point ----
+
+Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
+  GradRequest r;
+  r.tangent_of_slot.assign(grad_node_->num_slots(), -1);
+  for (const auto& [impl, p] : outputs.live) {
+    const AutogradMeta* m = impl->autograd_meta().get();
+    if (!m || m->grad_fn != std::static_pointer_cast<Node>(grad_node_)) continue;
+    int32_t& tangent = r.tangent_of_slot[m->output_nr];
+    if (tangent >= 0) continue;
+    tangent = static_cast<int32_t>(r.values.size());
+    r.values.push_back(grad_node_->slot_value(m->output_nr));
+  }
+  return r;
+}
+
+std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
+                                              const GradRequest& request) {
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : rec_.inputs) metas.push_back(TensorMeta::of(t));
+  auto compile = [&] {
+    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler, metas);
+  };
+  std::shared_ptr<const aot::AotPlan> plan;
+  if (entry) {
+    std::vector<std::pair<int32_t, int32_t>> key;
+    for (ir::ValueRef v : request.values) key.emplace_back(v.node, v.output);
+    std::lock_guard<std::mutex> lock(entry->aot_mu);
+    auto& slot = entry->aot_plans[key];
+    if (!slot) slot = compile();
+    plan = slot;
+  } else {
+    plan = compile();  // the function runs uncompiled (stance, cache limit): this run only
+  }
+  // This call's random seeds and offsets, in the captured graph's order.
+  std::vector<int64_t> all = replay_.entry ? replay_.runtime_values : graph.runtime_attr_values();
+  std::vector<int64_t> forward_values;
+  for (int32_t k : plan->partition.forward_runtime_index)
+    forward_values.push_back(all[static_cast<size_t>(k)]);
+  std::vector<Tensor> results;
+  {
+    InBackend in_backend;
+    results = plan->forward(rec_.inputs, forward_values);
+  }
+  std::vector<Tensor> saved;
+  for (const aot::SavedValue& s : plan->partition.saved)
+    saved.push_back(s.is_input ? rec_.inputs[static_cast<size_t>(s.index)]
+                               : results[static_cast<size_t>(s.index)]);
+  grad_node_->activate(plan, request.tangent_of_slot, rec_.inputs, saved, std::move(all));
+  results.resize(plan->num_outputs);
+  return results;
 }
 
 void Tracer::observe_for_pure(std::span<const Tensor> values) {

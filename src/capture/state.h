@@ -4,10 +4,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "kiln/capture/debug.h"
+
+namespace kiln::aot {
+struct AotPlan;
+}
 
 namespace kiln::capture {
 
@@ -21,6 +26,11 @@ struct CacheEntry {
   // For each runtime attribute the compiled graph takes, its index in the captured graph's
   // list (passes may remove random ops that nothing uses).
   std::vector<int32_t> runtime_index;
+  // AOT autograd: the graph compiled as forward/backward pairs, one per set of differentiated
+  // values (node, output pairs), made on first use.
+  std::mutex aot_mu;
+  std::map<std::vector<std::pair<int32_t, int32_t>>, std::shared_ptr<const aot::AotPlan>>
+      aot_plans;
 };
 
 // Where a sync point came from: an explicit location, or return addresses symbolised lazily.

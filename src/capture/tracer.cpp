@@ -1,9 +1,12 @@
 // The tracer: records op calls into the current graph segment and runs segments at sync points.
 #include "capture/tracer.h"
 
+#include <algorithm>
+
 #include <optional>
 #include <sstream>
 
+#include "aot/compiled_node.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -32,6 +35,19 @@ Attrs as_strided_attrs(const Tensor& t) {
 // Whether attribute k of `op` is a runtime value (a random op's Philox seed or offset).
 bool is_philox_attr(const OpDef& op, size_t k) {
   return static_cast<int>(k) == op.philox_attrs[0] || static_cast<int>(k) == op.philox_attrs[1];
+}
+// Bit k: output k of `n` requires grad (as recorded) / could (a floating dtype).
+uint32_t recorded_grad_bits(const std::vector<TensorMeta>& outputs) {
+  uint32_t bits = 0;
+  for (size_t k = 0; k < outputs.size() && k < 32; ++k)
+    if (outputs[k].requires_grad) bits |= 1u << k;
+  return bits;
+}
+uint32_t floating_bits(const std::vector<TensorMeta>& outputs) {
+  uint32_t bits = 0;
+  for (size_t k = 0; k < outputs.size() && k < 32; ++k)
+    if (is_floating(outputs[k].dtype)) bits |= 1u << k;
+  return bits;
 }
 bool covers_whole(const Tensor& t, const Buffer& b) {
   return t.storage_offset() == 0 && t.is_contiguous() && t.numel() == b.numel;
@@ -124,6 +140,7 @@ void release_storage(const Storage* s, const Tracer* t) {
 Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
     : state_(std::move(state)), frozen_(frozen) {
   if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
+  aot_ = state_->backend.target<detail::AotBackendFn>();
   start_replay();
 }
 
@@ -226,11 +243,12 @@ ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
 
 template <class Infer>
 ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> ins,
-                                 const Attrs& attrs, Infer&& infer) {
+                                 const Attrs& attrs, Infer&& infer, bool grad) {
   const bool random = op.kind == OpKind::Random;
   if (replay_.entry && replay_matches([&](const ir::Node& n) {
         bool same = n.kind == ir::NodeKind::Call && n.op == &op &&
-                    std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size();
+                    std::ranges::equal(n.inputs, ins) && n.attrs.size() == attrs.size() &&
+                    recorded_grad_bits(n.outputs) == (grad ? floating_bits(n.outputs) : 0u);
         for (size_t k = 0; same && k < attrs.size(); ++k)
           same = (random && is_philox_attr(op, k)) || ir::same_attr(n.attrs[k], attrs[k]);
         return same;
@@ -239,8 +257,11 @@ ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> 
       for (int8_t k : op.philox_attrs) replay_.runtime_values.push_back(attrs.i(k));
     return {static_cast<int32_t>(replay_.cursor++), 0};
   }
-  const ir::ValueRef v =
-      rec_.graph.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()), attrs, infer());
+  std::vector<TensorMeta> infos = infer();
+  if (grad)
+    for (TensorMeta& m : infos) m.requires_grad = is_floating(m.dtype);
+  const ir::ValueRef v = rec_.graph.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()),
+                                             attrs, std::move(infos));
   if (random)
     for (int8_t k : op.philox_attrs) rec_.graph.runtime_attrs.push_back({v.node, k});
   return v;
@@ -267,6 +288,19 @@ Tensor Tracer::symbolic_input(const TensorMeta& meta) {
   return new_pending(info, record_placeholder(info));
 }
 
+void Tracer::adopt_graph(const ir::Graph& g) {
+  KILN_CHECK(metadata_only() && rec_.graph.nodes.empty() && !replay_.entry, Error,
+             "internal error: adopt_graph outside a fresh metadata-only run");
+  rec_.graph = g;
+  rec_.graph.outputs.clear();
+  adopted_runtime_attrs_ = g.runtime_attrs.size();
+}
+
+Tensor Tracer::value_tensor(ir::ValueRef v) {
+  const TensorMeta& m = rec_.graph.info(v);
+  return new_pending(TensorMeta::contiguous(m.dtype, m.sizes), v);
+}
+
 ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
   KILN_CHECK(metadata_only(), Error, "internal error: take_graph outside a metadata-only run");
   KILN_CHECK(written_.storages.empty(), NotImplementedError, metadata_only_,
@@ -281,7 +315,8 @@ ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
   KILN_CHECK(rec_.inputs.empty(), NotImplementedError, metadata_only_,
              ": reads a concrete tensor (", rec_.inputs.empty() ? "" : rec_.inputs[0].shape_str(),
              "); a traced function must make every value it uses through ops");
-  KILN_CHECK(rec_.graph.runtime_attrs.empty(), NotImplementedError, metadata_only_,
+  KILN_CHECK(rec_.graph.runtime_attrs.size() == adopted_runtime_attrs_, NotImplementedError,
+             metadata_only_,
              ": calls a random op, which a re-traced function may not (its seed would be fixed at "
              "trace time)");
   ir::Graph g = std::move(rec_.graph);
@@ -396,7 +431,7 @@ Buffer& Tracer::written_buffer(const Tensor& dst) {
 }
 
 bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
-                         std::span<Tensor, kMaxOpOutputs> outputs) {
+                         std::span<Tensor, kMaxOpOutputs> outputs, bool grad) {
   const Tensor& base = inputs[0];
   const bool pending = base.impl()->is_pending();
   if (!pending) return false;  // a view of a concrete tensor is concrete (no data is touched)
@@ -406,8 +441,8 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   Tensor out = op.view(call);  // metadata only: pending on the base's buffer
   out.impl()->set_is_view(true);
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
-  p->value =
-      record_call(op, {&in, 1}, attrs, [&] { return std::vector<TensorMeta>{view_info(out)}; });
+  p->value = record_call(
+      op, {&in, 1}, attrs, [&] { return std::vector<TensorMeta>{view_info(out)}; }, grad);
   p->value_version = p->buffer().version;
   outputs[0] = std::move(out);
   return true;
@@ -426,9 +461,20 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
                  std::source_location::current(), false);
     return false;
   }
+  bool grad = false;
+  if (aot_) {
+    grad = is_grad_enabled() && std::ranges::any_of(inputs, [](const Tensor& t) {
+             return t.impl()->requires_grad();
+           });
+    if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
+      sync_current(why, std::source_location::current(), false);
+      return false;
+    }
+  }
   if (op.kind == OpKind::View) {
     if (outputs[0].defined()) return false;  // dispatch reports the error
-    if (record_view(op, inputs, attrs, outputs)) {
+    if (record_view(op, inputs, attrs, outputs, grad)) {
+      if (grad) attach_grad(outputs.first(1));
       num_outputs = 1;
       return true;
     }
@@ -451,8 +497,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   if (!replay_.entry) inferred = infer();
   SmallVector<ir::ValueRef, 8> ins;
   for (const Tensor& t : inputs) ins.push_back(value_of(t));
-  const ir::ValueRef v =
-      record_call(op, ins, attrs, [&] { return inferred ? std::move(*inferred) : infer(); });
+  const ir::ValueRef v = record_call(
+      op, ins, attrs, [&] { return inferred ? std::move(*inferred) : infer(); }, grad);
   const std::vector<TensorMeta>& infos = recorded_node(static_cast<size_t>(v.node)).outputs;
   const int n = static_cast<int>(infos.size());
   if (outputs[0].defined()) {
@@ -473,8 +519,45 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   for (int i = 0; i < n; ++i)
     outputs[static_cast<size_t>(i)] =
         new_pending(infos[static_cast<size_t>(i)], {v.node, static_cast<int32_t>(i)});
+  if (grad) attach_grad(outputs.first(static_cast<size_t>(n)));
   num_outputs = n;
   return true;
+}
+
+// ---- Tracer: AOT autograd ----
+
+const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& out,
+                                bool grad) const {
+  if (out.defined() && (grad || out.impl()->requires_grad()))
+    return "an in-place write where gradients are involved (AOT autograd captures functional "
+           "ops only; the write runs eagerly)";
+  if (!grad) return nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.impl()->requires_grad() || !own_pending(*t.impl())) continue;
+    const AutogradMeta* m = t.impl()->autograd_meta().get();
+    if (!m || !m->grad_fn || m->grad_fn != std::static_pointer_cast<Node>(grad_node_))
+      return "a tensor made inside the compiled function requires grad without history (a "
+             "leaf made with requires_grad_()): AOT autograd takes it as a graph input";
+  }
+  return nullptr;
+}
+
+void Tracer::attach_grad(std::span<Tensor> outputs) {
+  if (!grad_node_) {
+    // Lazily, so that the node is newer than every autograd node its inputs came from.
+    grad_node_ = std::make_shared<aot::CompiledFunctionNode>([this] {
+      flush("a gradient (backward(), a hook) reached a graph still being captured",
+            user_call_site(std::source_location::current(), false), false);
+    });
+  }
+  for (Tensor& t : outputs) {
+    if (!is_floating(t.dtype())) continue;
+    const uint32_t slot = grad_node_->add_slot(own_pending(*t.impl())->value, t);
+    AutogradMeta& m = autograd::meta(t);
+    m.grad_fn = grad_node_;
+    m.output_nr = slot;
+    t.impl()->set_requires_grad(true);
+  }
 }
 
 void Tracer::release_written_storages() {
@@ -499,9 +582,15 @@ void Tracer::reset_segment() {
   written_.order.clear();
   written_.views.clear();
   rec_.pending.clear();
+  adopted_runtime_attrs_ = 0;
+  // A node whose graph ran without it (no live tensor needed a gradient) can never be reached.
+  if (grad_node_ && !grad_node_->ran())
+    grad_node_->abandon("none of its graph's live results needed a gradient");
+  grad_node_.reset();
 }
 
 void Tracer::abandon(const std::string& why) {
+  if (grad_node_) grad_node_->abandon(why);
   for (auto& w : rec_.pending)
     if (auto impl = w.lock(); impl && impl->is_pending())
       impl->set_pending(std::make_shared<AbandonedValue>(why));

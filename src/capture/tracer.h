@@ -20,6 +20,10 @@
 #include "capture/state.h"
 #include "kiln/autograd/autograd.h"
 
+namespace kiln::aot {
+class CompiledFunctionNode;
+}
+
 namespace kiln::capture {
 
 class Tracer;
@@ -116,6 +120,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
 
   bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                  std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) override;
+  // AOT autograd (the backend came from aot_autograd): the tracer sees ops before autograd and
+  // gives their outputs the segment's one autograd node (see aot/compiled_node.h).
+  bool records_autograd() const override { return aot_ != nullptr; }
   PendingValue* writer_of(const Storage& storage) override;
 
   // A sync point: runs the captured segment and makes every live pending tensor concrete.
@@ -133,6 +140,11 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // A metadata-only run's graph, with `results` as its outputs (see capture/retrace.h for what
   // such a run may do); the tracer's segment is left empty.
   ir::Graph take_graph(std::span<const Tensor> results);
+  // Metadata-only runs that extend a graph (AOT autograd's joint graph): the segment starts as
+  // a copy of `g` without its outputs, and value_tensor(v) is a pending tensor holding g's
+  // value v, to compute with.
+  void adopt_graph(const ir::Graph& g);
+  Tensor value_tensor(ir::ValueRef v);
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
   bool metadata_only() const { return !metadata_only_.empty(); }
@@ -150,9 +162,10 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   ir::ValueRef record_placeholder(const TensorMeta& info);
   ir::ValueRef record_constant(const Scalar& value, DType dtype);
   // Records a call whose output metadata `infer` computes (not run while replaying).
+  // `grad`: its floating outputs require grad (AOT autograd; part of the node's identity).
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins, const Attrs& attrs,
-                           Infer&& infer);
+                           Infer&& infer, bool grad = false);
   const ir::Node& recorded_node(size_t i) const {
     return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
   }
@@ -161,7 +174,33 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   ir::ValueRef value_of(const Tensor& t);
   Tensor new_pending(const TensorMeta& info, ir::ValueRef value);
   bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
-                   std::span<Tensor, kMaxOpOutputs> outputs);
+                   std::span<Tensor, kMaxOpOutputs> outputs, bool grad);
+
+  // What a sync point runs the graph for: the live pending tensors, and the buffers they and
+  // the written storages are the graph outputs of.
+  struct SegmentOutputs {
+    std::vector<std::pair<std::shared_ptr<TensorImpl>, PendingTensor*>> live;
+    std::vector<Buffer*> buffers;  // by graph output
+  };
+
+  // ---- AOT autograd (tracer.cpp) ----
+  // Why an op must not be captured with gradients (it runs eagerly after a sync point), or
+  // null: in-place writes where gradients are involved, and inputs that require grad from
+  // outside this segment's node while pending (a leaf made inside the function).
+  const char* aot_refusal(std::span<const Tensor> inputs, const Tensor& out, bool grad) const;
+  // Gives the outputs of a recorded call their slots of the segment's autograd node.
+  void attach_grad(std::span<Tensor> outputs);
+  // At the sync point: the values of the live tensors autograd can reach (the graph's
+  // differentiated values) and, per slot of the node, the tangent of its value (-1: none).
+  struct GradRequest {
+    std::vector<ir::ValueRef> values;
+    std::vector<int32_t> tangent_of_slot;
+  };
+  GradRequest grad_request(const SegmentOutputs& outputs) const;
+  // Runs the graph as a forward/backward pair (`entry`'s, or compiled just for this run when
+  // null) and hands the node its saved values.
+  std::vector<Tensor> run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
+                                        const GradRequest& request);
 
   // ---- replay (tracer.cpp) ----
   // The segment about to start repeats, we guess, one of the entries its function ran most
@@ -201,10 +240,6 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   void release_written_storages();
 
   // ---- the sync point (segment.cpp), in the order flush runs them ----
-  struct SegmentOutputs {
-    std::vector<std::pair<std::shared_ptr<TensorImpl>, PendingTensor*>> live;
-    std::vector<Buffer*> buffers;  // by graph output
-  };
   void check_can_flush(const std::string& reason) const;
   // Logs and notifies a graph break; throws under fullgraph=true.
   void report_break(const std::string& reason, const CallSite& site);
@@ -213,8 +248,10 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // The entry a replay matched completely (a cache hit with no lookup), or null.
   std::shared_ptr<CacheEntry> finish_replay();
   void drop_empty_segment(const SegmentOutputs& outputs);
-  // Runs (compiling on a miss) the finished graph; returns its outputs.
-  std::vector<Tensor> run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit);
+  // Runs (compiling on a miss) the finished graph; returns its outputs. `grad`: run it with
+  // AOT autograd for these differentiated values.
+  std::vector<Tensor> run_segment(const ir::Graph& graph, std::shared_ptr<CacheEntry> hit,
+                                  const GradRequest* grad);
   // This call's runtime attribute values (random seeds and offsets) for `entry`'s graph.
   std::vector<int64_t> runtime_values_for(const CacheEntry& entry, const ir::Graph& graph) const;
   // Gives the live pending tensors their storage.
@@ -229,10 +266,13 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::shared_ptr<detail::CompiledState> state_;
   bool frozen_;  // use cached graphs only; a miss runs eagerly
   std::string metadata_only_;
+  size_t adopted_runtime_attrs_ = 0;  // the random ops of an adopted graph (see adopt_graph)
   bool flushing_ = false;
   size_t segment_index_ = 0;
   std::shared_ptr<CacheEntry> last_entry_;  // the entry run_segment ran (null: interpreted)
   std::shared_ptr<PureObservation> pure_;
+  const detail::AotBackendFn* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
+  std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
 
   // The segment being recorded.
   struct Recording {

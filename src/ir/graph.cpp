@@ -120,6 +120,14 @@ struct Hasher {
   }
 };
 
+// Bit k: output k of a call requires grad.
+uint64_t grad_bits(const Node& n) {
+  uint64_t bits = 0;
+  for (size_t k = 0; k < n.outputs.size() && k < 64; ++k)
+    if (n.outputs[k].requires_grad) bits |= uint64_t{1} << k;
+  return bits;
+}
+
 bool is_runtime_attr(const Graph& g, size_t node, size_t attr) {
   for (const RuntimeAttr& r : g.runtime_attrs)
     if (r.node == static_cast<int32_t>(node) && r.attr == static_cast<int32_t>(attr)) return true;
@@ -140,8 +148,10 @@ uint64_t Graph::hash() const {
     for (ValueRef v : n.inputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
     for (size_t k = 0; k < n.attrs.size(); ++k)
       if (runtime_attrs.empty() || !is_runtime_attr(*this, i, k)) h.add(n.attrs[k]);
-    // Op outputs follow from inputs and attributes; only placeholders carry guarded metadata.
+    // Op outputs follow from inputs and attributes; only placeholders carry guarded metadata,
+    // and calls whether their outputs require grad (AOT autograd records it; grad mode).
     if (n.kind == NodeKind::Placeholder) h.add(n.outputs[0]);
+    if (n.kind == NodeKind::Call) h.add(grad_bits(n));
   }
   h.add(outputs.size());
   for (ValueRef v : outputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
@@ -155,6 +165,7 @@ bool same_node_at(const Graph& a, const Graph& b, size_t i) {
     return false;
   for (size_t k = 0; k < x.attrs.size(); ++k)
     if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;
+  if (x.kind == NodeKind::Call) return grad_bits(x) == grad_bits(y);
   return x.kind != NodeKind::Placeholder || x.outputs[0] == y.outputs[0];
 }
 

@@ -226,10 +226,27 @@ int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
 
 }  // namespace
 
+// The layers an op call passes through, outermost first:
+//   1. capture, when the compiled function's backend does AOT autograd: the tracer records the
+//      op and gives its outputs the captured graph's one autograd node (records_autograd());
+//   2. autograd: an OpNode per call (dispatch_and_record);
+//   3. capture for the other backends (run_op's interceptor), below autograd so that a
+//      backward() inside a compiled function is captured with the forward;
+//   4. the kernel.
+// An op the layer-1 tracer hands back (it reached a sync point instead) runs eagerly through
+// layers 2 and 4.
 int dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
              std::span<Tensor, kMaxOpOutputs> outputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     KILN_CHECK(inputs[i].defined(), Error, op.name, ": input ", i, " is an undefined tensor");
+  if (DispatchInterceptor* ic = tls_interceptor; ic && ic->records_autograd()) [[unlikely]] {
+    int n = 0;
+    if (ic->intercept(op, inputs, attrs, outputs, n)) return n;
+    InterceptorScope eager(nullptr);
+    if (autograd::needs_recording(inputs, outputs[0]))
+      return autograd::dispatch_and_record(op, inputs, attrs, outputs);
+    return dispatch_no_autograd(op, inputs, attrs, outputs);
+  }
   if (autograd::needs_recording(inputs, outputs[0]))
     return autograd::dispatch_and_record(op, inputs, attrs, outputs);
   return dispatch_no_autograd(op, inputs, attrs, outputs);

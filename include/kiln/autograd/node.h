@@ -40,6 +40,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   // Frees what was saved for backward (after a backward pass without retain_graph).
   virtual void release_saved() {}
+  // Called by the engine when a backward pass reaches the node, before it reads next_edges():
+  // a node whose edges exist only once its graph has run (a compiled graph still being
+  // captured) runs it here.
+  virtual void before_backward() {}
 
   // One per forward input: where its gradient goes.
   const std::vector<Edge>& next_edges() const { return next_edges_; }
@@ -53,7 +57,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // Hooks on the gradient of forward output `output_nr` (tensor hooks of non-leaves).
   // `run_last` hooks run after all others whatever the order of registration (retain_grad's,
   // so that .grad is the gradient after the tensor's hooks, as in PyTorch).
-  size_t add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last = false);
+  // (Virtual: a node computing several ops at once may first have to run its graph.)
+  virtual size_t add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last = false);
   void remove_pre_hook(size_t handle);
   // Runs the hooks on output_nr's gradient; each may replace it. The engine runs them before
   // the node and before kiln::grad captures the gradient (leaves' accumulators run the leaf's

@@ -39,6 +39,23 @@ using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> 
 // per cache miss; may throw kiln::Error (the call fails and nothing is cached).
 using Backend =
     std::function<CompiledGraph(const ir::Graph& graph, std::span<const TensorMeta> inputs)>;
+namespace detail {
+// What aot_autograd returns, recognisable by kiln::compile (Backend::target<AotBackendFn>()).
+// Called as a plain backend it compiles a graph no gradient flows through.
+struct AotBackendFn {
+  Backend fw_compiler, bw_compiler;
+  CompiledGraph operator()(const ir::Graph& graph, std::span<const TensorMeta> inputs) const {
+    return fw_compiler(graph, inputs);
+  }
+};
+}  // namespace detail
+// AOT autograd around backend compilers (torch's aot_autograd(fw_compiler=, bw_compiler=)):
+// for every captured graph whose outputs need gradients, kiln::compile traces the backward
+// from the ops' derivatives into a joint graph, splits it with a min-cut (the forward saves
+// only what the backward cannot cheaply recompute), compiles the forward with `fw_compiler`
+// and the backward with `bw_compiler` (empty: fw_compiler), and gives the graph's outputs one
+// autograd node that runs the compiled backward. "aot_eager" is aot_autograd(eager).
+Backend aot_autograd(Backend fw_compiler, Backend bw_compiler = {});
 // Registers a backend under a name (kiln::Error if the name is taken).
 void register_backend(const std::string& name, Backend backend);
 // Names of the registered backends, sorted ("eager" is always there).

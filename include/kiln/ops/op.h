@@ -237,6 +237,9 @@ class DispatchInterceptor {
   virtual ~DispatchInterceptor() = default;
   virtual bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                          std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) = 0;
+  // Whether this interceptor sees each op before autograd and records gradients itself (AOT
+  // autograd: one autograd node per captured graph); see dispatch's list of layers.
+  virtual bool records_autograd() const { return false; }
 };
 DispatchInterceptor* current_interceptor();
 // Installs `interceptor` for this thread; returns the previous one. Prefer InterceptorScope.

@@ -1,0 +1,162 @@
+// Compiling a forward/backward pair and running it as one autograd node (see compiled_node.h).
+#include "aot/compiled_node.h"
+
+#include <chrono>
+
+#include "capture/state.h"
+#include "capture/tracer.h"
+#include "kiln/ir/passes.h"
+#include "kiln/ops/factory.h"
+
+namespace kiln::aot {
+
+namespace {
+std::vector<TensorMeta> placeholder_metas(const ir::Graph& g) {
+  std::vector<TensorMeta> metas;
+  for (const ir::Node& n : g.nodes)
+    if (n.kind == ir::NodeKind::Placeholder) metas.push_back(n.outputs[0]);
+  return metas;
+}
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
+                                            std::span<const ir::ValueRef> values,
+                                            const Backend& fw_compiler, const Backend& bw_compiler,
+                                            std::span<const TensorMeta> input_metas) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto plan = std::make_shared<AotPlan>();
+  const JointGraph joint = trace_joint(forward, values);
+  plan->partition = partition_min_cut(joint);
+  plan->num_outputs = forward.outputs.size();
+  plan->missing_derivative = joint.missing_derivative;
+  int32_t next = 0;
+  for (const auto& g : joint.input_grads) plan->grad_output_of_input.push_back(g ? next++ : -1);
+  for (ir::ValueRef v : values) {
+    bool used = false;
+    for (const ir::Node& n : forward.nodes)
+      for (ir::ValueRef in : n.inputs) used = used || in == v;
+    plan->used_inside.push_back(used);
+  }
+  capture::add_compile_time("aot_autograd", seconds_since(t0));
+  auto t1 = std::chrono::steady_clock::now();
+  (void)input_metas;
+  plan->forward = fw_compiler(plan->partition.forward, placeholder_metas(plan->partition.forward));
+  const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
+  plan->backward = bw(plan->partition.backward, placeholder_metas(plan->partition.backward));
+  KILN_CHECK(plan->forward && plan->backward, Error,
+             "kiln::compile: an AOT autograd compiler returned an empty callable");
+  capture::add_compile_time("backend_compile", seconds_since(t1));
+  return plan;
+}
+
+uint32_t CompiledFunctionNode::add_slot(ir::ValueRef v, const Tensor& t) {
+  // Two tensors holding one value share its slot (its gradients are summed by the engine).
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(v.node)) << 32) |
+                       static_cast<uint32_t>(v.output);
+  auto [it, inserted] = slot_of_value_.try_emplace(key, static_cast<uint32_t>(slots_.size()));
+  if (!inserted) return it->second;
+  slots_.push_back(v);
+  add_output(t);
+  return it->second;
+}
+
+void CompiledFunctionNode::activate(std::shared_ptr<const AotPlan> plan,
+                                    std::vector<int32_t> tangent_of_slot,
+                                    std::span<const Tensor> inputs, std::span<const Tensor> saved,
+                                    std::vector<int64_t> runtime_values) {
+  plan_ = std::move(plan);
+  tangent_of_slot_ = std::move(tangent_of_slot);
+  for (const Tensor& t : inputs) add_input(t);
+  for (const Tensor& t : saved) saved_.emplace_back(t, false);
+  runtime_values_ = std::move(runtime_values);
+  sync_ = nullptr;  // the tracer may be gone by the time backward runs
+}
+
+void CompiledFunctionNode::abandon(std::string why) {
+  abandoned_ = std::move(why);
+  sync_ = nullptr;
+}
+
+void CompiledFunctionNode::ensure_ran(const char* what) {
+  if (plan_) return;
+  KILN_CHECK(abandoned_.empty(), Error, what,
+             " reached a tensor computed by a compiled function whose capture was abandoned (",
+             abandoned_, ")");
+  KILN_CHECK(sync_, Error, "internal error: ", name(), " has neither run nor a way to run");
+  auto sync = sync_;
+  sync();
+  KILN_CHECK(plan_, Error, "internal error: ", name(), " did not run at its sync point");
+}
+
+size_t CompiledFunctionNode::add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) {
+  // A hook sees the gradient flowing into a value from outside the graph. Running the graph
+  // first makes every later use of the value an outside one; a use inside the graph already
+  // captured would feed the value's gradient inside the backward, where no hook can see it.
+  ensure_ran("register_hook() or retain_grad()");
+  const int32_t tangent = tangent_of_slot_[output_nr];
+  KILN_CHECK(tangent < 0 || !plan_->used_inside[static_cast<size_t>(tangent)], NotImplementedError,
+             "register_hook() / retain_grad() on a tensor that ops of the same compiled graph "
+             "(AOT autograd) already used: its gradient from those uses is computed inside the "
+             "compiled backward and cannot be observed. Register the hook before using the "
+             "tensor, or compile with the \"eager\" backend");
+  return Node::add_pre_hook(output_nr, std::move(hook), run_last);
+}
+
+std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
+  ensure_ran("backward()");
+  KILN_CHECK(plan_->missing_derivative.empty(), NotImplementedError, "the derivative of '",
+             plan_->missing_derivative,
+             "' is not implemented, so gradients cannot flow through it (", name(), ")");
+  // The compiled backward computes without recording, so its gradients have no history.
+  KILN_CHECK(!is_grad_enabled(), NotImplementedError,
+             "double backward (create_graph=true) through a graph compiled with AOT autograd (",
+             name(), ") is not supported, as in torch.compile; compile with the \"eager\" "
+             "backend to differentiate twice");
+  KILN_CHECK(!released_, Error, "trying to run ", name(),
+             " a second time: its saved tensors were freed after the first backward pass. Pass "
+             "retain_graph=true to the first backward() (or grad()) to keep them");
+  std::vector<Tensor> outs;
+  {
+    capture::PauseCapture pause;  // (backward() may be called inside a compiled function)
+    capture::InBackend in_backend;
+    std::vector<Tensor> inputs;
+    for (const SavedTensor& s : saved_) inputs.push_back(s.unpack(nullptr, name()));
+    const size_t first_tangent = inputs.size();
+    inputs.resize(static_cast<size_t>(plan_->partition.backward.num_inputs()));
+    for (size_t slot = 0; slot < tangent_of_slot_.size(); ++slot) {
+      const int32_t k = tangent_of_slot_[slot];
+      const bool has_grad = slot < grads.size() && grads[slot].defined();
+      if (k < 0) {
+        KILN_CHECK(!has_grad, Error, "internal error: ", name(),
+                   " got a gradient for an output no gradient can reach");
+        continue;
+      }
+      const TensorMeta& m = output_meta()[slot];
+      inputs[first_tangent + static_cast<size_t>(k)] =
+          !has_grad                      ? zeros(m.sizes, m.dtype)
+          : grads[slot].is_contiguous() ? grads[slot]
+                                        : grads[slot].contiguous();
+    }
+    std::vector<int64_t> values;
+    for (int32_t k : plan_->partition.backward_runtime_index)
+      values.push_back(runtime_values_[static_cast<size_t>(k)]);
+    outs = plan_->backward(inputs, values);
+  }
+  std::vector<Tensor> grad_inputs(next_edges_.size());
+  for (size_t i = 0; i < grad_inputs.size(); ++i) {
+    const int32_t k = plan_->grad_output_of_input[i];
+    if (k >= 0 && next_edges_[i].valid()) grad_inputs[i] = outs[static_cast<size_t>(k)];
+  }
+  return grad_inputs;
+}
+
+void CompiledFunctionNode::release_saved() {
+  if (saved_.empty()) return;
+  for (SavedTensor& s : saved_) s.release();
+  released_ = true;
+}
+
+}  // namespace kiln::aot

@@ -1,0 +1,80 @@
+// AOT autograd, step 3: a captured graph compiled as a forward/backward pair (AotPlan), and
+// the one autograd node through which its outputs reach the eager autograd engine.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "aot/partition.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/capture/compile.h"
+
+namespace kiln::aot {
+
+// A forward graph differentiated at some of its values, partitioned and compiled.
+struct AotPlan {
+  Partition partition;
+  CompiledGraph forward, backward;
+  size_t num_outputs = 0;  // the forward graph's own outputs (the saved values follow)
+  // Per forward input: which backward output is its gradient (-1: none, i.e. zero).
+  std::vector<int32_t> grad_output_of_input;
+  std::string missing_derivative;  // see JointGraph
+  // Per differentiated value: whether a forward op reads it (its gradient then has parts that
+  // the backward computes inside and no hook on the value could see).
+  std::vector<bool> used_inside;
+};
+
+// Traces the joint graph of `forward` at `values`, partitions it with the min-cut and compiles
+// both halves (`fw_compiler`, `bw_compiler`). `input_metas`: the forward inputs' metadata.
+std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
+                                            std::span<const ir::ValueRef> values,
+                                            const Backend& fw_compiler, const Backend& bw_compiler,
+                                            std::span<const TensorMeta> input_metas);
+
+// The autograd node of one run of a captured graph ("CompiledFunctionBackward", as torch names
+// it). While the graph is being captured its outputs that require grad are its outputs (one
+// slot per value); when the graph runs, the forward's saved values are handed over and its
+// inputs become its edges. Backward runs the compiled backward graph.
+class CompiledFunctionNode final : public Node {
+ public:
+  // `sync`: runs the captured graph now (a backward or a hook reaching the node before it ran).
+  explicit CompiledFunctionNode(std::function<void()> sync) : sync_(std::move(sync)) {}
+  std::string name() const override { return "CompiledFunctionBackward"; }
+
+  // Capture: `t`, holding graph value `v`, becomes output `slot` of this node.
+  uint32_t add_slot(ir::ValueRef v, const Tensor& t);
+  ir::ValueRef slot_value(uint32_t slot) const { return slots_[slot]; }
+  size_t num_slots() const { return slots_.size(); }
+  bool ran() const { return plan_ != nullptr; }
+
+  // The graph ran: `inputs` (its placeholders' tensors) become the edges; `tangent_of_slot`
+  // maps each slot to the plan's tangent for it (-1: no gradient can reach it).
+  void activate(std::shared_ptr<const AotPlan> plan, std::vector<int32_t> tangent_of_slot,
+                std::span<const Tensor> inputs, std::span<const Tensor> saved,
+                std::vector<int64_t> runtime_values);
+  // The capture was given up: reaching the node is an error saying why.
+  void abandon(std::string why);
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release_saved() override;
+  void before_backward() override { ensure_ran("backward()"); }
+  size_t add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) override;
+
+ private:
+  void ensure_ran(const char* what);
+
+  std::function<void()> sync_;
+  std::string abandoned_;
+  std::vector<ir::ValueRef> slots_;
+  std::unordered_map<uint64_t, uint32_t> slot_of_value_;
+  std::shared_ptr<const AotPlan> plan_;
+  std::vector<int32_t> tangent_of_slot_;
+  std::vector<SavedTensor> saved_;
+  std::vector<int64_t> runtime_values_;
+  bool released_ = false;
+};
+
+}  // namespace kiln::aot

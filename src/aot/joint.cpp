@@ -1,0 +1,153 @@
+// The joint graph (see joint.h): the forward graph adopted by a metadata-only run, then each
+// call node's derivative formula applied in reverse node order, as the autograd engine would,
+// but recording ops instead of computing them.
+#include "aot/joint.h"
+
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "capture/retrace.h"
+#include "capture/tracer.h"
+#include "kiln/ops/pointwise.h"
+
+namespace kiln::aot {
+
+namespace {
+
+uint64_t key_of(ir::ValueRef v) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(v.node)) << 32) |
+         static_cast<uint32_t>(v.output);
+}
+
+// The backward half of the run: gradients per forward value, summed as they arrive.
+class BackwardTracer {
+ public:
+  BackwardTracer(capture::Tracer& tracer, const ir::Graph& forward)
+      : tracer_(tracer), forward_(forward) {}
+
+  void seed(ir::ValueRef v, const Tensor& tangent) { accumulate(v, tangent); }
+
+  // Applies every call node's derivative, last node first.
+  void run(std::string& missing_derivative) {
+    for (int32_t i = static_cast<int32_t>(forward_.nodes.size()) - 1; i >= 0; --i) {
+      const ir::Node& n = forward_.nodes[static_cast<size_t>(i)];
+      if (n.kind != ir::NodeKind::Call) continue;
+      std::vector<Tensor> grads(n.outputs.size());
+      bool any_grad = false;
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        auto it = grads_.find(key_of({i, static_cast<int32_t>(k)}));
+        if (it == grads_.end()) continue;
+        grads[k] = it->second;
+        any_grad = true;
+      }
+      if (!any_grad) continue;
+      uint32_t needs = 0;
+      bool any_needed = false;
+      for (size_t j = 0; j < n.inputs.size(); ++j)
+        if (requires_grad(n.inputs[j])) {
+          if (j < 32) needs |= 1u << j;
+          any_needed = true;
+        }
+      if (!any_needed) continue;
+      const Derivative& d = n.op->derivative;
+      if (!d.fn) {
+        if (missing_derivative.empty()) missing_derivative = n.op->name;
+        continue;
+      }
+      apply_derivative(i, n, grads, needs);
+    }
+  }
+
+  Tensor grad_tensor(ir::ValueRef v) const {
+    auto it = grads_.find(key_of(v));
+    return it == grads_.end() ? Tensor() : it->second;
+  }
+
+ private:
+  bool requires_grad(ir::ValueRef v) const { return forward_.info(v).requires_grad; }
+
+  void accumulate(ir::ValueRef v, Tensor g) {
+    auto [it, inserted] = grads_.try_emplace(key_of(v), g);
+    if (!inserted) it->second = it->second + g;
+  }
+
+  void apply_derivative(int32_t i, const ir::Node& n, const std::vector<Tensor>& grads,
+                        uint32_t needs) {
+    const Derivative& d = n.op->derivative;
+    std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
+    std::vector<TensorMeta> input_meta, output_meta;
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const TensorMeta& m = forward_.info(n.inputs[j]);
+      input_meta.emplace_back(m.dtype, m.sizes);
+      if (j < 32 && ((d.saved_inputs >> j) & 1u)) ins[j] = tracer_.value_tensor(n.inputs[j]);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      output_meta.emplace_back(n.outputs[k].dtype, n.outputs[k].sizes);
+      if (k < 32 && ((d.saved_outputs >> k) & 1u))
+        outs[k] = tracer_.value_tensor({i, static_cast<int32_t>(k)});
+    }
+    const BackwardCall call{*n.op, n.attrs, ins, outs, input_meta, output_meta, grads, needs};
+    std::vector<Tensor> grad_inputs(n.inputs.size());
+    d.fn(call, grad_inputs);
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      if (!grad_inputs[j].defined() || !requires_grad(n.inputs[j])) continue;
+      accumulate(n.inputs[j], autograd::gradient_for_input(input_meta[j], grad_inputs[j],
+                                                           n.op->name, j));
+    }
+  }
+
+  capture::Tracer& tracer_;
+  const ir::Graph& forward_;
+  std::unordered_map<uint64_t, Tensor> grads_;
+};
+
+}  // namespace
+
+JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> values) {
+  JointGraph joint;
+  joint.num_forward_nodes = static_cast<int32_t>(forward.nodes.size());
+  joint.num_forward_inputs = forward.num_inputs();
+  joint.forward_outputs = forward.outputs;
+  capture::MetadataOnlyRun run("AOT autograd's backward trace");
+  capture::Tracer& tracer = run.tracer();
+  tracer.adopt_graph(forward);
+  BackwardTracer backward(tracer, forward);
+  for (ir::ValueRef v : values) {
+    const TensorMeta& m = forward.info(v);
+    KILN_CHECK(is_floating(m.dtype), Error, "internal error: AOT autograd differentiates a ",
+               m.dtype, " value");
+    Tensor tangent = tracer.symbolic_input(TensorMeta(m.dtype, m.sizes));
+    backward.seed(v, tangent);
+  }
+  backward.run(joint.missing_derivative);
+  // The graph's outputs: the forward's, then each input's gradient (those that exist).
+  std::vector<Tensor> results;
+  for (ir::ValueRef v : forward.outputs) results.push_back(tracer.value_tensor(v));
+  std::vector<int32_t> grad_slot(static_cast<size_t>(forward.num_inputs()), -1);
+  for (size_t i = 0; i < forward.nodes.size(); ++i) {
+    const ir::Node& n = forward.nodes[i];
+    if (n.kind != ir::NodeKind::Placeholder) continue;
+    Tensor g = backward.grad_tensor({static_cast<int32_t>(i), 0});
+    if (!g.defined()) continue;
+    grad_slot[static_cast<size_t>(n.input_index)] = static_cast<int32_t>(results.size());
+    results.push_back(g);
+  }
+  joint.graph = tracer.take_graph(results);
+  // Tangent placeholders follow the forward's, in seeding order.
+  for (size_t i = static_cast<size_t>(joint.num_forward_nodes); i < joint.graph.nodes.size(); ++i)
+    if (joint.graph.nodes[i].kind == ir::NodeKind::Placeholder)
+      joint.tangents.push_back({static_cast<int32_t>(i), 0});
+  KILN_CHECK(joint.tangents.size() == values.size(), Error,
+             "internal error: AOT autograd's joint graph has ", joint.tangents.size(),
+             " tangents for ", values.size(), " values");
+  const std::vector<ir::ValueRef> outputs = joint.graph.outputs;
+  joint.graph.outputs.assign(outputs.begin(),
+                             outputs.begin() + static_cast<ptrdiff_t>(forward.outputs.size()));
+  joint.forward_outputs = joint.graph.outputs;
+  for (int32_t slot : grad_slot)
+    joint.input_grads.push_back(slot < 0 ? std::nullopt
+                                         : std::optional(outputs[static_cast<size_t>(slot)]));
+  return joint;
+}
+
+}  // namespace kiln::aot

@@ -1,0 +1,268 @@
+// AOT autograd: compiled forward/backward pairs run as one autograd node (backend
+// "aot_eager", aot_autograd), the joint graph and the min-cut partition.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "aot/compiled_node.h"
+#include "aot/joint.h"
+#include "aot/partition.h"
+#include "capture/retrace.h"
+#include "kiln/kiln.h"
+#include "test_utils.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_equal;
+
+// aot_autograd around the eager interpreter, counting what each half compiles.
+struct CountingAot {
+  std::shared_ptr<std::atomic<int>> forward = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> backward = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<ir::Graph> last_backward = std::make_shared<ir::Graph>();
+  CompileOptions options() const {
+    auto counting = [](std::shared_ptr<std::atomic<int>> n, std::shared_ptr<ir::Graph> keep) {
+      return Backend([n, keep](const ir::Graph& g, std::span<const TensorMeta> in) {
+        ++*n;
+        if (keep) *keep = g;
+        return lookup_backend("eager")(g, in);
+      });
+    };
+    CompileOptions o;
+    o.backend = aot_autograd(counting(forward, nullptr), counting(backward, last_backward));
+    return o;
+  }
+};
+
+Tensor mlp_loss(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+  return matmul((matmul(x, w1) + b1).tanh(), w2).pow(2).mean();
+}
+
+TEST(AotAutograd, ModelStyleGradientsMatchEagerAndTheSecondCallHitsTheCache) {
+  manual_seed(1);
+  Tensor w1 = randn({4, 8}).requires_grad_(), b1 = randn({8}).requires_grad_();
+  Tensor w2 = randn({8, 3}).requires_grad_();
+  std::vector<Tensor> params{w1, b1, w2};
+  std::vector<Tensor> copies;
+  for (const Tensor& p : params) copies.push_back(p.detach().clone().requires_grad_());
+  CountingAot aot;
+  auto f = compile([&](const Tensor& x) { return mlp_loss(x, copies[0], copies[1], copies[2]); },
+                   aot.options());
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randn({5, 4});
+    Tensor expected = mlp_loss(x, w1, b1, w2);
+    expected.backward();
+    Tensor got = f(x);
+    expect_equal(got, expected);
+    // One node for the whole graph, run by the eager engine.
+    ASSERT_TRUE(got.grad_fn());
+    EXPECT_EQ(got.grad_fn()->name(), "CompiledFunctionBackward");
+    got.backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(allclose(copies[i].grad(), params[i].grad(), 1e-5, 1e-6)) << "param " << i;
+    }
+  }
+  EXPECT_EQ(*aot.forward, 2);  // the plain graph and the forward half, once each
+  EXPECT_EQ(*aot.backward, 1);
+}
+
+TEST(AotAutograd, OnlyInputsThatNeedGradientsGetThem) {
+  manual_seed(2);
+  Tensor w = randn({3, 3}).requires_grad_(), frozen = randn({3});
+  auto f = compile([&](Tensor x) { return (matmul(x, w) * frozen).sigmoid().sum(); },
+                   {.backend = std::string("aot_eager")});
+  Tensor x = randn({2, 3});
+  f(x).backward();
+  Tensor gw = w.grad().clone();
+  w.set_grad({});
+  (matmul(x, w) * frozen).sigmoid().sum().backward();
+  EXPECT_TRUE(allclose(gw, w.grad(), 1e-6, 1e-6));
+  EXPECT_FALSE(frozen.grad().defined());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(AotAutograd, OpsUnderNoGradPassNoGradient) {
+  Tensor w = ones({4}).requires_grad_();
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor scale;
+        {
+          NoGradGuard no_grad;
+          scale = w * 3;  // a constant as far as gradients go
+        }
+        return (x * w * scale).sum();
+      },
+      {.backend = std::string("aot_eager")});
+  f(full({4}, 2.0)).backward();
+  // d/dw sum(x * w * scale) with scale treated as a constant: x * scale = 6.
+  expect_equal(w.grad(), full({4}, 6.0));
+}
+
+TEST(AotAutograd, RetainGraphAndTheSecondBackwardError) {
+  Tensor w = full({3}, 2.0).requires_grad_();
+  auto f = compile([&](const Tensor& x) { return (x * w).exp().sum(); },
+                   {.backend = std::string("aot_eager")});
+  Tensor loss = f(ones({3}));
+  loss.backward({}, /*retain_graph=*/true);
+  Tensor first = w.grad().clone();
+  loss.backward();
+  expect_equal(w.grad(), first * 2);
+  try {
+    loss.backward();
+    ADD_FAILURE() << "a third backward after the graph was freed must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AotAutograd, BackwardInsideTheCompiledFunctionMatchesEager) {
+  manual_seed(4);
+  Tensor w_eager = randn({3, 4}).requires_grad_();
+  Tensor w = w_eager.detach().clone().requires_grad_();
+  Tensor x = randn({2, 3});
+  matmul(x, w_eager).tanh().sum().backward();
+  auto step = compile(
+      [&](const Tensor& x) {
+        Tensor loss = matmul(x, w).tanh().sum();
+        loss.backward();  // reaches the node of a graph still being captured: it runs first
+        return loss;
+      },
+      {.backend = std::string("aot_eager")});
+  step(x);
+  EXPECT_TRUE(allclose(w.grad(), w_eager.grad(), 1e-6, 1e-6));
+}
+
+TEST(AotAutograd, HooksSeeTheGradientOfValuesNotUsedInsideTheGraph) {
+  Tensor w = full({3}, 2.0).requires_grad_();
+  Tensor seen;
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor y = x * w;
+        y.register_hook([&](const Tensor& g) {
+          seen = g.clone();
+          return Tensor();
+        });
+        return (y * y).sum();
+      },
+      {.backend = std::string("aot_eager")});
+  f(ones({3})).backward();
+  expect_equal(seen, full({3}, 4.0));  // d/dy sum(y^2) = 2y
+  expect_equal(w.grad(), full({3}, 4.0));
+
+  auto g = compile(
+      [&](const Tensor& x) {
+        Tensor y = x * w;
+        Tensor z = y.exp();  // y already used inside the graph
+        y.retain_grad();
+        return z;
+      },
+      {.backend = std::string("aot_eager")});
+  EXPECT_THROW(g(ones({3})), NotImplementedError);
+}
+
+TEST(AotAutograd, DoubleBackwardIsAClearError) {
+  Tensor w = full({3}, 2.0).requires_grad_();
+  auto f = compile([&](const Tensor& x) { return (x * w).pow(3).sum(); },
+                   {.backend = std::string("aot_eager")});
+  Tensor loss = f(ones({3}));
+  try {
+    kiln::grad({loss}, {w}, {}, true, /*create_graph=*/true);
+    ADD_FAILURE() << "create_graph through a compiled node must throw";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("double backward"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AotAutograd, RandomOpsRecomputedInTheBackwardDrawTheForwardsNumbers) {
+  Tensor w_eager = full({64}, 0.5).requires_grad_();
+  Tensor w = w_eager.detach().clone().requires_grad_();
+  auto body = [](const Tensor& x, const Tensor& w) {
+    return dropout(x * w, 0.5, true).exp().sum();
+  };
+  Tensor x = arange(64, DType::Float32) / 64;
+  manual_seed(11);
+  Tensor expected = body(x, w_eager);
+  expected.backward();
+  CountingAot aot;
+  auto f = compile([&](const Tensor& x) { return body(x, w); }, aot.options());
+  manual_seed(11);
+  Tensor got = f(x);
+  got.backward();
+  expect_equal(got, expected);
+  expect_equal(w.grad(), w_eager.grad());
+  // The mask costs nothing to recompute (bernoulli has no inputs), so the backward draws it.
+  int random_ops = 0;
+  for (const ir::Node& n : aot.last_backward->nodes)
+    random_ops += n.kind == ir::NodeKind::Call && n.op->kind == OpKind::Random;
+  EXPECT_EQ(random_ops, 1) << *aot.last_backward;
+}
+
+// ---- the joint graph and the partition, on a graph of pointwise ops ----
+
+// A forward graph whose call outputs require grad where an input does (as AOT capture records).
+ir::Graph chain_graph() {
+  std::vector<TensorMeta> inputs{TensorMeta(DType::Float32, {1024})};
+  ir::Graph g = capture::trace_graph(
+      inputs, [](std::span<const Tensor> in) { return std::vector<Tensor>{(in[0].tanh() * 2).exp().sigmoid().sum()}; },
+      "test");
+  g.nodes[0].outputs[0].requires_grad = true;
+  for (ir::Node& n : g.nodes)
+    if (n.kind == ir::NodeKind::Call)
+      for (TensorMeta& m : n.outputs) m.requires_grad = true;
+  return g;
+}
+
+TEST(AotPartition, MinCutSavesLessThanEagerAndComputesTheSameGradient) {
+  const ir::Graph g = chain_graph();
+  const aot::JointGraph joint = aot::trace_joint(g, g.outputs);
+  ASSERT_EQ(joint.tangents.size(), 1u);
+  ASSERT_TRUE(joint.input_grads[0].has_value());
+  const aot::Partition all = aot::partition_save_all(joint);
+  const aot::Partition cut = aot::partition_min_cut(joint);
+  // Eager's formulas read the outputs of tanh, exp and sigmoid (3 × 4 KiB); the cut keeps only
+  // the input and recomputes the chain.
+  EXPECT_EQ(all.saved_bytes(), 3 * 4096);
+  EXPECT_EQ(cut.saved_bytes(), 4096);
+  ASSERT_EQ(cut.saved.size(), 1u);
+  EXPECT_TRUE(cut.saved[0].is_input);
+
+  manual_seed(3);
+  Tensor x = randn({1024});
+  Tensor xr = x.detach().clone().requires_grad_();
+  (xr.tanh() * 2).exp().sigmoid().sum().backward();
+  for (const aot::Partition* p : {&all, &cut}) {
+    std::vector<Tensor> fw = ir::interpret(p->forward, std::vector<Tensor>{x});
+    std::vector<Tensor> bw_inputs;
+    for (const aot::SavedValue& s : p->saved)
+      bw_inputs.push_back(s.is_input ? x : fw[static_cast<size_t>(s.index)]);
+    bw_inputs.push_back(ones({}));
+    std::vector<Tensor> grads = ir::interpret(p->backward, bw_inputs);
+    ASSERT_EQ(grads.size(), 1u);
+    expect_equal(grads[0], xr.grad());
+  }
+}
+
+TEST(AotPartition, MatrixProductsAreSavedNotRecomputed) {
+  std::vector<TensorMeta> inputs{TensorMeta(DType::Float32, {16, 16}),
+                                 TensorMeta(DType::Float32, {16, 16})};
+  ir::Graph g = capture::trace_graph(
+      inputs,
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{matmul(in[0], in[1]).tanh().sum()};
+      },
+      "test");
+  for (ir::Node& n : g.nodes)
+    for (TensorMeta& m : n.outputs) m.requires_grad = true;
+  const aot::Partition cut = aot::partition_min_cut(aot::trace_joint(g, g.outputs));
+  // The backward's two products (one per input's gradient), not a third recomputing the
+  // forward's: the product is saved instead.
+  int products = 0;
+  for (const ir::Node& n : cut.backward.nodes)
+    products += n.kind == ir::NodeKind::Call && n.op->kind == OpKind::Extern;
+  EXPECT_EQ(products, 2) << cut.backward;
+  EXPECT_EQ(cut.saved.size(), 3u);  // both inputs and the product (tanh's input)
+}
+
+}  // namespace
+}  // namespace kiln
