@@ -5,6 +5,7 @@
 
 #include "capture/state.h"
 #include "capture/tracer.h"
+#include "ir/attr_utils.h"
 #include "kiln/ir/passes.h"
 #include "kiln/ops/factory.h"
 
@@ -28,7 +29,18 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const TensorMeta> input_metas) {
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<AotPlan>();
-  const JointGraph joint = trace_joint(forward, values);
+  JointGraph joint;
+  try {
+    joint = trace_joint(forward, values);
+  } catch (const Error& e) {
+    plan->eager_autograd = true;
+    plan->why = e.what();
+    if (log_enabled(LogTopic::GraphBreaks))
+      capture::log(LogTopic::GraphBreaks,
+                   detail::concat("AOT autograd could not trace a backward (", plan->why,
+                                  "); the graph runs with eager autograd"));
+    return plan;
+  }
   plan->partition = partition_min_cut(joint);
   plan->num_outputs = forward.outputs.size();
   plan->missing_derivative = joint.missing_derivative;
@@ -50,6 +62,44 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
   capture::add_compile_time("backend_compile", seconds_since(t1));
   return plan;
+}
+
+std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
+                                                         std::span<const Tensor> inputs,
+                                                         std::span<const int64_t> runtime_values) {
+  std::vector<std::vector<Tensor>> values(graph.nodes.size());
+  size_t next_runtime = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& n = graph.nodes[i];
+    switch (n.kind) {
+      case ir::NodeKind::Placeholder:
+        values[i] = {inputs[static_cast<size_t>(n.input_index)]};
+        break;
+      case ir::NodeKind::Constant:
+        values[i] = {ir::constant_value(n)};
+        break;
+      case ir::NodeKind::Call: {
+        std::vector<Tensor> ins;
+        for (ir::ValueRef v : n.inputs)
+          ins.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
+        Attrs attrs = n.attrs;
+        while (next_runtime < graph.runtime_attrs.size() &&
+               graph.runtime_attrs[next_runtime].node == static_cast<int32_t>(i)) {
+          attrs = ir::with_attr(attrs, static_cast<size_t>(graph.runtime_attrs[next_runtime].attr),
+                                runtime_values[next_runtime]);
+          ++next_runtime;
+        }
+        bool grad = false;
+        for (const TensorMeta& m : n.outputs) grad = grad || m.requires_grad;
+        AutoGradMode mode(grad);
+        std::array<Tensor, kMaxOpOutputs> outs;
+        const int k = dispatch(*n.op, ins, attrs, outs);
+        values[i].assign(outs.begin(), outs.begin() + k);
+        break;
+      }
+    }
+  }
+  return values;
 }
 
 uint32_t CompiledFunctionNode::add_slot(ir::ValueRef v, const Tensor& t) {

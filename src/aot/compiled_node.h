@@ -25,7 +25,19 @@ struct AotPlan {
   // Per differentiated value: whether a forward op reads it (its gradient then has parts that
   // the backward computes inside and no hook on the value could see).
   std::vector<bool> used_inside;
+  // The backward could not be traced (a derivative formula reads a tensor's value, say): the
+  // graph runs op by op with eager autograd instead (run_with_eager_autograd), as torch falls
+  // back for what it cannot trace. `why` says what failed.
+  bool eager_autograd = false;
+  std::string why;
 };
+
+// Runs `graph` op by op through dispatch with autograd recording (ops recorded under no_grad
+// stay unrecorded), `runtime_values` in Graph::runtime_attrs order. Returns every node's
+// outputs, so that each value's tensor carries its eager autograd history.
+std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
+                                                         std::span<const Tensor> inputs,
+                                                         std::span<const int64_t> runtime_values);
 
 // Traces the joint graph of `forward` at `values`, partitions it with the min-cut and compiles
 // both halves (`fw_compiler`, `bw_compiler`). `input_metas`: the forward inputs' metadata.

@@ -275,6 +275,7 @@ Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
   for (const auto& [impl, p] : outputs.live) {
     const AutogradMeta* m = impl->autograd_meta().get();
     if (!m || m->grad_fn != std::static_pointer_cast<Node>(grad_node_)) continue;
+    r.live.emplace_back(impl.get(), m->output_nr);
     int32_t& tangent = r.tangent_of_slot[m->output_nr];
     if (tangent >= 0) continue;
     tangent = static_cast<int32_t>(r.values.size());
@@ -303,6 +304,27 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
   }
   // This call's random seeds and offsets, in the captured graph's order.
   std::vector<int64_t> all = replay_.entry ? replay_.runtime_values : graph.runtime_attr_values();
+  if (plan->eager_autograd) {
+    // Every live tensor of the node takes its value's eager history instead.
+    std::vector<std::vector<Tensor>> values;
+    {
+      InBackend in_backend;
+      values = aot::run_with_eager_autograd(graph, rec_.inputs, all);
+    }
+    for (const auto& [impl, slot] : request.live) {
+      const ir::ValueRef v = grad_node_->slot_value(slot);
+      const Tensor& eager = values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
+      AutogradMeta& m = *impl->autograd_meta();
+      m.grad_fn = eager.grad_fn();
+      m.output_nr = eager.impl()->autograd_meta() ? eager.impl()->autograd_meta()->output_nr : 0;
+      impl->set_requires_grad(eager.requires_grad());
+    }
+    grad_node_->abandon(plan->why);
+    std::vector<Tensor> results;
+    for (ir::ValueRef v : graph.outputs)
+      results.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)].detach());
+    return results;
+  }
   std::vector<int64_t> forward_values;
   for (int32_t k : plan->partition.forward_runtime_index)
     forward_values.push_back(all[static_cast<size_t>(k)]);

@@ -297,8 +297,22 @@ void Tracer::adopt_graph(const ir::Graph& g) {
 }
 
 Tensor Tracer::value_tensor(ir::ValueRef v) {
-  const TensorMeta& m = rec_.graph.info(v);
-  return new_pending(TensorMeta::contiguous(m.dtype, m.sizes), v);
+  const ir::Node& n = rec_.graph.nodes[static_cast<size_t>(v.node)];
+  if (n.kind == ir::NodeKind::Constant) return ir::constant_value(n);
+  const TensorMeta& m = n.outputs[static_cast<size_t>(v.output)];
+  if (m.storage_offset == 0 && (m.strides.empty() || m.strides == contiguous_strides(m.sizes)))
+    return new_pending(TensorMeta::contiguous(m.dtype, m.sizes), v);
+  // A strided input or a view keeps its layout: what a formula does with it (reshape copies or
+  // views) must be decided on the layout it has when the graph runs.
+  int64_t extent = m.storage_offset + 1;
+  for (size_t d = 0; d < m.sizes.size(); ++d)
+    if (m.sizes[d] == 0) extent = 0;
+  if (extent > 0)
+    for (size_t d = 0; d < m.sizes.size(); ++d) extent += (m.sizes[d] - 1) * m.strides[d];
+  auto impl = std::make_shared<TensorImpl>(nullptr, m.storage_offset, m.sizes, m.strides, m.dtype);
+  impl->set_pending(std::make_shared<PendingTensor>(this, v, extent, m.dtype));
+  rec_.pending.push_back(impl);
+  return Tensor(std::move(impl));
 }
 
 ir::Graph Tracer::take_graph(std::span<const Tensor> results) {

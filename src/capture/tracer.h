@@ -195,6 +195,7 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   struct GradRequest {
     std::vector<ir::ValueRef> values;
     std::vector<int32_t> tangent_of_slot;
+    std::vector<std::pair<TensorImpl*, uint32_t>> live;  // live tensors of the node, and slots
   };
   GradRequest grad_request(const SegmentOutputs& outputs) const;
   // Runs the graph as a forward/backward pair (`entry`'s, or compiled just for this run when

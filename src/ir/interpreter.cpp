@@ -108,13 +108,9 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
         *out = t;
         break;
       }
-      case NodeKind::Constant: {
-        Tensor t = wrap_scalar(n.attrs.scalar(0));
-        if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
-        t.impl()->set_wrapped_number(true);
-        *out = std::move(t);
+      case NodeKind::Constant:
+        *out = constant_value(n);
         break;
-      }
       case NodeKind::Call: {
         ins.clear();
         for (uint32_t k = s.inputs_begin; k < s.inputs_end; ++k)
@@ -161,6 +157,13 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
   for (ValueRef v : g.outputs)
     result.push_back(slots[static_cast<size_t>(slot_of_[static_cast<size_t>(v.node)] + v.output)]);
   return result;
+}
+
+Tensor constant_value(const Node& constant) {
+  Tensor t = wrap_scalar(constant.attrs.scalar(0));
+  if (t.dtype() != constant.attrs.dtype(1)) t = ops::cast(t, constant.attrs.dtype(1));
+  t.impl()->set_wrapped_number(true);
+  return t;
 }
 
 std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,

@@ -198,6 +198,20 @@ TEST(AotAutograd, RandomOpsRecomputedInTheBackwardDrawTheForwardsNumbers) {
   EXPECT_EQ(random_ops, 1) << *aot.last_backward;
 }
 
+TEST(AotAutograd, ABackwardThatCannotBeTracedFallsBackToEagerAutograd) {
+  // cumprod's derivative reads a value (item()), which a metadata-only trace cannot.
+  Tensor w_eager = tensor({1.0, 2.0, 3.0, 0.5}).requires_grad_();
+  Tensor w = w_eager.detach().clone().requires_grad_();
+  cumprod(w_eager * 2, 0).sum().backward();
+  auto f = compile([&](const Tensor& x) { return cumprod(w * x, 0).sum(); },
+                   {.backend = std::string("aot_eager")});
+  Tensor loss = f(full({4}, 2.0));
+  ASSERT_TRUE(loss.grad_fn());
+  EXPECT_NE(loss.grad_fn()->name(), "CompiledFunctionBackward");
+  loss.backward();
+  expect_equal(w.grad(), w_eager.grad());
+}
+
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).

@@ -133,6 +133,83 @@ void check_case(const OpInfoCase& c, const std::string& backend) {
   }
 }
 
+// Model-style AOT autograd: the op compiled (forward), the loss and backward() outside, as
+// torch users write `torch.compile(model)`. Gradients must equal eager's, and a second call
+// must compile neither half again.
+std::vector<Tensor> gradients_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& in) {
+  Tensor total;
+  for (const Tensor& o : outs)
+    if (o.requires_grad()) total = total.defined() ? total + o.sum() : o.sum();
+  if (total.defined()) total.backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& t : in)
+    if (t.requires_grad()) grads.push_back(t.grad());
+  return grads;
+}
+
+void check_case_aot(const OpInfoCase& c) {
+  const OpInfo& info = opinfos()[c.info];
+  const DType dt = c.dtype;
+  // Differentiable as the gradient checks define it: flagged, or its op has a derivative.
+  const OpDef* op = info.covers.empty() ? nullptr : find_op(info.covers[0]);
+  const bool differentiable = info.differentiable || (op && op->derivative.fn);
+  if (!differentiable || !is_floating(dt) || !info.no_gradcheck.empty())
+    GTEST_SKIP() << "no gradients to check";
+  for (const Sample& s : info.samples(dt)) {
+    if (s.no_gradcheck) continue;
+    const std::string ctx = info.name + " [" + std::string(dtype_name(dt)) + "] " + s.name;
+    auto with_grad = [](std::vector<Tensor> in) {
+      for (Tensor& t : in)
+        if (t.is_floating_point() && !t.impl()->is_wrapped_number()) t.requires_grad_();
+      return in;
+    };
+    std::vector<Tensor> eager_in = with_grad(deep_copy(s.inputs));
+    std::vector<Tensor> want, want_grads;
+    manual_seed(1234);
+    try {
+      want = info.fn(eager_in);
+      want_grads = gradients_of(want, eager_in);
+    } catch (const Error&) {
+      continue;  // eagerly invalid (checked under the other backends)
+    }
+    int forward_compiles = 0, backward_compiles = 0;
+    const Backend eager = lookup_backend("eager");
+    auto counted = [&](int& n) {
+      return Backend([&n, eager](const ir::Graph& g, std::span<const TensorMeta> infos) {
+        ++n;
+        return eager(g, infos);
+      });
+    };
+    auto f = kiln::compile([&](std::vector<Tensor> in) { return info.fn(in); },
+                           CompileOptions{.backend = aot_autograd(counted(forward_compiles),
+                                                                  counted(backward_compiles))});
+    for (int call = 0; call < 2; ++call) {
+      const std::string at = ctx + (call ? " (second call)" : "");
+      const int fw_before = forward_compiles, bw_before = backward_compiles;
+      std::vector<Tensor> compiled_in = with_grad(deep_copy(s.inputs));
+      manual_seed(1234);
+      std::vector<Tensor> got, got_grads;
+      try {
+        got = f(compiled_in);
+        got_grads = gradients_of(got, compiled_in);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << at << ": threw " << e.what();
+        break;
+      }
+      if (call == 1) {
+        EXPECT_EQ(forward_compiles, fw_before) << at << ": forward not a cache hit";
+        EXPECT_EQ(backward_compiles, bw_before) << at << ": backward not a cache hit";
+      }
+      ASSERT_EQ(got.size(), want.size()) << at;
+      for (size_t k = 0; k < got.size(); ++k)
+        expect_identical(want[k], got[k], at + " output " + std::to_string(k));
+      ASSERT_EQ(got_grads.size(), want_grads.size()) << at;
+      for (size_t k = 0; k < got_grads.size(); ++k)
+        expect_identical(want_grads[k], got_grads[k], at + " gradient " + std::to_string(k));
+    }
+  }
+}
+
 // Under inductor, the graphs of the whole suite are captured and rendered first (a pass with
 // the eager backend), and their modules built in a few compiler runs: one process start and
 // header parse per graph would take many minutes. The tests then find every module in memory.
@@ -173,6 +250,8 @@ void build_inductor_modules_once() {
 }
 
 TEST_P(CompiledConformance, EagerBackendMatchesEager) { check_case(GetParam(), "eager"); }
+
+TEST_P(CompiledConformance, AotEagerGradientsMatchEager) { check_case_aot(GetParam()); }
 
 TEST_P(CompiledConformance, InductorMatchesEager) {
   build_inductor_modules_once();

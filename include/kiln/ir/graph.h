@@ -95,6 +95,9 @@ std::ostream& operator<<(std::ostream& os, const Graph& g);
 // unknown op.
 Graph parse_graph(const std::string& text);
 
+// The 0-d wrapped-number tensor a Constant node stands for.
+Tensor constant_value(const Node& constant);
+
 // Runs the graph with the eager kernels (no autograd recording, no capture): `inputs` are the
 // placeholders' tensors, `runtime_values` the runtime attributes' values (runtime_attr_values()
 // order; empty means the values baked into the graph). Returns the outputs.

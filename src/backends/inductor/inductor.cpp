@@ -101,10 +101,7 @@ void CompiledInductorGraph::plan() {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Constant) continue;
-    Tensor t = wrap_scalar(n.attrs.scalar(0));
-    if (t.dtype() != n.attrs.dtype(1)) t = ops::cast(t, n.attrs.dtype(1));
-    t.impl()->set_wrapped_number(true);
-    constants_.emplace_back(slot_of_[i], std::move(t));
+    constants_.emplace_back(slot_of_[i], ir::constant_value(n));
   }
   // Last reader of each root slot (graph outputs live to the end).
   std::vector<int64_t> last(num_slots_, -1);
