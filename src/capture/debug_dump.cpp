@@ -74,8 +74,7 @@ class JsonLine {
     return field(key, std::string_view(value));
   }
   template <class T>
-    requires std::is_arithmetic_v<T>
-  JsonLine& field(std::string_view key, T value) {
+  requires std::is_arithmetic_v<T> JsonLine& field(std::string_view key, T value) {
     sep();
     std::ostringstream os;
     os.precision(9);
@@ -93,8 +92,9 @@ class JsonLine {
 // A file name made of the characters every file system and shell takes as they are.
 std::string file_safe(const std::string& name) {
   std::string out;
-  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                              c == '_') ? c : '_';
+  for (char c : name)
+    out +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
   if (out.size() > 60) out.resize(60);
   return out;
 }
@@ -113,9 +113,7 @@ std::string graph_to_dot(const ir::Graph& g) {
     }
     return out + "\"";
   };
-  auto meta = [](const TensorMeta& m) {
-    return detail::concat(m.dtype, IntList(m.sizes));
-  };
+  auto meta = [](const TensorMeta& m) { return detail::concat(m.dtype, IntList(m.sizes)); };
   std::ostringstream os;
   os << "digraph graph_ {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n";
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -132,7 +130,7 @@ std::string graph_to_dot(const ir::Graph& g) {
         break;
       case ir::NodeKind::Call: {
         label = detail::concat("%", i, " ", n.op ? n.op->name : "?");
-        for (const TensorMeta& m : n.outputs) label += "\n" + meta(m);
+        for (const TensorMeta& m : n.outputs) label.append("\n").append(meta(m));
         shape = "shape=box, style=\"rounded,filled\", fillcolor=\"#fef3c7\"";
         break;
       }
@@ -235,8 +233,8 @@ class DebugDump final : public Observer {
     });
   }
 
-  void on_compile_error(const detail::CompiledState& fn, size_t graph_index,
-                        const ir::Graph& graph, const std::string& what) override {
+  void on_compile_error(const detail::CompiledState& fn, size_t graph_index, const ir::Graph& graph,
+                        const std::string& what) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active()) return;
     guarded("writing a failed graph of '" + fn.name + "'", [&] {
@@ -354,7 +352,7 @@ class DebugDump final : public Observer {
   std::mutex mu_;
   std::string run_dir_;
   bool failed_ = false;
-  std::map<uint64_t, std::string> functions_;          // function id -> folder
+  std::map<uint64_t, std::string> functions_;            // function id -> folder
   std::map<std::pair<uint64_t, size_t>, int> versions_;  // (function, graph) -> graphs written
   std::set<std::string> breaks_seen_;
   int failures_ = 0;

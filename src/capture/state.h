@@ -82,9 +82,9 @@ struct BackendOutput {
 
 // Everything known about one compiled graph once its backend returned.
 struct CompiledGraphRecord {
-  size_t graph_index;        // the graph's position in a call (0: before the first break)
-  const ir::Graph& raw;      // as captured: the cache key, and what the guards are read from
-  const ir::Graph& graph;    // after the passes: what the backend compiled
+  size_t graph_index;      // the graph's position in a call (0: before the first break)
+  const ir::Graph& raw;    // as captured: the cache key, and what the guards are read from
+  const ir::Graph& graph;  // after the passes: what the backend compiled
   std::vector<BackendOutput> backend_outputs;
   std::map<std::string, double> seconds;  // this graph's compile time per phase
 };

@@ -6,10 +6,10 @@
 
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
-#include "ops/schema.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
+#include "ops/schema.h"
 
 namespace kiln::ir {
 
@@ -192,7 +192,8 @@ std::string Interpreter::describe_plan() const {
       }
     }
     os << " -> slot" << (n.outputs.size() > 1 ? "s " : " ") << s.first_slot;
-    if (n.outputs.size() > 1) os << ".." << s.first_slot + static_cast<int32_t>(n.outputs.size()) - 1;
+    if (n.outputs.size() > 1)
+      os << ".." << s.first_slot + static_cast<int32_t>(n.outputs.size()) - 1;
     if (s.release_begin != s.release_end) {
       os << "; release";
       for (uint32_t i = s.release_begin; i < s.release_end; ++i) os << " " << release_[i];
