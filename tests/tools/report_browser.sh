@@ -9,18 +9,21 @@ kiln=$1
 example=$2
 work=$3
 
-browser=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$browser" ]; then
-  echo "SKIPPED: chromium is not installed (scripts/setup.sh installs it)"
-  exit 77
-fi
-
+# The dump (through KILN_DEBUG_DIR) and the page are made and checked even without a browser.
 rm -rf "$work"
 mkdir -p "$work/dumps"
 KILN_DEBUG_DIR="$work/dumps" "$example" >"$work/example.out"
 run=$(ls -d "$work"/dumps/run-* | head -n 1)
 [ -d "$run" ] || { echo "FAIL: the example wrote no run folder"; exit 1; }
+grep -q "debug run: $run" "$work/example.out" || { echo "FAIL: debug_run_dir() is not $run"; exit 1; }
 "$kiln" report "$run" -o "$work/report.html"
+grep -q 'id="graphs"' "$work/report.html" || { echo "FAIL: no graphs section"; exit 1; }
+
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$browser" ]; then
+  echo "SKIPPED: chromium is not installed (scripts/setup.sh installs it)"
+  exit 77
+fi
 
 # --dump-dom prints the DOM after the page has loaded and been laid out.
 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$work/profile" \
