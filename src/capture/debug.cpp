@@ -134,6 +134,10 @@ void notify_recompile(const detail::CompiledState& fn, size_t graph_index,
                       const std::string& reason) {
   each_observer([&](Observer* o) { o->on_recompile(fn, graph_index, reason); });
 }
+void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                        const std::string& reason) {
+  each_observer([&](Observer* o) { o->on_cache_limit(fn, graph_index, limit, reason); });
+}
 void notify_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record) {
   each_observer([&](Observer* o) { o->on_compiled(fn, record); });
 }

@@ -289,6 +289,21 @@ class DebugDump final : public Observer {
     });
   }
 
+  void on_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                      const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active()) return;
+    guarded("writing the cache limit of '" + fn.name + "'", [&] {
+      function_folder(fn);
+      append_index(JsonLine("cache_limit")
+                       .field("function", static_cast<int64_t>(fn.id))
+                       .field("name", fn.name)
+                       .field("graph", static_cast<int64_t>(graph_index))
+                       .field("limit", limit)
+                       .field("reason", reason));
+    });
+  }
+
  private:
   bool active() const { return !run_dir_.empty() && !failed_; }
 

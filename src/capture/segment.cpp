@@ -142,6 +142,7 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
       std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit (" << limit
                 << ") recompiling graph " << segment
                 << "; it runs eagerly from now on. Last reason: " << reason << "\n";
+      notify_cache_limit(st, segment, limit, reason);
     }
     return false;
   }

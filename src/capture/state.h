@@ -103,6 +103,9 @@ struct Observer {
   }
   virtual void on_recompile(const detail::CompiledState& fn, size_t graph_index,
                             const std::string& reason) {}
+  // A miss past cache_size_limit: the function runs eagerly from now on.
+  virtual void on_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                              const std::string& reason) {}
 };
 void add_observer(Observer* o);
 void remove_observer(Observer* o);
@@ -116,6 +119,8 @@ std::vector<std::string> guard_lines(const ir::Graph& graph);
 void notify_break(const detail::CompiledState& fn, size_t graph_index, const GraphBreak& br);
 void notify_recompile(const detail::CompiledState& fn, size_t graph_index,
                       const std::string& reason);
+void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                        const std::string& reason);
 
 // While a graph is being compiled with observers present, what its backend produced and the
 // time of each phase are collected on the compiling thread (compile_entry sets this up).

@@ -248,6 +248,22 @@ TEST_F(DebugDump, EmptyPathStopsDumpingAndNamesAreEscaped) {
   EXPECT_EQ(index_lines(run).size(), before);
 }
 
+TEST_F(DebugDump, CacheLimitIsIndexed) {
+  set_debug_dir(root_.string());
+  std::stringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  auto f = compile([](Tensor x) { return x * 2; }, {.name = "limited", .cache_size_limit = 1});
+  for (int64_t n : {2, 3, 4}) f(ones({n}));  // 3 is a miss past the limit
+  std::cerr.rdbuf(old);
+  const auto lines = index_lines(debug_run_dir());
+  const auto limits = events(lines, "cache_limit");
+  ASSERT_EQ(limits.size(), 1u) << captured.str();
+  EXPECT_EQ(field(limits[0], "limit"), "1");
+  EXPECT_EQ(field(limits[0], "graph"), "0");
+  EXPECT_EQ(field(limits[0], "reason"), "input 0: size of dim 0 changed 2 → 3");
+  EXPECT_EQ(events(lines, "graph").size(), 1u);  // later calls ran eagerly
+}
+
 TEST_F(DebugDump, EachCallStartsANewRunFolder) {
   set_debug_dir(root_.string());
   const std::string first = debug_run_dir();

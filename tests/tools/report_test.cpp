@@ -65,6 +65,14 @@ class Report : public ::testing::Test {
         {.name = "<script>alert(\"x\")</script>"});
     f(ones({3}));
     f(ones({5}));  // both graphs recompile
+    // A name with ".." (its folder is f2-a..b): still inside the run. Limit 0: the second
+    // shape sends it to eager mode.
+    auto g = kiln::compile([](Tensor x) { return x + 1; }, {.name = "a..b", .cache_size_limit = 0});
+    std::stringstream quiet;
+    std::streambuf* old = std::cerr.rdbuf(quiet.rdbuf());
+    g(ones({2}));
+    g(ones({4}));
+    std::cerr.rdbuf(old);
     set_debug_dir("");
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -82,8 +90,12 @@ TEST_F(Report, PageHasEverySectionGraphsAsSvgAndEscapedText) {
        {"id=\"summary\"", "id=\"functions\"", "id=\"breaks\"", "id=\"recompiles\"", "id=\"graphs\"",
         "id=\"compile-times\"", "id=\"graph-f", "class=\"break\"", "class=\"recompile\""})
     EXPECT_NE(html.find(id), std::string::npos) << id;
-  EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 4u);  // 2 graphs, each recompiled
+  // 2 graphs, each recompiled, and a..b's one graph.
+  EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 5u);
   EXPECT_EQ(occurrences(html, "<tr class=\"recompile\""), 2u);
+  EXPECT_EQ(occurrences(html, "<tr class=\"cache-limit\""), 1u);
+  EXPECT_NE(html.find("hit cache_size_limit (0)"), std::string::npos);
+  EXPECT_EQ(html.find(": missing</p>"), std::string::npos);  // a..b's files were found too
   EXPECT_EQ(occurrences(html, "<tr class=\"break\""), 1u);
   // The break names this file's line and shows its text.
   EXPECT_NE(html.find("graph_break();  // REPORT-TEST-BREAK"), std::string::npos);
@@ -94,7 +106,7 @@ TEST_F(Report, PageHasEverySectionGraphsAsSvgAndEscapedText) {
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org"));  // SVG namespaces only
   EXPECT_EQ(html.find("https://"), std::string::npos);
   if (dot_installed()) {
-    EXPECT_EQ(occurrences(html, "<svg"), 4u);
+    EXPECT_EQ(occurrences(html, "<svg"), 5u);
     EXPECT_EQ(html.find("<?xml"), std::string::npos);
     EXPECT_EQ(html.find("dot-missing"), std::string::npos);
   } else {
@@ -109,9 +121,10 @@ TEST_F(Report, MissingGraphvizIsANoteNotAFailure) {
   ASSERT_EQ(r.status, kExitOk) << r.err;
   const std::string html = read_text(page);
   EXPECT_EQ(occurrences(html, "<svg"), 0u);
-  EXPECT_EQ(occurrences(html, "class=\"note dot-missing\""), 4u);
+  EXPECT_EQ(occurrences(html, "class=\"note dot-missing\""), 5u);
   EXPECT_NE(html.find("apt-get install graphviz"), std::string::npos);
-  EXPECT_EQ(occurrences(html, "<details class=\"listing\" open>"), 4u);  // listings instead
+  EXPECT_EQ(occurrences(html, "<details class=\"listing\" open>"), 5u);  // listings instead
+  EXPECT_EQ(html.find(": missing</p>"), std::string::npos);              // every file found
 }
 
 TEST_F(Report, BadRunFoldersAndArgumentsAreReported) {
@@ -140,7 +153,7 @@ TEST_F(Report, ATruncatedIndexLineIsShownAsAProblem) {
   ASSERT_EQ(run({"report", run_dir_.string(), "-o", page.string()}).status, kExitOk);
   const std::string html = read_text(page);
   EXPECT_NE(html.find("class=\"note error\""), std::string::npos);
-  EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 4u);  // the good lines still count
+  EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 5u);  // the good lines still count
 }
 
 TEST(ReportIndex, ParsesEscapesAndRejectsMalformedLines) {

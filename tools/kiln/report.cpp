@@ -205,10 +205,11 @@ bool read_file(const fs::path& path, std::string& out) {
 // A path from the index, kept inside the run folder (the index is data, not trusted to point
 // anywhere else).
 fs::path inside(const fs::path& run, const std::string& relative) {
-  if (relative.empty() || fs::path(relative).is_absolute() ||
-      relative.find("..") != std::string::npos)
-    return {};
-  return run / relative;
+  const fs::path rel(relative);
+  if (relative.empty() || rel.is_absolute()) return {};
+  for (const fs::path& part : rel)
+    if (part == "..") return {};
+  return run / rel;
 }
 
 // Where a source file named by a break is. Compilers record the path they were given, often
@@ -390,6 +391,8 @@ class Page {
           recompiles_.push_back(e);
         else if (kind == "compile_error")
           errors_.push_back(e);
+        else if (kind == "cache_limit")
+          limits_.push_back(e);
       } catch (const Error& e) {
         // A process killed mid-write leaves a partial last line: show the rest.
         problems_.push_back("index.jsonl line " + std::to_string(number) + ": " + e.what());
@@ -430,6 +433,9 @@ class Page {
        << "<li><b>" << breaks_.size() << "</b> graph breaks</li>"
        << "<li><b>" << recompiles_.size() << "</b> recompiles</li>"
        << "<li><b>" << errors_.size() << "</b> compile errors</li>"
+       << (limits_.empty()
+               ? std::string()
+               : "<li><b>" + std::to_string(limits_.size()) + "</b> cache limits hit</li>")
        << "<li><b>" << seconds_text(total) << "</b> compiling</li></ul>\n"
        << "<nav><a href=\"#functions\">Functions</a><a href=\"#breaks\">Graph breaks</a>"
        << "<a href=\"#recompiles\">Recompiles</a><a href=\"#graphs\">Graphs</a>"
@@ -477,8 +483,8 @@ class Page {
     os << "<table>\n<tr><th>function</th><th>after graph</th><th>reason</th><th>where</th></tr>\n";
     for (const Event& b : breaks_) {
       std::string where = get(b, "file");
-      if (!get(b, "line").empty()) where += ":" + get(b, "line");
-      if (!get(b, "in").empty()) where += (where.empty() ? "in " : " in ") + get(b, "in");
+      if (!get(b, "line").empty()) where.append(":").append(get(b, "line"));
+      if (!get(b, "in").empty()) where.append(where.empty() ? "in " : " in ").append(get(b, "in"));
       os << "<tr class=\"break\"><td><code>" << html_escape(get(b, "name")) << "</code></td><td>"
          << html_escape(get(b, "after_graph")) << "</td><td>" << html_escape(get(b, "reason"))
          << "</td><td>"
@@ -494,7 +500,7 @@ class Page {
 
   void recompiles(std::ostream& os) {
     os << "<section id=\"recompiles\">\n<h2>Recompiles</h2>\n";
-    if (recompiles_.empty()) {
+    if (recompiles_.empty() && limits_.empty()) {
       os << "<p class=\"empty\">No recompiles.</p>\n</section>\n";
       return;
     }
@@ -503,6 +509,12 @@ class Page {
       os << "<tr class=\"recompile\"><td><code>" << html_escape(get(r, "name"))
          << "</code></td><td>" << html_escape(get(r, "graph")) << "</td><td>"
          << html_escape(get(r, "reason")) << "</td></tr>\n";
+    for (const Event& r : limits_)
+      os << "<tr class=\"cache-limit\"><td><code>" << html_escape(get(r, "name"))
+         << "</code></td><td>" << html_escape(get(r, "graph")) << "</td><td><b>hit "
+         << "cache_size_limit (" << html_escape(get(r, "limit"))
+         << "): runs eagerly from now on.</b> Last reason: " << html_escape(get(r, "reason"))
+         << "</td></tr>\n";
     os << "</table>\n</section>\n";
   }
 
@@ -613,7 +625,7 @@ class Page {
   fs::path run_;
   Options options_;
   Event run_event_;
-  std::vector<Event> functions_, graphs_, breaks_, recompiles_, errors_;
+  std::vector<Event> functions_, graphs_, breaks_, recompiles_, errors_, limits_;
   std::vector<std::string> problems_;
   bool dot_missing_ = false;
 };
