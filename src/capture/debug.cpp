@@ -212,17 +212,21 @@ ir::SourceLoc symbolize_uncached(void* pc) {
   return loc;
 }
 // A break in a loop reaches the same return address on every call: run addr2line once per
-// address (a process start each time would dominate a logged or dumped run).
+// address (a process start each time would dominate a logged or dumped run). The key includes
+// the object's path, so a library loaded later at the same address is not mistaken for it.
 ir::SourceLoc symbolize(void* pc) {
   static std::mutex mu;
-  static auto* known = new std::unordered_map<void*, ir::SourceLoc>();
+  static auto* known = new std::map<std::pair<void*, std::string>, ir::SourceLoc>();
+  Dl_info info{};
+  if (!dladdr(pc, &info) || !info.dli_fname) return {};
+  std::pair<void*, std::string> key{pc, info.dli_fname};
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known->find(pc); it != known->end()) return it->second;
+    if (auto it = known->find(key); it != known->end()) return it->second;
   }
   ir::SourceLoc loc = symbolize_uncached(pc);
   std::lock_guard<std::mutex> lock(mu);
-  known->emplace(pc, loc);
+  known->emplace(std::move(key), loc);
   return loc;
 }
 }  // namespace
