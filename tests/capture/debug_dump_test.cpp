@@ -191,6 +191,39 @@ TEST_F(DebugDump, InductorWritesItsGeneratedSource) {
   EXPECT_FALSE(field(graphs[0], "seconds_inductor_codegen").empty()) << graphs[0];
 }
 
+TEST_F(DebugDump, InductorWithNothingToFuseWritesItsExternSchedule) {
+  set_debug_dir(root_.string());
+  auto f = compile([](Tensor a, Tensor b) { return matmul(a, b); },
+                   {.backend = std::string("inductor"), .name = "only_matmul"});
+  Tensor a = randn({3, 4}), b = randn({4, 2});
+  expect_equal(f(a, b), matmul(a, b));
+  const fs::path run = debug_run_dir();
+  const auto graphs = events(index_lines(run), "graph");
+  ASSERT_EQ(graphs.size(), 1u);
+  EXPECT_EQ(field(graphs[0], "code_kind"), "inductor_schedule.txt");
+  const std::string schedule = read_text(run / field(graphs[0], "code_file"));
+  EXPECT_NE(schedule.find("extern %2 matmul"), std::string::npos) << schedule;
+}
+
+TEST_F(DebugDump, ABackendErrorWritesTheGraphThatFailed) {
+  set_debug_dir(root_.string());
+  CompileOptions o;
+  o.name = "broken";
+  o.backend = Backend([](const ir::Graph&, std::span<const TensorMeta>) -> CompiledGraph {
+    throw Error("test backend: cannot compile this");
+  });
+  auto f = compile([](Tensor x) { return (x + 1).exp(); }, o);
+  EXPECT_THROW(f(ones({2})), Error);
+  const fs::path run = debug_run_dir();
+  const auto errors = events(index_lines(run), "compile_error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(field(errors[0], "error"), "test backend: cannot compile this");
+  EXPECT_EQ(field(errors[0], "graph"), "0");
+  const ir::Graph g = ir::parse_graph(read_text(run / field(errors[0], "graph_file")));
+  EXPECT_EQ(g.num_calls(), 2);  // add, exp: a repro of what the backend was given
+  EXPECT_TRUE(events(index_lines(run), "graph").empty());
+}
+
 TEST_F(DebugDump, UnwritableFolderWarnsOnceAndChangesNothing) {
   // A regular file where the folder should be: creating the run folder fails.
   const fs::path blocker = root_ / "not-a-folder";

@@ -73,6 +73,13 @@ class Report : public ::testing::Test {
     g(ones({2}));
     g(ones({4}));
     std::cerr.rdbuf(old);
+    // A backend that throws: the page shows the error and the graph.
+    CompileOptions broken;
+    broken.name = "broken";
+    broken.backend = Backend([](const ir::Graph&, std::span<const TensorMeta>) -> CompiledGraph {
+      throw Error("test backend <refuses>");
+    });
+    EXPECT_THROW(kiln::compile([](Tensor x) { return x.neg(); }, broken)(ones({2})), Error);
     set_debug_dir("");
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -96,6 +103,9 @@ TEST_F(Report, PageHasEverySectionGraphsAsSvgAndEscapedText) {
   EXPECT_EQ(occurrences(html, "<tr class=\"cache-limit\""), 1u);
   EXPECT_NE(html.find("hit cache_size_limit (0)"), std::string::npos);
   EXPECT_EQ(html.find(": missing</p>"), std::string::npos);  // a..b's files were found too
+  EXPECT_NE(html.find("id=\"compile-errors\""), std::string::npos);
+  EXPECT_NE(html.find("test backend &lt;refuses&gt;"), std::string::npos);
+  EXPECT_NE(html.find("neg(%0)"), std::string::npos);  // the failed graph's listing
   EXPECT_EQ(occurrences(html, "<tr class=\"break\""), 1u);
   // The break names this file's line and shows its text.
   EXPECT_NE(html.find("graph_break();  // REPORT-TEST-BREAK"), std::string::npos);
@@ -123,8 +133,9 @@ TEST_F(Report, MissingGraphvizIsANoteNotAFailure) {
   EXPECT_EQ(occurrences(html, "<svg"), 0u);
   EXPECT_EQ(occurrences(html, "class=\"note dot-missing\""), 5u);
   EXPECT_NE(html.find("apt-get install graphviz"), std::string::npos);
-  EXPECT_EQ(occurrences(html, "<details class=\"listing\" open>"), 5u);  // listings instead
-  EXPECT_EQ(html.find(": missing</p>"), std::string::npos);              // every file found
+  // Listings instead (and one for the graph that failed to compile).
+  EXPECT_EQ(occurrences(html, "<details class=\"listing\" open>"), 6u);
+  EXPECT_EQ(html.find(": missing</p>"), std::string::npos);  // every file found
 }
 
 TEST_F(Report, BadRunFoldersAndArgumentsAreReported) {
