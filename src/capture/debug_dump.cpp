@@ -164,7 +164,7 @@ std::string program_path() {
 
 class DebugDump final : public Observer {
  public:
-  // Starts a run folder under `dir` ("" stops dumping). Returns the run folder, or "".
+  // Starts a run folder under `dir` ("" stops dumping); failing to, warns and stays off.
   void start(const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     run_dir_.clear();
