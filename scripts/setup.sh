@@ -9,6 +9,8 @@ packages=(
   libsleef-dev             # vectorised transcendental math
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
+  graphviz                 # `kiln report` draws graphs with dot
+  chromium                 # the report's browser test loads the page headless
 )
 
 missing=()

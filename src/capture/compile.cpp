@@ -113,7 +113,10 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
 
 std::shared_ptr<CompiledState> make_compiled_state(CompileOptions options,
                                                    std::source_location loc) {
+  capture::debug_dump_first_use();
+  static std::atomic<uint64_t> next_id{0};
   auto st = std::make_shared<CompiledState>(std::move(options), loc);
+  st->id = ++next_id;
   std::lock_guard<std::mutex> lock(g_states_mu);
   auto& v = all_states();
   std::erase_if(v, [](const auto& w) { return w.expired(); });

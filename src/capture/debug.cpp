@@ -127,11 +127,28 @@ std::vector<std::string> guard_lines(const ir::Graph& g) {
   }
   return lines;
 }
-void notify_break(const detail::CompiledState& fn, const GraphBreak& br) {
-  each_observer([&](Observer* o) { o->on_break(fn, br); });
+void notify_break(const detail::CompiledState& fn, size_t graph_index, const GraphBreak& br) {
+  each_observer([&](Observer* o) { o->on_break(fn, graph_index, br); });
 }
-void notify_recompile(const detail::CompiledState& fn, const std::string& reason) {
-  each_observer([&](Observer* o) { o->on_recompile(fn, reason); });
+void notify_recompile(const detail::CompiledState& fn, size_t graph_index,
+                      const std::string& reason) {
+  each_observer([&](Observer* o) { o->on_recompile(fn, graph_index, reason); });
+}
+void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                        const std::string& reason) {
+  each_observer([&](Observer* o) { o->on_cache_limit(fn, graph_index, limit, reason); });
+}
+void notify_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record) {
+  each_observer([&](Observer* o) { o->on_compiled(fn, record); });
+}
+void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
+                          const ir::Graph& graph, const std::string& what) {
+  each_observer([&](Observer* o) { o->on_compile_error(fn, graph_index, graph, what); });
+}
+
+thread_local GraphCompileCollector* tls_compile_collector = nullptr;
+void note_backend_output(BackendOutput output) {
+  if (tls_compile_collector) tls_compile_collector->outputs.push_back(std::move(output));
 }
 
 // ---- compile times ----
@@ -147,6 +164,7 @@ void reset_compile_times() {
   times().clear();
 }
 void add_compile_time(const char* phase, double seconds) {
+  if (tls_compile_collector) tls_compile_collector->seconds[phase] += seconds;
   std::lock_guard<std::mutex> lock(g_times_mu);
   times()[phase] += seconds;
   times()["total"] += seconds;
@@ -164,7 +182,7 @@ bool is_runtime_object(const char* path) {
 }
 // file:line and function of a return address, through addr2line (when installed); the
 // function name alone from the dynamic symbol table otherwise.
-ir::SourceLoc symbolize(void* pc) {
+ir::SourceLoc symbolize_uncached(void* pc) {
   ir::SourceLoc loc;
   Dl_info info{};
   if (!dladdr(pc, &info) || !info.dli_fname) return loc;
@@ -191,6 +209,24 @@ ir::SourceLoc symbolize(void* pc) {
     }
     pclose(p);
   }
+  return loc;
+}
+// A break in a loop reaches the same return address on every call: run addr2line once per
+// address (a process start each time would dominate a logged or dumped run). The key includes
+// the object's path, so a library loaded later at the same address is not mistaken for it.
+ir::SourceLoc symbolize(void* pc) {
+  static std::mutex mu;
+  static auto* known = new std::map<std::pair<void*, std::string>, ir::SourceLoc>();
+  Dl_info info{};
+  if (!dladdr(pc, &info) || !info.dli_fname) return {};
+  std::pair<void*, std::string> key{pc, info.dli_fname};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known->find(key); it != known->end()) return it->second;
+  }
+  ir::SourceLoc loc = symbolize_uncached(pc);
+  std::lock_guard<std::mutex> lock(mu);
+  known->emplace(std::move(key), loc);
   return loc;
 }
 }  // namespace
@@ -260,7 +296,7 @@ struct ExplainObserver final : capture::Observer {
     out->op_count += g.num_calls();
     out->guards.push_back(capture::guard_lines(g));
   }
-  void on_break(const detail::CompiledState& fn, const GraphBreak& br) override {
+  void on_break(const detail::CompiledState& fn, size_t, const GraphBreak& br) override {
     if (&fn == only) out->break_reasons.push_back(br);
   }
 };
@@ -330,11 +366,11 @@ struct CompileProfiler::Impl final : capture::Observer {
     ++s.graphs;
     s.ops_per_graph.push_back(g.num_calls());
   }
-  void on_break(const detail::CompiledState& fn, const GraphBreak&) override {
+  void on_break(const detail::CompiledState& fn, size_t, const GraphBreak&) override {
     std::lock_guard<std::mutex> lock(mu);
     ++stats[fn.name].graph_breaks;
   }
-  void on_recompile(const detail::CompiledState& fn, const std::string& reason) override {
+  void on_recompile(const detail::CompiledState& fn, size_t, const std::string& reason) override {
     std::lock_guard<std::mutex> lock(mu);
     stats[fn.name].recompile_reasons.push_back(reason);
   }

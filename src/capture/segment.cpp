@@ -4,6 +4,7 @@
 // step is a named function; Tracer::flush lists them in order.
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "capture/tracer.h"
@@ -40,8 +41,15 @@ const CacheEntry* nearest_entry(
 }
 
 // Compiles `raw` with the function's backend: passes, then the backend, timed per phase.
-std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir::Graph& raw,
-                                          std::span<const Tensor> inputs) {
+// Observers (a debug dump) also get what the backend produced and this graph's times.
+std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
+                                          const ir::Graph& raw, std::span<const Tensor> inputs) {
+  std::optional<GraphCompileCollector> collector;
+  if (has_observers()) collector.emplace();
+  struct Collecting {
+    explicit Collecting(GraphCompileCollector* c) { tls_compile_collector = c; }
+    ~Collecting() { tls_compile_collector = nullptr; }
+  } collecting(collector ? &*collector : nullptr);
   auto entry = std::make_shared<CacheEntry>();
   entry->graph = raw;
   auto t0 = std::chrono::steady_clock::now();
@@ -66,9 +74,12 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
   auto t1 = std::chrono::steady_clock::now();
-  {
+  try {
     InBackend in_backend;
     entry->compiled = state.backend(g, infos);
+  } catch (const std::exception& e) {
+    if (collector) notify_compile_error(state, segment, g, e.what());
+    throw;
   }
   KILN_CHECK(entry->compiled, Error, "kiln::compile: the backend of '", state.name,
              "' returned an empty callable");
@@ -79,6 +90,11 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, const ir
     for (const std::string& line : guard_lines(raw))
       log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
   notify_graph(state, g);
+  if (collector) {
+    tls_compile_collector = nullptr;  // the dump's own work is not the backend's
+    notify_compiled(state, CompiledGraphRecord{segment, raw, g, std::move(collector->outputs),
+                                               std::move(collector->seconds)});
+  }
   return entry;
 }
 
@@ -127,13 +143,14 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
       std::cerr << "[kiln] warning: '" << st.name << "' hit cache_size_limit (" << limit
                 << ") recompiling graph " << segment
                 << "; it runs eagerly from now on. Last reason: " << reason << "\n";
+      notify_cache_limit(st, segment, limit, reason);
     }
     return false;
   }
   if (log_enabled(LogTopic::Recompiles))
     log(LogTopic::Recompiles,
         detail::concat("recompiling '", st.name, "' graph ", segment, ": ", reason));
-  notify_recompile(st, reason);
+  notify_recompile(st, segment, reason);
   return true;
 }
 
@@ -141,7 +158,7 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
 std::shared_ptr<CacheEntry> compile_and_add(detail::CompiledState& st, size_t segment,
                                             const ir::Graph& graph, uint64_t key,
                                             std::span<const Tensor> inputs) {
-  std::shared_ptr<CacheEntry> entry = compile_entry(st, graph, inputs);
+  std::shared_ptr<CacheEntry> entry = compile_entry(st, segment, graph, inputs);
   std::lock_guard<std::mutex> lock(st.mu);
   ensure_segment(st, segment);
   st.segments[segment][key].push_back(entry);
@@ -376,7 +393,7 @@ void Tracer::report_break(const std::string& reason, const CallSite& site) {
     log(LogTopic::GraphBreaks,
         detail::concat(st.name, ": graph break after graph ", segment_index_, " at ",
                        br.loc.known() ? br.loc.str() : "an unknown location", ": ", reason));
-  notify_break(st, br);
+  notify_break(st, segment_index_, br);
 }
 
 Tracer::SegmentOutputs Tracer::collect_outputs() {

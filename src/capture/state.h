@@ -53,6 +53,8 @@ class CompiledState {
   CompileOptions options;
   Backend backend;
   std::string name;
+  // Unique in the process (names may repeat): how debug dumps tell functions apart.
+  uint64_t id = 0;
 
   std::mutex mu;
   // segments[i]: entries for the i-th graph segment of a call, by graph hash.
@@ -79,21 +81,70 @@ class CompiledState {
 
 namespace kiln::capture {
 
-// Observers that see every event (explain, CompileProfiler): registered globally.
+// Something a backend produced while compiling a graph, for debug dumps: generated source
+// (inductor), a description of its run plan (eager).
+struct BackendOutput {
+  std::string kind;  // the dump file's suffix, saying what it is: "inductor.cpp", "eager_plan.txt"
+  std::string text;
+  std::string path;  // where it lives on disk (a compiled module), "" if nowhere
+};
+
+// Everything known about one compiled graph once its backend returned.
+struct CompiledGraphRecord {
+  size_t graph_index;      // the graph's position in a call (0: before the first break)
+  const ir::Graph& raw;    // as captured: the cache key, and what the guards are read from
+  const ir::Graph& graph;  // after the passes: what the backend compiled
+  std::vector<BackendOutput> backend_outputs;
+  std::map<std::string, double> seconds;  // this graph's compile time per phase
+};
+
+// Observers that see every event (explain, CompileProfiler, debug dumps): registered globally.
+// Callbacks run one at a time (under the observer lock) and must not add or remove observers.
 struct Observer {
   virtual ~Observer() = default;
   virtual void on_graph(const detail::CompiledState& fn, const ir::Graph& graph) {}
-  virtual void on_break(const detail::CompiledState& fn, const GraphBreak& br) {}
-  virtual void on_recompile(const detail::CompiledState& fn, const std::string& reason) {}
+  virtual void on_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record) {}
+  // The backend threw while compiling `graph` (after the passes).
+  virtual void on_compile_error(const detail::CompiledState& fn, size_t graph_index,
+                                const ir::Graph& graph, const std::string& what) {}
+  // A break after graph `graph_index` of a call.
+  virtual void on_break(const detail::CompiledState& fn, size_t graph_index, const GraphBreak& br) {
+  }
+  virtual void on_recompile(const detail::CompiledState& fn, size_t graph_index,
+                            const std::string& reason) {}
+  // A miss past cache_size_limit: the function runs eagerly from now on.
+  virtual void on_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                              const std::string& reason) {}
 };
 void add_observer(Observer* o);
 void remove_observer(Observer* o);
 bool has_observers();
 void notify_graph(const detail::CompiledState& fn, const ir::Graph& graph);
+void notify_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record);
+void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
+                          const ir::Graph& graph, const std::string& what);
 // One line per guarded input of a graph: what a cache hit requires of it.
 std::vector<std::string> guard_lines(const ir::Graph& graph);
-void notify_break(const detail::CompiledState& fn, const GraphBreak& br);
-void notify_recompile(const detail::CompiledState& fn, const std::string& reason);
+void notify_break(const detail::CompiledState& fn, size_t graph_index, const GraphBreak& br);
+void notify_recompile(const detail::CompiledState& fn, size_t graph_index,
+                      const std::string& reason);
+void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
+                        const std::string& reason);
+
+// While a graph is being compiled with observers present, what its backend produced and the
+// time of each phase are collected on the compiling thread (compile_entry sets this up).
+struct GraphCompileCollector {
+  std::vector<BackendOutput> outputs;
+  std::map<std::string, double> seconds;
+};
+extern thread_local GraphCompileCollector* tls_compile_collector;
+// Whether someone (a debug dump) will look at backend outputs: backends skip making them
+// otherwise.
+inline bool wants_backend_output() { return tls_compile_collector != nullptr; }
+void note_backend_output(BackendOutput output);
+
+// Debug dumps (debug_dump.cpp): reads KILN_DEBUG_DIR once, at the first kiln::compile.
+void debug_dump_first_use();
 
 void log(LogTopic topic, const std::string& line);
 void add_compile_time(const char* phase, double seconds);

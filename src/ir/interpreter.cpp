@@ -2,12 +2,14 @@
 // graph's recorded metadata has been checked against a real run.
 #include "kiln/ir/interpreter.h"
 
+#include <sstream>
+
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
-#include "ops/schema.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
+#include "ops/schema.h"
 
 namespace kiln::ir {
 
@@ -164,6 +166,47 @@ Tensor constant_value(const Node& constant) {
   if (t.dtype() != constant.attrs.dtype(1)) t = ops::cast(t, constant.attrs.dtype(1));
   t.impl()->set_wrapped_number(true);
   return t;
+}
+
+std::string Interpreter::describe_plan() const {
+  const Graph& g = *graph_;
+  std::ostringstream os;
+  os << "eager interpreter plan: " << steps_.size() << " steps over " << num_slots_
+     << " value slots; each slot is released after its last reader.\n"
+     << "The first run dispatches every op and checks results against the graph's metadata;\n"
+     << "later runs allocate results from that metadata and call 'direct' kernels straight.\n";
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& s = steps_[k];
+    const Node& n = g.nodes[static_cast<size_t>(s.node)];
+    os << "step " << k << ": %" << s.node << " ";
+    switch (n.kind) {
+      case NodeKind::Placeholder:
+        os << "input " << n.input_index;
+        break;
+      case NodeKind::Constant:
+        os << "constant " << n.attrs.scalar(0);
+        break;
+      case NodeKind::Call: {
+        os << n.op->name << "(";
+        for (uint32_t i = s.inputs_begin; i < s.inputs_end; ++i)
+          os << (i == s.inputs_begin ? "" : ", ") << "slot " << input_slots_[i];
+        os << ") " << (direct_kernel(*n.op) ? "direct" : "dispatched");
+        break;
+      }
+    }
+    os << " -> slot" << (n.outputs.size() > 1 ? "s " : " ") << s.first_slot;
+    if (n.outputs.size() > 1)
+      os << ".." << s.first_slot + static_cast<int32_t>(n.outputs.size()) - 1;
+    if (s.release_begin != s.release_end) {
+      os << "; release";
+      for (uint32_t i = s.release_begin; i < s.release_end; ++i) os << " " << release_[i];
+    }
+    os << "\n";
+  }
+  os << "return";
+  for (ValueRef v : g.outputs) os << " slot " << slot_of_[static_cast<size_t>(v.node)] + v.output;
+  os << "\n";
+  return os.str();
 }
 
 std::vector<Tensor> interpret(const Graph& g, std::span<const Tensor> inputs,

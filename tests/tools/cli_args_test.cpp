@@ -145,9 +145,10 @@ TEST(ArgParser, ChecksFiles) {
   EXPECT_NO_THROW(demo_parser().parse({"--out", "relative.bin"}));
   EXPECT_NE(file_error({"--out", (dir / "nope" / "new.bin").string()}).find("does not exist"),
             std::string::npos);
-  EXPECT_EQ(file_error({"--out", dir.string()}),
-            "--out: '" + dir.string() +
-                "' exists and is a folder, not a regular file; refusing to replace it (name a file)");
+  EXPECT_EQ(
+      file_error({"--out", dir.string()}),
+      "--out: '" + dir.string() +
+          "' exists and is a folder, not a regular file; refusing to replace it (name a file)");
 
   // A malformed line is a usage error even when a file is also missing.
   EXPECT_EQ(usage_error({"--in", "absent.txt", "--steps", "0"}),
@@ -181,6 +182,36 @@ void expect_flags_in_usage(const ArgParser& p, const std::vector<std::string>& f
   for (const std::string& f : flags) {
     EXPECT_NE(u.find("  --" + f + " "), std::string::npos) << "--" << f << " missing from\n" << u;
   }
+}
+
+TEST(ArgParser, PositionalAndShortOptions) {
+  ArgParser p("demo", "A parser with a positional.");
+  p.add_positional("run", "RUN_DIR", "a folder")
+      .add_string("out", "FILE", "x.html", "where")
+      .add_switch("fast", "go fast")
+      .add_short('o', "out")
+      .add_short('f', "fast");
+  ParsedArgs a = p.parse({"-o", "page.html", "runs/r1", "-f"});
+  EXPECT_EQ(a.get_string("run"), "runs/r1");
+  EXPECT_EQ(a.get_string("out"), "page.html");
+  EXPECT_TRUE(a.get_switch("fast"));
+  EXPECT_TRUE(a.was_given("out"));
+  EXPECT_EQ(p.parse({"r2", "--out=y"}).get_string("out"), "y");
+  EXPECT_EQ(usage_error({}, p), "missing RUN_DIR (a folder)");
+  EXPECT_EQ(usage_error({"r1", "r2"}, p),
+            "unexpected argument 'r2' (kiln demo takes one RUN_DIR and --flags)");
+  EXPECT_EQ(usage_error({"r1", "-x"}, p),
+            "unexpected argument '-x' (kiln demo takes one RUN_DIR and --flags)");
+  EXPECT_EQ(usage_error({"r1", "-o"}, p), "--out needs a value (FILE)");
+  EXPECT_EQ(usage_error({"r1", "-o", "a", "--out", "b"}, p), "--out is given more than once");
+  const std::string usage = p.usage();
+  EXPECT_NE(usage.find("usage: kiln demo RUN_DIR [options]"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("-o, --out FILE"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("-f, --fast"), std::string::npos) << usage;
+  EXPECT_THROW(p.add_short('x', "nope"), std::logic_error);  // no such flag
+  EXPECT_THROW(p.add_short('o', "fast"), std::logic_error);  // -o is taken
+  EXPECT_THROW(p.add_short('h', "fast"), std::logic_error);  // -h is help
+  EXPECT_THROW(p.add_positional("second", "X", "again"), std::logic_error);
 }
 
 TEST(Commands, TrainUsageHasEveryFlag) {

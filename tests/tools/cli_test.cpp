@@ -31,7 +31,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 TEST(Cli, HelpAndVersion) {
   Result r = run({"help"});
   EXPECT_EQ(r.status, kExitOk);
-  for (const char* cmd : {"train", "sample", "bench", "version"}) {
+  for (const char* cmd : {"train", "sample", "bench", "fuzz", "report", "version"}) {
     EXPECT_TRUE(contains(r.out, std::string("  ") + cmd + " ")) << cmd << " missing:\n" << r.out;
   }
   EXPECT_EQ(run({"--help"}).status, kExitOk);

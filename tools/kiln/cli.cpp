@@ -34,6 +34,8 @@ const std::vector<Command>& commands() {
       {"bench", "time the benchmark workloads and print a table of medians", bench_parser,
        run_bench},
       {"fuzz", "compare compiled runs of random programs with eager mode", fuzz_parser, run_fuzz},
+      {"report", "write an HTML page of what a debug run (KILN_DEBUG_DIR) compiled", report_parser,
+       run_report},
   };
   return all;
 }

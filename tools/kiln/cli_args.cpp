@@ -123,6 +123,23 @@ ArgParser& ArgParser::add_switch(const std::string& name, const std::string& hel
   return add(Flag{name, "", help, Kind::kSwitch, false});
 }
 
+ArgParser& ArgParser::add_positional(const std::string& name, const std::string& metavar,
+                                     const std::string& help) {
+  if (positional_ || find(name) != nullptr)
+    throw std::logic_error("positional " + name + " declared twice or clashes with a flag");
+  positional_ = Flag{name, metavar, help, Kind::kString, std::string()};
+  return *this;
+}
+
+ArgParser& ArgParser::add_short(char letter, const std::string& name) {
+  if (find(name) == nullptr || shorts_.count(letter) || letter == 'h')
+    throw std::logic_error(std::string("short option -") + letter +
+                           " for an undeclared flag, "
+                           "declared twice, or reserved");
+  shorts_[letter] = name;
+  return *this;
+}
+
 const ArgParser::Flag* ArgParser::find(const std::string& name) const {
   for (const Flag& f : flags_) {
     if (f.name == name) return &f;
@@ -183,15 +200,26 @@ ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
     out.values_[f.name] = f.default_value;
     out.given_[f.name] = false;
   }
+  if (positional_) out.values_[positional_->name] = std::string();
+  bool positional_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& word = args[i];
+    std::string word = args[i];
     if (word == "--help" || word == "-h") {
       out.help_ = true;
       return out;
     }
-    if (word.size() < 3 || word.compare(0, 2, "--") != 0) {
-      throw UsageError("unexpected argument '" + word + "' (kiln " + command_ +
-                       " takes only --flags)");
+    if (word.size() == 2 && word[0] == '-' && shorts_.count(word[1]))
+      word = "--" + shorts_.at(word[1]);
+    const bool looks_like_flag = word.size() >= 3 && word.compare(0, 2, "--") == 0;
+    if (!looks_like_flag && positional_ && !positional_given && !word.empty() && word[0] != '-') {
+      out.values_[positional_->name] = word;
+      positional_given = true;
+      continue;
+    }
+    if (!looks_like_flag) {
+      throw UsageError("unexpected argument '" + word + "' (kiln " + command_ + " takes " +
+                       (positional_ ? "one " + positional_->metavar + " and " : "only ") +
+                       "--flags)");
     }
     // "--name=value" or "--name [value]".
     size_t eq = word.find('=');
@@ -219,6 +247,8 @@ ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
     }
     out.values_[name] = convert(*flag, text);
   }
+  if (positional_ && !positional_given)
+    throw UsageError("missing " + positional_->metavar + " (" + positional_->help + ")");
   // Files are checked only once the whole line is known to be well formed, so a typo in a
   // later flag is reported as the usage error it is.
   for (const Flag& f : flags_) {
@@ -231,9 +261,16 @@ ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
 
 std::string ArgParser::usage() const {
   std::ostringstream os;
-  os << "usage: kiln " << command_ << " [options]\n\n" << summary_ << "\n\noptions:\n";
-  auto left_column = [](const Flag& f) {
-    return "--" + f.name + (f.metavar.empty() ? "" : " " + f.metavar);
+  os << "usage: kiln " << command_ << (positional_ ? " " + positional_->metavar : "")
+     << " [options]\n\n"
+     << summary_ << "\n\n";
+  if (positional_) os << "  " << positional_->metavar << "  " << positional_->help << "\n\n";
+  os << "options:\n";
+  auto left_column = [&](const Flag& f) {
+    std::string shorts;
+    for (const auto& [letter, name] : shorts_)
+      if (name == f.name) shorts += std::string("-") + letter + ", ";
+    return shorts + "--" + f.name + (f.metavar.empty() ? "" : " " + f.metavar);
   };
   size_t width = std::string("-h, --help").size();
   for (const Flag& f : flags_) width = std::max(width, left_column(f).size());

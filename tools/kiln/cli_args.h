@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -103,6 +104,12 @@ class ArgParser {
                       const std::string& default_value, const std::string& help, PathRole role);
   // A switch: false unless given; takes no value.
   ArgParser& add_switch(const std::string& name, const std::string& help);
+  // A required word that is not a flag, read with get_string(name): `kiln report RUN_DIR`.
+  // At most one per command.
+  ArgParser& add_positional(const std::string& name, const std::string& metavar,
+                            const std::string& help);
+  // `-x` as another spelling of `--name` (e.g. -o for --out).
+  ArgParser& add_short(char letter, const std::string& name);
 
   // Parses `args` (the words after the subcommand). Throws UsageError for a malformed command
   // line and FileError for a path that fails its role's check.
@@ -133,6 +140,8 @@ class ArgParser {
   std::string command_;
   std::string summary_;
   std::vector<Flag> flags_;  // in declaration order, which is the usage order
+  std::optional<Flag> positional_;
+  std::map<char, std::string> shorts_;  // letter -> flag name
 };
 
 }  // namespace kiln::cli

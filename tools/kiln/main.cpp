@@ -1,4 +1,5 @@
-// The `kiln` command-line program: `kiln train`, `kiln sample`, `kiln bench`, `kiln version`.
+// The `kiln` command-line program: `kiln train`, `kiln sample`, `kiln bench`, `kiln fuzz`,
+// `kiln report`, `kiln version`.
 // Everything but this entry point lives in kiln_cli_lib (see cli.h), so tests can link it.
 #include <iostream>
 #include <string>

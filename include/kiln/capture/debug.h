@@ -92,6 +92,20 @@ std::map<std::string, double> compile_times();
 // The same as a table, one phase a line (torch._dynamo.utils.compile_times()).
 std::string compile_times_str();
 
+// ---- debug dumps (TORCH_COMPILE_DEBUG / TORCH_TRACE) ----
+// Writes what every compiled function does into a folder per run, `path/run-<UTC time>-<pid>/`:
+// each compiled graph (text form that ir::parse_graph reads back, listing, Graphviz picture),
+// its guards, what the backend made of it (inductor: the generated C++; eager: the interpreter's
+// plan), its compile times, and the run's graph breaks (with the user's line) and recompiles
+// (with reasons), listed in an index (index.jsonl, one JSON object a line). `kiln report` turns
+// a run folder into an HTML page. The environment variable KILN_DEBUG_DIR does the same from the
+// first kiln::compile on. An empty path turns dumping off. Never throws and never changes
+// results: a folder that cannot be written gives one warning on stderr and dumping stops.
+// docs/debugging.md describes the folder.
+void set_debug_dir(const std::string& path);
+// The folder this run is being written to; "" when dumping is off.
+std::string debug_run_dir();
+
 // The recompilation profiler (torch._dynamo.utils.CompileProfiler): while it is alive, every
 // compiled function's graphs, recompiles (with reasons) and ops per graph are recorded.
 class CompileProfiler {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -30,6 +31,9 @@ class Interpreter {
   std::vector<Tensor> run(std::span<const Tensor> inputs,
                           std::span<const int64_t> runtime_values = {}) const;
   const Graph& graph() const { return *graph_; }
+  // The plan in words, one line per step: the slots each node reads and writes, how its
+  // kernel is called, and the slots released after it (for debug dumps).
+  std::string describe_plan() const;
 
  private:
   struct Step {

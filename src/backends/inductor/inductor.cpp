@@ -58,12 +58,29 @@ class CompiledInductorGraph {
       for (const Kernel& k : schedule_.kernels)
         kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
     }
+    if (capture::wants_backend_output()) {
+      if (schedule_.kernels.empty())
+        capture::note_backend_output({"inductor_schedule.txt", describe_schedule(), ""});
+      else
+        capture::note_backend_output({"inductor.cpp", source_, module_->path()});
+    }
   }
 
   std::vector<Tensor> run(std::span<const Tensor> inputs,
                           std::span<const int64_t> runtime_values) const;
 
   const Schedule& schedule() const { return schedule_; }
+  // For a graph without generated kernels (nothing to fuse): what runs instead.
+  std::string describe_schedule() const {
+    std::string text =
+        "// inductor generated no C++ for this graph: every op runs as an extern call to its "
+        "eager kernel, in this order\n";
+    for (const Step& st : schedule_.steps) {
+      const ir::Node& n = graph_.nodes[static_cast<size_t>(st.index)];
+      text += detail::concat("extern %", st.index, " ", n.op ? n.op->name : "?", "\n");
+    }
+    return text;
+  }
   const std::string& source() const { return source_; }
 
  private:
