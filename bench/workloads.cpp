@@ -83,9 +83,23 @@ std::function<void()> w6_single_compiled() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
+// The module a W4/W5 step trains, and its forward as the step calls it: the module itself, or
+// (`model_backend` set) the module compiled with that backend, as torch users write
+// `model = torch.compile(model)`, with the loss, backward() and the optimizer outside.
+template <class M>
+std::function<Tensor(const Tensor&)> forward_of(std::shared_ptr<M> model,
+                                               const std::string& model_backend,
+                                               const char* name) {
+  if (model_backend.empty()) return [model](const Tensor& x) { return model->forward(x); };
+  auto fn = [model](const Tensor& x) { return model->forward(x); };
+  auto compiled = std::make_shared<decltype(compile(fn))>(
+      compile(fn, CompileOptions{.backend = model_backend, .name = name}));
+  return [compiled](const Tensor& x) { return (*compiled)(x); };
+}
+
 // W4: one MLP training step: batch 256, 784-512-512-10 with ReLU, cross-entropy, backward,
-// SGD (lr 0.01).
-std::function<void()> w4() {
+// SGD (lr 0.01). W4m: the model compiled (see forward_of).
+std::function<void()> w4(const std::string& model_backend = "", const char* name = "W4") {
   manual_seed(4);
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(784, 512))
@@ -96,29 +110,35 @@ std::function<void()> w4() {
   auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.01});
   auto x = std::make_shared<Tensor>(randn({256, 784}));
   auto y = std::make_shared<Tensor>(randint(0, 10, {256}));
-  return [model, opt, x, y] {
+  auto forward = forward_of(model, model_backend, name);
+  auto step = [forward, opt, x, y] {
     opt->zero_grad();
-    Tensor loss = cross_entropy(model->forward(*x), *y);
+    Tensor loss = cross_entropy(forward(*x), *y);
     loss.backward();
     opt->step();
   };
+  if (!model_backend.empty()) step();  // compiles both halves outside the timed calls
+  return step;
 }
 
 // W5: one GPT-2-style block training step: B=8, T=128, C=256, 4 heads, causal attention
 // (matmul + masked softmax), LayerNorm, GELU MLP (4x), MSE loss against a random target,
-// backward, AdamW.
-std::function<void()> w5() {
+// backward, AdamW. W5m: the block compiled (see forward_of).
+std::function<void()> w5(const std::string& model_backend = "", const char* name = "W5") {
   manual_seed(5);
   auto block = std::make_shared<nn::Block>(256, 4);
   auto opt = std::make_shared<optim::AdamW>(block->parameters(), optim::AdamWOptions{});
   auto x = std::make_shared<Tensor>(randn({8, 128, 256}));
   auto target = std::make_shared<Tensor>(randn({8, 128, 256}));
-  return [block, opt, x, target] {
+  auto forward = forward_of(block, model_backend, name);
+  auto step = [forward, opt, x, target] {
     opt->zero_grad();
-    Tensor loss = mse_loss(block->forward(*x), *target);
+    Tensor loss = mse_loss(forward(*x), *target);
     loss.backward();
     opt->step();
   };
+  if (!model_backend.empty()) step();
+  return step;
 }
 
 // W7: the demo's char-GPT training step (`kiln train`'s model): vocab 96, 4 layers, 128 wide,
@@ -248,8 +268,14 @@ const std::vector<Workload>& workloads() {
       {"W1", "pointwise chain gelu(x*a+b)*sigmoid(x)+0.5*x, 16M float32", "141-188 ms", w1},
       {"W2", "softmax over the last dim of [4096, 1024]", "1.9-2.1 ms", w2},
       {"W3", "layer_norm over the last dim of [8192, 1024], weight+bias", "13-14 ms", w3},
-      {"W4", "MLP training step 784-512-512-10, batch 256, SGD", "10.3-10.8 ms", w4},
-      {"W5", "GPT-2 block training step B8 T128 C256 4 heads, AdamW", "115-125 ms", w5},
+      {"W4", "MLP training step 784-512-512-10, batch 256, SGD", "10.3-10.8 ms",
+       [] { return w4(); }},
+      {"W5", "GPT-2 block training step B8 T128 C256 4 heads, AdamW", "115-125 ms",
+       [] { return w5(); }},
+      {"W4m", "W4 with the model compiled (aot_eager), loss/backward/step outside", "n/a",
+       [] { return w4("aot_eager", "W4m"); }},
+      {"W5m", "W5 with the block compiled (aot_eager), loss/backward/step outside", "n/a",
+       [] { return w5("aot_eager", "W5m"); }},
       {"W6", "100 small pointwise ops (add/mul/tanh) on [64]", "224 us", w6},
       {"W6c", "W6 through kiln::compile (eager backend, cached graph)", "n/a", w6_compiled},
       {"W6s", "one add on [64]", "n/a", w6_single},

@@ -375,12 +375,16 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
   return it->second;
 }
 
-void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info) {
+void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info,
+                        bool grad) {
   if (value_info.dtype != dst.dtype()) {  // the write casts, as eager's does
     const ir::ValueRef from = value;
-    value = record_call(ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()}, [&] {
-      return std::vector<TensorMeta>{TensorMeta::contiguous(dst.dtype(), value_info.sizes)};
-    });
+    value = record_call(
+        ops::to_copy_op, {&from, 1}, Attrs{dst.dtype()},
+        [&] {
+          return std::vector<TensorMeta>{TensorMeta::contiguous(dst.dtype(), value_info.sizes)};
+        },
+        grad);
   }
   PendingTensor* p = own_pending(*dst.impl());
   Buffer& buffer = p ? p->buffer() : written_buffer(dst);
@@ -526,7 +530,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     }
     for (int i = 0; i < n; ++i)
       write_into(outputs[static_cast<size_t>(i)], {v.node, static_cast<int32_t>(i)},
-                 results[static_cast<size_t>(i)]);
+                 results[static_cast<size_t>(i)], grad);
+    if (aot_) rebase_history(outputs.first(static_cast<size_t>(n)), grad);
     num_outputs = n;
     return true;
   }
@@ -542,9 +547,19 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 
 const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& out,
                                 bool grad) const {
-  if (out.defined() && (grad || out.impl()->requires_grad()))
-    return "an in-place write where gradients are involved (AOT autograd captures functional "
-           "ops only; the write runs eagerly)";
+  if (out.defined() && (grad || out.impl()->requires_grad())) {
+    // A whole tensor the graph made, written in place, just takes the new value and its
+    // history (eager's rebase); anything else runs eagerly, where autograd decides.
+    const PendingTensor* p = own_pending(*out.impl());
+    if (!p || out.impl()->is_view() || !covers_whole(out, p->buffer()))
+      return "an in-place write into a view or an input where gradients are involved (it runs "
+             "eagerly, where autograd rebases the history)";
+    const AutogradMeta* m = out.impl()->autograd_meta().get();
+    if (out.impl()->requires_grad() &&
+        (!m || m->grad_fn != std::static_pointer_cast<Node>(grad_node_)))
+      return "an in-place write into a tensor that requires grad without this graph's history "
+             "(it runs eagerly)";
+  }
   if (!grad) return nullptr;
   for (const Tensor& t : inputs) {
     if (!t.impl()->requires_grad() || !own_pending(*t.impl())) continue;
@@ -554,6 +569,21 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
              "leaf made with requires_grad_()): AOT autograd takes it as a graph input";
   }
   return nullptr;
+}
+
+void Tracer::rebase_history(std::span<Tensor> written, bool grad) {
+  if (grad) {
+    attach_grad(written);
+    return;
+  }
+  // Recording on, nothing that requires grad went into the new value: it has no history any
+  // more (as in eager). With recording off, the tensor keeps the history it had.
+  if (!is_grad_enabled()) return;
+  for (Tensor& t : written)
+    if (const auto& m = t.impl()->autograd_meta(); m && t.impl()->requires_grad()) {
+      m->grad_fn = nullptr;
+      t.impl()->set_requires_grad(false);
+    }
 }
 
 void Tracer::attach_grad(std::span<Tensor> outputs) {

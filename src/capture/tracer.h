@@ -190,6 +190,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   const char* aot_refusal(std::span<const Tensor> inputs, const Tensor& out, bool grad) const;
   // Gives the outputs of a recorded call their slots of the segment's autograd node.
   void attach_grad(std::span<Tensor> outputs);
+  // After an in-place write: the written tensors' history follows their new value.
+  void rebase_history(std::span<Tensor> written, bool grad);
   // At the sync point: the values of the live tensors autograd can reach (the graph's
   // differentiated values) and, per slot of the node, the tangent of its value (-1: none).
   struct GradRequest {
@@ -233,7 +235,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
 
   // ---- in-place writes (tracer.cpp) ----
   // Records the write of `value` into dst's memory: a functional update of its Buffer.
-  void write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info);
+  // `grad`: AOT autograd records the written value as requiring grad.
+  void write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta& value_info,
+                  bool grad = false);
   // The Buffer of a concrete storage `dst` writes into: created (and the storage marked, a
   // flat graph input recorded) on its first write in the segment.
   Buffer& written_buffer(const Tensor& dst);
