@@ -106,6 +106,80 @@ void check_inplace_target(const OpDef& op, const Tensor& out) {
              ") is not allowed outside InferenceMode; clone() it first");
 }
 
+namespace {
+
+// The inputs a derivative will read, with those sharing `out`'s memory (about to be
+// overwritten) replaced by copies of their current value (recorded, so they keep history).
+std::vector<Tensor> inputs_to_save(const OpDef& op, std::span<const Tensor> inputs,
+                                   const Tensor& out) {
+  std::vector<Tensor> saved(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (i >= 32 || !((op.derivative.saved_inputs >> i) & 1u)) continue;
+    if (saved[i].impl()->memory_id() == out.impl()->memory_id()) saved[i] = saved[i].clone();
+  }
+  return saved;
+}
+
+// Writes `value` into `dst`'s memory without recording (cast and broadcast as copy_ does).
+void copy_unrecorded(const Tensor& dst, const Tensor& value) {
+  AutoGradMode off(false);
+  std::array<Tensor, kMaxOpOutputs> out{dst};
+  const Tensor copy_inputs[] = {dst, value};
+  static const OpDef& copy = *find_op("copy");
+  dispatch_no_autograd(copy, copy_inputs, Attrs{}, out);
+}
+
+// `t` now holds `value`'s history (rebase); retain_grad follows it.
+void take_history(const Tensor& t, const Tensor& value) {
+  AutogradMeta& m = meta(t);
+  if (m.retains_grad && m.grad_fn) m.grad_fn->remove_pre_hook(m.retain_grad_hook);
+  m.grad_fn = value.grad_fn();
+  m.output_nr = value.requires_grad() ? value.output_nr() : 0;
+  t.impl()->set_requires_grad(value.requires_grad());
+  if (m.retains_grad && m.grad_fn) add_retain_grad_hook(t);
+}
+
+}  // namespace
+
+namespace {
+
+// In place into a view while recording (PyTorch's CopySlices): the op's result is computed out
+// of place with its history, the view's base gets as its new value (and history) the old base
+// with the view's elements replaced by the result (as_strided_scatter, differentiable in both),
+// and the view's history becomes that region of the new base.
+int dispatch_into_view_and_record(const OpDef& op, std::span<const Tensor> inputs,
+                                  const Attrs& attrs, std::span<Tensor, kMaxOpOutputs> outputs) {
+  Tensor out = outputs[0];
+  Tensor base(out.impl()->view_base());
+  KILN_CHECK(!(base.requires_grad() && base.is_leaf()), Error, op.name,
+             ": a view of a leaf tensor that requires grad (shape ", base.shape_str(),
+             ") cannot be changed in place while gradients are recorded; do it under "
+             "kiln::NoGradGuard, or on a clone()");
+  KILN_CHECK(base.is_contiguous(), NotImplementedError, op.name,
+             ": an in-place change to a view of a non-contiguous tensor (shape ", base.shape_str(),
+             ", strides ", IntList(base.strides()),
+             ") while gradients are recorded is not supported; call .contiguous() on it first");
+  check_inplace_target(op, out);
+  std::array<Tensor, kMaxOpOutputs> result;
+  const int n = dispatch_no_autograd(op, inputs, attrs, result);
+  check_destination(op, TensorMeta(result[0].dtype(), result[0].sizes()), out);
+  record(op, inputs, attrs, std::span<Tensor>(result.data(), 1), inputs_to_save(op, inputs, out));
+  Tensor value = result[0].dtype() == out.dtype() ? result[0] : result[0].to(out.dtype());
+  // The region in the base's elements (the base is contiguous from its own offset).
+  const std::vector<int64_t> sizes = out.sizes().vec(), strides = out.strides().vec();
+  const int64_t offset = out.storage_offset() - base.storage_offset();
+  static const OpDef& scatter = *find_op("as_strided_scatter");
+  const Tensor scatter_inputs[] = {base, value};
+  Tensor new_base = dispatch1(scatter, scatter_inputs, Attrs{sizes, strides, offset});
+  copy_unrecorded(out, value);
+  take_history(base, new_base);
+  take_history(out, new_base.as_strided(sizes, strides, offset));
+  for (int i = 1; i < n; ++i) outputs[static_cast<size_t>(i)] = result[static_cast<size_t>(i)];
+  return n;
+}
+
+}  // namespace
+
 int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                         std::span<Tensor, kMaxOpOutputs> outputs) {
   bool any_requires = false;
@@ -123,12 +197,8 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
              ": a leaf tensor that requires grad (shape ", out.shape_str(),
              ") cannot be changed in place while gradients are recorded; do it under "
              "kiln::NoGradGuard, or on a clone()");
-  KILN_CHECK(!(any_requires && out.impl()->is_view() &&
-               (out.impl()->is_pending() || out.impl()->storage_if_concrete().use_count() > 1)),
-             NotImplementedError, op.name, ": an in-place change to a view (shape ",
-             out.shape_str(),
-             ") while gradients are recorded is not supported yet: the tensor it views would "
-             "not see the change in its history. Compute the result out of place instead");
+  if (any_requires && out.impl()->is_view() && out.impl()->view_base())
+    return dispatch_into_view_and_record(op, inputs, attrs, outputs);
   check_inplace_target(op, out);
   std::array<Tensor, kMaxOpOutputs> result;
   const int n = dispatch_no_autograd(op, inputs, attrs, result);
@@ -136,31 +206,14 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
   // broadcast and cast instead, and an integer `out` would end up requiring grad).
   check_destination(op, TensorMeta(result[0].dtype(), result[0].sizes()), out);
   // An input the derivative reads that shares the destination's storage is about to be
-  // overwritten: save a copy of its current value instead (recorded, so it keeps its history).
-  std::vector<Tensor> saved(inputs.begin(), inputs.end());
-  for (size_t i = 0; i < saved.size(); ++i) {
-    if (i >= 32 || !((op.derivative.saved_inputs >> i) & 1u)) continue;
-    if (saved[i].impl()->memory_id() == out.impl()->memory_id()) {
-      saved[i] = saved[i].clone();
-    }
-  }
-  if (any_requires) record(op, inputs, attrs, std::span<Tensor>(result.data(), 1), saved);
-  {
-    AutoGradMode off(false);
-    std::array<Tensor, kMaxOpOutputs> dst{out};
-    const Tensor copy_inputs[] = {out, result[0]};
-    static const OpDef& copy = *find_op("copy");
-    dispatch_no_autograd(copy, copy_inputs, Attrs{}, dst);
-  }
+  // overwritten: save a copy of its current value instead.
+  if (any_requires)
+    record(op, inputs, attrs, std::span<Tensor>(result.data(), 1), inputs_to_save(op, inputs, out));
+  copy_unrecorded(out, result[0]);
   if (any_requires) {
-    AutogradMeta& m = meta(out);
     // retain_grad follows the tensor to its new value (its other hooks stay with the old one,
     // as in PyTorch).
-    if (m.retains_grad && m.grad_fn) m.grad_fn->remove_pre_hook(m.retain_grad_hook);
-    m.grad_fn = result[0].grad_fn();
-    m.output_nr = 0;
-    out.impl()->set_requires_grad(result[0].requires_grad());
-    if (m.retains_grad && m.grad_fn) add_retain_grad_hook(out);
+    take_history(out, result[0]);
   } else if (out.impl()->autograd_meta()) {
     // Nothing that requires grad went into the new value: it has no history any more.
     out.impl()->autograd_meta()->grad_fn = nullptr;

@@ -457,7 +457,7 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   if (!base.impl()->is_pending()) return false;  // another capture's tensor, now concrete
   OpCall call{op, inputs, attrs};
   Tensor out = op.view(call);  // metadata only: pending on the base's buffer
-  out.impl()->set_is_view(true);
+  out.impl()->set_view_of(base.impl_ptr());
   auto* p = static_cast<PendingTensor*>(out.impl()->pending().get());
   p->value = record_call(
       op, {&in, 1}, attrs, [&] { return std::vector<TensorMeta>{view_info(out)}; }, grad);

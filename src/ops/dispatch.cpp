@@ -273,7 +273,7 @@ int run_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
   if (op.kind == OpKind::View) {
     KILN_CHECK(!outputs[0].defined(), Error, op.name, ": a view op has no in-place form");
     outputs[0] = op.view(call);
-    outputs[0].impl()->set_is_view(true);
+    outputs[0].impl()->set_view_of(inputs[0].impl_ptr());
     return 1;
   }
   if (op.kind == OpKind::DataDependent || op.kind == OpKind::Opaque) {

@@ -556,21 +556,59 @@ TEST(Autograd, InPlaceShapeMismatchIsAnErrorWhileRecording) {
   EXPECT_FALSE(a.requires_grad());
 }
 
-TEST(Autograd, InPlaceOnAViewWhileRecordingIsNotImplemented) {
+// PyTorch's CopySlices: writing in place into a view of a tensor that is part of a graph
+// rebases the base's history, so gradients flow through the write to both.
+TEST(Autograd, InPlaceOnASliceOfANonLeafRebasesTheBase) {
   Tensor x = leaf({1, 2, 3, 4});
   Tensor y = x * 1.0;
   Tensor v = y.slice(0, 0, 2);
-  expect_error<NotImplementedError>([&] { v.mul_(2); }, {"mul", "view"});
-  // A view of a tensor that needs no grad, written with a value that does.
+  v.mul_(2);
+  EXPECT_VALS(y.detach(), {2, 4, 3, 4});
+  ASSERT_TRUE(y.grad_fn());
+  (y * tensor({1.0, 10.0, 100.0, 1000.0})).sum().backward();
+  // d/dx: the first two elements were doubled.
+  EXPECT_VALS(x.grad(), {2, 20, 100, 1000});
+}
+
+TEST(Autograd, InPlaceOnAViewOfATensorWithoutGradTakesTheWrittenValuesHistory) {
+  Tensor x = leaf({1, 2, 3, 4});
   Tensor base = zeros({4});
   Tensor bv = base.slice(0, 1, 3);
-  expect_error<NotImplementedError>([&] { bv.add_(x.slice(0, 0, 2)); }, {"view"});
+  bv.add_(x.slice(0, 0, 2) * 3);
+  EXPECT_VALS(base.detach(), {0, 3, 6, 0});
+  EXPECT_TRUE(base.requires_grad());
+  base.sum().backward();
+  EXPECT_VALS(x.grad(), {3, 3, 0, 0});
+}
+
+TEST(Autograd, InPlaceThroughChainedViewsAndTheViewsOwnGradient) {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6});
+  Tensor y = x * 2.0;  // (exp would save its output, and eager rejects writing into it)
+  Tensor m = y.view({2, 3});
+  Tensor col = m.select(1, 0);  // a view of a view: elements 0 and 3
+  col.mul_(col);                // squares them
+  EXPECT_VALS(y.detach(), {4, 4, 6, 64, 10, 12});
+  y.sum().backward();
+  // d/dx of (2x)^2 is 8x for the squared elements, 2 for the others.
+  EXPECT_VALS(x.grad(), {8, 2, 2, 32, 2, 2});
+  // The view's own history is the written region of the new base.
+  Tensor x2 = leaf({1, 2, 3});
+  Tensor y2 = x2 * 2.0;
+  Tensor v2 = y2.slice(0, 1, 3);
+  v2.add_(1);
+  (v2 * 5).sum().backward();
+  EXPECT_VALS(x2.grad(), {0, 10, 10});
+}
+
+TEST(Autograd, InPlaceOnAViewOfALeafThatRequiresGradIsAnError) {
+  Tensor x = leaf({1, 2, 3, 4});
+  expect_error<Error>([&] { x.slice(0, 0, 2).mul_(2); }, {"mul", "leaf"});
   // Without recording, in-place on views works as usual.
   {
     NoGradGuard no_grad;
-    v.mul_(2);
+    x.slice(0, 0, 2).mul_(2);
   }
-  EXPECT_VALS(y.detach(), {2, 4, 3, 4});
+  EXPECT_VALS(x.detach(), {2, 4, 3, 4});
 }
 
 // ---------------------------------------------------------------- broadcasting and dtypes

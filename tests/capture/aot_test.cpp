@@ -293,6 +293,23 @@ TEST(AotPartition, W5BlockMinCutSavesLessThanEagersFormulas) {
   EXPECT_LE(cut.saved_bytes() * 100, eager_like.saved_bytes() * 82);
 }
 
+// CopySlices (in place into a view of a tensor with history) under every backend.
+TEST(AotAutograd, InPlaceOnASliceMatchesEagerUnderEveryBackend) {
+  auto body = [](const Tensor& x) {
+    Tensor y = x * 3.0;
+    y.slice(0, 0, 2).mul_(y.slice(0, 2, 4));
+    return (y * y).sum();
+  };
+  Tensor xe = tensor({1.0, 2.0, 3.0, 4.0}).requires_grad_();
+  body(xe).backward();
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    Tensor x = tensor({1.0, 2.0, 3.0, 4.0}).requires_grad_();
+    auto f = compile(body, {.backend = std::string(backend)});
+    f(x).backward();
+    expect_equal(x.grad(), xe.grad());
+  }
+}
+
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).

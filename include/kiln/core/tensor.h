@@ -120,6 +120,14 @@ class TensorImpl {
   // Made by a view op: shares storage with the tensor it was viewed from.
   bool is_view() const { return view_; }
   void set_is_view(bool v) { view_ = v; }
+  // A view's base: the first tensor of the chain of views it came from, which is not a view
+  // itself (autograd rebases its history when the view is written in place). Null otherwise.
+  const std::shared_ptr<TensorImpl>& view_base() const { return view_base_; }
+  // Marks this tensor a view of `of` (its base becomes of's base, or `of`).
+  void set_view_of(const std::shared_ptr<TensorImpl>& of) {
+    view_ = true;
+    view_base_ = of->view_base_ ? of->view_base_ : of;
+  }
   // Made under InferenceMode: may never be saved for backward.
   bool is_inference() const { return inference_; }
   void set_inference(bool v) { inference_ = v; }
@@ -138,6 +146,7 @@ class TensorImpl {
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<PendingValue> pending_;
   std::shared_ptr<AutogradMeta> autograd_;
+  std::shared_ptr<TensorImpl> view_base_;
   int64_t offset_;
   Shape sizes_;
   Shape strides_;
