@@ -60,8 +60,8 @@ Case rebuild(const Case& c, const std::vector<std::vector<Tensor>>& values,
     } else if (cut[i]) {
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const Tensor& value = values[i][k];
-        map[i].push_back(out.graph.add_placeholder(
-            TensorMeta::contiguous(value.dtype(), value.sizes())));
+        map[i].push_back(
+            out.graph.add_placeholder(TensorMeta::contiguous(value.dtype(), value.sizes())));
         out.inputs.push_back(value);
       }
     } else {
@@ -202,9 +202,9 @@ class Minifier {
       std::vector<ir::ValueRef> outs = current_.graph.outputs;
       outs.erase(outs.begin() + static_cast<std::ptrdiff_t>(i));
       const auto values = eager_values(current_);
-      if (accept_if_fails(
-              rebuild(current_, values, std::vector<bool>(current_.graph.nodes.size(), false), outs),
-              "drop an output"))
+      if (accept_if_fails(rebuild(current_, values,
+                                  std::vector<bool>(current_.graph.nodes.size(), false), outs),
+                          "drop an output"))
         any = true;
       else
         ++i;

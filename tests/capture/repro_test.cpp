@@ -187,8 +187,8 @@ TEST(Repro, BadSettingsAreClearErrors) {
     } catch (const ValueError& e) {
       EXPECT_NE(std::string(e.what()).find("aot_autograd"), std::string::npos) << e.what();
     }
-    EXPECT_NO_THROW(compile([](Tensor x) { return x + 1; },
-                            CompileOptions{.backend = "aot_eager"}));
+    EXPECT_NO_THROW(
+        compile([](Tensor x) { return x + 1; }, CompileOptions{.backend = "aot_eager"}));
   }
   {
     ReproEnv env("capture", "7");
@@ -242,7 +242,8 @@ TEST(Minify, Shrinks100NodeAccuracyFailureToTheOffendingNode) {
   EXPECT_EQ(r.ops_after, 1);
   EXPECT_TRUE(has_op(r.minimal.graph, "tanh"));
   // The minimal case still fails after a round trip through its folder.
-  const fs::path dir = fs::temp_directory_path() / ("kiln_minify_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_minify_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string folder = repro::write_repro(r.minimal, dir.string());
   std::ostringstream out;

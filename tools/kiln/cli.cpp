@@ -19,6 +19,8 @@ struct Command {
   const char* summary;
   std::function<ArgParser()> parser;
   std::function<int(const ParsedArgs&, std::ostream&, std::ostream&)> run;
+  // A flag that may also be given as the first argument without its name (`kiln minify DIR`).
+  const char* positional = nullptr;
 };
 
 const std::vector<Command>& commands() {
@@ -34,6 +36,8 @@ const std::vector<Command>& commands() {
       {"bench", "time the benchmark workloads and print a table of medians", bench_parser,
        run_bench},
       {"fuzz", "compare compiled runs of random programs with eager mode", fuzz_parser, run_fuzz},
+      {"minify", "shrink a failing repro folder to the ops that still fail", minify_parser,
+       run_minify, "repro"},
   };
   return all;
 }
@@ -49,7 +53,10 @@ int run_command(const Command& cmd, const std::vector<std::string>& args, std::o
                 std::ostream& err) {
   const ArgParser parser = cmd.parser();
   try {
-    ParsedArgs parsed = parser.parse(args);
+    std::vector<std::string> words = args;
+    if (cmd.positional && !words.empty() && !words[0].starts_with("-"))
+      words.insert(words.begin(), std::string("--") + cmd.positional);
+    ParsedArgs parsed = parser.parse(words);
     if (parsed.help_requested()) {
       out << parser.usage();
       return kExitOk;
