@@ -12,8 +12,7 @@ int main(int argc, char** argv) {
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
   const auto start = std::chrono::steady_clock::now();
   const kiln::reader_fuzz::Stats st = kiln::reader_fuzz::run(seed, iterations);
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& f : st.findings) std::cout << "FINDING " << f << "\n";
   std::cout << "inputs " << st.inputs << " (read " << st.accepted << ", rejected with kiln::Error "
             << st.rejected << ", findings " << st.findings.size() << ") in " << s << " s\n";

@@ -85,7 +85,8 @@ Backend with_injected_bug(Backend backend) {
   const std::string op = spec.substr(0, colon);
   const std::string how = colon == std::string::npos ? "" : spec.substr(colon + 1);
   KILN_CHECK(!op.empty() && (how == "crash" || how == "accuracy"), ValueError,
-             "KILN_TESTING_ONLY_INJECT_BUG='", spec, "' is invalid: expected <op>:crash or <op>:accuracy");
+             "KILN_TESTING_ONLY_INJECT_BUG='", spec,
+             "' is invalid: expected <op>:crash or <op>:accuracy");
   return [backend, op, how](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
     bool calls_op = false;
     for (const ir::Node& n : graph.nodes) calls_op = calls_op || (n.op && n.op->name == op);

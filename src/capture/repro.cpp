@@ -328,29 +328,35 @@ Backend wrap(Backend inner, std::string name, ReproSettings s) {
     try {
       compiled = inner(graph, metas);
     } catch (const std::exception& e) {
-      c.graph = graph;
-      c.inputs = example_inputs(graph);
-      c.message = e.what();
-      dump(s, std::move(c), inner, s.level >= 2);
-      throw;
+      try {
+        c.graph = graph;
+        c.inputs = example_inputs(graph);
+        c.message = e.what();
+        dump(s, std::move(c), inner, s.level >= 2);
+      } catch (const std::exception& inputs_failed) {
+        std::cerr << "[kiln] warning: no repro written: " << inputs_failed.what() << "\n";
+      }
+      throw;  // the backend's own error
     }
     auto checked = std::make_shared<std::once_flag>();
     auto graph_copy = std::make_shared<const ir::Graph>(graph);
     return [compiled, checked, graph_copy, c, inner, s](
                std::span<const Tensor> inputs,
-               std::span<const int64_t> runtime_values) mutable -> std::vector<Tensor> {
-      std::vector<Tensor> outs;
-      auto record = [&](FailureKind kind, std::string message) {
-        c.graph = with_runtime_values(*graph_copy, runtime_values);
-        for (const Tensor& t : inputs) c.inputs.push_back(t.contiguous().clone());
-        c.kind = kind;
-        c.message = std::move(message);
+               std::span<const int64_t> runtime_values) -> std::vector<Tensor> {
+      // The failing case, built only on a failure (runs may happen concurrently).
+      auto failed = [&](FailureKind kind, std::string message) {
+        ReproCase f = c;
+        f.graph = with_runtime_values(*graph_copy, runtime_values);
+        for (const Tensor& t : inputs) f.inputs.push_back(t.contiguous().clone());
+        f.kind = kind;
+        f.message = std::move(message);
+        return f;
       };
+      std::vector<Tensor> outs;
       try {
         outs = compiled(inputs, runtime_values);
       } catch (const std::exception& e) {
-        record(FailureKind::BackendError, e.what());
-        dump(s, c, inner, s.level >= 2);
+        dump(s, failed(FailureKind::BackendError, e.what()), inner, s.level >= 2);
         throw;
       }
       if (s.level < 3) return outs;
@@ -362,8 +368,7 @@ Backend wrap(Backend inner, std::string name, ReproSettings s) {
             compare_outputs(outs, ir::interpret(*graph_copy, inputs, runtime_values), s.tolerance);
       });
       if (diff.empty()) return outs;
-      record(FailureKind::Accuracy, diff);
-      dump(s, c, inner, s.level >= 4);
+      dump(s, failed(FailureKind::Accuracy, diff), inner, s.level >= 4);
       throw Error(detail::concat("kiln::compile: backend '", c.backend,
                                  "' disagrees with eager (KILN_REPRO_LEVEL=", s.level, "): ", diff,
                                  "; the repro is under ", s.dir));

@@ -28,9 +28,9 @@ struct Stats {
 // Valid safetensors files: every dtype, 0-d and empty tensors, metadata.
 inline std::vector<std::string> safetensors_seeds() {
   std::vector<std::string> seeds;
-  seeds.push_back(safetensors_to_bytes({{"w", arange(6, DType::Float32).reshape({2, 3})},
-                                        {"b", tensor({1, 2, 3}, DType::Int64)}},
-                                       {{"format", "pt"}}));
+  seeds.push_back(safetensors_to_bytes(
+      {{"w", arange(6, DType::Float32).reshape({2, 3})}, {"b", tensor({1, 2, 3}, DType::Int64)}},
+      {{"format", "pt"}}));
   seeds.push_back(safetensors_to_bytes({{"flag", tensor({1, 0}, DType::Bool)},
                                         {"i32", tensor({7}, DType::Int32)},
                                         {"f64", scalar_tensor(2.5, DType::Float64)},
@@ -50,22 +50,54 @@ inline std::vector<std::string> graph_seeds() {
   });
   compile([](Tensor x) { return (x.sum({1}, true) * 2 + x.transpose(0, 1).matmul(x)).tanh(); },
           o)(ones({3, 3}));
-  compile([](Tensor x) { return std::vector<Tensor>{softmax(x, -1), x.max({0}), x > 0.5}; }, o)(
-      ones({2, 5}));
+  compile(
+      [](Tensor x) {
+        return std::vector<Tensor>{softmax(x, -1), max(x, 0).second, x > 0.5};
+      },
+      o)(ones({2, 5}));
   compile([](Tensor x) { return dropout(x, 0.25) + cat({x, x}, 0).sum(); }, o)(ones({4}));
-  compile([](Tensor x) { return where(x > 0, x, zeros_like(x)).reshape({-1}).cumsum(0); }, o)(
-      ones({2, 3}));
+  compile([](Tensor x) { return cumsum(where(x > 0, x, zeros_like(x)).reshape({-1}), 0); },
+          o)(ones({2, 3}));
   return *texts;
 }
 
 // One random edit of `s`; `text` adds token-level edits (numbers, separators, whole lines).
 inline void mutate_once(std::string& s, std::mt19937_64& rng, bool text) {
   auto pick = [&](size_t n) { return n ? static_cast<size_t>(rng() % n) : 0; };
-  static const char* kTokens[] = {"0", "-1", "1", "2", "-9223372036854775808",
-                                  "9223372036854775807", "18446744073709551616", "4294967296",
-                                  "99999999999999999999", "1e308", "nan", "inf", ":", ",", " ",
-                                  "\n", "v", "b1", "sI", "I", "F", "n", "\"", "{", "}", "[", "]",
-                                  "\\u0000", "\\", "\xff", "call", "input", "output", "constant"};
+  static const char* kTokens[] = {"0",
+                                  "-1",
+                                  "1",
+                                  "2",
+                                  "-9223372036854775808",
+                                  "9223372036854775807",
+                                  "18446744073709551616",
+                                  "4294967296",
+                                  "99999999999999999999",
+                                  "1e308",
+                                  "nan",
+                                  "inf",
+                                  ":",
+                                  ",",
+                                  " ",
+                                  "\n",
+                                  "v",
+                                  "b1",
+                                  "sI",
+                                  "I",
+                                  "F",
+                                  "n",
+                                  "\"",
+                                  "{",
+                                  "}",
+                                  "[",
+                                  "]",
+                                  "\\u0000",
+                                  "\\",
+                                  "\xff",
+                                  "call",
+                                  "input",
+                                  "output",
+                                  "constant"};
   const int kinds = text ? 9 : 7;
   switch (rng() % kinds) {
     case 0:  // flip a bit
@@ -94,8 +126,13 @@ inline void mutate_once(std::string& s, std::mt19937_64& rng, bool text) {
       break;
     case 6:  // overwrite 1, 2, 4 or 8 bytes with an extreme integer (binary length fields)
       if (s.size() >= 8) {
-        const uint64_t values[] = {0, ~0ull, 1ull << 63, 0x7fffffffull, 0xffffffffull,
-                                   static_cast<uint64_t>(s.size()), static_cast<uint64_t>(s.size()) + 1};
+        const uint64_t values[] = {0,
+                                   ~0ull,
+                                   1ull << 63,
+                                   0x7fffffffull,
+                                   0xffffffffull,
+                                   static_cast<uint64_t>(s.size()),
+                                   static_cast<uint64_t>(s.size()) + 1};
         const uint64_t v = values[pick(std::size(values))];
         const size_t width = size_t{1} << pick(4);
         const size_t at = pick(s.size() - width + 1);
@@ -119,13 +156,19 @@ inline void mutate_once(std::string& s, std::mt19937_64& rng, bool text) {
       std::vector<std::string> lines;
       size_t start = 0;
       for (size_t k = 0; k <= s.size(); ++k)
-        if (k == s.size() || s[k] == '\n') lines.push_back(s.substr(start, k - start)), start = k + 1;
+        if (k == s.size() || s[k] == '\n')
+          lines.push_back(s.substr(start, k - start)), start = k + 1;
       if (lines.size() < 2) break;
       const size_t a = pick(lines.size()), b = pick(lines.size());
       switch (rng() % 3) {
-        case 0: std::swap(lines[a], lines[b]); break;
-        case 1: lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(a)); break;
-        default: lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(a), lines[b]);
+        case 0:
+          std::swap(lines[a], lines[b]);
+          break;
+        case 1:
+          lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(a));
+          break;
+        default:
+          lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(a), lines[b]);
       }
       s.clear();
       for (size_t k = 0; k < lines.size(); ++k) s += (k ? "\n" : "") + lines[k];
@@ -170,11 +213,13 @@ inline Stats run(uint64_t seed, int64_t iterations) {
       feed(st, "load_safetensors", file, [](const std::string& f) { (void)load_safetensors(f); });
     }
     std::string text = graph_texts[rng() % graph_texts.size()];
-    for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k) mutate_once(text, rng, rng() % 4 != 0);
+    for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k)
+      mutate_once(text, rng, rng() % 4 != 0);
     feed(st, "parse_graph", text, [](const std::string& t) {
       const ir::Graph g = ir::parse_graph(t);
       (void)g.to_string();
       (void)g.hash();
+      (void)g.runtime_attr_values();
       const ir::Graph again = ir::parse_graph(g.serialize());
       if (!ir::structurally_equal(g, again))
         throw std::logic_error("parse_graph(serialize(g)) differs from g");
