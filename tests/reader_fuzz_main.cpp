@@ -11,7 +11,11 @@ int main(int argc, char** argv) {
   const int64_t iterations = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
   const auto start = std::chrono::steady_clock::now();
-  const kiln::reader_fuzz::Stats st = kiln::reader_fuzz::run(seed, iterations);
+  const kiln::reader_fuzz::Stats st = kiln::reader_fuzz::run(
+      seed, iterations, [](int64_t i, const kiln::reader_fuzz::Stats& so_far) {
+        std::cout << "after " << i << " iterations: " << so_far.inputs << " inputs, "
+                  << so_far.findings.size() << " findings" << std::endl;
+      });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& f : st.findings) std::cout << "FINDING " << f << "\n";
   std::cout << "inputs " << st.inputs << " (read " << st.accepted << ", rejected with kiln::Error "

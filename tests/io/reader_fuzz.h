@@ -193,7 +193,9 @@ inline void feed(Stats& st, const char* what, const std::string& input,
 // `iterations` mutated inputs for each reader (safetensors bytes, safetensors file every 64th,
 // graph text), from `seed`. A parsed graph is also serialized again and reparsed, which must
 // succeed.
-inline Stats run(uint64_t seed, int64_t iterations) {
+// `progress` (may be empty) is called every 2^16 iterations with the tally so far.
+inline Stats run(uint64_t seed, int64_t iterations,
+                 const std::function<void(int64_t, const Stats&)>& progress = {}) {
   Stats st;
   std::mt19937_64 rng(seed);
   const std::vector<std::string> st_seeds = safetensors_seeds();
@@ -202,6 +204,7 @@ inline Stats run(uint64_t seed, int64_t iterations) {
                             ("kiln_reader_fuzz_" + std::to_string(::getpid()) + ".safetensors"))
                                .string();
   for (int64_t i = 0; i < iterations; ++i) {
+    if (progress && i > 0 && i % 65536 == 0) progress(i, st);
     std::string bytes = st_seeds[rng() % st_seeds.size()];
     for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k) mutate_once(bytes, rng, rng() % 2);
     feed(st, "safetensors_from_bytes", bytes, [](const std::string& b) {
