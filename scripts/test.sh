@@ -22,5 +22,7 @@ if [ "$preset" = release ]; then
   cmake -S examples/find_package -B "$prefix/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$prefix/consumer" >/dev/null
   "$prefix/consumer/consumer"
+  # A repro folder written by the library rebuilds against the installed Kiln and still fails.
+  scripts/repro_rebuild_check.sh "$prefix" build/release/tools/kiln/kiln
 fi
 echo "[test] $preset: passed in $(( $(date +%s) - start )) s"

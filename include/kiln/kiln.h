@@ -4,6 +4,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
 #include "kiln/capture/debug.h"
+#include "kiln/capture/repro.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

@@ -1,11 +1,13 @@
 // The backend registry: names to backends. "eager", "aot_eager" (AOT autograd around the eager
 // interpreter) and "inductor" are built in.
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
 
 #include "backends/inductor/cpp_compiler.h"
 #include "kiln/capture/compile.h"
+#include "kiln/ops/factory.h"
 
 namespace kiln {
 
@@ -71,11 +73,42 @@ std::vector<std::string> list_backends() {
   return names;
 }
 
+namespace {
+// KILN_TESTING_ONLY_INJECT_BUG=<op>:crash|accuracy (torch's inject_relu_bug_TESTING_ONLY): a
+// looked-up backend throws on, or adds 1 to the outputs of, every graph calling <op>. Lets the
+// repro tests show that a repro rebuilt against an installed Kiln still fails (scripts/test.sh).
+Backend with_injected_bug(Backend backend) {
+  const char* env = std::getenv("KILN_TESTING_ONLY_INJECT_BUG");
+  if (!env || !*env || backend.target<detail::AotBackendFn>()) return backend;
+  const std::string spec = env;
+  const size_t colon = spec.find(':');
+  const std::string op = spec.substr(0, colon);
+  const std::string how = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  KILN_CHECK(!op.empty() && (how == "crash" || how == "accuracy"), ValueError,
+             "KILN_TESTING_ONLY_INJECT_BUG='", spec,
+             "' is invalid: expected <op>:crash or <op>:accuracy");
+  return [backend, op, how](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
+    bool calls_op = false;
+    for (const ir::Node& n : graph.nodes) calls_op = calls_op || (n.op && n.op->name == op);
+    KILN_CHECK(!(calls_op && how == "crash"), Error,
+               "injected bug (KILN_TESTING_ONLY_INJECT_BUG): cannot compile ", op);
+    CompiledGraph run = backend(graph, inputs);
+    if (!calls_op) return run;
+    return CompiledGraph([run](std::span<const Tensor> in, std::span<const int64_t> rt) {
+      std::vector<Tensor> outs = run(in, rt);
+      for (Tensor& o : outs)
+        if (o.is_floating_point()) o = o.add(scalar_tensor(1.0, o.dtype()));
+      return outs;
+    });
+  };
+}
+}  // namespace
+
 Backend lookup_backend(const std::string& name) {
   auto& r = backend_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.backends.find(name);
-  if (it != r.backends.end()) return it->second;
+  if (it != r.backends.end()) return with_injected_bug(it->second);
   std::string known;
   for (const auto& [n, b] : r.backends) known += (known.empty() ? "" : ", ") + n;
   throw Error(

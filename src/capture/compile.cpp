@@ -7,6 +7,7 @@
 #include <shared_mutex>
 
 #include "capture/tracer.h"
+#include "kiln/capture/repro.h"
 
 namespace kiln {
 
@@ -101,6 +102,11 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   else
     backend = std::get<Backend>(options.backend);
   KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
+  // KILN_REPRO_AFTER: failures of this backend are written as standalone repros.
+  if (const auto* name = std::get_if<std::string>(&options.backend))
+    backend = repro::wrap_backend_for_repro(std::move(backend), name->empty() ? "eager" : *name);
+  else
+    backend = repro::wrap_backend_for_repro(std::move(backend), "");
   name = options.name;
   if (name.empty()) {
     std::string file = loc.file_name();

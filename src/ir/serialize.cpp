@@ -6,11 +6,13 @@
 //   <strides> <offset>)... output <n> <node:output>... runtime <node> <attr>
 // Attributes are typed: n (none), i<int>, d<hex float>, b<0|1>, t<dtype>, s<dtype-letter><value>,
 // v<n>,<e1>,..., q<length>:<bytes>.
+#include <cstdint>
 #include <cstring>
 #include <sstream>
+#include <variant>
 
-#include "ops/schema.h"
 #include "kiln/ir/graph.h"
+#include "ops/schema.h"
 
 namespace kiln::ir {
 
@@ -100,6 +102,12 @@ struct Reader {
     }
   }
   int64_t integer() { return integer(word()); }
+  // A node, output or attribute index: must fit an int32 (a larger one would wrap around).
+  int32_t index(std::string_view s) const {
+    const int64_t v = integer(s);
+    if (v < INT32_MIN || v > INT32_MAX) fail("index " + std::string(s) + " out of range");
+    return static_cast<int32_t>(v);
+  }
   // A count of items still to come on this line (each needs at least one character).
   size_t count() {
     const int64_t n = integer();
@@ -191,8 +199,8 @@ struct Reader {
     std::string w = word();
     size_t colon = w.find(':');
     if (colon == std::string::npos) fail("bad value reference '" + w + "'");
-    ValueRef v{static_cast<int32_t>(integer(std::string_view(w).substr(0, colon))),
-               static_cast<int32_t>(integer(std::string_view(w).substr(colon + 1)))};
+    ValueRef v{index(std::string_view(w).substr(0, colon)),
+               index(std::string_view(w).substr(colon + 1))};
     if (v.node < 0 || v.node >= num_nodes || v.output < 0)
       fail("reference to a node not defined before it: " + w);
     return v;
@@ -287,10 +295,15 @@ Graph parse_graph(const std::string& text) {
       for (ValueRef& v : g.outputs) v = check_output(r.ref(num_nodes));
       has_output = true;
     } else if (kind == "runtime") {
-      RuntimeAttr ra{static_cast<int32_t>(r.integer()), static_cast<int32_t>(r.integer())};
+      const int32_t node = r.index(r.word());
+      const int32_t attr = r.index(r.word());
+      RuntimeAttr ra{node, attr};
       if (ra.node < 0 || ra.node >= num_nodes ||
           ra.attr >= static_cast<int32_t>(g.nodes[ra.node].attrs.size()) || ra.attr < 0)
         r.fail("runtime attribute out of range");
+      // Runtime values are integers (a seed, an offset): Graph::runtime_attr_values reads them so.
+      if (!std::holds_alternative<int64_t>(g.nodes[ra.node].attrs[static_cast<size_t>(ra.attr)]))
+        r.fail("runtime attribute is not an integer attribute");
       g.runtime_attrs.push_back(ra);
     } else {
       r.fail("unknown record '" + kind + "'");

@@ -2,7 +2,10 @@
 // the real backends that must find nothing (the CI budget).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -55,6 +58,38 @@ TEST(Fuzz, FindsPlantedTanhBug) {
     }
   }
   EXPECT_EQ(found, 1) << "30 programs did not find the planted bug";
+}
+
+// With --out, a finding is also written as a repro folder and minified to the buggy op.
+TEST(Fuzz, FindingIsWrittenAsAMinifiedRepro) {
+  register_buggy_backend();
+  uint64_t seed = 1;
+  while (seed <= 30 && check(generate(seed, 6), "test_buggy_tanh").verdict != Verdict::kMismatch)
+    ++seed;
+  ASSERT_LE(seed, 30u);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kiln_fuzz_repro_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run_cli({"fuzz", "--programs", "1", "--seed", std::to_string(seed), "--backend",
+                          "test_buggy_tanh", "--out", dir.string()},
+                         out, err),
+            cli::kExitError);
+  const size_t at = out.str().find("repro: ");
+  ASSERT_NE(at, std::string::npos) << out.str() << err.str();
+  const std::string folder = out.str().substr(at + 7, out.str().find(' ', at + 7) - at - 7);
+  repro::ReproCase minimal = repro::load_repro(folder + "/minified");
+  EXPECT_EQ(minimal.kind, repro::FailureKind::Accuracy);
+  ASSERT_EQ(minimal.graph.num_calls(), 1) << minimal.graph;
+  bool tanh = false;
+  for (const ir::Node& n : minimal.graph.nodes) tanh = tanh || (n.op && n.op->name == "tanh");
+  EXPECT_TRUE(tanh) << minimal.graph;
+  // `kiln minify` on the written repro reaches the same single op.
+  std::ostringstream mout, merr;
+  EXPECT_EQ(cli::run_cli({"minify", folder, "--out", (dir / "again").string()}, mout, merr), 0)
+      << merr.str();
+  EXPECT_NE(mout.str().find("ops -> 1 ops"), std::string::npos) << mout.str();
+  std::filesystem::remove_all(dir);
 }
 
 // The CI budget: 30 programs of 6 ops, eager and inductor; must find nothing.

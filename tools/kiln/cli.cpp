@@ -36,6 +36,8 @@ const std::vector<Command>& commands() {
       {"fuzz", "compare compiled runs of random programs with eager mode", fuzz_parser, run_fuzz},
       {"report", "write an HTML page of what a debug run (KILN_DEBUG_DIR) compiled", report_parser,
        run_report},
+      {"minify", "shrink a failing repro folder to the ops that still fail", minify_parser,
+       run_minify},
   };
   return all;
 }

@@ -25,6 +25,10 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 ArgParser report_parser();
 int run_report(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 
+// ---- kiln minify: shrink a failing repro folder ---------------------------------------------
+ArgParser minify_parser();
+int run_minify(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+
 // ---- kiln train: train a character-level GPT ------------------------------------------------
 // Every value checked: sizes positive, rates in range, --embd a multiple of --heads, files
 // present.

@@ -1,9 +1,11 @@
 // `kiln fuzz`: differential fuzzing of the compile backends against eager mode.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -39,6 +41,48 @@ void write_finding(const std::string& dir, const fuzz::Program& p, const std::st
   f << "# backend " << backend << ": " << detail << "\n" << p.text();
 }
 
+// Sets an environment variable for the life of this object, then restores the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Runs a failing program again with the repro hook on at level 4, so its graph is written as a
+// repro folder and minified (kiln::repro); returns the folders written.
+std::vector<std::string> write_repros(const std::string& dir, const fuzz::Program& p,
+                                      const std::string& backend) {
+  const std::filesystem::path root =
+      std::filesystem::path(dir) / ("seed" + std::to_string(p.seed) + "_" + backend + "_repros");
+  std::filesystem::remove_all(root);
+  {
+    ScopedEnv after("KILN_REPRO_AFTER", "capture");
+    ScopedEnv level("KILN_REPRO_LEVEL", "4");
+    ScopedEnv where("KILN_REPRO_DIR", root.string());
+    // The fuzzer's own threshold (it compares with rtol 1e-4), not the looser default.
+    ScopedEnv tolerance("KILN_REPRO_TOLERANCE", "1e-4");
+    fuzz::check(p, backend);
+  }
+  std::vector<std::string> folders;
+  if (std::filesystem::exists(root))
+    for (const auto& e : std::filesystem::directory_iterator(root))
+      if (e.is_directory()) folders.push_back(e.path().string());
+  std::sort(folders.begin(), folders.end());
+  return folders;
+}
+
 }  // namespace
 
 ArgParser fuzz_parser() {
@@ -47,7 +91,9 @@ ArgParser fuzz_parser() {
       .add_int("seed", "S", 1, "seed of the first program (program i uses seed S+i)", 0)
       .add_string("backend", "LIST", "eager,inductor", "comma-separated backends to compare")
       .add_int("ops-per-program", "K", 6, "op calls per program")
-      .add_string("out", "DIR", "", "write each failing program as a text file into DIR");
+      .add_string("out", "DIR", "",
+                  "write each failing program as a text file into DIR, and its failing graph as a "
+                  "minified repro folder (see kiln minify)");
   return p;
 }
 
@@ -73,7 +119,17 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
           << " --programs 1): " << (c.verdict == fuzz::Verdict::kError ? "error: " : "mismatch: ")
           << c.detail << "\n"
           << p.text() << "\n";
-      if (!out_dir.empty()) write_finding(out_dir, p, b, c.detail);
+      if (!out_dir.empty()) {
+        write_finding(out_dir, p, b, c.detail);
+        const std::vector<std::string> repros = write_repros(out_dir, p, b);
+        for (const std::string& r : repros)
+          out << "repro: " << r
+              << (std::filesystem::exists(r + "/minified") ? " (minimal: " + r + "/minified)" : "")
+              << "\n";
+        if (repros.empty())
+          out << "no repro: the difference is not inside one captured graph (see the program "
+                 "text)\n";
+      }
     }
     if ((i + 1) % 10 == 0 || i + 1 == programs)
       err << "[fuzz] " << i + 1 << "/" << programs << " programs\n" << std::flush;
