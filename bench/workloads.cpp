@@ -88,8 +88,8 @@ std::function<void()> w6_single_compiled() {
 // `model = torch.compile(model)`, with the loss, backward() and the optimizer outside.
 template <class M>
 std::function<Tensor(const Tensor&)> forward_of(std::shared_ptr<M> model,
-                                               const std::string& model_backend,
-                                               const char* name) {
+                                                const std::string& model_backend,
+                                                const char* name) {
   if (model_backend.empty()) return [model](const Tensor& x) { return model->forward(x); };
   auto fn = [model](const Tensor& x) { return model->forward(x); };
   auto compiled = std::make_shared<decltype(compile(fn))>(

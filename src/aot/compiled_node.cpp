@@ -163,7 +163,8 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
   // The compiled backward computes without recording, so its gradients have no history.
   KILN_CHECK(!is_grad_enabled(), NotImplementedError,
              "double backward (create_graph=true) through a graph compiled with AOT autograd (",
-             name(), ") is not supported, as in torch.compile; compile with the \"eager\" "
+             name(),
+             ") is not supported, as in torch.compile; compile with the \"eager\" "
              "backend to differentiate twice");
   KILN_CHECK(!released_, Error, "trying to run ", name(),
              " a second time: its saved tensors were freed after the first backward pass. Pass "
@@ -185,10 +186,10 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
         continue;
       }
       const TensorMeta& m = output_meta()[slot];
-      inputs[first_tangent + static_cast<size_t>(k)] =
-          !has_grad                      ? zeros(m.sizes, m.dtype)
-          : grads[slot].is_contiguous() ? grads[slot]
-                                        : grads[slot].contiguous();
+      inputs[first_tangent + static_cast<size_t>(k)] = !has_grad ? zeros(m.sizes, m.dtype)
+                                                       : grads[slot].is_contiguous()
+                                                           ? grads[slot]
+                                                           : grads[slot].contiguous();
     }
     std::vector<int64_t> values;
     for (int32_t k : plan_->partition.backward_runtime_index)

@@ -91,8 +91,8 @@ class BackwardTracer {
     d.fn(call, grad_inputs);
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       if (!grad_inputs[j].defined() || !requires_grad(n.inputs[j])) continue;
-      accumulate(n.inputs[j], autograd::gradient_for_input(input_meta[j], grad_inputs[j],
-                                                           n.op->name, j));
+      accumulate(n.inputs[j],
+                 autograd::gradient_for_input(input_meta[j], grad_inputs[j], n.op->name, j));
     }
   }
 

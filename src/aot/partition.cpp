@@ -256,8 +256,8 @@ Partition partition_min_cut(const JointGraph& joint) {
     if (!recomputable(n)) net.add_edge(source, in(k), kInfinite);
     for (ir::ValueRef u : n.inputs)
       if (!vertex[static_cast<size_t>(u.node)].empty())
-        net.add_edge(out(vertex[static_cast<size_t>(u.node)][static_cast<size_t>(u.output)]),
-                     in(k), kInfinite);
+        net.add_edge(out(vertex[static_cast<size_t>(u.node)][static_cast<size_t>(u.output)]), in(k),
+                     kInfinite);
   }
   for (ir::ValueRef v : read_by_backward(joint))
     net.add_edge(out(vertex[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]), sink,

@@ -7,8 +7,8 @@
 #include <optional>
 #include <sstream>
 
-#include "capture/tracer.h"
 #include "aot/compiled_node.h"
+#include "capture/tracer.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -231,7 +231,8 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     if (!(replay_.entry && replay_.candidates.empty())) remember_recent(st, segment_index_, entry);
     const std::vector<int64_t> values = runtime_values_for(*entry, graph);
     InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
-    outs = grad ? run_with_autograd(entry.get(), graph, *grad) : entry->compiled(rec_.inputs, values);
+    outs =
+        grad ? run_with_autograd(entry.get(), graph, *grad) : entry->compiled(rec_.inputs, values);
     last_entry_ = entry;
   }
   check_backend_outputs(st, graph, rec_.inputs, outs);
@@ -339,7 +340,8 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
     grad_node_->abandon(plan->why);
     std::vector<Tensor> results;
     for (ir::ValueRef v : graph.outputs)
-      results.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)].detach());
+      results.push_back(
+          values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)].detach());
     return results;
   }
   std::vector<int64_t> forward_values;

@@ -29,8 +29,7 @@ struct CacheEntry {
   // AOT autograd: the graph compiled as forward/backward pairs, one per set of differentiated
   // values (node, output pairs), made on first use.
   std::mutex aot_mu;
-  std::map<std::vector<std::pair<int32_t, int32_t>>, std::shared_ptr<const aot::AotPlan>>
-      aot_plans;
+  std::map<std::vector<std::pair<int32_t, int32_t>>, std::shared_ptr<const aot::AotPlan>> aot_plans;
 };
 
 // Where a sync point came from: an explicit location, or return addresses symbolised lazily.

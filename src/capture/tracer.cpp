@@ -481,9 +481,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   }
   bool grad = false;
   if (aot_) {
-    grad = is_grad_enabled() && std::ranges::any_of(inputs, [](const Tensor& t) {
-             return t.impl()->requires_grad();
-           });
+    grad = is_grad_enabled() &&
+           std::ranges::any_of(inputs, [](const Tensor& t) { return t.impl()->requires_grad(); });
     if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
       sync_current(why, std::source_location::current(), false);
       return false;

@@ -250,8 +250,9 @@ TEST(AotAutograd, ModelStyleMlpAndGptBlockStepsTrainAsEager) {
   optim::SGD eo4(e4->parameters(), optim::SGDOptions{.lr = 0.1});
   optim::SGD co4(c4->parameters(), optim::SGDOptions{.lr = 0.1});
   Tensor labels = randint(0, 5, {8});
-  expect_training_matches_eager(e4, c4, eo4, co4, randn({8, 20}),
-                                [&](const Tensor& logits) { return cross_entropy(logits, labels); });
+  expect_training_matches_eager(e4, c4, eo4, co4, randn({8, 20}), [&](const Tensor& logits) {
+    return cross_entropy(logits, labels);
+  });
 
   auto e5 = std::make_shared<nn::Block>(32, 4), c5 = std::make_shared<nn::Block>(32, 4);
   c5->load_state_dict(e5->state_dict());
@@ -281,8 +282,8 @@ TEST(AotPartition, W5BlockMinCutSavesLessThanEagersFormulas) {
   const aot::Partition cut = aot::partition_min_cut(joint);
   auto count = [](const ir::Graph& g) { return g.num_calls(); };
   std::cout << "[W5 block] saved by eager's formulas: " << eager_like.saved_bytes() / 1024
-            << " KiB in " << eager_like.saved.size() << " tensors; min-cut: "
-            << cut.saved_bytes() / 1024 << " KiB in " << cut.saved.size()
+            << " KiB in " << eager_like.saved.size()
+            << " tensors; min-cut: " << cut.saved_bytes() / 1024 << " KiB in " << cut.saved.size()
             << " tensors; forward ops " << count(cut.forward) << ", backward ops "
             << count(cut.backward) << " (save-all backward: " << count(eager_like.backward)
             << ")\n";
@@ -316,7 +317,10 @@ TEST(AotAutograd, InPlaceOnASliceMatchesEagerUnderEveryBackend) {
 ir::Graph chain_graph() {
   std::vector<TensorMeta> inputs{TensorMeta(DType::Float32, {1024})};
   ir::Graph g = capture::trace_graph(
-      inputs, [](std::span<const Tensor> in) { return std::vector<Tensor>{(in[0].tanh() * 2).exp().sigmoid().sum()}; },
+      inputs,
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{(in[0].tanh() * 2).exp().sigmoid().sum()};
+      },
       "test");
   g.nodes[0].outputs[0].requires_grad = true;
   for (ir::Node& n : g.nodes)
