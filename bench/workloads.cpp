@@ -1,5 +1,7 @@
 #include "workloads.h"
 
+#include <variant>
+
 #include "kiln/kiln.h"
 
 namespace kiln::bench {
@@ -83,14 +85,23 @@ std::function<void()> w6_single_compiled() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
+// A backend (by name or as a callable) for a W4/W5 step's model; "" for none: eager mode.
+using ModelBackend = std::variant<std::string, Backend>;
+bool is_eager(const ModelBackend& b) {
+  const auto* name = std::get_if<std::string>(&b);
+  return name && name->empty();
+}
+// AOT autograd with inductor compiling both halves.
+ModelBackend aot_inductor() { return aot_autograd(lookup_backend("inductor")); }
+
 // The module a W4/W5 step trains, and its forward as the step calls it: the module itself, or
 // (`model_backend` set) the module compiled with that backend, as torch users write
 // `model = torch.compile(model)`, with the loss, backward() and the optimizer outside.
 template <class M>
 std::function<Tensor(const Tensor&)> forward_of(std::shared_ptr<M> model,
-                                                const std::string& model_backend,
+                                                const ModelBackend& model_backend,
                                                 const char* name) {
-  if (model_backend.empty()) return [model](const Tensor& x) { return model->forward(x); };
+  if (is_eager(model_backend)) return [model](const Tensor& x) { return model->forward(x); };
   auto fn = [model](const Tensor& x) { return model->forward(x); };
   auto compiled = std::make_shared<decltype(compile(fn))>(
       compile(fn, CompileOptions{.backend = model_backend, .name = name}));
@@ -99,7 +110,7 @@ std::function<Tensor(const Tensor&)> forward_of(std::shared_ptr<M> model,
 
 // W4: one MLP training step: batch 256, 784-512-512-10 with ReLU, cross-entropy, backward,
 // SGD (lr 0.01). W4m: the model compiled (see forward_of).
-std::function<void()> w4(const std::string& model_backend = "", const char* name = "W4") {
+std::function<void()> w4(const ModelBackend& model_backend = "", const char* name = "W4") {
   manual_seed(4);
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(784, 512))
@@ -117,14 +128,14 @@ std::function<void()> w4(const std::string& model_backend = "", const char* name
     loss.backward();
     opt->step();
   };
-  if (!model_backend.empty()) step();  // compiles both halves outside the timed calls
+  if (!is_eager(model_backend)) step();  // compiles both halves outside the timed calls
   return step;
 }
 
 // W5: one GPT-2-style block training step: B=8, T=128, C=256, 4 heads, causal attention
 // (matmul + masked softmax), LayerNorm, GELU MLP (4x), MSE loss against a random target,
 // backward, AdamW. W5m: the block compiled (see forward_of).
-std::function<void()> w5(const std::string& model_backend = "", const char* name = "W5") {
+std::function<void()> w5(const ModelBackend& model_backend = "", const char* name = "W5") {
   manual_seed(5);
   auto block = std::make_shared<nn::Block>(256, 4);
   auto opt = std::make_shared<optim::AdamW>(block->parameters(), optim::AdamWOptions{});
@@ -137,7 +148,7 @@ std::function<void()> w5(const std::string& model_backend = "", const char* name
     loss.backward();
     opt->step();
   };
-  if (!model_backend.empty()) step();
+  if (!is_eager(model_backend)) step();
   return step;
 }
 
@@ -276,6 +287,10 @@ const std::vector<Workload>& workloads() {
        [] { return w4("aot_eager", "W4m"); }},
       {"W5m", "W5 with the block compiled (aot_eager), loss/backward/step outside", "n/a",
        [] { return w5("aot_eager", "W5m"); }},
+      {"W4mi", "W4m with aot_autograd(inductor): forward and backward generated", "n/a",
+       [] { return w4(aot_inductor(), "W4mi"); }},
+      {"W5mi", "W5m with aot_autograd(inductor): forward and backward generated", "n/a",
+       [] { return w5(aot_inductor(), "W5mi"); }},
       {"W6", "100 small pointwise ops (add/mul/tanh) on [64]", "224 us", w6},
       {"W6c", "W6 through kiln::compile (eager backend, cached graph)", "n/a", w6_compiled},
       {"W6s", "one add on [64]", "n/a", w6_single},

@@ -18,6 +18,15 @@ std::vector<TensorMeta> placeholder_metas(const ir::Graph& g) {
     if (n.kind == ir::NodeKind::Placeholder) metas.push_back(n.outputs[0]);
   return metas;
 }
+// Per node and output: whether some node of `g` reads the value.
+std::vector<std::vector<bool>> values_read(const ir::Graph& g) {
+  std::vector<std::vector<bool>> read(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) read[i].assign(g.nodes[i].outputs.size(), false);
+  for (const ir::Node& n : g.nodes)
+    for (ir::ValueRef in : n.inputs)
+      read[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)] = true;
+  return read;
+}
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -25,8 +34,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const ir::ValueRef> values,
-                                            const Backend& fw_compiler, const Backend& bw_compiler,
-                                            std::span<const TensorMeta> input_metas) {
+                                            const Backend& fw_compiler,
+                                            const Backend& bw_compiler) {
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<AotPlan>();
   JointGraph joint;
@@ -46,15 +55,11 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->missing_derivative = joint.missing_derivative;
   int32_t next = 0;
   for (const auto& g : joint.input_grads) plan->grad_output_of_input.push_back(g ? next++ : -1);
-  for (ir::ValueRef v : values) {
-    bool used = false;
-    for (const ir::Node& n : forward.nodes)
-      for (ir::ValueRef in : n.inputs) used = used || in == v;
-    plan->used_inside.push_back(used);
-  }
+  const std::vector<std::vector<bool>> read = values_read(forward);
+  for (ir::ValueRef v : values)
+    plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
   capture::add_compile_time("aot_autograd", seconds_since(t0));
   auto t1 = std::chrono::steady_clock::now();
-  (void)input_metas;
   plan->forward = fw_compiler(plan->partition.forward, placeholder_metas(plan->partition.forward));
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
   plan->backward = bw(plan->partition.backward, placeholder_metas(plan->partition.backward));

@@ -40,11 +40,10 @@ std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
                                                          std::span<const int64_t> runtime_values);
 
 // Traces the joint graph of `forward` at `values`, partitions it with the min-cut and compiles
-// both halves (`fw_compiler`, `bw_compiler`). `input_metas`: the forward inputs' metadata.
+// both halves (`fw_compiler`, `bw_compiler`).
 std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const ir::ValueRef> values,
-                                            const Backend& fw_compiler, const Backend& bw_compiler,
-                                            std::span<const TensorMeta> input_metas);
+                                            const Backend& fw_compiler, const Backend& bw_compiler);
 
 // The autograd node of one run of a captured graph ("CompiledFunctionBackward", as torch names
 // it). While the graph is being captured its outputs that require grad are its outputs (one

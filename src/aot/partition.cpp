@@ -7,14 +7,25 @@
 #include "aot/partition.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <queue>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace kiln::aot {
 
 namespace {
 
 constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
+
+// Graph values as keys of hash sets and maps.
+struct ValueRefHash {
+  size_t operator()(const ir::ValueRef& v) const noexcept {
+    return std::hash<uint64_t>{}((static_cast<uint64_t>(static_cast<uint32_t>(v.node)) << 32) |
+                                 static_cast<uint32_t>(v.output));
+  }
+};
 
 int64_t bytes_of(const TensorMeta& m) {
   int64_t n = 1;
@@ -123,11 +134,12 @@ bool recomputable(const ir::Node& n) {
 std::vector<ir::ValueRef> read_by_backward(const JointGraph& joint) {
   const ir::Graph& g = joint.graph;
   std::vector<ir::ValueRef> out;
+  std::unordered_set<ir::ValueRef, ValueRefHash> seen;
   for (size_t i = static_cast<size_t>(joint.num_forward_nodes); i < g.nodes.size(); ++i)
     for (ir::ValueRef v : g.nodes[i].inputs)
       if (joint.is_forward(v.node) &&
           g.nodes[static_cast<size_t>(v.node)].kind != ir::NodeKind::Constant &&
-          std::find(out.begin(), out.end(), v) == out.end())
+          seen.insert(v).second)
         out.push_back(v);
   return out;
 }
@@ -137,8 +149,22 @@ std::vector<ir::ValueRef> read_by_backward(const JointGraph& joint) {
 ir::Graph extract(const ir::Graph& g, std::span<const ir::ValueRef> given,
                   std::span<const ir::ValueRef> outputs, std::vector<int32_t>& runtime_index) {
   std::vector<std::vector<ir::ValueRef>> mapped(g.nodes.size());
-  auto is_given = [&](ir::ValueRef v) {
-    return std::find(given.begin(), given.end(), v) != given.end();
+  // Each given value's placeholder in the result (the first, should one be given twice).
+  std::unordered_map<ir::ValueRef, ir::ValueRef, ValueRefHash> placeholder_of;
+  auto is_given = [&](ir::ValueRef v) { return placeholder_of.contains(v); };
+  ir::Graph out;
+  for (ir::ValueRef v : given) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(v.node)];
+    const TensorMeta& m = g.info(v);
+    // A graph input keeps its layout (views recorded on it assume it); any other value
+    // arrives as a fresh contiguous tensor.
+    const ir::ValueRef placeholder = out.add_placeholder(
+        n.kind == ir::NodeKind::Placeholder ? m : TensorMeta::contiguous(m.dtype, m.sizes));
+    placeholder_of.try_emplace(v, placeholder);
+  }
+  auto map_value = [&](ir::ValueRef v) {
+    if (auto it = placeholder_of.find(v); it != placeholder_of.end()) return it->second;
+    return mapped[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
   };
   // Which nodes must run: those outputs need, through values that are not given.
   std::vector<bool> needed(g.nodes.size(), false);
@@ -150,21 +176,6 @@ ir::Graph extract(const ir::Graph& g, std::span<const ir::ValueRef> given,
     needed[static_cast<size_t>(v.node)] = true;
     for (ir::ValueRef in : g.nodes[static_cast<size_t>(v.node)].inputs) stack.push_back(in);
   }
-  ir::Graph out;
-  std::vector<ir::ValueRef> given_value;
-  for (ir::ValueRef v : given) {
-    const ir::Node& n = g.nodes[static_cast<size_t>(v.node)];
-    const TensorMeta& m = g.info(v);
-    // A graph input keeps its layout (views recorded on it assume it); any other value
-    // arrives as a fresh contiguous tensor.
-    given_value.push_back(out.add_placeholder(
-        n.kind == ir::NodeKind::Placeholder ? m : TensorMeta::contiguous(m.dtype, m.sizes)));
-  }
-  auto map_value = [&](ir::ValueRef v) {
-    for (size_t k = 0; k < given.size(); ++k)
-      if (given[k] == v) return given_value[k];
-    return mapped[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
-  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!needed[i]) continue;
     const ir::Node& n = g.nodes[i];

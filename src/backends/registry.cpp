@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/backend_lookup.h"
 #include "backends/inductor/cpp_compiler.h"
 #include "kiln/capture/compile.h"
 #include "kiln/ops/factory.h"
@@ -13,12 +14,12 @@ namespace kiln {
 
 namespace backends {
 Backend make_eager_backend();     // backends/eager/eager.cpp
-Backend make_inductor_backend();  // backends/inductor/inductor.cpp
+Backend make_inductor_backend(bool max_autotune);  // backends/inductor/inductor.cpp
 
 // inductor when a C++ compiler is there to build its code; otherwise one warning and the eager
 // backend in its place.
-Backend inductor_or_eager() {
-  if (!inductor::host_compiler().empty()) return make_inductor_backend();
+Backend inductor_or_eager(bool max_autotune) {
+  if (!inductor::host_compiler().empty()) return make_inductor_backend(max_autotune);
   Backend eager = make_eager_backend();
   return [eager](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
     static std::once_flag warned;
@@ -35,10 +36,11 @@ namespace {
 struct BackendRegistry {
   std::mutex mu;
   std::map<std::string, Backend> backends;
+  Backend inductor_max_autotune;  // inductor in mode "max-autotune", made at its first use
   BackendRegistry() {
     backends["eager"] = backends::make_eager_backend();
     backends["aot_eager"] = aot_autograd(backends::make_eager_backend());
-    backends["inductor"] = backends::inductor_or_eager();
+    backends["inductor"] = backends::inductor_or_eager(false);
   }
 };
 BackendRegistry& backend_registry() {
@@ -103,6 +105,24 @@ Backend with_injected_bug(Backend backend) {
   };
 }
 }  // namespace
+
+namespace backends {
+Backend lookup_backend_in_mode(const std::string& name, const std::string& mode) {
+  if (mode.empty() || mode == "default") return lookup_backend(name);
+  KILN_CHECK(mode == "max-autotune", ValueError, "kiln::compile: unknown mode '", mode,
+             "' (modes: \"default\", \"max-autotune\")");
+  KILN_CHECK(name == "inductor", ValueError, "kiln::compile: mode \"max-autotune\" tunes the "
+             "kernels of backend \"inductor\"; backend '", name, "' has no modes");
+  Backend tuned;
+  {
+    auto& r = backend_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (!r.inductor_max_autotune) r.inductor_max_autotune = inductor_or_eager(true);
+    tuned = r.inductor_max_autotune;
+  }
+  return with_injected_bug(std::move(tuned));
+}
+}  // namespace backends
 
 Backend lookup_backend(const std::string& name) {
   auto& r = backend_registry();

@@ -6,6 +6,7 @@
 #include <set>
 #include <shared_mutex>
 
+#include "backends/backend_lookup.h"
 #include "capture/tracer.h"
 #include "kiln/capture/repro.h"
 
@@ -94,17 +95,23 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   KILN_CHECK(!options.dynamic.value_or(false), NotImplementedError,
              "kiln::compile: dynamic=true (dynamic shapes) is not implemented yet; leave it unset "
              "or false (every new shape compiles a new graph)");
-  KILN_CHECK(options.mode.empty() || options.mode == "default", NotImplementedError,
-             "kiln::compile: mode '", options.mode,
-             "' is not implemented yet; only \"default\" exists until the optimizing backend");
-  if (const auto* name = std::get_if<std::string>(&options.backend))
-    backend = lookup_backend(name->empty() ? "eager" : *name);
-  else
+  // The default is the optimizing backend (itself the eager one, with a warning, where no C++
+  // compiler is installed).
+  const std::string default_backend = "inductor";
+  if (const auto* name = std::get_if<std::string>(&options.backend)) {
+    backend = backends::lookup_backend_in_mode(name->empty() ? default_backend : *name,
+                                               options.mode);
+  } else {
+    KILN_CHECK(options.mode.empty() || options.mode == "default", ValueError,
+               "kiln::compile: mode '", options.mode,
+               "' needs a backend given by name (\"inductor\"), not a callable");
     backend = std::get<Backend>(options.backend);
+  }
   KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
   // KILN_REPRO_AFTER: failures of this backend are written as standalone repros.
   if (const auto* name = std::get_if<std::string>(&options.backend))
-    backend = repro::wrap_backend_for_repro(std::move(backend), name->empty() ? "eager" : *name);
+    backend = repro::wrap_backend_for_repro(std::move(backend),
+                                            name->empty() ? default_backend : *name);
   else
     backend = repro::wrap_backend_for_repro(std::move(backend), "");
   name = options.name;

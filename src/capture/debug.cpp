@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "backends/inductor/schedule.h"
 #include "capture/tracer.h"
 
 namespace kiln {
@@ -293,6 +294,9 @@ struct ExplainObserver final : capture::Observer {
     if (&fn != only) return;
     out->graphs.push_back(g);
     out->ops_per_graph.push_back(g.num_calls());
+    const inductor::ScheduleSummary lowered = inductor::summarize(g);
+    out->kernels_per_graph.push_back(lowered.kernels);
+    out->extern_calls_per_graph.push_back(lowered.extern_calls);
     out->op_count += g.num_calls();
     out->guards.push_back(capture::guard_lines(g));
   }
@@ -343,6 +347,12 @@ std::string ExplainOutput::str() const {
   os << "Ops per graph:";
   for (size_t i = 0; i < ops_per_graph.size(); ++i) os << (i ? ", " : " ") << ops_per_graph[i];
   os << "\n";
+  if (!kernels_per_graph.empty()) {
+    os << "Inductor per graph (generated kernels + extern calls):";
+    for (size_t i = 0; i < kernels_per_graph.size(); ++i)
+      os << (i ? ", " : " ") << kernels_per_graph[i] << " + " << extern_calls_per_graph[i];
+    os << "\n";
+  }
   for (size_t i = 0; i < graphs.size(); ++i) {
     os << "Graph " << i << ":\n" << graphs[i];
     if (i < guards.size() && !guards[i].empty()) {
@@ -374,6 +384,17 @@ struct CompileProfiler::Impl final : capture::Observer {
     std::lock_guard<std::mutex> lock(mu);
     stats[fn.name].recompile_reasons.push_back(reason);
   }
+  void on_compiled(const detail::CompiledState& fn, const capture::CompiledGraphRecord& r) override {
+    bool by_inductor = false;
+    for (const capture::BackendOutput& o : r.backend_outputs)
+      by_inductor = by_inductor || o.kind.rfind("inductor", 0) == 0;
+    if (!by_inductor) return;
+    const inductor::ScheduleSummary lowered = inductor::summarize(r.graph);
+    std::lock_guard<std::mutex> lock(mu);
+    auto& s = stats[fn.name];
+    s.kernels_per_graph.push_back(lowered.kernels);
+    s.extern_calls_per_graph.push_back(lowered.extern_calls);
+  }
 };
 
 CompileProfiler::CompileProfiler() : impl_(std::make_shared<Impl>()) {
@@ -399,6 +420,11 @@ std::string CompileProfiler::report() const {
        << s.recompile_reasons.size() << " recompile" << (s.recompile_reasons.size() == 1 ? "" : "s")
        << "; ops per graph:";
     for (int64_t n : s.ops_per_graph) os << " " << n;
+    if (!s.kernels_per_graph.empty()) {
+      os << "; inductor kernels + extern calls per graph:";
+      for (size_t i = 0; i < s.kernels_per_graph.size(); ++i)
+        os << " " << s.kernels_per_graph[i] << "+" << s.extern_calls_per_graph[i];
+    }
     os << "\n";
     for (size_t i = 0; i < s.recompile_reasons.size(); ++i)
       os << "    recompile " << i + 1 << ": " << s.recompile_reasons[i] << "\n";

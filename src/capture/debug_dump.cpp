@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "capture/state.h"
+#include "kiln/io/json.h"
 
 namespace kiln::capture {
 
@@ -26,45 +28,13 @@ namespace fs = std::filesystem;
 
 // ---- small writers ----
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;  // UTF-8 passes through (reasons say "16 → 24")
-        }
-    }
-  }
-  return out + "\"";
-}
-
 // One index line: a flat JSON object with fields in the order given.
 class JsonLine {
  public:
   explicit JsonLine(std::string_view event) { field("event", event); }
   JsonLine& field(std::string_view key, std::string_view value) {
     sep();
-    text_ += json_string(key) + ":" + json_string(value);
+    text_ += io::json_string(key) + ":" + io::json_string(value);
     return *this;
   }
   JsonLine& field(std::string_view key, const char* value) {
@@ -79,7 +49,7 @@ class JsonLine {
     std::ostringstream os;
     os.precision(9);
     os << value;
-    text_ += json_string(key) + ":" + os.str();
+    text_ += io::json_string(key) + ":" + os.str();
     return *this;
   }
   std::string str() const { return text_ + "}\n"; }
@@ -277,34 +247,32 @@ class DebugDump final : public Observer {
 
   void on_recompile(const detail::CompiledState& fn, size_t graph_index,
                     const std::string& reason) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active()) return;
-    guarded("writing a recompile of '" + fn.name + "'", [&] {
-      function_folder(fn);
-      append_index(JsonLine("recompile")
-                       .field("function", static_cast<int64_t>(fn.id))
-                       .field("name", fn.name)
-                       .field("graph", static_cast<int64_t>(graph_index))
-                       .field("reason", reason));
-    });
+    graph_event("recompile", "writing a recompile", fn, graph_index, reason);
   }
 
   void on_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
                       const std::string& reason) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active()) return;
-    guarded("writing the cache limit of '" + fn.name + "'", [&] {
-      function_folder(fn);
-      append_index(JsonLine("cache_limit")
-                       .field("function", static_cast<int64_t>(fn.id))
-                       .field("name", fn.name)
-                       .field("graph", static_cast<int64_t>(graph_index))
-                       .field("limit", limit)
-                       .field("reason", reason));
-    });
+    graph_event("cache_limit", "writing the cache limit", fn, graph_index, reason, limit);
   }
 
  private:
+  // An index line about one graph of `fn` and why (a recompile; a cache limit, with the limit).
+  void graph_event(std::string_view event, const std::string& doing,
+                   const detail::CompiledState& fn, size_t graph_index, const std::string& reason,
+                   std::optional<int> limit = std::nullopt) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active()) return;
+    guarded(doing + " of '" + fn.name + "'", [&] {
+      function_folder(fn);
+      JsonLine line(event);
+      line.field("function", static_cast<int64_t>(fn.id))
+          .field("name", fn.name)
+          .field("graph", static_cast<int64_t>(graph_index));
+      if (limit) line.field("limit", *limit);
+      append_index(line.field("reason", reason));
+    });
+  }
+
   bool active() const { return !run_dir_.empty() && !failed_; }
 
   // Runs `write`; any failure warns once and stops the dump (never reaches the user's code).

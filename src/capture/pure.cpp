@@ -232,7 +232,7 @@ PureStep pure_try_run(CompiledState& st, const PureArgs& args, std::vector<Tenso
   {
     capture::InBackend in_backend;  // is_compiling() is true while the graph runs
     AutoGradMode no_grad(false);
-    outs = plan->entry->compiled(inputs, {});
+    outs = plan->entry->plain()(inputs, {});
   }
   capture::check_backend_outputs(st, plan->entry->graph, inputs, outs);
   results.clear();

@@ -40,6 +40,21 @@ const CacheEntry* nearest_entry(
   return best;
 }
 
+// `g` compiled by `backend`, timed as "backend_compile".
+CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
+                                   std::span<const TensorMeta> infos, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CompiledGraph compiled;
+  {
+    InBackend in_backend;
+    compiled = backend(g, infos);
+  }
+  KILN_CHECK(compiled, Error, "kiln::compile: the backend of '", name,
+             "' returned an empty callable");
+  add_compile_time("backend_compile", seconds_since(t0));
+  return compiled;
+}
+
 // Compiles `raw` with the function's backend: passes, then the backend, timed per phase.
 // Observers (a debug dump) also get what the backend produced and this graph's times.
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
@@ -73,17 +88,21 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
   add_compile_time("passes", seconds_since(t0));
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
-  auto t1 = std::chrono::steady_clock::now();
-  try {
-    InBackend in_backend;
-    entry->compiled = state.backend(g, infos);
-  } catch (const std::exception& e) {
-    if (collector) notify_compile_error(state, segment, g, e.what());
-    throw;
+  if (state.backend.target<detail::AotBackendFn>()) {
+    // Compiled at its first run without gradients (CacheEntry::plain): runs that need them
+    // compile forward/backward pairs instead, and compiling the graph a third way for nothing
+    // would double the compile time of a training step.
+    entry->compile_plain = [backend = state.backend, g, infos, name = state.name] {
+      return compile_with_backend(backend, g, infos, name);
+    };
+  } else {
+    try {
+      entry->compiled = compile_with_backend(state.backend, g, infos, state.name);
+    } catch (const std::exception& e) {
+      if (collector) notify_compile_error(state, segment, g, e.what());
+      throw;
+    }
   }
-  KILN_CHECK(entry->compiled, Error, "kiln::compile: the backend of '", state.name,
-             "' returned an empty callable");
-  add_compile_time("backend_compile", seconds_since(t1));
   if (log_enabled(LogTopic::Graphs))
     log(LogTopic::Graphs, detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
   if (log_enabled(LogTopic::Guards))
@@ -232,7 +251,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     const std::vector<int64_t> values = runtime_values_for(*entry, graph);
     InBackend in_backend;  // the graph runs as part of kiln::compile: is_compiling() is true
     outs =
-        grad ? run_with_autograd(entry.get(), graph, *grad) : entry->compiled(rec_.inputs, values);
+        grad ? run_with_autograd(entry.get(), graph, *grad) : entry->plain()(rec_.inputs, values);
     last_entry_ = entry;
   }
   check_backend_outputs(st, graph, rec_.inputs, outs);
@@ -304,10 +323,8 @@ Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
 
 std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                               const GradRequest& request) {
-  std::vector<TensorMeta> metas;
-  for (const Tensor& t : rec_.inputs) metas.push_back(TensorMeta::of(t));
   auto compile = [&] {
-    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler, metas);
+    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler);
   };
   std::shared_ptr<const aot::AotPlan> plan;
   if (entry) {

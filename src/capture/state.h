@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -22,7 +23,20 @@ class Tracer;
 // cache key is that graph: structure + input metadata + constants).
 struct CacheEntry {
   ir::Graph graph;
+  // The graph as the backend compiled it for runs that need no gradient. Under an AOT backend
+  // a run that needs gradients uses an aot_plans pair instead, so this is compiled at the first
+  // run that needs it (compile_plain), not when the entry is made.
   CompiledGraph compiled;
+  std::function<CompiledGraph()> compile_plain;
+  std::once_flag plain_once;
+  const CompiledGraph& plain() {
+    std::call_once(plain_once, [this] {
+      if (!compile_plain) return;
+      compiled = compile_plain();
+      compile_plain = nullptr;
+    });
+    return compiled;
+  }
   // For each runtime attribute the compiled graph takes, its index in the captured graph's
   // list (passes may remove random ops that nothing uses).
   std::vector<int32_t> runtime_index;

@@ -6,6 +6,8 @@
 // ranges tile the data buffer exactly.
 #include "kiln/io/safetensors.h"
 
+#include "kiln/io/json.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -104,250 +106,6 @@ size_t find_invalid_utf8(std::string_view s) {
   return std::string_view::npos;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// ---- JSON reading ----
-
-// A strict reader of the JSON the header needs: objects, arrays, strings and integers. Values
-// are read by what the caller expects next (the header's schema is fixed), so a value of the
-// wrong type is reported with the field it belongs to. The text must already be valid UTF-8.
-class JsonReader {
- public:
-  JsonReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
-
-  // The next non-whitespace byte, or '\0' at the end of the text.
-  char peek() {
-    while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
-    return pos_ < text_.size() ? text_[pos_] : '\0';
-  }
-  bool at_end() { return peek() == '\0' && pos_ == text_.size(); }
-
-  // What the next value is, for "must be X, got Y" messages; a syntax error if it is no value.
-  std::string next_kind() {
-    switch (peek()) {
-      case '{':
-        return "an object";
-      case '[':
-        return "an array";
-      case '"':
-        return "a string";
-      case 't':
-      case 'f':
-        return "a boolean";
-      case 'n':
-        return "null";
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return "a number";
-        syntax_error("expected a value");
-    }
-  }
-
-  // Reads an object, calling on_member(key) with the reader positioned at each member's value
-  // (on_member must read it). Duplicate keys are an error; `what` names the object for it.
-  template <typename F>
-  void read_object(const std::string& what, F&& on_member) {
-    expect('{');
-    std::set<std::string> seen;
-    if (peek() == '}') {
-      ++pos_;
-      return;
-    }
-    while (true) {
-      if (peek() != '"') syntax_error("expected a string key in " + what);
-      std::string key = read_string_literal();
-      if (!seen.insert(key).second) fail(source_, "duplicate key " + quoted(key) + " in " + what);
-      expect(':');
-      on_member(key);
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return;
-    }
-  }
-
-  // Reads an array, calling on_element() with the reader positioned at each element.
-  template <typename F>
-  void read_array(F&& on_element) {
-    expect('[');
-    if (peek() == ']') {
-      ++pos_;
-      return;
-    }
-    while (true) {
-      on_element();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']');
-      return;
-    }
-  }
-
-  // A string value; `what` names the field for a type error.
-  std::string read_string(const std::string& what) {
-    if (peek() != '"') fail(source_, what + " must be a string, got " + next_kind());
-    return read_string_literal();
-  }
-
-  // A non-negative integer (the only numbers the header holds), at most int64's maximum.
-  int64_t read_size(const std::string& what) {
-    const char c = peek();
-    if (c != '-' && (c < '0' || c > '9'))
-      fail(source_, what + " must be a non-negative integer, got " + next_kind());
-    const size_t start = pos_;
-    const bool negative = c == '-';
-    if (negative) ++pos_;
-    if (pos_ == text_.size() || text_[pos_] < '0' || text_[pos_] > '9')
-      syntax_error("expected a digit");
-    if (text_[pos_] == '0' && pos_ + 1 < text_.size() && is_digit(text_[pos_ + 1]))
-      syntax_error("numbers must not have leading zeros");
-    uint64_t value = 0;
-    bool overflow = false;
-    for (; pos_ < text_.size() && is_digit(text_[pos_]); ++pos_) {
-      const uint64_t d = static_cast<uint64_t>(text_[pos_] - '0');
-      if (value > (static_cast<uint64_t>(kInt64Max) - d) / 10) overflow = true;
-      if (!overflow) value = value * 10 + d;
-    }
-    const bool fraction =
-        pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E');
-    if (fraction) {
-      // Consume the rest of the number so the message can show it.
-      while (pos_ < text_.size() &&
-             (is_digit(text_[pos_]) ||
-              std::string_view(".eE+-").find(text_[pos_]) != std::string_view::npos))
-        ++pos_;
-    }
-    const std::string literal(text_.substr(start, pos_ - start));
-    if (fraction) fail(source_, what + " must be an integer, got " + literal);
-    if (negative) fail(source_, what + " must not be negative, got " + literal);
-    if (overflow) fail(source_, what + " is too large: " + literal);
-    return static_cast<int64_t>(value);
-  }
-
-  void expect(char c) {
-    if (peek() != c) syntax_error(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-
-  [[noreturn]] void syntax_error(const std::string& problem) {
-    std::string found = pos_ < text_.size() ? quoted(text_.substr(pos_, 1)) : "the end";
-    fail(source_, "invalid JSON in header at byte " + std::to_string(pos_) + ": " + problem +
-                      ", found " + found);
-  }
-
- private:
-  static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-  // Reads "..." starting at the opening quote, decoding escapes.
-  std::string read_string_literal() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (pos_ >= text_.size()) syntax_error("unterminated string");
-      const char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) syntax_error("control character in a string");
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= text_.size()) syntax_error("unterminated string");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = read_hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) syntax_error("unpaired low surrogate in \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            // A high surrogate must be followed by an escaped low one: together one code point.
-            if (text_.substr(pos_, 2) != "\\u") syntax_error("unpaired high surrogate");
-            pos_ += 2;
-            const uint32_t low = read_hex4();
-            if (low < 0xDC00 || low > 0xDFFF) syntax_error("unpaired high surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --pos_;
-          syntax_error("invalid escape sequence");
-      }
-    }
-  }
-
-  uint32_t read_hex4() {
-    if (text_.size() - pos_ < 4) syntax_error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i, ++pos_) {
-      const char h = text_[pos_];
-      int d;
-      if (h >= '0' && h <= '9')
-        d = h - '0';
-      else if (h >= 'a' && h <= 'f')
-        d = h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F')
-        d = h - 'A' + 10;
-      else
-        syntax_error("invalid hex digit in \\u escape");
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
-    return v;
-  }
-
-  std::string_view text_;
-  const std::string& source_;
-  size_t pos_ = 0;
-};
-
 // ---- header parsing and validation ----
 
 // One tensor as the header describes it, already checked against the data buffer.
@@ -369,7 +127,7 @@ std::string offsets_str(int64_t begin, int64_t end) {
 }
 
 // Reads one tensor's {"dtype", "shape", "data_offsets"} object and checks it on its own.
-TensorEntry read_tensor_entry(JsonReader& json, const std::string& name,
+TensorEntry read_tensor_entry(io::JsonReader& json, const std::string& name,
                               const std::string& source) {
   const std::string tensor = "tensor " + quoted(name);
   if (json.peek() != '{')
@@ -445,7 +203,8 @@ TensorEntry read_tensor_entry(JsonReader& json, const std::string& name,
 Header parse_header(std::string_view text, int64_t buffer_size, const std::string& source) {
   if (const size_t bad = find_invalid_utf8(text); bad != std::string_view::npos)
     fail(source, "header is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-  JsonReader json(text, source);
+  io::JsonReader json(text, source, "header",
+                      [](const std::string& message) { throw CheckpointError(message); });
   if (json.peek() != '{') {
     if (json.at_end()) fail(source, "header is empty; it must be a JSON object");
     fail(source, "header must be a JSON object, got " + json.next_kind());
@@ -531,46 +290,6 @@ void check_length_field(uint64_t file_size, const std::string& source) {
 
 // ---- header writing ----
 
-// Appends `s` as a JSON string literal, escaping as serde_json (the reference writer) does.
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[(c >> 4) & 0xF];
-          out += kHex[c & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 // What a save writes: the length field + header, then each tensor's bytes in order.
 struct WritePlan {
   std::string prefix;  // 8-byte length, JSON header, space padding
@@ -586,7 +305,7 @@ WritePlan plan_write(const NamedTensors& tensors,
   };
   std::string json = "{";
   if (!metadata.empty()) {
-    append_json_string(json, kMetadataKey);
+    io::append_json_string(json, kMetadataKey);
     json += ":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
@@ -594,9 +313,9 @@ WritePlan plan_write(const NamedTensors& tensors,
       check_utf8(v, "metadata value of key " + quoted(k));
       if (!first) json += ',';
       first = false;
-      append_json_string(json, k);
+      io::append_json_string(json, k);
       json += ':';
-      append_json_string(json, v);
+      io::append_json_string(json, v);
     }
     json += "},";
   }
@@ -616,7 +335,7 @@ WritePlan plan_write(const NamedTensors& tensors,
       fail(dest, tensor + " has dtype " + std::string(dtype_name(t.dtype())) +
                      ", which has no safetensors code in Kiln yet");
     const int64_t nbytes = t.numel() * t.element_size();
-    append_json_string(json, name);
+    io::append_json_string(json, name);
     json += ":{\"dtype\":\"";
     json += code;
     json += "\",\"shape\":[";

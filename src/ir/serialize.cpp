@@ -3,7 +3,11 @@
 //   input <dtype> <sizes> <strides> <offset> <requires_grad>
 //   constant <scalar> <dtype>
 //   call <op> <n-inputs> <node:output>... <n-attrs> <attr>... <n-outputs> (<dtype> <sizes>
-//   <strides> <offset>)... output <n> <node:output>... runtime <node> <attr>
+//   <strides> <offset>)... [grad <bits>]
+//   output <n> <node:output>...
+//   runtime <node> <attr>
+// A call's `grad <bits>` (bit k: output k requires grad) is written only when some bit is set;
+// text written before it existed reads as outputs that do not require grad.
 // Attributes are typed: n (none), i<int>, d<hex float>, b<0|1>, t<dtype>, s<dtype-letter><value>,
 // v<n>,<e1>,..., q<length>:<bytes>.
 #include <cstdint>
@@ -195,6 +199,19 @@ struct Reader {
     if (t.sizes.size() != t.strides.size()) fail("sizes and strides differ in length");
     return t;
   }
+  // The optional `grad <bits>` after a call's outputs: which of them require grad.
+  void grad_bits(std::vector<TensorMeta>& outs) {
+    const size_t start = pos;
+    if (at_end() || word() != "grad") {
+      pos = start;
+      return;
+    }
+    const int64_t bits = integer();
+    if (bits <= 0 || (outs.size() < 63 && bits >> outs.size() != 0))
+      fail("bad grad bits " + std::to_string(bits) + " for " + std::to_string(outs.size()) +
+           " outputs");
+    for (size_t k = 0; k < outs.size() && k < 63; ++k) outs[k].requires_grad = (bits >> k) & 1;
+  }
   ValueRef ref(int32_t num_nodes) {
     std::string w = word();
     size_t colon = w.find(':');
@@ -233,10 +250,13 @@ std::string Graph::serialize() const {
           write_attr(os, n.attrs[k]);
         }
         os << " " << n.outputs.size();
-        for (const TensorMeta& t : n.outputs) {
+        uint64_t grad_bits = 0;
+        for (size_t k = 0; k < n.outputs.size(); ++k) {
           os << " ";
-          write_info(os, t);
+          write_info(os, n.outputs[k]);
+          if (n.outputs[k].requires_grad && k < 63) grad_bits |= uint64_t{1} << k;
         }
+        if (grad_bits != 0) os << " grad " << grad_bits;
         os << "\n";
         break;
     }
@@ -289,6 +309,7 @@ Graph parse_graph(const std::string& text) {
         r.fail(why);
       std::vector<TensorMeta> outs(r.count());
       for (TensorMeta& t : outs) t = r.info();
+      r.grad_bits(outs);
       g.add_call(*op, std::move(ins), std::move(attrs), std::move(outs));
     } else if (kind == "output") {
       g.outputs.resize(r.count());

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
+#include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/schedule.h"
 #include "capture/retrace.h"
 #include "kiln/kiln.h"
@@ -399,6 +401,135 @@ TEST(InductorCache, CompilerErrorsAreClear) {
     EXPECT_NE(m.find("compiling the generated code failed"), std::string::npos) << m;
     EXPECT_NE(m.find("error"), std::string::npos) << m;  // the compiler's own message
   }
+}
+
+// ---- memory ----
+
+TEST(InductorMemory, KernelsWriteIntoTheBuffersOfInputsThatDieThere) {
+  manual_seed(12);
+  const int64_t n = 1024;  // 4 MiB a matrix: large blocks, counted whole by the allocator
+  Tensor x = randn({n, n}), w = randn({n, n});
+  // mm is an extern call; its result dies at the fused kernel, which writes over it.
+  auto fn = [](Tensor a, Tensor b) { return (a.matmul(b) * 0.5).tanh(); };
+  const Tensor want = fn(x, w);
+  auto f = compile(fn, {.name = "donation"});
+  expect_identical(want, f(x, w));  // the first run checks the extern results' metadata
+  const int64_t matrix = n * n * 4;
+  reset_peak_memory_stats();
+  const int64_t before = memory_stats().allocated;
+  Tensor got = f(x, w);
+  const int64_t peak = memory_stats().peak_allocated - before;
+  expect_identical(want, got);
+  EXPECT_EQ(peak, matrix) << "peak " << double(peak) / double(matrix) << " matrices";
+
+  // A kernel that reads its input at other elements too (through a transpose) must not.
+  auto twice = [](Tensor a, Tensor b) {
+    Tensor h = a.matmul(b);
+    return h + h.t();
+  };
+  auto g = compile(twice);
+  for (int call = 0; call < 2; ++call) expect_identical(twice(x, w), g(x, w));
+}
+
+TEST(InductorMemory, ABufferSomeoneElseHoldsIsNotOverwritten) {
+  manual_seed(13);
+  Tensor x = randn({64, 64});
+  Tensor kept;
+  // The extern result `m` is also returned, so the kernel after it must write elsewhere.
+  auto fn = [](Tensor a) {
+    Tensor m = a.matmul(a);
+    return std::vector<Tensor>{m, (m * 2).exp()};
+  };
+  auto f = compile(fn);
+  for (int call = 0; call < 2; ++call) {
+    std::vector<Tensor> want = fn(x), got = f(x);
+    expect_identical(want[0], got[0]);
+    expect_identical(want[1], got[1]);
+  }
+}
+
+// ---- mode "max-autotune" ----
+
+TEST(InductorAutotune, ModesAreCheckedWhenCompiling) {
+  auto fn = [](Tensor a) { return a * 2; };
+  EXPECT_THROW(compile(fn, {.mode = "fastest"}), ValueError);
+  EXPECT_THROW(compile(fn, {.backend = std::string("eager"), .mode = "max-autotune"}), ValueError);
+  EXPECT_THROW(compile(fn, {.backend = Backend(lookup_backend("eager")), .mode = "max-autotune"}),
+               ValueError);
+  EXPECT_NO_THROW(compile(fn, {.mode = "default"}));
+  EXPECT_NO_THROW(compile(fn, {.mode = "max-autotune"}));  // the default backend is inductor
+}
+
+// Log lines of the tuning (topic output_code) while `body` runs.
+template <class F>
+std::vector<std::string> tuning_lines(F&& body) {
+  std::vector<std::string> lines;
+  set_logs("output_code");
+  set_log_sink([&](const std::string& line) {
+    if (line.find("max-autotune") != std::string::npos) lines.push_back(line);
+  });
+  body();
+  set_log_sink({});
+  set_logs("");
+  return lines;
+}
+
+TEST(InductorAutotune, LargeKernelsAreTimedOnceAndTheChoiceIsKeptOnDisk) {
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  manual_seed(11);
+  Tensor x = randn({1 << 16}), y = randn({1 << 16});
+  Tensor small = randn({64});
+  const Tensor want = w1_chain(x, y);
+  // Start untuned (only this test writes .tune files in the suite's shared cache).
+  const std::filesystem::path modules = std::filesystem::path(inductor::cache_dir()) / "inductor";
+  std::filesystem::create_directories(modules);
+  for (const auto& entry : std::filesystem::directory_iterator(modules))
+    if (entry.path().extension() == ".tune") std::filesystem::remove(entry.path());
+  auto first = tuning_lines([&] {
+    kiln::reset();
+    auto f = compile(w1_chain, {.mode = "max-autotune", .name = "tuned"});
+    expect_identical(want, f(x, y));
+    expect_identical(want, f(x, y));  // tuned once: the second call times nothing
+    expect_identical(w1_chain(small, small), f(small, small));  // too small to tune
+  });
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_NE(first[0].find("(65536 elements): one thread"), std::string::npos) << first[0];
+  EXPECT_GT(compile_times()["inductor_autotune"], 0.0);
+
+  // The choice is in <module>.tune, where another process (here: this one, its compiled
+  // functions reset) finds it and times nothing.
+  std::string tune_file;
+  for (const auto& entry : std::filesystem::directory_iterator(modules))
+    if (entry.path().extension() == ".tune") {
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      if (text.str().find("2 65536 kernel_0 ") != std::string::npos) tune_file = entry.path();
+    }
+  ASSERT_FALSE(tune_file.empty()) << "no .tune file in " << inductor::cache_dir();
+  auto again = tuning_lines([&] {
+    kiln::reset();
+    auto f = compile(w1_chain, {.mode = "max-autotune"});
+    expect_identical(want, f(x, y));
+  });
+  EXPECT_TRUE(again.empty()) << again[0];
+
+  // A damaged file is ignored and rewritten.
+  { std::ofstream(tune_file, std::ios::trunc) << "2 65536 kernel_0 garbage\n\x01"; }
+  auto retuned = tuning_lines([&] {
+    kiln::reset();
+    auto f = compile(w1_chain, {.mode = "max-autotune"});
+    expect_identical(want, f(x, y));
+  });
+  EXPECT_EQ(retuned.size(), 1u);
+  std::ifstream in(tune_file);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_TRUE(line == "2 65536 kernel_0 1" ||
+              line == "2 65536 kernel_0 " + std::to_string(inductor::kGrainSerial))
+      << line;
+  set_num_threads(threads);
 }
 
 }  // namespace

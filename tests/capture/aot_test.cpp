@@ -9,6 +9,7 @@
 #include "aot/joint.h"
 #include "aot/partition.h"
 #include "capture/retrace.h"
+#include "capture/state.h"
 #include "kiln/kiln.h"
 #include "test_utils.h"
 
@@ -23,15 +24,13 @@ struct CountingAot {
   std::shared_ptr<std::atomic<int>> backward = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<ir::Graph> last_backward = std::make_shared<ir::Graph>();
   CompileOptions options() const {
-    auto counting = [](std::shared_ptr<std::atomic<int>> n, std::shared_ptr<ir::Graph> keep) {
-      return Backend([n, keep](const ir::Graph& g, std::span<const TensorMeta> in) {
-        ++*n;
-        if (keep) *keep = g;
-        return lookup_backend("eager")(g, in);
-      });
-    };
     CompileOptions o;
-    o.backend = aot_autograd(counting(forward, nullptr), counting(backward, last_backward));
+    o.backend = aot_autograd(
+        testing::eager_seeing([n = forward](const ir::Graph&) { ++*n; }),
+        testing::eager_seeing([n = backward, keep = last_backward](const ir::Graph& g) {
+          ++*n;
+          *keep = g;
+        }));
     return o;
   }
 };
@@ -64,7 +63,16 @@ TEST(AotAutograd, ModelStyleGradientsMatchEagerAndTheSecondCallHitsTheCache) {
       EXPECT_TRUE(allclose(copies[i].grad(), params[i].grad(), 1e-5, 1e-6)) << "param " << i;
     }
   }
-  EXPECT_EQ(*aot.forward, 2);  // the plain graph and the forward half, once each
+  // The forward half, once; the plain graph is not compiled until a run needs no gradient.
+  EXPECT_EQ(*aot.forward, 1);
+  EXPECT_EQ(*aot.backward, 1);
+  {
+    NoGradGuard no_grad;
+    Tensor x = randn({5, 4});
+    expect_equal(f(x), mlp_loss(x, w1, b1, w2));
+    expect_equal(f(x), mlp_loss(x, w1, b1, w2));
+  }
+  EXPECT_EQ(*aot.forward, 2);
   EXPECT_EQ(*aot.backward, 1);
 }
 
@@ -217,9 +225,10 @@ TEST(AotAutograd, ABackwardThatCannotBeTracedFallsBackToEagerAutograd) {
 // as eager does: parameters within 1e-5 after 3 steps.
 template <class M, class Opt, class Loss>
 void expect_training_matches_eager(std::shared_ptr<M> eager_model, std::shared_ptr<M> model,
-                                   Opt& eager_opt, Opt& opt, const Tensor& x, Loss loss_of) {
+                                   Opt& eager_opt, Opt& opt, const Tensor& x, Loss loss_of,
+                                   Backend backend = lookup_backend("aot_eager")) {
   auto compiled = compile([&](const Tensor& in) { return model->forward(in); },
-                          {.backend = std::string("aot_eager")});
+                          {.backend = std::move(backend)});
   for (int step = 0; step < 3; ++step) {
     eager_opt.zero_grad();
     loss_of(eager_model->forward(x)).backward();
@@ -263,19 +272,47 @@ TEST(AotAutograd, ModelStyleMlpAndGptBlockStepsTrainAsEager) {
                                 [&](const Tensor& y) { return mse_loss(y, target); });
 }
 
+// AOT autograd with inductor compiling both halves (torch.compile's own arrangement): the
+// forward and the backward each run as fused generated code.
+TEST(AotAutograd, InductorCompilesBothHalvesAndTrainsAsEager) {
+  manual_seed(6);
+  auto e5 = std::make_shared<nn::Block>(32, 4), c5 = std::make_shared<nn::Block>(32, 4);
+  c5->load_state_dict(e5->state_dict());
+  optim::AdamW eo5(e5->parameters(), optim::AdamWOptions{.lr = 0.01});
+  optim::AdamW co5(c5->parameters(), optim::AdamWOptions{.lr = 0.01});
+  Tensor target = randn({2, 16, 32});
+  std::atomic<int> forward_compiles = 0, backward_compiles = 0;
+  auto counting_inductor = [](std::atomic<int>& calls) {
+    return Backend([&calls](const ir::Graph& g, std::span<const TensorMeta> in) {
+      ++calls;
+      return lookup_backend("inductor")(g, in);
+    });
+  };
+  expect_training_matches_eager(
+      e5, c5, eo5, co5, randn({2, 16, 32}), [&](const Tensor& y) { return mse_loss(y, target); },
+      aot_autograd(counting_inductor(forward_compiles), counting_inductor(backward_compiles)));
+  EXPECT_EQ(forward_compiles.load(), 1);
+  EXPECT_EQ(backward_compiles.load(), 1);
+}
+
 // The min-cut on the W5 block (B8 T128 C256, 4 heads): what the forward saves for the
 // backward, against what the eager engine's formulas save. Traced on metadata only.
 TEST(AotPartition, W5BlockMinCutSavesLessThanEagersFormulas) {
   manual_seed(5);
   auto block = std::make_shared<nn::Block>(256, 4);
-  auto graph = std::make_shared<ir::Graph>();
-  CompileOptions o;
-  o.backend = aot_autograd(Backend([graph](const ir::Graph& g, std::span<const TensorMeta> in) {
-    if (graph->nodes.empty()) *graph = g;  // the first: the whole forward graph
-    return lookup_backend("eager")(g, in);
-  }));
-  auto f = compile([&](const Tensor& x) { return block->forward(x); }, o);
+  // The captured forward graph (with what needs gradients), as observers see it.
+  struct FirstGraph : capture::Observer {
+    std::shared_ptr<ir::Graph> graph = std::make_shared<ir::Graph>();
+    void on_graph(const detail::CompiledState&, const ir::Graph& g) override {
+      if (graph->nodes.empty()) *graph = g;
+    }
+  } first;
+  capture::add_observer(&first);
+  auto f = compile([&](const Tensor& x) { return block->forward(x); },
+                   {.backend = std::string("aot_eager")});
   f(randn({8, 128, 256}));
+  capture::remove_observer(&first);
+  const std::shared_ptr<ir::Graph> graph = first.graph;
   ASSERT_FALSE(graph->nodes.empty());
   const aot::JointGraph joint = aot::trace_joint(*graph, graph->outputs);
   const aot::Partition eager_like = aot::partition_save_all(joint);

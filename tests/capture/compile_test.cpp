@@ -20,12 +20,9 @@ struct Counting {
   std::shared_ptr<std::atomic<int>> ops = std::make_shared<std::atomic<int>>(0);
   CompileOptions options(bool fullgraph = false) const {
     CompileOptions o;
-    auto g = graphs;
-    auto n = ops;
-    o.backend = Backend([g, n](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
+    o.backend = testing::eager_seeing([g = graphs, n = ops](const ir::Graph& graph) {
       ++*g;
       *n += static_cast<int>(graph.num_calls());
-      return lookup_backend("eager")(graph, inputs);
     });
     o.fullgraph = fullgraph;
     return o;
@@ -55,6 +52,13 @@ TEST(Compile, ToyExampleMatchesEagerAndBreaksOnlyAtTheBranch) {
   EXPECT_NE(e.break_reasons[0].loc.function.find("toy_example"), std::string::npos) << e.str();
   EXPECT_EQ(e.op_count, 7);  // abs, add, div, sum, lt | mul, mul
   EXPECT_NE(e.str().find("Kiln produced 2 graphs, with 1 graph break and 7 ops."),
+            std::string::npos)
+      << e.str();
+  // What inductor makes of them: abs+add+div fused over [10], sum extern, lt over [] | the two
+  // muls fused.
+  EXPECT_EQ(e.kernels_per_graph, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(e.extern_calls_per_graph, (std::vector<int64_t>{1, 0}));
+  EXPECT_NE(e.str().find("Inductor per graph (generated kernels + extern calls): 2 + 1, 1 + 0"),
             std::string::npos)
       << e.str();
 }
@@ -395,12 +399,11 @@ TEST(Compile, AnOptimizerStepRecordsOneUpdateNodePerParameter) {
   std::map<std::string, int> ops;
   int placeholders = 0;
   CompileOptions o;
-  o.backend = Backend([&](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
+  o.backend = testing::eager_seeing([&](const ir::Graph& graph) {
     for (const ir::Node& n : graph.nodes) {
       if (n.kind == ir::NodeKind::Call) ++ops[std::string(n.op->name)];
       if (n.kind == ir::NodeKind::Placeholder) ++placeholders;
     }
-    return lookup_backend("eager")(graph, inputs);
   });
   compile([&] { opt.step(); }, o)();
   // One fused update per parameter (weight and bias); their state written back in place.
@@ -703,13 +706,20 @@ TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
   EXPECT_NE(stats["prof_fn"].recompile_reasons[0].find("size of dim 0 changed 2 → 3"),
             std::string::npos);
   EXPECT_EQ(stats["prof_fn"].ops_per_graph, (std::vector<int64_t>{2, 2}));
+  // The default backend, inductor, fused each graph's two ops into one loop.
+  EXPECT_EQ(stats["prof_fn"].kernels_per_graph, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(stats["prof_fn"].extern_calls_per_graph, (std::vector<int64_t>{0, 0}));
   EXPECT_NE(prof.report().find("prof_fn: 2 graphs"), std::string::npos) << prof.report();
+  EXPECT_NE(prof.report().find("inductor kernels + extern calls per graph: 1+0 1+0"),
+            std::string::npos)
+      << prof.report();
   EXPECT_GT(compile_times().count("backend_compile"), 0u);
   // The reference FAQ's form: the profiler as the (observation-only) backend.
   auto g = compile([](Tensor x) { return x * 2; },
                    CompileOptions{.backend = prof.backend(), .name = "prof_backend"});
   expect_equal(g(ones({2})), full({2}, 2.0));
   EXPECT_EQ(prof.stats()["prof_backend"].graphs, 1);
+  EXPECT_TRUE(prof.stats()["prof_backend"].kernels_per_graph.empty());  // not inductor's
 }
 
 TEST(Debug, LogsByTopic) {

@@ -10,36 +10,25 @@
 
 #include "capture/test_utils.h"
 #include "kiln/kiln.h"
+#include "test_files.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_equal;
+using testing::read_text;
 
 // A fresh folder per test, removed afterwards; dumping is switched off again on the way out.
 class DebugDump : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("kiln-debug-dump-test-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
+  void SetUp() override { root_ = testing::fresh_test_folder("kiln-debug-dump-test"); }
   void TearDown() override {
     set_debug_dir("");
     fs::remove_all(root_);
   }
   fs::path root_;
 };
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> index_lines(const fs::path& run) {
   std::vector<std::string> lines;
@@ -74,11 +63,7 @@ struct KeepGraphs {
   std::shared_ptr<std::vector<ir::Graph>> graphs = std::make_shared<std::vector<ir::Graph>>();
   CompileOptions options(const std::string& name) const {
     CompileOptions o;
-    auto keep = graphs;
-    o.backend = Backend([keep](const ir::Graph& g, std::span<const TensorMeta> in) {
-      keep->push_back(g);
-      return lookup_backend("eager")(g, in);
-    });
+    o.backend = testing::eager_seeing([keep = graphs](const ir::Graph& g) { keep->push_back(g); });
     o.name = name;
     return o;
   }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -205,10 +206,7 @@ TEST(Repro, BadSettingsAreClearErrors) {
 ir::Graph capture_graph(const std::function<Tensor(Tensor)>& fn, const Tensor& x) {
   auto graph = std::make_shared<std::optional<ir::Graph>>();
   CompileOptions o;
-  o.backend = Backend([graph](const ir::Graph& g, std::span<const TensorMeta> in) {
-    *graph = g;
-    return lookup_backend("eager")(g, in);
-  });
+  o.backend = testing::eager_seeing([graph](const ir::Graph& g) { *graph = g; });
   auto f = compile(fn, o);
   f(x);
   return graph->value();

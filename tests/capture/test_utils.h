@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "kiln/kiln.h"
@@ -17,13 +18,18 @@ inline void expect_equal(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
 }
 
+// A backend that shows each graph it is handed to `see`, then compiles it with "eager".
+inline Backend eager_seeing(std::function<void(const ir::Graph&)> see) {
+  return Backend([see = std::move(see)](const ir::Graph& g, std::span<const TensorMeta> in) {
+    see(g);
+    return lookup_backend("eager")(g, in);
+  });
+}
+
 // Options whose backend counts the graphs it compiles and runs them with the eager backend.
 inline CompileOptions counting(std::shared_ptr<std::atomic<int>> graphs) {
   CompileOptions o;
-  o.backend = Backend([graphs](const ir::Graph& g, std::span<const TensorMeta> in) {
-    ++*graphs;
-    return lookup_backend("eager")(g, in);
-  });
+  o.backend = eager_seeing([graphs](const ir::Graph&) { ++*graphs; });
   return o;
 }
 

@@ -40,14 +40,16 @@ inline std::vector<std::string> safetensors_seeds() {
 }
 
 // Graph texts as Graph::serialize writes them, captured from a few functions: strided inputs,
-// constants, reductions with attributes, a random op (runtime attributes), multiple outputs.
+// constants, reductions with attributes, a random op (runtime attributes), multiple outputs,
+// outputs that require grad.
 inline std::vector<std::string> graph_seeds() {
   auto texts = std::make_shared<std::vector<std::string>>();
-  CompileOptions o;
-  o.backend = Backend([texts](const ir::Graph& g, std::span<const TensorMeta> in) {
+  const Backend keep_text([texts](const ir::Graph& g, std::span<const TensorMeta> in) {
     texts->push_back(g.serialize());
     return lookup_backend("eager")(g, in);
   });
+  CompileOptions o;
+  o.backend = keep_text;
   compile([](Tensor x) { return (x.sum({1}, true) * 2 + x.transpose(0, 1).matmul(x)).tanh(); },
           o)(ones({3, 3}));
   compile(
@@ -58,6 +60,15 @@ inline std::vector<std::string> graph_seeds() {
   compile([](Tensor x) { return dropout(x, 0.25) + cat({x, x}, 0).sum(); }, o)(ones({4}));
   compile([](Tensor x) { return cumsum(where(x > 0, x, zeros_like(x)).reshape({-1}), 0); },
           o)(ones({2, 3}));
+  // AOT autograd's forward and backward halves for an input that requires grad: calls record which of
+  // their outputs do (`grad <bits>`; of max's values and indices, only the values).
+  CompileOptions aot;
+  aot.backend = aot_autograd(keep_text);
+  compile(
+      [](Tensor x) {
+        return std::vector<Tensor>{(x * x).sum(), max(x, 1).first};
+      },
+      aot)(ones({2, 3}).requires_grad_());
   return *texts;
 }
 
@@ -97,7 +108,8 @@ inline void mutate_once(std::string& s, std::mt19937_64& rng, bool text) {
                                   "call",
                                   "input",
                                   "output",
-                                  "constant"};
+                                  "constant",
+                                  " grad "};
   const int kinds = text ? 9 : 7;
   switch (rng() % kinds) {
     case 0:  // flip a bit

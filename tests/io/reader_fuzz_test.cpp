@@ -19,8 +19,11 @@ TEST(ReaderFuzz, SeedsAreValid) {
   for (const std::string& b : reader_fuzz::safetensors_seeds())
     EXPECT_NO_THROW(safetensors_from_bytes(b));
   const auto graphs = reader_fuzz::graph_seeds();
-  EXPECT_EQ(graphs.size(), 4u);
+  // Four plain graphs, then AOT autograd's forward and backward halves.
+  EXPECT_EQ(graphs.size(), 6u);
   for (const std::string& t : graphs) EXPECT_NO_THROW(ir::parse_graph(t)) << t;
+  // The forward half AOT autograd is handed records which call outputs require grad.
+  EXPECT_NE(graphs[4].find(" grad "), std::string::npos) << graphs[4];
 }
 
 }  // namespace

@@ -67,6 +67,45 @@ TEST(Graph, SerialisationRoundTrips) {
   EXPECT_EQ(r2.runtime_attr_values(), (std::vector<int64_t>{7, 11}));
 }
 
+// AOT autograd records which call outputs require grad (they are part of the hash), so a repro
+// of its graphs must keep them; text without them still parses, as outputs that do not.
+TEST(Graph, SerialisationKeepsWhichCallOutputsRequireGrad) {
+  Graph g = sample_graph();
+  g.nodes[0].outputs[0].requires_grad = true;
+  g.nodes[2].outputs[0].requires_grad = true;  // %2 = add(%0, %1)
+  g.nodes[4].outputs[0].requires_grad = true;
+  const std::string text = g.serialize();
+  EXPECT_NE(text.find(" grad 1\n"), std::string::npos) << text;
+  Graph back = parse_graph(text);
+  EXPECT_TRUE(structurally_equal(g, back));
+  EXPECT_EQ(back.hash(), g.hash());
+  EXPECT_TRUE(back.nodes[2].outputs[0].requires_grad);
+  EXPECT_FALSE(back.nodes[3].outputs[0].requires_grad);
+  EXPECT_TRUE(back.nodes[4].outputs[0].requires_grad);
+  EXPECT_EQ(back.serialize(), text);
+
+  // max has two outputs (values, indices); only the values require grad: bit 0.
+  Graph m;
+  const TensorMeta x{DType::Float32, {2, 3}, {3, 1}, 0, true};
+  const ValueRef in = m.add_placeholder(x);
+  const ValueRef values =
+      m.add_call(op("max_dim"), {in}, Attrs{int64_t{1}, false},
+                 {{DType::Float32, {2}, {1}, 0, true}, {DType::Int64, {2}, {1}, 0, false}});
+  m.outputs = {values, {values.node, 1}};
+  Graph m2 = parse_graph(m.serialize());
+  EXPECT_TRUE(m2.nodes[1].outputs[0].requires_grad);
+  EXPECT_FALSE(m2.nodes[1].outputs[1].requires_grad);
+  EXPECT_TRUE(structurally_equal(m, m2));
+
+  const std::string input = "kiln-graph 1\ninput 3 1,2 1,1 0 1\n";
+  const std::string call = "call neg 1 0:0 0 1 3 1,2 1,1 0";
+  EXPECT_FALSE(parse_graph(input + call + "\noutput 1 1:0\n").nodes[1].outputs[0].requires_grad);
+  EXPECT_TRUE(
+      parse_graph(input + call + " grad 1\noutput 1 1:0\n").nodes[1].outputs[0].requires_grad);
+  for (const char* bad : {" grad 2", " grad 0", " grad -1", " grad", " grad x", " grad 1 1"})
+    EXPECT_THROW(parse_graph(input + call + bad + "\noutput 1 1:0\n"), Error) << bad;
+}
+
 TEST(Graph, ParseErrorsNameTheLine) {
   EXPECT_THROW(parse_graph(""), Error);
   EXPECT_THROW(parse_graph("kiln-graph 1\ncall no_such_op 0 0 0\noutput 0\n"), Error);

@@ -8,25 +8,14 @@
 #include <vector>
 
 #include "cli.h"
+#include "tools/test_utils.h"
 
 namespace kiln::cli {
 namespace {
 
-struct Result {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-Result run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int status = run_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
+using testing::Result;
+using testing::run;
 
 TEST(Cli, HelpAndVersion) {
   Result r = run({"help"});

@@ -12,29 +12,17 @@
 #include "cli.h"
 #include "kiln/kiln.h"
 #include "report.h"
+#include "test_files.h"
+#include "tools/test_utils.h"
 
 namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out;
-  std::string err;
-};
-Result run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = run_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using kiln::testing::read_text;
+using testing::Result;
+using testing::run;
 
 size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -49,11 +37,7 @@ bool dot_installed() { return std::system("command -v dot >/dev/null 2>&1") == 0
 class Report : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("kiln-report-test-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = kiln::testing::fresh_test_folder("kiln-report-test");
     set_debug_dir(root_.string());
     run_dir_ = debug_run_dir();
     auto f = kiln::compile(
@@ -175,7 +159,8 @@ TEST(ReportIndex, ParsesEscapesAndRejectsMalformedLines) {
   EXPECT_EQ(e["line"], "12");
   EXPECT_EQ(e["x"], "-1.5e-06");
   for (const char* bad :
-       {"", "{", "{\"a\":}", "{\"a\":\"b\"", "{\"a\":\"\\q\"}", "[1]", "{\"a\":1} trailing"})
+       {"", "{", "{\"a\":}", "{\"a\":\"b\"", "{\"a\":\"\\q\"}", "[1]", "{\"a\":1} trailing",
+        "{\"a\":1,\"a\":2}", "{\"a\":01}", "{\"a\":1.}", "{\"a\":tru}", "{\"a\":[1]}"})
     EXPECT_THROW(report::parse_event(bad), kiln::Error) << bad;
   EXPECT_EQ(report::html_escape("<a href='x'>&\"</a>"),
             "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");

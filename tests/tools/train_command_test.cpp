@@ -17,11 +17,14 @@
 #include "commands.h"
 #include "gpt_checkpoint.h"
 #include "run_guard.h"
+#include "tools/test_utils.h"
 
 namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::contains;
+using testing::run;
 
 class TrainTest : public ::testing::Test {
  protected:
@@ -30,7 +33,8 @@ class TrainTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     std::string text;
-    for (int i = 0; i < 40; ++i) text += "It is a truth universally acknowledged, " + std::to_string(i) + "\n";
+    for (int i = 0; i < 40; ++i)
+      text += "It is a truth universally acknowledged, " + std::to_string(i) + "\n";
     write(path("text.txt"), text);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -47,17 +51,21 @@ class TrainTest : public ::testing::Test {
   }
   // The flags of a tiny run on text.txt; `extra` appended.
   std::vector<std::string> tiny(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> a = {"--data",   path("text.txt"), "--batch", "2", "--block", "8",
-                                  "--layers", "1", "--embd", "8", "--heads", "2", "--eval-every",
-                                  "3", "--eval-batches", "1", "--warmup", "2", "--dropout", "0.1",
+    std::vector<std::string> a = {"--data",         path("text.txt"),
+                                  "--batch",        "2",
+                                  "--block",        "8",
+                                  "--layers",       "1",
+                                  "--embd",         "8",
+                                  "--heads",        "2",
+                                  "--eval-every",   "3",
+                                  "--eval-batches", "1",
+                                  "--warmup",       "2",
+                                  "--dropout",      "0.1",
                                   "--eager"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-  struct Result {
-    int status;
-    std::string out, err;
-  };
+  using Result = testing::Result;
   static Result train(const std::vector<std::string>& args,
                       std::function<void(int64_t)> after_step = nullptr) {
     TrainOptions o = TrainOptions::from_args(train_parser().parse(args));
@@ -65,14 +73,6 @@ class TrainTest : public ::testing::Test {
     std::ostringstream out, err;
     const int status = run_train(o, out, err);
     return {status, out.str(), err.str()};
-  }
-  static Result cli(std::vector<std::string> args) {
-    std::ostringstream out, err;
-    const int status = run_cli(args, out, err);
-    return {status, out.str(), err.str()};
-  }
-  static bool has(const std::string& s, const std::string& part) {
-    return s.find(part) != std::string::npos;
   }
 
   fs::path dir_;
@@ -98,8 +98,8 @@ TEST_F(TrainTest, InterruptedAndResumedEqualsUninterrupted) {
       if (step == 4) std::raise(SIGINT);  // delivered to this process's handler at once
     });
     EXPECT_EQ(b.status, 128 + SIGINT) << b.err;
-    EXPECT_TRUE(has(b.err, "interrupted by SIGINT after step 4 of 7")) << b.err;
-    EXPECT_TRUE(has(b.err, "resume with: kiln train --resume " + part)) << b.err;
+    EXPECT_TRUE(contains(b.err, "interrupted by SIGINT after step 4 of 7")) << b.err;
+    EXPECT_TRUE(contains(b.err, "resume with: kiln train --resume " + part)) << b.err;
     EXPECT_EQ(load_gpt_checkpoint(part).step, 4);
 
     Result c = train(flags({"--steps", "7", "--resume", part, "--out", part}));
@@ -108,13 +108,15 @@ TEST_F(TrainTest, InterruptedAndResumedEqualsUninterrupted) {
   }
 
   // SIGTERM takes the same path (status 128 + 15); the handlers are restored afterwards.
-  Result d = train(tiny({"--steps", "3", "--out", path("term.safetensors")}),
-                   [](int64_t step) { if (step == 1) std::raise(SIGTERM); });
+  Result d = train(tiny({"--steps", "3", "--out", path("term.safetensors")}), [](int64_t step) {
+    if (step == 1) std::raise(SIGTERM);
+  });
   EXPECT_EQ(d.status, 128 + SIGTERM) << d.err;
   EXPECT_EQ(load_gpt_checkpoint(path("term.safetensors")).step, 1);
   // A signal during the last step: the run completes (status 0) with its final checkpoint.
-  Result e = train(tiny({"--steps", "2", "--out", path("last.safetensors")}),
-                   [](int64_t step) { if (step == 2) std::raise(SIGINT); });
+  Result e = train(tiny({"--steps", "2", "--out", path("last.safetensors")}), [](int64_t step) {
+    if (step == 2) std::raise(SIGINT);
+  });
   EXPECT_EQ(e.status, kExitOk) << e.err;
   EXPECT_EQ(load_gpt_checkpoint(path("last.safetensors")).step, 2);
   struct sigaction now;
@@ -127,9 +129,9 @@ TEST_F(TrainTest, ResumeKeepsTheSavedSeed) {
   ASSERT_EQ(train(tiny({"--steps", "2", "--seed", "7", "--out", p})).status, kExitOk);
   std::vector<std::string> args = tiny({"--steps", "3", "--seed", "8", "--resume", p, "--out", p});
   args.insert(args.begin(), "train");
-  Result r = cli(args);
+  Result r = run(args);
   EXPECT_EQ(r.status, kExitError);
-  EXPECT_TRUE(has(r.err, "--seed 8 differs from the seed 7")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--seed 8 differs from the seed 7")) << r.err;
 }
 
 TEST_F(TrainTest, SaveEveryWritesPeriodicCheckpoints) {
@@ -153,7 +155,8 @@ TEST_F(TrainTest, SaveEveryWritesPeriodicCheckpoints) {
       parse_save_every(bad);
       ADD_FAILURE() << bad;
     } catch (const UsageError& e) {
-      EXPECT_TRUE(has(e.what(), std::string("--save-every")) && has(e.what(), "'" + std::string(bad) + "'"))
+      EXPECT_TRUE(contains(e.what(), std::string("--save-every")) &&
+                  contains(e.what(), "'" + std::string(bad) + "'"))
           << e.what();
     }
   }
@@ -168,7 +171,8 @@ void rewrite_metadata(const std::string& src, const std::string& dst, const std:
   else
     c.metadata[key] = value;
   NamedTensors tensors = c.tensors;
-  if (key == "tied_head" && value == "0") {}  // no lm_head tensor: an inconsistent flag
+  if (key == "tied_head" && value == "0") {
+  }  // no lm_head tensor: an inconsistent flag
   save_safetensors(dst, tensors, c.metadata);
 }
 
@@ -199,23 +203,23 @@ TEST_F(TrainTest, CheckpointMetadataIsParsedStrictly) {
       load_gpt_checkpoint(bad);
       ADD_FAILURE() << c.key << " = " << c.value << " accepted";
     } catch (const CheckpointError& e) {
-      EXPECT_TRUE(has(e.what(), bad) && has(e.what(), c.message)) << e.what();
+      EXPECT_TRUE(contains(e.what(), bad) && contains(e.what(), c.message)) << e.what();
     }
     // Through the program: a clean error (status 1), never "internal error".
-    Result r = cli({"train", "--data", path("text.txt"), "--resume", bad, "--out", good,
-                    "--steps", "4", "--batch", "2", "--block", "8", "--layers", "1", "--embd", "8",
-                    "--heads", "2"});
+    Result r =
+        run({"train", "--data", path("text.txt"), "--resume", bad, "--out", good, "--steps", "4",
+             "--batch", "2", "--block", "8", "--layers", "1", "--embd", "8", "--heads", "2"});
     EXPECT_EQ(r.status, kExitError) << r.err;
-    EXPECT_FALSE(has(r.err, "internal error")) << r.err;
-    EXPECT_TRUE(has(r.err, c.message)) << r.err;
+    EXPECT_FALSE(contains(r.err, "internal error")) << r.err;
+    EXPECT_TRUE(contains(r.err, c.message)) << r.err;
   }
   // A missing generator offset is named when resuming.
   rewrite_metadata(good, bad, "default_generator_offset", "");
-  Result r = cli({"train", "--data", path("text.txt"), "--resume", bad, "--out", good, "--steps",
-                  "4", "--batch", "2", "--block", "8", "--layers", "1", "--embd", "8", "--heads",
-                  "2"});
+  Result r =
+      run({"train", "--data", path("text.txt"), "--resume", bad, "--out", good, "--steps", "4",
+           "--batch", "2", "--block", "8", "--layers", "1", "--embd", "8", "--heads", "2"});
   EXPECT_EQ(r.status, kExitError);
-  EXPECT_TRUE(has(r.err, "no 'default_generator_offset' in its metadata")) << r.err;
+  EXPECT_TRUE(contains(r.err, "no 'default_generator_offset' in its metadata")) << r.err;
 }
 
 TEST_F(TrainTest, OutIsCheckedBeforeTraining) {
@@ -231,11 +235,11 @@ TEST_F(TrainTest, OutIsCheckedBeforeTraining) {
            {"/proc/kiln-test.safetensors", "--out: cannot create files in folder '/proc'"},
            {path("none/x.safetensors"), "does not exist"},
        }) {
-    Result r = cli({"train", "--data", path("text.txt"), "--steps", "2", "--block", "8", "--out",
-                    c.out});
+    Result r =
+        run({"train", "--data", path("text.txt"), "--steps", "2", "--block", "8", "--out", c.out});
     EXPECT_EQ(r.status, kExitError) << c.out << ": " << r.err;
-    EXPECT_TRUE(has(r.err, c.message)) << r.err;
-    EXPECT_FALSE(has(r.err, "characters,")) << "training started: " << r.err;
+    EXPECT_TRUE(contains(r.err, c.message)) << r.err;
+    EXPECT_FALSE(contains(r.err, "characters,")) << "training started: " << r.err;
   }
   // A symbolic link and an existing regular file are fine.
   write(path("old.safetensors"), "old");
@@ -252,13 +256,13 @@ TEST_F(TrainTest, RunsThatCannotFitAreRefusedUpFront) {
            {"--embd", "4000000000", "--heads", "1"},
            {"--batch", "100000000000000"},
        }) {
-    std::vector<std::string> args = {"train", "--data", path("text.txt"), "--block", "8",
-                                     "--out", path("x.safetensors")};
+    std::vector<std::string> args = {"train", "--data", path("text.txt"),     "--block",
+                                     "8",     "--out",  path("x.safetensors")};
     args.insert(args.end(), flags.begin(), flags.end());
-    Result r = cli(args);
+    Result r = run(args);
     EXPECT_EQ(r.status, kExitError) << flags[0] << ": " << r.err;
-    EXPECT_TRUE(has(r.err, "needs about") && has(r.err, "is available")) << r.err;
-    EXPECT_FALSE(has(r.err, "internal error")) << r.err;
+    EXPECT_TRUE(contains(r.err, "needs about") && contains(r.err, "is available")) << r.err;
+    EXPECT_FALSE(contains(r.err, "internal error")) << r.err;
     EXPECT_FALSE(fs::exists(path("x.safetensors")));
   }
   // A checkpoint claiming n_layer=100000 of width 8192: refused before the model is built.
@@ -268,9 +272,9 @@ TEST_F(TrainTest, RunsThatCannotFitAreRefusedUpFront) {
   c.metadata["n_layer"] = "100000";
   c.metadata["n_embd"] = "8192";
   save_safetensors(bad, c.tensors, c.metadata);
-  Result r = cli({"sample", "--checkpoint", bad, "--tokens", "5"});
+  Result r = run({"sample", "--checkpoint", bad, "--tokens", "5"});
   EXPECT_EQ(r.status, kExitError) << r.err;
-  EXPECT_TRUE(has(r.err, "needs about") && has(r.err, "n_layer 100000")) << r.err;
+  EXPECT_TRUE(contains(r.err, "needs about") && contains(r.err, "n_layer 100000")) << r.err;
 
   // The estimate and the limits it is compared with.
   nn::GPTConfig cfg;
@@ -290,29 +294,32 @@ TEST_F(TrainTest, RunsThatCannotFitAreRefusedUpFront) {
     check_fits(3e9, AvailableMemory{1e9, "a test"}, "this run", "lower --batch");
     ADD_FAILURE();
   } catch (const ResourceError& e) {
-    EXPECT_STREQ(e.what(),
-                 "this run needs about 3.0 GB, but only 1.0 GB is available (a test); lower --batch");
+    EXPECT_STREQ(
+        e.what(),
+        "this run needs about 3.0 GB, but only 1.0 GB is available (a test); lower --batch");
   }
 }
 
 TEST_F(TrainTest, AnyTextTrainsSavesAndSamples) {
   // UTF-8 with 2-, 3- and 4-byte characters, no newline at all.
   std::string utf8;
-  for (int i = 0; i < 30; ++i) utf8 += "caf\xc3\xa9 \xe2\x80\x94 \xce\xbb\xcf\x80 \xf0\x9f\x98\x80 ";
+  for (int i = 0; i < 30; ++i)
+    utf8 += "caf\xc3\xa9 \xe2\x80\x94 \xce\xbb\xcf\x80 \xf0\x9f\x98\x80 ";
   write(path("utf8.txt"), utf8);
   std::vector<std::string> args = tiny({"--steps", "2", "--out", path("u.safetensors")});
   args[1] = path("utf8.txt");
   Result r = train(args);
   ASSERT_EQ(r.status, kExitOk) << r.err;
-  EXPECT_TRUE(has(r.err, std::to_string(30 * 12) + " characters, 9 distinct")) << r.err;
+  EXPECT_TRUE(contains(r.err, std::to_string(30 * 12) + " characters, 9 distinct")) << r.err;
   EXPECT_EQ(load_gpt_checkpoint(path("u.safetensors")).vocab.size(), 9);
-  Result s = cli({"sample", "--checkpoint", path("u.safetensors"), "--prompt", "caf\xc3\xa9",
+  Result s = run({"sample", "--checkpoint", path("u.safetensors"), "--prompt", "caf\xc3\xa9",
                   "--tokens", "5"});
   EXPECT_EQ(s.status, kExitOk) << s.err;
   EXPECT_EQ(s.out.rfind("caf\xc3\xa9", 0), 0u) << s.out;
-  s = cli({"sample", "--checkpoint", path("u.safetensors"), "--prompt", "\xc3\xa0 la"});
+  s = run({"sample", "--checkpoint", path("u.safetensors"), "--prompt", "\xc3\xa0 la"});
   EXPECT_EQ(s.status, kExitUsage);
-  EXPECT_TRUE(has(s.err, "--prompt: '\xc3\xa0' (U+00E0) at position 0 is not in the vocabulary"))
+  EXPECT_TRUE(
+      contains(s.err, "--prompt: '\xc3\xa0' (U+00E0) at position 0 is not in the vocabulary"))
       << s.err;
 
   // Latin-1 bytes (not UTF-8): read as Latin-1 characters, reported, and the run saves.
@@ -323,19 +330,20 @@ TEST_F(TrainTest, AnyTextTrainsSavesAndSamples) {
   args[1] = path("latin1.txt");
   r = train(args);
   ASSERT_EQ(r.status, kExitOk) << r.err;
-  EXPECT_TRUE(has(r.err, "is not valid UTF-8 (first bad byte at offset 3); 60 bytes were read as "
-                         "Latin-1 characters"))
+  EXPECT_TRUE(contains(r.err,
+                       "is not valid UTF-8 (first bad byte at offset 3); 60 bytes were read as "
+                       "Latin-1 characters"))
       << r.err;
-  EXPECT_TRUE(has(load_gpt_checkpoint(path("l.safetensors")).vocab.to_string(), "\xc3\xa9"));
+  EXPECT_TRUE(contains(load_gpt_checkpoint(path("l.safetensors")).vocab.to_string(), "\xc3\xa9"));
 }
 
 TEST_F(TrainTest, NegativeOptionValuesNameTheOption) {
-  Result r = cli({"train", "--steps", "-1"});
+  Result r = run({"train", "--steps", "-1"});
   EXPECT_EQ(r.status, kExitUsage);
-  EXPECT_TRUE(has(r.err, "--steps expects a positive integer, got '-1'")) << r.err;
-  r = cli({"train", "--save-every", "-3"});
+  EXPECT_TRUE(contains(r.err, "--steps expects a positive integer, got '-1'")) << r.err;
+  r = run({"train", "--save-every", "-3"});
   EXPECT_EQ(r.status, kExitUsage);
-  EXPECT_TRUE(has(r.err, "--save-every expects")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--save-every expects")) << r.err;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "kiln/core/error.h"
+#include "kiln/io/json.h"
 
 extern char** environ;
 
@@ -24,137 +25,17 @@ namespace fs = std::filesystem;
 
 // ---- index lines ----
 
-namespace {
-
-void append_utf8(std::string& out, unsigned code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
+Event parse_event(const std::string& line) {
+  io::JsonReader json(line, "index line", "the line");
+  Event e;
+  json.read_object("the line", [&](const std::string& key) {
+    // Numbers and booleans are kept as written: the page shows them as text.
+    e[key] = json.peek() == '"' ? json.read_string("field '" + key + "'")
+                                : json.read_literal("field '" + key + "'");
+  });
+  if (!json.at_end()) json.syntax_error("text after the object");
+  return e;
 }
-
-class LineParser {
- public:
-  explicit LineParser(const std::string& s) : s_(s) {}
-
-  Event object() {
-    Event e;
-    skip_space();
-    expect('{');
-    skip_space();
-    if (peek() == '}') return ++i_, e;
-    while (true) {
-      skip_space();
-      std::string key = string();
-      skip_space();
-      expect(':');
-      skip_space();
-      e[key] = peek() == '"' ? string() : scalar();
-      skip_space();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      expect('}');
-      break;
-    }
-    skip_space();
-    if (i_ != s_.size()) fail("text after the object");
-    return e;
-  }
-
- private:
-  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
-  void skip_space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error("index line: " + what + " at column " + std::to_string(i_ + 1));
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated escape");
-      const char e = s_[i_++];
-      switch (e) {
-        case 'n':
-          out += '\n';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case '/':
-        case '\\':
-        case '"':
-          out += e;
-          break;
-        case 'u': {
-          if (i_ + 4 > s_.size()) fail("short \\u escape");
-          unsigned code = 0;
-          for (int k = 0; k < 4; ++k) {
-            const char h = s_[i_++];
-            code <<= 4;
-            if (h >= '0' && h <= '9')
-              code |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f')
-              code |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F')
-              code |= static_cast<unsigned>(h - 'A' + 10);
-            else
-              fail("bad \\u escape");
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default:
-          fail(std::string("unknown escape \\") + e);
-      }
-    }
-  }
-  // A number, true, false or null, kept as written.
-  std::string scalar() {
-    const size_t start = i_;
-    while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' &&
-           !std::isspace(static_cast<unsigned char>(s_[i_])))
-      ++i_;
-    if (i_ == start) fail("expected a value");
-    return s_.substr(start, i_ - start);
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-};
-
-}  // namespace
-
-Event parse_event(const std::string& line) { return LineParser(line).object(); }
 
 std::string html_escape(const std::string& text) {
   std::string out;

@@ -65,13 +65,17 @@ Backend lookup_backend(const std::string& name);
 
 // ---- options and global configuration ----
 struct CompileOptions {
-  // A registered backend's name or a user callable. Empty: the best available (now "eager").
+  // A registered backend's name or a user callable. Empty: "inductor" (which itself runs the
+  // eager kernels, after one warning, where no C++ compiler is installed).
   std::variant<std::string, Backend> backend = std::string();
   // Throw GraphBreakError at the first graph break instead of splitting the graph.
   bool fullgraph = false;
   // Reserved for dynamic shapes: true is an error until they exist.
   std::optional<bool> dynamic;
-  // Reserved: "" or "default" only, until the optimizing backend's modes exist.
+  // "" or "default"; "max-autotune" (backend "inductor" only): each generated kernel of 4096
+  // or more elements is timed on one thread and on all of them at its first run, and runs the
+  // faster way from then on (the choice is cached on disk beside the module). Other modes, or a
+  // mode with another backend or a callable: ValueError.
   std::string mode;
   // Name used in warnings, logs and reports (default: the call site of compile()); printable
   // text (no control characters).

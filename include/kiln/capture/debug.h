@@ -25,6 +25,10 @@ struct ExplainOutput {
   int64_t op_count = 0;
   std::vector<GraphBreak> break_reasons;
   std::vector<int64_t> ops_per_graph;
+  // What the inductor backend generates for each graph (lowered, not compiled): fused loops,
+  // and ops left to their eager kernels.
+  std::vector<int64_t> kernels_per_graph;
+  std::vector<int64_t> extern_calls_per_graph;
   std::vector<ir::Graph> graphs;
   std::vector<std::vector<std::string>> guards;  // per graph: one line per guarded input
   double compile_seconds = 0;
@@ -125,6 +129,9 @@ class CompileProfiler {
     int64_t graph_breaks = 0;
     std::vector<std::string> recompile_reasons;
     std::vector<int64_t> ops_per_graph;
+    // Graphs the inductor backend compiled, in order: its generated loops and extern calls.
+    std::vector<int64_t> kernels_per_graph;
+    std::vector<int64_t> extern_calls_per_graph;
   };
   std::map<std::string, FunctionStats> stats() const;
 

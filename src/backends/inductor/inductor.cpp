@@ -1,16 +1,27 @@
 // The "inductor" backend: schedule (fuse pointwise ops into kernels), render C++, compile and
 // load it, and run the schedule — generated kernels and extern calls to the eager kernels — on
-// a plan of buffers freed after their last reader.
+// a plan of buffers freed after their last reader. Mode "max-autotune" also times each large
+// kernel on one thread and on all of them at its first run and keeps the faster (kept on disk
+// beside the module).
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
 
 #include "autograd/grad_mode.h"
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
+#include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/schedule.h"
 #include "capture/state.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
+#include "kiln/core/parallel.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/op_utils.h"
 
@@ -20,6 +31,7 @@ namespace {
 
 using inductor::Kernel;
 using inductor::Schedule;
+using inductor::KernelGrainScope;
 using inductor::Step;
 using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
@@ -36,10 +48,19 @@ ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
   return v;
 }
 
+// Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
+bool exclusively_owned(const Tensor& t) {
+  return t.defined() && t.impl_ptr().use_count() == 1 &&
+         t.impl()->storage_if_concrete().use_count() == 1;
+}
+
+// Kernels smaller than this are not tuned: a parallel region costs more than they take.
+constexpr int64_t kMinTunedElements = 4096;
+
 // A graph compiled by inductor: the schedule, the loaded kernels, and the run plan.
 class CompiledInductorGraph {
  public:
-  CompiledInductorGraph(const ir::Graph& graph) {
+  CompiledInductorGraph(const ir::Graph& graph, bool max_autotune) {
     inductor::LoweredGraph lowered = inductor::lower_graph(graph);
     graph_ = std::move(lowered.graph);
     schedule_ = std::move(lowered.schedule);
@@ -57,6 +78,8 @@ class CompiledInductorGraph {
                      detail::concat("inductor: ", module_->path(), "\n", source_));
       for (const Kernel& k : schedule_.kernels)
         kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
+      kernel_grain_.assign(schedule_.kernels.size(), 0);
+      if (max_autotune) load_tuning();
     }
     if (capture::wants_backend_output()) {
       if (schedule_.kernels.empty())
@@ -86,12 +109,28 @@ class CompiledInductorGraph {
  private:
   // Slots, liveness, attribute pointers and constants, computed once.
   void plan();
+  void plan_donations();
   size_t slot(ir::ValueRef v) const { return slot_of_[static_cast<size_t>(v.node)] + v.output; }
   // The tensor of value v: its slot, or a view made over its root's slot from the recorded
   // metadata (views cost no copy).
   Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
   void run_extern(int32_t node, std::vector<Tensor>& slots,
                   std::span<const int64_t> runtime_values) const;
+  std::vector<Tensor> run_steps(std::span<const Tensor> inputs,
+                                std::span<const int64_t> runtime_values, bool tune) const;
+
+  // max-autotune. A kernel is tuned when it has kMinTunedElements or more; the choices are kept
+  // in <module>.tune, one line per kernel: threads, elements, kernel name, grain.
+  bool needs_tuning(size_t kernel) const {
+    return kernel_shapes_[kernel][0] >= kMinTunedElements && get_num_threads() > 1;
+  }
+  std::string tuning_key(size_t kernel) const {
+    return detail::concat(get_num_threads(), " ", kernel_shapes_[kernel][0], " ",
+                          schedule_.kernels[kernel].name);
+  }
+  void tune_kernel(size_t kernel, char* const* buffers) const;
+  void load_tuning();
+  void save_tuning() const;
 
   ir::Graph graph_;
   Schedule schedule_;
@@ -104,8 +143,14 @@ class CompiledInductorGraph {
   std::vector<std::vector<const Attrs*>> kernel_attrs_;  // per kernel, per op
   std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
   std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
+  std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
   std::vector<std::pair<size_t, Tensor>> constants_;     // slot, value
   mutable std::atomic<bool> verified_{false};
+  // max-autotune: per kernel, the grain it runs with (0: its own); written once, by the first
+  // run (under tune_mu_), before tuned_ is set.
+  mutable std::vector<int64_t> kernel_grain_;
+  mutable std::atomic<bool> tuned_{true};
+  mutable std::mutex tune_mu_;
 };
 
 void CompiledInductorGraph::plan() {
@@ -151,6 +196,50 @@ void CompiledInductorGraph::plan() {
     for (const inductor::KernelInput& in : k.inputs)
       offsets.push_back(in.offset * itemsize(in.dtype));
     input_offsets_.push_back(std::move(offsets));
+  }
+  plan_donations();
+}
+
+// A kernel output may take the buffer of an input that dies at the kernel instead of a fresh
+// one (less memory, and the output lands in cache lines the kernel just read) when writing it
+// in place cannot change what the kernel reads: the input is a whole intermediate of the
+// output's dtype and shape, read only at the element being written (no other view of it in the
+// kernel), and no op after the one writing the output reads it. Whether the buffer is really
+// unshared is checked when the kernel runs.
+void CompiledInductorGraph::plan_donations() {
+  const ir::Graph& g = graph_;
+  donor_slot_.resize(schedule_.kernels.size());
+  for (size_t k = 0; k < schedule_.steps.size(); ++k) {
+    const Step& st = schedule_.steps[k];
+    if (st.kind != Step::Kind::Kernel) continue;
+    const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
+    std::vector<int64_t>& donors = donor_slot_[static_cast<size_t>(st.index)];
+    donors.assign(kernel.outputs.size(), -1);
+    const Shape elementwise = contiguous_strides(kernel.ranges);
+    std::vector<bool> taken(kernel.inputs.size(), false);
+    for (size_t o = 0; o < kernel.outputs.size(); ++o) {
+      const auto writer = static_cast<size_t>(kernel.outputs[o].op);
+      const TensorMeta& out = g.info(kernel.outputs[o].value);
+      for (size_t i = 0; i < kernel.inputs.size() && donors[o] < 0; ++i) {
+        const inductor::KernelInput& in = kernel.inputs[i];
+        const ir::Node& producer = g.nodes[static_cast<size_t>(in.root.node)];
+        const TensorMeta& root = g.info(in.root);
+        const size_t s = slot(in.root);
+        bool ok = !taken[i] && producer.kind == ir::NodeKind::Call && root.dtype == out.dtype &&
+                  root.sizes == out.sizes && root.strides == contiguous_strides(root.sizes) &&
+                  in.offset == 0 && in.strides == elementwise &&
+                  std::find(release_after_[k].begin(), release_after_[k].end(), s) !=
+                      release_after_[k].end();
+        for (size_t other = 0; ok && other < kernel.inputs.size(); ++other)
+          ok = other == i || kernel.inputs[other].root != in.root;
+        for (size_t j = writer + 1; ok && j < kernel.ops.size(); ++j)
+          for (const inductor::Operand& a : kernel.ops[j].args)
+            ok = ok && !(a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i));
+        if (!ok) continue;
+        taken[i] = true;
+        donors[o] = static_cast<int64_t>(s);
+      }
+    }
   }
 }
 
@@ -208,6 +297,99 @@ void CompiledInductorGraph::run_extern(int32_t node, std::vector<Tensor>& slots,
 
 std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
                                                std::span<const int64_t> runtime_values) const {
+  if (tuned_.load(std::memory_order_acquire)) [[likely]]
+    return run_steps(inputs, runtime_values, false);
+  // The first run of a graph compiled with max-autotune tunes its kernels on the real inputs
+  // (other threads calling meanwhile wait for the choices).
+  std::lock_guard<std::mutex> lock(tune_mu_);
+  if (tuned_.load(std::memory_order_acquire)) return run_steps(inputs, runtime_values, false);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> result = run_steps(inputs, runtime_values, true);
+  save_tuning();
+  tuned_.store(true, std::memory_order_release);
+  capture::add_compile_time("inductor_autotune", seconds_since(t0));
+  return result;
+}
+
+void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) const {
+  // Kernels are pure functions of their inputs into fresh outputs, so running one again is
+  // harmless. Each way: one warm-up, then the fastest of three.
+  auto fastest = [&](int64_t grain) {
+    KernelGrainScope scope(grain);
+    double best = 1e300;
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      kernel_fns_[kernel](buffers, kernel_attrs_[kernel].data(), kernel_shapes_[kernel].data());
+      if (rep > 0) best = std::min(best, seconds_since(t0));
+    }
+    return best;
+  };
+  const double serial = fastest(inductor::kGrainSerial);
+  const double parallel = fastest(inductor::kGrainParallel);
+  kernel_grain_[kernel] = parallel < serial ? inductor::kGrainParallel : inductor::kGrainSerial;
+  if (log_enabled(LogTopic::OutputCode))
+    capture::log(LogTopic::OutputCode,
+                 detail::concat("inductor max-autotune: ", schedule_.kernels[kernel].name, " (",
+                                kernel_shapes_[kernel][0], " elements): one thread ",
+                                serial * 1e6, " us, ", get_num_threads(), " threads ",
+                                parallel * 1e6, " us -> ",
+                                parallel < serial ? "threads" : "one thread"));
+}
+
+void CompiledInductorGraph::load_tuning() {
+  bool complete = true;
+  std::ifstream in(module_->path() + ".tune");
+  std::map<std::string, int64_t> known;
+  for (std::string line; std::getline(in, line);) {
+    // "<threads> <elements> <kernel> <grain>"; anything else (a torn write) is skipped.
+    const size_t last = line.rfind(' ');
+    if (last == std::string::npos) continue;
+    const std::string grain = line.substr(last + 1);
+    if (grain == std::to_string(inductor::kGrainParallel))
+      known[line.substr(0, last)] = inductor::kGrainParallel;
+    else if (grain == std::to_string(inductor::kGrainSerial))
+      known[line.substr(0, last)] = inductor::kGrainSerial;
+  }
+  for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+    if (!needs_tuning(k)) continue;
+    auto it = known.find(tuning_key(k));
+    if (it != known.end())
+      kernel_grain_[k] = it->second;
+    else
+      complete = false;
+  }
+  tuned_.store(complete, std::memory_order_release);
+}
+
+void CompiledInductorGraph::save_tuning() const {
+  // Merged with what is there (the module may serve other shapes); written to a temporary file
+  // and renamed, so a reader never sees half a file. A cache that cannot be written keeps the
+  // choices in this process only.
+  const std::string path = module_->path() + ".tune";
+  std::map<std::string, std::string> lines;
+  {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      if (const size_t last = line.rfind(' '); last != std::string::npos)
+        lines[line.substr(0, last)] = line;
+  }
+  for (size_t k = 0; k < schedule_.kernels.size(); ++k)
+    if (needs_tuning(k) && kernel_grain_[k] != 0)
+      lines[tuning_key(k)] = tuning_key(k) + " " + std::to_string(kernel_grain_[k]);
+  const std::string tmp = detail::concat(path, ".tmp", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& [key, line] : lines) out << line << "\n";
+    if (!out) return;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inputs,
+                                                     std::span<const int64_t> runtime_values,
+                                                     bool tune) const {
   const ir::Graph& g = graph_;
   KILN_CHECK(inputs.size() == static_cast<size_t>(g.num_inputs()), Error,
              "inductor: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
@@ -236,16 +418,23 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
     } else {
       const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
       buffers.clear();
-      for (const Kernel::Output& o : kernel.outputs) {
-        const TensorMeta& m = g.info(o.value);
-        Tensor& t = slots[slot(o.value)];
-        t = make_tensor(m.sizes, m.dtype);
+      const auto ki = static_cast<size_t>(st.index);
+      for (size_t o = 0; o < kernel.outputs.size(); ++o) {
+        const TensorMeta& m = g.info(kernel.outputs[o].value);
+        Tensor& t = slots[slot(kernel.outputs[o].value)];
+        // (Not while tuning: the kernel runs again and must find its inputs unchanged.)
+        const int64_t donor = tune && needs_tuning(ki) ? -1 : donor_slot_[ki][o];
+        if (donor >= 0 && exclusively_owned(slots[static_cast<size_t>(donor)]))
+          t = slots[static_cast<size_t>(donor)];  // the donor's slot is released after this step
+        else
+          t = make_tensor(m.sizes, m.dtype);
         buffers.push_back(static_cast<char*>(t.data_ptr()));
       }
-      const auto ki = static_cast<size_t>(st.index);
       for (size_t i = 0; i < kernel.inputs.size(); ++i)
         buffers.push_back(static_cast<char*>(slots[slot(kernel.inputs[i].root)].data_ptr()) +
                           input_offsets_[ki][i]);
+      if (tune && needs_tuning(ki)) tune_kernel(ki, buffers.data());
+      KernelGrainScope grain(kernel_grain_[ki]);
       kernel_fns_[ki](buffers.data(), kernel_attrs_[ki].data(), kernel_shapes_[ki].data());
       if (autograd::inference_mode()) [[unlikely]]
         for (const Kernel::Output& o : kernel.outputs)
@@ -262,9 +451,9 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
 
 }  // namespace
 
-Backend make_inductor_backend() {
-  return [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
-    auto compiled = std::make_shared<const CompiledInductorGraph>(graph);
+Backend make_inductor_backend(bool max_autotune) {
+  return [max_autotune](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
+    auto compiled = std::make_shared<const CompiledInductorGraph>(graph, max_autotune);
     return [compiled](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
       return compiled->run(inputs, runtime_values);
     };

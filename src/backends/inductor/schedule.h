@@ -83,6 +83,15 @@ struct LoweredGraph {
 };
 LoweredGraph lower_graph(const ir::Graph& captured);
 
+// What inductor makes of a captured graph, in numbers (explain(), CompileProfiler): lowered as
+// the backend lowers it; nothing is compiled.
+struct ScheduleSummary {
+  int64_t kernels = 0;       // generated loops
+  int64_t fused_ops = 0;     // ops computed inside them
+  int64_t extern_calls = 0;  // ops run by their eager kernels
+};
+ScheduleSummary summarize(const ir::Graph& captured);
+
 // Ops generated code computes through their decomposition: those it cannot compute directly
 // (Pointwise without a functor: the optimizers' multi-output updates) but whose decomposition
 // it can fuse. Every other op is fused as itself or runs as an extern call to its kernel.
