@@ -81,6 +81,73 @@ TEST(Inductor, PointwiseChainIsOneKernelAndBitwiseEqual) {
   EXPECT_EQ(c.externs(), 0u);
 }
 
+// The position of each extern call and kernel in a graph's steps, as "E:<op>" / "K<n>".
+std::vector<std::string> step_names(const Compiled& c, size_t graph = 0) {
+  std::vector<std::string> out;
+  for (const auto& st : c.schedules[graph].steps)
+    out.push_back(st.kind == inductor::Step::Kind::Extern
+                      ? "E:" + std::string(c.graphs[graph].nodes[static_cast<size_t>(st.index)].op->name)
+                      : "K" + std::to_string(st.index));
+  return out;
+}
+
+TEST(Inductor, PointwiseOpsFuseAcrossExternCallsTheyDoNotDependOn) {
+  manual_seed(10);
+  Tensor x = randn({16, 24}), a = randn({16, 8}), b = randn({8, 24});
+  // Nothing reads u's kernel before the matmul, so the kernel moves after it and every
+  // pointwise op joins it: one loop, run after the matmul (before, mm split it in two).
+  auto fn = [](Tensor x, Tensor a, Tensor b) {
+    Tensor u = x * 2;
+    Tensor m = mm(a, b);
+    Tensor v = tanh(u) + 1;
+    return v * m + u;
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(x, a, b), f(x, a, b));
+  EXPECT_EQ(step_names(c), (std::vector<std::string>{"E:mm", "K0"}));
+  EXPECT_EQ(c.schedules[0].kernels[0].ops.size(), 5u);
+}
+
+TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) {
+  manual_seed(11);
+  Tensor x = randn({32, 40});
+  // The sum reads u, so u's kernel must run before it; exp(u) * 3 needs nothing the sum makes,
+  // so it is computed in that same kernel (u is read once). sigmoid(s) needs the sum: after.
+  auto fn = [](Tensor x) {
+    Tensor u = x * 0.5 + 1;
+    Tensor s = u.sum({1}, true);
+    Tensor e = u.exp() * 3;
+    return e * s.sigmoid();
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(x), f(x));
+  ASSERT_EQ(c.schedules.size(), 1u);
+  const auto steps = step_names(c);
+  ASSERT_EQ(steps.size(), 4u);  // K0 (mul, add, exp, mul), the sum, sigmoid's kernel, the last mul's
+  EXPECT_EQ(steps[0], "K0");
+  EXPECT_EQ(steps[1], "E:sum");
+  EXPECT_EQ(c.schedules[0].kernels[0].ops.size(), 4u);
+}
+
+TEST(Inductor, IndependentLoopsOverOneInputShareAKernel) {
+  manual_seed(12);
+  Tensor x = randn({64, 33}), w = randn({33, 33});
+  // Two chains over x separated by a matmul of w: both read x, so they share one loop.
+  auto fn = [](Tensor x, Tensor w) {
+    Tensor p = (x * 3).tanh();
+    Tensor m = mm(w, w);
+    Tensor q = x.exp() - 1;
+    return std::vector<Tensor>{p, m, q};
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  const auto want = fn(x, w), got = f(x, w);
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  EXPECT_EQ(c.kernels(), 1u);
+}
+
 TEST(Inductor, LargeInputsRunOnThreadsAndStayEqual) {
   manual_seed(1);
   Tensor x = randn({1 << 20}), y = randn({1 << 20});

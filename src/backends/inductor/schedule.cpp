@@ -42,6 +42,8 @@ DType promoted_dtype(const ir::Graph& g, const ir::Node& n) {
 struct Group {
   Shape ranges;
   std::vector<int32_t> nodes;
+  int32_t pos = -1;     // where the group runs among the steps (a node index)
+  bool sealed = false;  // something outside reads it: pos is final
 };
 
 }  // namespace
@@ -67,48 +69,98 @@ Schedule schedule_graph(const ir::Graph& g) {
   const size_t num_nodes = g.nodes.size();
   std::vector<int32_t> group_of(num_nodes, -1);
   std::vector<Group> groups;
-  std::vector<Step> order;  // Extern steps, and Kernel steps by group index (renumbered below)
-  int32_t current = -1;
-  auto close = [&] {
-    if (current >= 0) order.push_back({Step::Kind::Kernel, current});
-    current = -1;
+  // Per value read by some group from outside: the latest such group (horizontal fusion's lead).
+  std::map<std::pair<int32_t, int32_t>, int32_t> last_group_reading;
+  std::vector<int32_t> externs;  // nodes run by their eager kernels
+  int32_t last_joined = -1;      // the group the previous fusable node went to
+  auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
+  auto seal_producer = [&](ir::ValueRef v) {
+    const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
+    if (grp >= 0) group_at(grp).sealed = true;
   };
 
-  // Pass 1: greedy grouping in graph order. A fusable node joins the open group when it has the
-  // group's iteration space and reads the group's values only elementwise (same shape, not
-  // through a view); anything else closes the group.
+  // Pass 1: grouping in graph order. Each group runs as one step at its position `pos`: the
+  // index of its last member while nothing outside reads it, frozen when something does (the
+  // group is then sealed: it must run before that reader). A fusable node n may join a group
+  // over its own iteration space when every input n reads is there at the group's position:
+  // a member read elementwise, or a value made before it (for an unsealed group, whose
+  // position moves to n, that is every value not in the group). Candidates, in order: the
+  // groups n reads from (vertical fusion), the groups reading one of n's inputs (horizontal
+  // fusion: that input is loaded once), the group the previous fusable node joined; else n
+  // starts a group.
   for (size_t i = 0; i < num_nodes; ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call) continue;  // placeholders and constants: no step
     if (is_view(n)) {
       // Views are index arithmetic over their root, which must then be in memory: a later
-      // node of the open group could not read it at other positions of the same loop.
-      const ir::ValueRef r = root_of(g, n.inputs[0]);
-      if (current >= 0 && group_of[static_cast<size_t>(r.node)] == current) close();
+      // node of the group could not read it at other positions of the same loop.
+      seal_producer(n.inputs[0]);
       continue;
     }
     if (!can_fuse(g, n)) {
-      close();
-      order.push_back({Step::Kind::Extern, static_cast<int32_t>(i)});
+      for (ir::ValueRef v : n.inputs) seal_producer(v);
+      externs.push_back(static_cast<int32_t>(i));
       continue;
     }
     const Shape& shape = n.outputs[0].sizes;
-    bool joins = current >= 0 && groups[static_cast<size_t>(current)].ranges == shape;
+    auto joinable = [&](int32_t grp) {
+      if (grp < 0 || group_at(grp).ranges != shape) return false;
+      const Group& to = group_at(grp);
+      for (ir::ValueRef v : n.inputs) {
+        const ir::ValueRef r = root_of(g, v);
+        const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
+        if (producer.kind != ir::NodeKind::Call) continue;  // graph inputs, constants
+        const int32_t from = group_of[static_cast<size_t>(r.node)];
+        if (from == grp) {
+          if (r != v || g.info(v).sizes != shape) return false;  // not elementwise
+        } else if (to.sealed) {
+          const int32_t ready_at = from >= 0 ? group_at(from).pos : r.node;
+          if (ready_at >= to.pos) return false;
+        }
+      }
+      return true;
+    };
+    int32_t target = -1;
     for (ir::ValueRef v : n.inputs) {
-      if (!joins) break;
-      const ir::ValueRef r = root_of(g, v);
-      if (group_of[static_cast<size_t>(r.node)] == current)
-        joins = r == v && g.info(v).sizes == shape;
+      const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
+      if (grp > target && joinable(grp)) target = grp;
     }
-    if (!joins) {
-      close();
-      current = static_cast<int32_t>(groups.size());
+    if (target < 0) {
+      for (ir::ValueRef v : n.inputs) {
+        auto it = last_group_reading.find({v.node, v.output});
+        if (it != last_group_reading.end() && it->second > target && joinable(it->second))
+          target = it->second;
+      }
+    }
+    if (target < 0 && joinable(last_joined)) target = last_joined;
+    // Every other group n reads from now has an outside reader.
+    for (ir::ValueRef v : n.inputs) {
+      const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
+      if (grp >= 0 && grp != target) group_at(grp).sealed = true;
+    }
+    if (target < 0) {
+      target = static_cast<int32_t>(groups.size());
       groups.push_back({shape, {}});
     }
-    groups[static_cast<size_t>(current)].nodes.push_back(static_cast<int32_t>(i));
-    group_of[i] = current;
+    Group& grp = group_at(target);
+    grp.nodes.push_back(static_cast<int32_t>(i));
+    if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
+    group_of[i] = target;
+    last_joined = target;
+    for (ir::ValueRef v : n.inputs)
+      if (group_of[static_cast<size_t>(v.node)] != target &&
+          g.nodes[static_cast<size_t>(v.node)].kind != ir::NodeKind::Constant)
+        last_group_reading[{v.node, v.output}] = target;
   }
-  close();
+  // The steps, by position: each extern where its node stands, each kernel at its `pos`.
+  std::vector<std::pair<int32_t, Step>> keyed;
+  for (int32_t node : externs) keyed.push_back({node, {Step::Kind::Extern, node}});
+  for (size_t k = 0; k < groups.size(); ++k)
+    keyed.push_back({groups[k].pos, {Step::Kind::Kernel, static_cast<int32_t>(k)}});
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Step> order;
+  for (const auto& [key, step] : keyed) order.push_back(step);
 
   // Pass 2: realized values — read outside their group (or through a view), or returned.
   std::vector<std::vector<bool>> realized(num_nodes);
