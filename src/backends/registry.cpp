@@ -13,7 +13,7 @@
 namespace kiln {
 
 namespace backends {
-Backend make_eager_backend();     // backends/eager/eager.cpp
+Backend make_eager_backend();                      // backends/eager/eager.cpp
 Backend make_inductor_backend(bool max_autotune);  // backends/inductor/inductor.cpp
 
 // inductor when a C++ compiler is there to build its code; otherwise one warning and the eager
@@ -111,8 +111,10 @@ Backend lookup_backend_in_mode(const std::string& name, const std::string& mode)
   if (mode.empty() || mode == "default") return lookup_backend(name);
   KILN_CHECK(mode == "max-autotune", ValueError, "kiln::compile: unknown mode '", mode,
              "' (modes: \"default\", \"max-autotune\")");
-  KILN_CHECK(name == "inductor", ValueError, "kiln::compile: mode \"max-autotune\" tunes the "
-             "kernels of backend \"inductor\"; backend '", name, "' has no modes");
+  KILN_CHECK(name == "inductor", ValueError,
+             "kiln::compile: mode \"max-autotune\" tunes the "
+             "kernels of backend \"inductor\"; backend '",
+             name, "' has no modes");
   Backend tuned;
   {
     auto& r = backend_registry();

@@ -99,8 +99,8 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   // compiler is installed).
   const std::string default_backend = "inductor";
   if (const auto* name = std::get_if<std::string>(&options.backend)) {
-    backend = backends::lookup_backend_in_mode(name->empty() ? default_backend : *name,
-                                               options.mode);
+    backend =
+        backends::lookup_backend_in_mode(name->empty() ? default_backend : *name, options.mode);
   } else {
     KILN_CHECK(options.mode.empty() || options.mode == "default", ValueError,
                "kiln::compile: mode '", options.mode,
@@ -110,8 +110,8 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
   // KILN_REPRO_AFTER: failures of this backend are written as standalone repros.
   if (const auto* name = std::get_if<std::string>(&options.backend))
-    backend = repro::wrap_backend_for_repro(std::move(backend),
-                                            name->empty() ? default_backend : *name);
+    backend =
+        repro::wrap_backend_for_repro(std::move(backend), name->empty() ? default_backend : *name);
   else
     backend = repro::wrap_backend_for_repro(std::move(backend), "");
   name = options.name;

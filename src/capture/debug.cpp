@@ -384,7 +384,8 @@ struct CompileProfiler::Impl final : capture::Observer {
     std::lock_guard<std::mutex> lock(mu);
     stats[fn.name].recompile_reasons.push_back(reason);
   }
-  void on_compiled(const detail::CompiledState& fn, const capture::CompiledGraphRecord& r) override {
+  void on_compiled(const detail::CompiledState& fn,
+                   const capture::CompiledGraphRecord& r) override {
     bool by_inductor = false;
     for (const capture::BackendOutput& o : r.backend_outputs)
       by_inductor = by_inductor || o.kind.rfind("inductor", 0) == 0;

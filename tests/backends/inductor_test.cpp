@@ -85,9 +85,10 @@ TEST(Inductor, PointwiseChainIsOneKernelAndBitwiseEqual) {
 std::vector<std::string> step_names(const Compiled& c, size_t graph = 0) {
   std::vector<std::string> out;
   for (const auto& st : c.schedules[graph].steps)
-    out.push_back(st.kind == inductor::Step::Kind::Extern
-                      ? "E:" + std::string(c.graphs[graph].nodes[static_cast<size_t>(st.index)].op->name)
-                      : "K" + std::to_string(st.index));
+    out.push_back(
+        st.kind == inductor::Step::Kind::Extern
+            ? "E:" + std::string(c.graphs[graph].nodes[static_cast<size_t>(st.index)].op->name)
+            : "K" + std::to_string(st.index));
   return out;
 }
 
@@ -125,7 +126,8 @@ TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) 
   expect_identical(fn(x), f(x));
   ASSERT_EQ(c.schedules.size(), 1u);
   const auto steps = step_names(c);
-  ASSERT_EQ(steps.size(), 4u);  // K0 (mul, add, exp, mul), the sum, sigmoid's kernel, the last mul's
+  ASSERT_EQ(steps.size(),
+            4u);  // K0 (mul, add, exp, mul), the sum, sigmoid's kernel, the last mul's
   EXPECT_EQ(steps[0], "K0");
   EXPECT_EQ(steps[1], "E:sum");
   EXPECT_EQ(c.schedules[0].kernels[0].ops.size(), 4u);

@@ -60,8 +60,8 @@ inline std::vector<std::string> graph_seeds() {
   compile([](Tensor x) { return dropout(x, 0.25) + cat({x, x}, 0).sum(); }, o)(ones({4}));
   compile([](Tensor x) { return cumsum(where(x > 0, x, zeros_like(x)).reshape({-1}), 0); },
           o)(ones({2, 3}));
-  // AOT autograd's forward and backward halves for an input that requires grad: calls record which of
-  // their outputs do (`grad <bits>`; of max's values and indices, only the values).
+  // AOT autograd's forward and backward halves for an input that requires grad: calls record which
+  // of their outputs do (`grad <bits>`; of max's values and indices, only the values).
   CompileOptions aot;
   aot.backend = aot_autograd(keep_text);
   compile(

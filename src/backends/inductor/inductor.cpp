@@ -30,8 +30,8 @@ namespace kiln::backends {
 namespace {
 
 using inductor::Kernel;
-using inductor::Schedule;
 using inductor::KernelGrainScope;
+using inductor::Schedule;
 using inductor::Step;
 using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
@@ -144,7 +144,7 @@ class CompiledInductorGraph {
   std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
   std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
   std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
-  std::vector<std::pair<size_t, Tensor>> constants_;     // slot, value
+  std::vector<std::pair<size_t, Tensor>> constants_;  // slot, value
   mutable std::atomic<bool> verified_{false};
   // max-autotune: per kernel, the grain it runs with (0: its own); written once, by the first
   // run (under tune_mu_), before tuned_ is set.
@@ -234,7 +234,8 @@ void CompiledInductorGraph::plan_donations() {
           ok = other == i || kernel.inputs[other].root != in.root;
         for (size_t j = writer + 1; ok && j < kernel.ops.size(); ++j)
           for (const inductor::Operand& a : kernel.ops[j].args)
-            ok = ok && !(a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i));
+            ok = ok &&
+                 !(a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i));
         if (!ok) continue;
         taken[i] = true;
         donors[o] = static_cast<int64_t>(s);
@@ -330,9 +331,8 @@ void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) con
   if (log_enabled(LogTopic::OutputCode))
     capture::log(LogTopic::OutputCode,
                  detail::concat("inductor max-autotune: ", schedule_.kernels[kernel].name, " (",
-                                kernel_shapes_[kernel][0], " elements): one thread ",
-                                serial * 1e6, " us, ", get_num_threads(), " threads ",
-                                parallel * 1e6, " us -> ",
+                                kernel_shapes_[kernel][0], " elements): one thread ", serial * 1e6,
+                                " us, ", get_num_threads(), " threads ", parallel * 1e6, " us -> ",
                                 parallel < serial ? "threads" : "one thread"));
 }
 

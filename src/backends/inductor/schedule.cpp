@@ -258,7 +258,8 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
 }
 
 ScheduleSummary summarize(const ir::Graph& captured) {
-  const Schedule s = schedule_graph(capture::decompose_graph(captured, decomposed_in_generated_code));
+  const Schedule s =
+      schedule_graph(capture::decompose_graph(captured, decomposed_in_generated_code));
   ScheduleSummary out;
   out.kernels = static_cast<int64_t>(s.kernels.size());
   for (const Kernel& k : s.kernels) out.fused_ops += static_cast<int64_t>(k.ops.size());
