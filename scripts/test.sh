@@ -21,7 +21,14 @@ if [ "$preset" = release ]; then
   cmake --install build/release --prefix "$prefix" >/dev/null
   cmake -S examples/find_package -B "$prefix/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$prefix/consumer" >/dev/null
-  "$prefix/consumer/consumer"
+  # Its compiled function builds C++ against the headers installed beside the library, not
+  # against this source tree (output_code names them).
+  KILN_CACHE_DIR="$prefix/cache" KILN_LOGS=output_code "$prefix/consumer/consumer" 2>"$prefix/consumer.log"
+  grep -qF "(headers from $(cd "$prefix" && pwd -P)/share/kiln/runtime)" "$prefix/consumer.log" || {
+    echo "[test] the installed Kiln did not compile against its installed runtime headers:" >&2
+    head -c 2000 "$prefix/consumer.log" >&2
+    exit 1
+  }
   # A repro folder written by the library rebuilds against the installed Kiln and still fails.
   scripts/repro_rebuild_check.sh "$prefix" build/release/tools/kiln/kiln
 fi

@@ -16,16 +16,16 @@ namespace backends {
 Backend make_eager_backend();                      // backends/eager/eager.cpp
 Backend make_inductor_backend(bool max_autotune);  // backends/inductor/inductor.cpp
 
-// inductor when a C++ compiler is there to build its code; otherwise one warning and the eager
-// backend in its place.
+// inductor when its code can be built here (a C++ compiler and the runtime headers); otherwise
+// one warning saying why and the eager backend in its place.
 Backend inductor_or_eager(bool max_autotune) {
-  if (!inductor::host_compiler().empty()) return make_inductor_backend(max_autotune);
+  if (inductor::unavailable_reason().empty()) return make_inductor_backend(max_autotune);
   Backend eager = make_eager_backend();
   return [eager](const ir::Graph& graph, std::span<const TensorMeta> inputs) {
     static std::once_flag warned;
     std::call_once(warned, [] {
-      std::cerr << "[kiln] warning: no C++ compiler found ($CXX, c++, g++ or clang++ on PATH): "
-                   "backend \"inductor\" runs graphs with the eager kernels instead\n";
+      std::cerr << "[kiln] warning: " << inductor::unavailable_reason()
+                << ": backend \"inductor\" runs graphs with the eager kernels instead\n";
     });
     return eager(graph, inputs);
   };

@@ -173,6 +173,9 @@ TEST_F(DebugDump, InductorWritesItsGeneratedSource) {
   const std::string module = field(graphs[0], "code_module");
   EXPECT_TRUE(fs::exists(module)) << module;
   EXPECT_NE(logged[0].find(module), std::string::npos);
+  // A build-tree Kiln compiles generated code against its source tree's runtime headers.
+  EXPECT_NE(logged[0].find("(headers from " KILN_TEST_SOURCE_DIR "/src)"), std::string::npos)
+      << logged[0].substr(0, 300);
   EXPECT_FALSE(field(graphs[0], "seconds_inductor_codegen").empty()) << graphs[0];
 }
 

@@ -24,6 +24,12 @@
 #ifndef KILN_GENERATED_ARCH_FLAGS
 #define KILN_GENERATED_ARCH_FLAGS ""
 #endif
+#ifndef KILN_RUNTIME_FROM_LIB
+#define KILN_RUNTIME_FROM_LIB "../share/kiln/runtime"
+#endif
+#ifndef KILN_INCLUDE_FROM_LIB
+#define KILN_INCLUDE_FROM_LIB "../include"
+#endif
 
 namespace kiln::inductor {
 
@@ -109,7 +115,7 @@ std::string hash_key(const std::string& text) {
 const std::string& compile_flags() {
   static const std::string f = detail::concat(
       "-std=c++20 -O3 ", KILN_GENERATED_ARCH_FLAGS, " -fopenmp -fPIC -ffp-contract=off -w -I",
-      quote(KILN_SOURCE_DIR "/src"), " -I", quote(KILN_SOURCE_DIR "/include"));
+      quote(runtime_headers().runtime_dir), " -I", quote(runtime_headers().include_dir));
   return f;
 }
 const std::string& flags() {
@@ -124,10 +130,12 @@ const std::string& key_context() {
     std::string version;
     run_command(quote(host_compiler()) + " --version", version);
     std::string headers;
-    for (const char* h :
-         {"src/backends/inductor/runtime/inductor_runtime.h", "src/ops/kernels/pointwise_math.h",
-          "src/ops/kernels/vec.h", "include/kiln/ops/op.h"})
-      headers += read_file(fs::path(KILN_SOURCE_DIR) / h);
+    const RuntimeHeaders& where = runtime_headers();
+    for (const char* h : {"backends/inductor/runtime/inductor_runtime.h",
+                          "ops/kernels/block_loop.h", "ops/kernels/pointwise_math.h",
+                          "ops/kernels/vec.h"})
+      headers += read_file(fs::path(where.runtime_dir) / h);
+    headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
     return host_compiler() + "\n" + version + "\n" + flags() + "\n" + headers;
   }();
   return context;
@@ -183,7 +191,8 @@ std::string precompiled_header_dir(const fs::path& modules) {
     std::string output;
     const int status = run_command(
         detail::concat(quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
-                       quote(KILN_SOURCE_DIR "/src/backends/inductor/runtime/inductor_runtime.h"),
+                       quote(runtime_headers().runtime_dir +
+                             "/backends/inductor/runtime/inductor_runtime.h"),
                        " -o ", quote(tmp)),
         output);
     if (status != 0) {
@@ -291,6 +300,42 @@ const std::string& host_compiler() {
     return std::string();
   }();
   return cxx;
+}
+
+const RuntimeHeaders& runtime_headers() {
+  static const RuntimeHeaders where = [] {
+    // The library this code is in, then its installed neighbours (relative paths set by CMake
+    // from the install layout, so any --prefix works). A static or build-tree Kiln has none.
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&runtime_headers), &info) && info.dli_fname) {
+      std::error_code ec;
+      const fs::path lib_dir = fs::canonical(info.dli_fname, ec).parent_path();
+      const fs::path runtime = lib_dir / KILN_RUNTIME_FROM_LIB;
+      const fs::path include = lib_dir / KILN_INCLUDE_FROM_LIB;
+      if (!ec && fs::exists(runtime / "backends/inductor/runtime/inductor_runtime.h", ec) &&
+          fs::exists(include / "kiln/ops/op.h", ec))
+        return RuntimeHeaders{fs::weakly_canonical(runtime, ec).string(),
+                              fs::weakly_canonical(include, ec).string(), true};
+    }
+    return RuntimeHeaders{KILN_SOURCE_DIR "/src", KILN_SOURCE_DIR "/include", false};
+  }();
+  return where;
+}
+
+const std::string& unavailable_reason() {
+  static const std::string why = []() -> std::string {
+    if (host_compiler().empty()) return "no C++ compiler found ($CXX, c++, g++ or clang++ on PATH)";
+    const RuntimeHeaders& where = runtime_headers();
+    std::error_code ec;
+    if (!fs::exists(fs::path(where.runtime_dir) / "backends/inductor/runtime/inductor_runtime.h",
+                    ec))
+      return detail::concat(
+          "the headers generated code includes are missing (not installed beside the Kiln "
+          "library, and the source tree it was built from, ",
+          KILN_SOURCE_DIR, ", is gone; install Kiln with cmake --install)");
+    return "";
+  }();
+  return why;
 }
 
 std::string cache_dir() {

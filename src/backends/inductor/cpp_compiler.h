@@ -38,6 +38,20 @@ class LoadedModule {
 // PATH; "" when there is none.
 const std::string& host_compiler();
 
+// Where generated code finds the headers it includes: an installed Kiln's copy
+// (<prefix>/share/kiln/runtime, with <prefix>/include), found from the loaded library's path,
+// else the source tree this Kiln was built from.
+struct RuntimeHeaders {
+  std::string runtime_dir;  // holds backends/inductor/runtime/inductor_runtime.h
+  std::string include_dir;  // holds kiln/...
+  bool installed = false;
+};
+const RuntimeHeaders& runtime_headers();
+
+// Why generated code cannot be built here ("" when it can): no C++ compiler, or no runtime
+// headers. The registry then warns once and runs inductor's graphs with the eager kernels.
+const std::string& unavailable_reason();
+
 // Where compiled modules are cached: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
 // ~/.cache/kiln (each with an "inductor" folder below it).
 std::string cache_dir();

@@ -75,7 +75,8 @@ class CompiledInductorGraph {
       capture::add_compile_time("inductor_load", stats.load_seconds);
       if (log_enabled(LogTopic::OutputCode))
         capture::log(LogTopic::OutputCode,
-                     detail::concat("inductor: ", module_->path(), "\n", source_));
+                     detail::concat("inductor: ", module_->path(), " (headers from ",
+                                    inductor::runtime_headers().runtime_dir, ")\n", source_));
       for (const Kernel& k : schedule_.kernels)
         kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
       kernel_grain_.assign(schedule_.kernels.size(), 0);
