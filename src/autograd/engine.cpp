@@ -213,7 +213,9 @@ class AccumulateGrad : public Node {
 }  // namespace
 
 Edge gradient_edge(const Tensor& t) {
-  if (!t.defined() || !t.requires_grad()) return {};
+  if (!t.defined()) return {};
+  refresh_view_history(t);
+  if (!t.requires_grad()) return {};
   AutogradMeta& m = meta(t);
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();

@@ -17,8 +17,14 @@ extern thread_local bool tls_inference_mode;
 // or the call writes into a tensor that has autograd history or requires grad.
 inline bool needs_recording(std::span<const Tensor> inputs, const Tensor& out) {
   if (!detail::tls_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.impl()->requires_grad()) return true;  // dispatch checked they are defined
+  for (const Tensor& t : inputs) {
+    const TensorImpl* impl = t.impl();  // dispatch checked they are defined
+    if (impl->requires_grad()) return true;
+    // A view whose base got history by an in-place change since (refresh_view_history).
+    if (impl->is_view() && impl->view_base() && impl->view_base()->requires_grad() &&
+        impl->view_history_version() != impl->version()) [[unlikely]]
+      return true;
+  }
   return out.defined() && out.impl()->requires_grad();
 }
 

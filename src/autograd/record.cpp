@@ -24,6 +24,14 @@ std::string backward_name(std::string_view op) {
   return out + "Backward";
 }
 
+// A view op's derivative reads only its input's geometry (sizes, strides, offset: as_strided),
+// so the node keeps that without the data: writing the input in place later (a base whose
+// views are regenerated, refresh_view_history) leaves the node valid, as in PyTorch.
+Tensor geometry_of(const Tensor& t) {
+  return Tensor(
+      std::make_shared<TensorImpl>(nullptr, t.storage_offset(), t.sizes(), t.strides(), t.dtype()));
+}
+
 // The node of one recorded op call.
 class OpNode : public Node {
  public:
@@ -47,7 +55,8 @@ class OpNode : public Node {
       saved_inputs_.resize(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i)
         if (i < 32 && ((d.saved_inputs >> i) & 1u))
-          saved_inputs_[i] = SavedTensor(inputs[i], false);
+          saved_inputs_[i] =
+              SavedTensor(op_.kind == OpKind::View ? geometry_of(inputs[i]) : inputs[i], false);
     }
     if (d.saved_outputs) {
       saved_outputs_.resize(outputs.size());
@@ -141,6 +150,20 @@ void take_history(const Tensor& t, const Tensor& value) {
 
 }  // namespace
 
+void refresh_view_history(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (!impl->is_view() || !impl->view_base()) return;
+  const uint64_t now = impl->version();
+  if (impl->view_history_version() == now) return;
+  impl->set_view_history_version(now);
+  const Tensor base(impl->view_base());
+  // A leaf base is changed in place only without recording (an optimizer step): the view's
+  // gradient still flows into the same elements of it, so its history stays.
+  if (!base.requires_grad() || base.is_leaf()) return;
+  AutoGradMode on(true);
+  take_history(t, base.as_strided(t.sizes(), t.strides(), t.storage_offset()));
+}
+
 namespace {
 
 // In place into a view while recording (PyTorch's CopySlices): the op's result is computed out
@@ -174,6 +197,7 @@ int dispatch_into_view_and_record(const OpDef& op, std::span<const Tensor> input
   copy_unrecorded(out, value);
   take_history(base, new_base);
   take_history(out, new_base.as_strided(sizes, strides, offset));
+  out.impl()->set_view_history_version(out.impl()->version());  // up to date
   for (int i = 1; i < n; ++i) outputs[static_cast<size_t>(i)] = result[static_cast<size_t>(i)];
   return n;
 }
@@ -183,7 +207,10 @@ int dispatch_into_view_and_record(const OpDef& op, std::span<const Tensor> input
 int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                         std::span<Tensor, kMaxOpOutputs> outputs) {
   bool any_requires = false;
-  for (const Tensor& t : inputs) any_requires = any_requires || t.requires_grad();
+  for (const Tensor& t : inputs) {
+    refresh_view_history(t);
+    any_requires = any_requires || t.requires_grad();
+  }
   if (!outputs[0].defined()) {
     const int n = dispatch_no_autograd(op, inputs, attrs, outputs);
     if (any_requires) record(op, inputs, attrs, outputs.first(static_cast<size_t>(n)), inputs);

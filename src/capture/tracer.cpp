@@ -343,11 +343,19 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (PendingTensor* p = own_pending(*impl)) {
     if (p->value_version != p->buffer().version) {
-      // Written since this tensor's value was recorded: re-derive it from the buffer.
+      // Written since this tensor's value was recorded: re-derive it from the buffer. Under
+      // AOT autograd the new value carries the buffer's gradient, and the tensor's history
+      // moves to it (eager autograd regenerates a view's history the same way).
       const ir::ValueRef base = p->buffer().value;
-      p->value = record_call(as_strided_op(), {&base, 1}, as_strided_attrs(t),
-                             [&] { return std::vector<TensorMeta>{view_info(t)}; });
+      const bool grad = aot_ && is_grad_enabled() && value_requires_grad(base);
+      p->value = record_call(
+          as_strided_op(), {&base, 1}, as_strided_attrs(t),
+          [&] { return std::vector<TensorMeta>{view_info(t)}; }, grad);
       p->value_version = p->buffer().version;
+      if (grad) {
+        Tensor self = t;
+        attach_grad({&self, 1});
+      }
     }
     return p->value;
   }

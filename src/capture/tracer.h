@@ -169,6 +169,12 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   const ir::Node& recorded_node(size_t i) const {
     return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
   }
+  // Whether a recorded value requires grad (AOT autograd's bit on its metadata).
+  bool value_requires_grad(ir::ValueRef v) const {
+    const ir::Node& n = recorded_node(static_cast<size_t>(v.node));
+    return static_cast<size_t>(v.output) < n.outputs.size() &&
+           n.outputs[static_cast<size_t>(v.output)].requires_grad;
+  }
   // t's pending value if this tracer made it (null for concrete tensors and other captures').
   PendingTensor* own_pending(const TensorImpl& impl) const;
   ir::ValueRef value_of(const Tensor& t);

@@ -600,6 +600,39 @@ TEST(Autograd, InPlaceThroughChainedViewsAndTheViewsOwnGradient) {
   EXPECT_VALS(x2.grad(), {0, 10, 10});
 }
 
+// The other direction (PyTorch regenerates a view's grad_fn): a view taken before its base,
+// or another view of it, was written in place sees the written values, and its gradient flows
+// through the write.
+TEST(Autograd, AViewTakenBeforeItsBaseWasWrittenInPlaceFollowsTheWrite) {
+  Tensor x = leaf({1, 2, 3, 4});
+  Tensor y = x.neg();
+  Tensor flat = y.reshape({-1});  // a view of y
+  y.mul_(0.5);
+  EXPECT_VALS(flat.detach(), {-0.5, -1, -1.5, -2});
+  flat.sum().backward();
+  EXPECT_VALS(x.grad(), {-0.5, -0.5, -0.5, -0.5});  // not -1: flat is y after the write
+}
+
+TEST(Autograd, AWriteIntoOneViewReachesTheGradientOfAnOverlappingView) {
+  Tensor x = leaf({1, 2, 3, 4});
+  Tensor y = x * 1.0;
+  Tensor a = y.slice(0, 0, 2), b = y.slice(0, 1, 3);
+  a.mul_(3);  // elements 0 and 1; b holds elements 1 and 2
+  EXPECT_VALS(b.detach(), {6, 3});
+  (b * tensor({1.0, 10.0})).sum().backward();
+  EXPECT_VALS(x.grad(), {0, 3, 10, 0});
+}
+
+TEST(Autograd, AViewOfATensorThatGainsHistoryInPlaceGainsItToo) {
+  Tensor x = leaf({1, 2, 3, 4});
+  Tensor base = zeros({4});
+  Tensor v = base.slice(0, 1, 3);  // taken while base has no history
+  base.add_(x * 2);
+  EXPECT_VALS(v.detach(), {4, 6});
+  (v * v).sum().backward();  // d/dx of (2x)^2 = 8x, for elements 1 and 2
+  EXPECT_VALS(x.grad(), {0, 16, 24, 0});
+}
+
 TEST(Autograd, InPlaceOnAViewOfALeafThatRequiresGradIsAnError) {
   Tensor x = leaf({1, 2, 3, 4});
   expect_error<Error>([&] { x.slice(0, 0, 2).mul_(2); }, {"mul", "leaf"});

@@ -25,7 +25,7 @@ using Apply = std::function<Tensor(const std::vector<Tensor>& args, const std::v
 using ChooseParams = std::function<std::vector<int64_t>(const std::vector<Tensor>& args, Rng&)>;
 
 struct OpSpec {
-  const char* name;
+  std::string name;
   int arity;
   bool in_place;  // modifies its first argument (only intermediate values are chosen)
   Apply apply;
@@ -36,44 +36,115 @@ std::vector<int64_t> one_dim(const std::vector<Tensor>& a, Rng& rng) {
   return {a[0].dim() ? rng.below(a[0].dim()) : 0};
 }
 
-// Ops whose results are deterministic and comparable; random ops, argmax-style ties and
-// data-dependent shapes are left out (a tie may resolve differently after fusion).
+std::vector<int64_t> last_dim(const std::vector<Tensor>& a, Rng&) {
+  return {a[0].dim() ? a[0].dim() - 1 : 0};
+}
+
+// The tensor parameters of a registered op whose schema has no others ("add(Tensor self,
+// Tensor other)" → 2); 0 when it has attributes, optional tensors or lists.
+int tensor_only_arity(const OpDef& op) {
+  const std::string_view schema = op.schema;
+  const size_t open = schema.find('('), close = schema.find(')');
+  if (open == std::string_view::npos || close == std::string_view::npos) return 0;
+  std::string_view params = schema.substr(open + 1, close - open - 1);
+  int n = 0;
+  while (!params.empty()) {
+    const size_t comma = params.find(',');
+    std::string_view p = params.substr(0, comma);
+    while (!p.empty() && p.front() == ' ') p.remove_prefix(1);
+    if (p.rfind("Tensor ", 0) != 0) return 0;
+    ++n;
+    if (comma == std::string_view::npos) break;
+    params.remove_prefix(comma + 1);
+  }
+  return n;
+}
+
+// Every registered pointwise op taking only tensors (up to three) and differentiable: called
+// through dispatch, as "op:<name>", on whatever values the program has (eager rejects
+// mismatched shapes and dtypes, and the step is drawn again).
+std::vector<OpSpec> registry_ops() {
+  std::vector<OpSpec> out;
+  for (const OpDef* op : all_ops()) {
+    if (op->kind != OpKind::Pointwise || !op->derivative.fn) continue;
+    const int arity = tensor_only_arity(*op);
+    if (arity < 1 || arity > 3) continue;
+    out.push_back({"op:" + std::string(op->name), arity, false,
+                   [op](auto& a, auto&) { return dispatch1(*op, a, Attrs{}); }});
+  }
+  return out;
+}
+
+// Ops whose results are deterministic and comparable: argmax-style ties and data-dependent
+// shapes are left out (a tie may resolve differently after fusion). Random ops are in: both
+// runs start from the program's seed, and compiled code must draw what eager draws.
 const std::vector<OpSpec>& ops() {
-  static const std::vector<OpSpec> all = {
-      {"add", 2, false, [](auto& a, auto&) { return a[0].add(a[1]); }},
-      {"sub", 2, false, [](auto& a, auto&) { return a[0].sub(a[1]); }},
-      {"mul", 2, false, [](auto& a, auto&) { return a[0].mul(a[1]); }},
-      {"div", 2, false, [](auto& a, auto&) { return a[0].div(a[1].abs().exp()); }},
-      {"neg", 1, false, [](auto& a, auto&) { return a[0].neg(); }},
-      {"tanh", 1, false, [](auto& a, auto&) { return a[0].tanh(); }},
-      {"sigmoid", 1, false, [](auto& a, auto&) { return a[0].sigmoid(); }},
-      {"relu", 1, false, [](auto& a, auto&) { return a[0].relu(); }},
-      {"exp", 1, false, [](auto& a, auto&) { return a[0].tanh().exp(); }},
-      {"sum_dim", 1, false, [](auto& a, auto& p) { return a[0].sum({p[0]}, true); }, one_dim},
-      {"mean_dim", 1, false, [](auto& a, auto& p) { return a[0].mean({p[0]}); }, one_dim},
-      {"transpose", 1, false, [](auto& a, auto& p) { return a[0].transpose(p[0], p[1]); },
-       [](const std::vector<Tensor>& a, Rng& rng) {
-         int64_t d = std::max<int64_t>(a[0].dim(), 1);
-         return std::vector<int64_t>{rng.below(d), rng.below(d)};
-       }},
-      {"narrow", 1, false, [](auto& a, auto& p) { return a[0].narrow(p[0], p[1], p[2]); },
-       [](const std::vector<Tensor>& a, Rng& rng) {
-         int64_t d = rng.below(std::max<int64_t>(a[0].dim(), 1));
-         int64_t size = a[0].dim() ? a[0].sizes()[d] : 1;
-         int64_t start = rng.below(size);
-         return std::vector<int64_t>{d, start, 1 + rng.below(size - start)};
-       }},
-      {"flatten", 1, false, [](auto& a, auto&) { return a[0].reshape({-1}); }},
-      {"expand", 1, false,
-       [](auto& a, auto& p) {
-         std::vector<int64_t> sizes(a[0].sizes().begin(), a[0].sizes().end());
-         sizes.insert(sizes.begin(), p[0]);
-         return a[0].expand(sizes);
-       },
-       [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{1 + rng.below(3)}; }},
-      {"add_", 2, true, [](auto& a, auto&) { return a[0].add_(a[1]); }},
-      {"mul_scalar_", 1, true, [](auto& a, auto&) { return a[0].mul_(0.5); }},
-  };
+  static const std::vector<OpSpec> all = [] {
+    std::vector<OpSpec> table = {
+        {"add", 2, false, [](auto& a, auto&) { return a[0].add(a[1]); }},
+        {"sub", 2, false, [](auto& a, auto&) { return a[0].sub(a[1]); }},
+        {"mul", 2, false, [](auto& a, auto&) { return a[0].mul(a[1]); }},
+        {"div", 2, false, [](auto& a, auto&) { return a[0].div(a[1].abs().exp()); }},
+        {"neg", 1, false, [](auto& a, auto&) { return a[0].neg(); }},
+        {"tanh", 1, false, [](auto& a, auto&) { return a[0].tanh(); }},
+        {"sigmoid", 1, false, [](auto& a, auto&) { return a[0].sigmoid(); }},
+        {"relu", 1, false, [](auto& a, auto&) { return a[0].relu(); }},
+        {"exp", 1, false, [](auto& a, auto&) { return a[0].tanh().exp(); }},
+        {"sum_dim", 1, false, [](auto& a, auto& p) { return a[0].sum({p[0]}, true); }, one_dim},
+        {"mean_dim", 1, false, [](auto& a, auto& p) { return a[0].mean({p[0]}); }, one_dim},
+        {"transpose", 1, false, [](auto& a, auto& p) { return a[0].transpose(p[0], p[1]); },
+         [](const std::vector<Tensor>& a, Rng& rng) {
+           int64_t d = std::max<int64_t>(a[0].dim(), 1);
+           return std::vector<int64_t>{rng.below(d), rng.below(d)};
+         }},
+        {"narrow", 1, false, [](auto& a, auto& p) { return a[0].narrow(p[0], p[1], p[2]); },
+         [](const std::vector<Tensor>& a, Rng& rng) {
+           int64_t d = rng.below(std::max<int64_t>(a[0].dim(), 1));
+           int64_t size = a[0].dim() ? a[0].sizes()[d] : 1;
+           int64_t start = rng.below(size);
+           return std::vector<int64_t>{d, start, 1 + rng.below(size - start)};
+         }},
+        {"flatten", 1, false, [](auto& a, auto&) { return a[0].reshape({-1}); }},
+        {"expand", 1, false,
+         [](auto& a, auto& p) {
+           std::vector<int64_t> sizes(a[0].sizes().begin(), a[0].sizes().end());
+           sizes.insert(sizes.begin(), p[0]);
+           return a[0].expand(sizes);
+         },
+         [](const std::vector<Tensor>&, Rng& rng) {
+           return std::vector<int64_t>{1 + rng.below(3)};
+         }},
+        {"add_", 2, true, [](auto& a, auto&) { return a[0].add_(a[1]); }},
+        {"mul_scalar_", 1, true, [](auto& a, auto&) { return a[0].mul_(0.5); }},
+        {"matmul", 2, false, [](auto& a, auto&) { return a[0].matmul(a[1]); }},
+        {"matmul_t", 2, false, [](auto& a, auto&) { return a[0].matmul(a[1].transpose(-1, -2)); }},
+        {"softmax", 1, false, [](auto& a, auto& p) { return a[0].softmax(p[0]); }, one_dim},
+        {"log_softmax", 1, false, [](auto& a, auto& p) { return a[0].log_softmax(p[0]); }, one_dim},
+        {"layer_norm", 1, false,
+         [](auto& a, auto&) { return layer_norm(a[0], {a[0].sizes().back()}); }, last_dim},
+        {"gelu", 1, false, [](auto& a, auto&) { return gelu(a[0]); }},
+        {"amax_dim", 1, false, [](auto& a, auto& p) { return a[0].amax({p[0]}, true); }, one_dim},
+        {"clamp", 1, false, [](auto& a, auto&) { return a[0].clamp(-0.5, 0.5); }},
+        {"where", 2, false, [](auto& a, auto&) { return where(a[0] > 0, a[0], a[1]); }},
+        {"cat", 2, false,
+         [](auto& a, auto& p) {
+           return cat({a[0], a[1]}, p[0]);
+         },
+         one_dim},
+        {"permute", 1, false,
+         [](auto& a, auto&) {
+           std::vector<int64_t> dims(static_cast<size_t>(a[0].dim()));
+           for (size_t d = 0; d < dims.size(); ++d)
+             dims[d] = a[0].dim() - 1 - static_cast<int64_t>(d);
+           return a[0].permute(dims);
+         }},
+        {"unsqueeze", 1, false, [](auto& a, auto&) { return a[0].unsqueeze(0); }},
+        {"dropout", 1, false, [](auto& a, auto&) { return dropout(a[0], 0.3, true); }},
+        {"add_noise", 1, false, [](auto& a, auto&) { return a[0] + randn_like(a[0]) * 0.1; }},
+    };
+    for (OpSpec& spec : registry_ops()) table.push_back(std::move(spec));
+    return table;
+  }();
   return all;
 }
 
@@ -110,6 +181,9 @@ std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor
   }
   return std::vector<Tensor>(values.begin() + first_output, values.end());
 }
+
+// The random state every run of a program starts from (its random ops draw the same numbers).
+void seed_for(uint64_t program_seed) { manual_seed(program_seed * 7919 + 17); }
 
 // The whole program as one function: outputs, then backward of the sum of all outputs.
 std::vector<Tensor> run_program(const std::vector<Step>& steps, const std::vector<Tensor>& inputs) {
@@ -177,10 +251,12 @@ Program attempt(uint64_t seed, uint64_t attempt_seed, int ops_per_program) {
   std::vector<int64_t> base = random_shape(rng);
   p.input_shapes = {base, broadcastable(base, rng), random_shape(rng)};
   std::vector<Tensor> values = make_inputs(p);
+  seed_for(seed);
   for (int tries = 0;
        static_cast<int>(p.steps.size()) < ops_per_program && tries < 20 * ops_per_program; ++tries)
     try_step(rng, p.input_shapes.size(), values, p.steps);
   try {
+    seed_for(seed);
     run_program(p.steps, make_inputs(p));
   } catch (const Error&) {
     p.steps.clear();  // e.g. an in-place op overwrote a value backward needs
@@ -195,7 +271,7 @@ bool close(const Tensor& eager, const Tensor& compiled, std::string& why) {
     return why = "shape or dtype differs", false;
   std::vector<double> a = eager.to_vector<double>(), b = compiled.to_vector<double>();
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;  // also ±inf
     if (!(std::abs(a[i] - b[i]) <= 1e-5 + 1e-4 * std::abs(a[i]))) {
       std::ostringstream os;
       os << "element " << i << ": eager " << a[i] << ", compiled " << b[i];
@@ -226,6 +302,7 @@ std::string Program::text() const {
   std::ostringstream os;
   os << "# seed " << seed << "\n";
   std::vector<Tensor> values = make_inputs(*this);
+  seed_for(seed);
   for (size_t i = 0; i < values.size(); ++i)
     os << "v" << i << " = input float32 " << shape_text(input_shapes[i]) << " requires_grad\n";
   for (const Step& s : steps) {
@@ -240,7 +317,7 @@ std::string Program::text() const {
     for (size_t i = 0; i < s.args.size(); ++i) os << (i ? ", " : "") << "v" << s.args[i];
     for (int64_t p : s.params) os << ", " << p;
     std::vector<int64_t> sizes(values.back().sizes().begin(), values.back().sizes().end());
-    os << ") -> float32 " << shape_text(sizes) << "\n";
+    os << ") -> " << dtype_info(values.back().dtype()).name << " " << shape_text(sizes) << "\n";
   }
   os << "backward(sum of all sums)\n";
   return os.str();
@@ -248,6 +325,7 @@ std::string Program::text() const {
 
 Check check(const Program& program, const std::string& backend) {
   std::vector<Tensor> eager_inputs = make_inputs(program);
+  seed_for(program.seed);
   std::vector<Tensor> expected = results(run_program(program.steps, eager_inputs), eager_inputs);
   std::vector<Tensor> inputs = make_inputs(program);
   std::vector<Tensor> actual;
@@ -256,6 +334,7 @@ Check check(const Program& program, const std::string& backend) {
     options.backend = backend;
     auto fn = kiln::compile(
         [&program](std::vector<Tensor> in) { return run_program(program.steps, in); }, options);
+    seed_for(program.seed);
     actual = results(fn(inputs), inputs);
   } catch (const Error& e) {
     return {Verdict::kError, e.what()};

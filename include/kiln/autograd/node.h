@@ -128,6 +128,11 @@ namespace autograd {
 Edge gradient_edge(const Tensor& t);
 // Gives each output of `node` that requires grad (floating dtype) its history.
 void set_history(std::span<Tensor> outputs, const std::shared_ptr<Node>& node);
+// A view whose memory was written (through its base or another view) since its history was
+// set, while the base has history: its history becomes that region of the base's current value
+// (PyTorch regenerates such a view's grad_fn the same way). Called wherever a tensor's history
+// is read: gradient_edge, and dispatch before it decides whether to record.
+void refresh_view_history(const Tensor& t);
 // AutogradMeta of t, created on first use.
 AutogradMeta& meta(const Tensor& t);
 // Registers retain_grad's hook on t's grad_fn (again after an in-place op gave t a new one).

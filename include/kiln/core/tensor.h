@@ -127,7 +127,13 @@ class TensorImpl {
   void set_view_of(const std::shared_ptr<TensorImpl>& of) {
     view_ = true;
     view_base_ = of->view_base_ ? of->view_base_ : of;
+    view_history_version_ = of->version();
   }
+  // A view's memory version when its autograd history was last set: autograd makes the view's
+  // history anew from its base's when the memory has been written since (PyTorch's view
+  // regeneration after an in-place change of the base or of another view).
+  uint64_t view_history_version() const { return view_history_version_; }
+  void set_view_history_version(uint64_t v) { view_history_version_ = v; }
   // Made under InferenceMode: may never be saved for backward.
   bool is_inference() const { return inference_; }
   void set_inference(bool v) { inference_ = v; }
@@ -147,6 +153,7 @@ class TensorImpl {
   std::shared_ptr<PendingValue> pending_;
   std::shared_ptr<AutogradMeta> autograd_;
   std::shared_ptr<TensorImpl> view_base_;
+  uint64_t view_history_version_ = 0;
   int64_t offset_;
   Shape sizes_;
   Shape strides_;

@@ -131,9 +131,9 @@ const std::string& key_context() {
     run_command(quote(host_compiler()) + " --version", version);
     std::string headers;
     const RuntimeHeaders& where = runtime_headers();
-    for (const char* h : {"backends/inductor/runtime/inductor_runtime.h",
-                          "ops/kernels/block_loop.h", "ops/kernels/pointwise_math.h",
-                          "ops/kernels/vec.h"})
+    for (const char* h :
+         {"backends/inductor/runtime/inductor_runtime.h", "ops/kernels/block_loop.h",
+          "ops/kernels/pointwise_math.h", "ops/kernels/vec.h"})
       headers += read_file(fs::path(where.runtime_dir) / h);
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
     return host_compiler() + "\n" + version + "\n" + flags() + "\n" + headers;
@@ -190,10 +190,10 @@ std::string precompiled_header_dir(const fs::path& modules) {
     const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
     std::string output;
     const int status = run_command(
-        detail::concat(quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
-                       quote(runtime_headers().runtime_dir +
-                             "/backends/inductor/runtime/inductor_runtime.h"),
-                       " -o ", quote(tmp)),
+        detail::concat(
+            quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
+            quote(runtime_headers().runtime_dir + "/backends/inductor/runtime/inductor_runtime.h"),
+            " -o ", quote(tmp)),
         output);
     if (status != 0) {
       fs::remove(tmp, ec);
