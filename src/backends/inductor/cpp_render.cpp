@@ -171,7 +171,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   std::map<std::pair<std::string, DType>, std::string> converted;
   auto block_of = [&](const Operand& a, DType want) -> std::string {
     std::string name;
-    DType have;
+    DType have = want;  // (every Kind sets it; GCC cannot tell)
     switch (a.kind) {
       case Operand::Kind::Constant:
         return constant_blocks.at({a.index, want});
