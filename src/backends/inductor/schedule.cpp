@@ -104,8 +104,9 @@ Schedule schedule_graph(const ir::Graph& g) {
     }
     const Shape& shape = n.outputs[0].sizes;
     auto joinable = [&](int32_t grp) {
-      if (grp < 0 || group_at(grp).ranges != shape) return false;
+      if (grp < 0) return false;
       const Group& to = group_at(grp);
+      if (to.ranges != shape) return false;
       for (ir::ValueRef v : n.inputs) {
         const ir::ValueRef r = root_of(g, v);
         const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
@@ -134,10 +135,8 @@ Schedule schedule_graph(const ir::Graph& g) {
     }
     if (target < 0 && joinable(last_joined)) target = last_joined;
     // Every other group n reads from now has an outside reader.
-    for (ir::ValueRef v : n.inputs) {
-      const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
-      if (grp >= 0 && grp != target) group_at(grp).sealed = true;
-    }
+    for (ir::ValueRef v : n.inputs)
+      if (group_of[static_cast<size_t>(root_of(g, v).node)] != target) seal_producer(v);
     if (target < 0) {
       target = static_cast<int32_t>(groups.size());
       groups.push_back({shape, {}});
