@@ -135,6 +135,15 @@ void CompiledFunctionNode::abandon(std::string why) {
   sync_ = nullptr;
 }
 
+void CompiledFunctionNode::before_backward() {
+  // Runs the graph if it has not run. When its backward cannot be traced, the run gives the
+  // node's tensors eager histories and abandons this node: a backward that re-reads their
+  // grad_fn (the engine does for its roots) goes on without it; apply() names the reason.
+  if (plan_ || !abandoned_.empty() || !sync_) return;
+  auto sync = sync_;
+  sync();
+}
+
 void CompiledFunctionNode::ensure_ran(const char* what) {
   if (plan_) return;
   KILN_CHECK(abandoned_.empty(), Error, what,

@@ -71,7 +71,7 @@ class CompiledFunctionNode final : public Node {
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override;
-  void before_backward() override { ensure_ran("backward()"); }
+  void before_backward() override;
   size_t add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) override;
 
  private:

@@ -136,7 +136,15 @@ AutogradMeta& meta(const Tensor& t) {
   return *impl->autograd_meta();
 }
 
+// A tensor computed by a compiled graph still being captured gets its final history before a
+// backward, grad() or a hook reads it: the graph runs, and may hand it another grad_fn.
+void settle_history(const Tensor& t) {
+  if (!t.defined()) return;
+  if (const auto& m = t.impl()->autograd_meta(); m && m->grad_fn) m->grad_fn->before_backward();
+}
+
 void add_retain_grad_hook(const Tensor& t) {
+  settle_history(t);
   AutogradMeta& m = meta(t);
   std::weak_ptr<TensorImpl> self = t.impl_ptr();
   m.retain_grad_hook = m.grad_fn->add_pre_hook(
@@ -401,6 +409,7 @@ void make_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>& g
       KILN_CHECK(is_floating(g.dtype()), DTypeError, api, ": the gradient for output ", i,
                  " must be floating, got dtype ", g.dtype());
     }
+    settle_history(out);
     roots.push_back(gradient_edge(out));
     grads.push_back(g.dtype() == out.dtype() ? std::move(g) : g.to(out.dtype()));
   }
@@ -429,6 +438,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), Error, "grad: input ", i,
                inputs[i].defined() ? " (shape " + inputs[i].shape_str() + ")" : std::string(),
                " does not require grad");
+    autograd::settle_history(inputs[i]);
     captures.push_back(autograd::gradient_edge(inputs[i]));
   }
   std::vector<Tensor> result = autograd::execute(
@@ -489,6 +499,7 @@ size_t Tensor::register_hook(TensorHook hook) const {
   checked("register_hook");
   KILN_CHECK(requires_grad(), Error, "register_hook: the tensor (shape ", shape_str(),
              ") does not require grad, so no gradient will ever reach a hook on it");
+  autograd::settle_history(*this);
   AutogradMeta& m = autograd::meta(*this);
   if (m.grad_fn) return m.grad_fn->add_pre_hook(m.output_nr, std::move(hook));
   size_t h = next_hook_handle.fetch_add(1);

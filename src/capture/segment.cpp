@@ -318,6 +318,7 @@ Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
     tangent = static_cast<int32_t>(r.values.size());
     r.values.push_back(grad_node_->slot_value(m->output_nr));
   }
+  for (const Buffer* b : outputs.buffers) r.output_versions.push_back(b->version);
   return r;
 }
 
@@ -369,6 +370,11 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
     InBackend in_backend;
     results = plan->forward(rec_.inputs, forward_values);
   }
+  // An output's memory is at its buffer's version (the writes recorded into it), as
+  // materialize() will say: a saved output must expect that version, not a fresh one.
+  for (size_t k = 0; k < request.output_versions.size(); ++k)
+    if (Storage* s = results[k].impl()->storage_if_concrete().get())
+      s->set_version(request.output_versions[k]);
   std::vector<Tensor> saved;
   for (const aot::SavedValue& s : plan->partition.saved)
     saved.push_back(s.is_input ? rec_.inputs[static_cast<size_t>(s.index)]

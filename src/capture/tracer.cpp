@@ -63,7 +63,7 @@ struct AbandonedValue final : PendingValue {
         "abandoned (" +
         why + "), so it has no value");
   }
-  void share_with(const std::shared_ptr<TensorImpl>& alias) override {
+  void share_with(const TensorImpl&, const std::shared_ptr<TensorImpl>& alias) override {
     alias->set_pending(std::make_shared<AbandonedValue>(why));
   }
   const void* memory_id() const override { return this; }
@@ -81,7 +81,7 @@ struct StorageWriter final : PendingValue {
                         : user_call_site(std::source_location::current(), false),
                   false);
   }
-  void share_with(const std::shared_ptr<TensorImpl>&) override {}
+  void share_with(const TensorImpl&, const std::shared_ptr<TensorImpl>&) override {}
   const void* memory_id() const override { return this; }
   uint64_t version() const override { return 0; }
   int64_t capacity() const override { return 0; }
@@ -102,13 +102,18 @@ void PendingTensor::materialize(TensorImpl&, const char* why, const std::source_
       false);
 }
 
-void PendingTensor::share_with(const std::shared_ptr<TensorImpl>& alias) {
+void PendingTensor::share_with(const TensorImpl& self, const std::shared_ptr<TensorImpl>& alias) {
   KILN_CHECK(std::this_thread::get_id() == thread, Error,
              "a view or detach() was made of a tensor that a compiled function still running on "
              "another thread has not computed yet: hand tensors to other threads after the "
              "compiled call");
-  alias->set_pending(
-      std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value, value_version));
+  // The alias has this tensor's value only with this tensor's geometry (detach()). A view the
+  // tracer records gets its own value next; one made while capture is paused (a backend or a
+  // compiled backward viewing a pending tensor) is re-derived from the buffer when read.
+  const bool same_geometry = alias->sizes() == self.sizes() && alias->strides() == self.strides() &&
+                             alias->storage_offset() == self.storage_offset();
+  alias->set_pending(std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value,
+                                                     same_geometry ? value_version : kStale));
   tracer->register_pending(alias);  // it becomes concrete with the rest
 }
 

@@ -77,11 +77,14 @@ class PendingTensor final : public PendingValue,
   PendingTensor& operator=(const PendingTensor&) = delete;
 
   void materialize(TensorImpl& self, const char* why, const std::source_location* where) override;
-  void share_with(const std::shared_ptr<TensorImpl>& alias) override;
+  void share_with(const TensorImpl& self, const std::shared_ptr<TensorImpl>& alias) override;
   const void* memory_id() const override { return buffer_; }
   uint64_t version() const override { return buffer_->version; }
   int64_t capacity() const override { return buffer_->numel; }
   Buffer& buffer() const { return *buffer_; }
+
+  // A value_version no buffer reaches: the value must be re-derived from the buffer.
+  static constexpr uint64_t kStale = ~uint64_t{0};
 
   Tracer* tracer;
   std::thread::id thread;  // the capturing thread: the only one that may run the graph
@@ -204,6 +207,7 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
     std::vector<ir::ValueRef> values;
     std::vector<int32_t> tangent_of_slot;
     std::vector<std::pair<TensorImpl*, uint32_t>> live;  // live tensors of the node, and slots
+    std::vector<uint64_t> output_versions;               // per graph output: its buffer's version
   };
   GradRequest grad_request(const SegmentOutputs& outputs) const;
   // Runs the graph as a forward/backward pair (`entry`'s, or compiled just for this run when

@@ -14,7 +14,7 @@ Tensor make_view(const Tensor& x, Shape sizes, Shape strides, int64_t offset) {
   // A view of a pending tensor is pending on the same memory (no sync point).
   auto impl = std::make_shared<TensorImpl>(x.impl()->storage_if_concrete(), offset,
                                            std::move(sizes), std::move(strides), x.dtype());
-  if (x.impl()->is_pending()) x.impl()->pending()->share_with(impl);
+  if (x.impl()->is_pending()) x.impl()->pending()->share_with(*x.impl(), impl);
   return Tensor(std::move(impl));
 }
 
@@ -720,7 +720,7 @@ Tensor Tensor::detach() const {
   checked("detach");
   auto impl = std::make_shared<TensorImpl>(impl_->storage_if_concrete(), storage_offset(), sizes(),
                                            strides(), dtype());
-  if (impl_->is_pending()) impl_->pending()->share_with(impl);
+  if (impl_->is_pending()) impl_->pending()->share_with(*impl_, impl);
   return Tensor(std::move(impl));
 }
 Tensor Tensor::to(DType dt) const {

@@ -380,6 +380,66 @@ TEST(AotAutograd, AViewTakenBeforeAnInPlaceWriteToItsBaseMatchesEagerUnderEveryB
       true);
 }
 
+// A compiled backward that runs while a later graph is being captured (backward() inside the
+// compiled function, after a break) makes views of that capture's pending gradients: cat's
+// backward slices its gradient, sum_dim's expands it. Each view must read as itself, not as
+// the tensor it was taken of (found by kiln fuzz: aot_eager raised "add: shapes [3], [6]" and
+// "to_copy output is [1, 1] but the graph records [1, 3]").
+TEST(AotAutograd, ACompiledBackwardRunDuringALaterCaptureViewsItsGradientsCorrectly) {
+  expect_gradients_match_eager_under_every_backend(
+      [](const Tensor& x) {
+        Tensor joined = cat({x, x.slice(0, 0, 1)}, 0);
+        Tensor row = x.reshape({2, 2}).sum({1}, true);
+        graph_break();
+        joined.mul_(2.0);
+        Tensor part = row.narrow(1, 0, 1);
+        return joined.sum() + row.sum() + part.tanh().sum();
+      },
+      true);
+}
+
+// A tensor written in place inside the graph and still alive after it is at version 1 when
+// the graph returns; a saved value over its memory must expect that version (found by kiln
+// fuzz: aot_eager's backward said such a tensor "has been modified by an in-place operation").
+TEST(AotAutograd, ASavedOutputWrittenInPlaceInsideTheGraphIsNotReportedAsModified) {
+  Tensor keep;
+  expect_gradients_match_eager_under_every_backend(
+      [&keep](const Tensor& x) {
+        Tensor y = cumsum(x, 0) * 0.5;  // recomputing y needs two saved tensors: save y
+        y.add_(x);
+        keep = y;  // alive after the graph returns
+        Tensor s = y.sigmoid();
+        return y.sum() + s.sum() + s.abs().sum();
+      },
+      true);
+}
+
+// backward() inside the compiled function on a graph whose backward cannot be traced
+// (cumprod's derivative reads a value): the graph runs with eager autograd and the backward
+// follows the tensors' eager histories (found while writing the test above: "internal error:
+// CompiledFunctionBackward did not run at its sync point"). Hooks and grad() likewise.
+TEST(AotAutograd, BackwardInsideReachesAGraphThatFallsBackToEagerAutograd) {
+  expect_gradients_match_eager_under_every_backend(
+      [](const Tensor& x) { return (cumprod(x, 0) * x).sum(); }, true);
+  for (const char* backend : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    Tensor seen;
+    auto f = compile(
+        [&](const Tensor& t) {
+          Tensor y = cumprod(t, 0);
+          y.register_hook([&](const Tensor& g) {
+            seen = g.detach().clone();
+            return Tensor();  // the gradient unchanged
+          });
+          return grad({(y * y).sum()}, {t})[0];
+        },
+        {.backend = std::string(backend)});
+    expect_equal(f(x), tensor({82.0, 40.0, 24.0}));  // d/dx of x0^2 + (x0x1)^2 + (x0x1x2)^2
+    expect_equal(seen, tensor({2.0, 4.0, 12.0}));
+  }
+}
+
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).

@@ -30,8 +30,9 @@ struct PendingValue {
   // `where` the user's line when known (null: found from the call stack).
   virtual void materialize(class TensorImpl& self, const char* why,
                            const std::source_location* where) = 0;
-  // Makes `alias`, a new tensor over the same memory (a view, detach()), pending on it too.
-  virtual void share_with(const std::shared_ptr<class TensorImpl>& alias) = 0;
+  // Makes `alias`, a new tensor over the memory of `self` (a view, detach()), pending on it too.
+  virtual void share_with(const class TensorImpl& self,
+                          const std::shared_ptr<class TensorImpl>& alias) = 0;
   // Identifies the memory the tensor will live in: equal for tensors that alias.
   virtual const void* memory_id() const = 0;
   // The memory's version counter (bumped by each in-place write), as Storage::version().
