@@ -125,9 +125,29 @@ void CompiledFunctionNode::activate(std::shared_ptr<const AotPlan> plan,
   plan_ = std::move(plan);
   tangent_of_slot_ = std::move(tangent_of_slot);
   for (const Tensor& t : inputs) add_input(t);
-  for (const Tensor& t : saved) saved_.emplace_back(t, false);
+  for (const Tensor& t : saved) {
+    saved_.emplace_back(t, false);
+    saved_memory_.push_back(t.impl()->memory_id());
+  }
   runtime_values_ = std::move(runtime_values);
   sync_ = nullptr;  // the tracer may be gone by the time backward runs
+}
+
+void CompiledFunctionNode::preserve_saved_before_write(const Tensor& target) {
+  if (released_) return;
+  const void* memory = target.impl()->memory_id();
+  for (size_t i = 0; i < saved_.size(); ++i) {
+    if (saved_memory_[i] != memory) continue;
+    Tensor value;
+    try {
+      value = saved_[i].unpack(nullptr, name());
+    } catch (const Error&) {
+      continue;  // already overwritten: backward reports it, as eager's would
+    }
+    capture::PauseCapture pause;
+    saved_[i] = SavedTensor(value.clone(), false);
+    saved_memory_[i] = nullptr;
+  }
 }
 
 void CompiledFunctionNode::abandon(std::string why) {

@@ -68,6 +68,10 @@ class CompiledFunctionNode final : public Node {
                 std::vector<int64_t> runtime_values);
   // The capture was given up: reaching the node is an error saying why.
   void abandon(std::string why);
+  // `target` is about to be written in place eagerly: a saved value over its memory is copied
+  // first. The partition may save an input or output where eager's formulas saved another
+  // value, so a write eager allows must not invalidate what the compiled backward reads.
+  void preserve_saved_before_write(const Tensor& target);
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override;
@@ -84,6 +88,7 @@ class CompiledFunctionNode final : public Node {
   std::shared_ptr<const AotPlan> plan_;
   std::vector<int32_t> tangent_of_slot_;
   std::vector<SavedTensor> saved_;
+  std::vector<const void*> saved_memory_;  // per saved value: its memory (memory_id)
   std::vector<int64_t> runtime_values_;
   bool released_ = false;
 };

@@ -376,10 +376,23 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
     if (Storage* s = results[k].impl()->storage_if_concrete().get())
       s->set_version(request.output_versions[k]);
   std::vector<Tensor> saved;
-  for (const aot::SavedValue& s : plan->partition.saved)
-    saved.push_back(s.is_input ? rec_.inputs[static_cast<size_t>(s.index)]
-                               : results[static_cast<size_t>(s.index)]);
+  for (const aot::SavedValue& s : plan->partition.saved) {
+    if (!s.is_input) {
+      saved.push_back(results[static_cast<size_t>(s.index)]);
+      continue;
+    }
+    // An input whose memory this graph writes holds its old value only until the write-back
+    // after this: the backward gets a copy of that value.
+    const Tensor& in = rec_.inputs[static_cast<size_t>(s.index)];
+    if (written_.storages.count(in.impl()->storage_if_concrete().get()) == 0) {
+      saved.push_back(in);
+      continue;
+    }
+    PauseCapture pause;
+    saved.push_back(in.clone());
+  }
   grad_node_->activate(plan, request.tangent_of_slot, rec_.inputs, saved, std::move(all));
+  ran_nodes_.push_back(grad_node_);
   results.resize(plan->num_outputs);
   return results;
 }

@@ -498,6 +498,9 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
            std::ranges::any_of(inputs, [](const Tensor& t) { return t.impl()->requires_grad(); });
     if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
       sync_current(why, std::source_location::current(), false);
+      if (outputs[0].defined())  // the write runs eagerly next
+        for (const auto& weak : ran_nodes_)
+          if (auto node = weak.lock()) node->preserve_saved_before_write(outputs[0]);
       return false;
     }
   }

@@ -288,6 +288,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::shared_ptr<PureObservation> pure_;
   const detail::AotBackendFn* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
   std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
+  // The nodes of this call's earlier segments, for writes that run eagerly after a break.
+  std::vector<std::weak_ptr<aot::CompiledFunctionNode>> ran_nodes_;
 
   // The segment being recorded.
   struct Recording {
