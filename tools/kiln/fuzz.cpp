@@ -6,6 +6,9 @@
 #include <random>
 #include <sstream>
 
+#include "backends/inductor/cpp_render.h"
+#include "backends/inductor/schedule.h"
+
 namespace kiln::fuzz {
 
 namespace {
@@ -351,6 +354,29 @@ std::string Program::text() const {
   }
   os << "backward(sum of all sums)\n";
   return os.str();
+}
+
+void collect_inductor_sources(const Program& program, std::vector<std::string>& sources) {
+  const Backend eager = lookup_backend("eager");
+  const Backend collect = [&](const ir::Graph& g, std::span<const TensorMeta> infos) {
+    try {
+      const inductor::LoweredGraph lowered = inductor::lower_graph(g);
+      if (!lowered.schedule.kernels.empty())
+        sources.push_back(inductor::render_cpp(lowered.graph, lowered.schedule));
+    } catch (const Error&) {
+      // the check itself meets and reports it
+    }
+    return eager(g, infos);
+  };
+  try {
+    auto fn =
+        kiln::compile([&program](std::vector<Tensor> in) { return run_program(program.steps, in); },
+                      CompileOptions{.backend = collect});
+    seed_for(program.seed);
+    fn(make_inputs(program));
+  } catch (const Error&) {
+    // likewise
+  }
 }
 
 Check check(const Program& program, const std::string& backend) {

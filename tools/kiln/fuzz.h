@@ -35,6 +35,11 @@ struct Check {
   Verdict verdict = Verdict::kPass;
   std::string detail;  // what differed, or the compiled run's error
 };
+// Renders the inductor source of every graph `program` captures (one run with a backend that
+// only collects them and computes with the eager kernels), so that many programs' modules can
+// be built in a few compiler runs before they are checked (inductor::compile_modules_batched).
+void collect_inductor_sources(const Program& program, std::vector<std::string>& sources);
+
 // Runs `program` eagerly and through kiln::compile with `backend` (a registered name) and
 // compares outputs and input gradients (float32: rtol 1e-4, atol 1e-5; NaN where eager has NaN).
 Check check(const Program& program, const std::string& backend);

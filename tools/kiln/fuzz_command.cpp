@@ -9,6 +9,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "backends/inductor/cpp_compiler.h"
 #include "cli.h"
 #include "commands.h"
 #include "fuzz.h"
@@ -105,8 +106,24 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const std::string& out_dir = args.get_string("out");
   std::map<std::string, Tally> tally;
   const auto start = std::chrono::steady_clock::now();
+  // Under inductor every program compiles new graphs: a chunk of programs is captured first
+  // and its modules built in a few compiler runs (a process start and a header parse per graph
+  // would dominate the run).
+  const bool batch = std::find(backends.begin(), backends.end(), "inductor") != backends.end() &&
+                     inductor::unavailable_reason().empty();
+  constexpr int64_t kChunk = 100;
+  std::vector<fuzz::Program> chunk;
   for (int64_t i = 0; i < programs; ++i) {
-    fuzz::Program p = fuzz::generate(seed + static_cast<uint64_t>(i), ops);
+    if (i % kChunk == 0) {
+      chunk.clear();
+      std::vector<std::string> sources;
+      for (int64_t k = i; k < std::min(programs, i + kChunk); ++k) {
+        chunk.push_back(fuzz::generate(seed + static_cast<uint64_t>(k), ops));
+        if (batch) fuzz::collect_inductor_sources(chunk.back(), sources);
+      }
+      if (batch) inductor::compile_modules_batched(sources, inductor::compile_jobs());
+    }
+    const fuzz::Program& p = chunk[static_cast<size_t>(i % kChunk)];
     for (const std::string& b : backends) {
       fuzz::Check c = fuzz::check(p, b);
       Tally& t = tally[b];
