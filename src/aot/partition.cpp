@@ -1,8 +1,8 @@
 // Partitioning the joint graph (see partition.h). The min-cut follows the construction of
 // torch's default partitioner: each forward value v is an edge v_in → v_out whose capacity is
 // the bytes saving v costs; the source feeds every value the backward cannot recompute (graph
-// inputs, matrix products, reductions, library calls), and every forward value a backward op
-// reads drains to the sink. Any finite source→sink cut is a set of values from which the
+// inputs, matrix products, reductions, indexing, library calls), and every forward value a backward
+// op reads drains to the sink. Any finite source→sink cut is a set of values from which the
 // backward can recompute what it reads with cheap ops; the minimum cut saves the fewest bytes.
 #include "aot/partition.h"
 
@@ -124,8 +124,12 @@ bool recomputable(const ir::Node& n) {
     case OpKind::Pointwise:
     case OpKind::View:
     case OpKind::Random:  // with the forward's seed and offset: the same numbers
+    case OpKind::Layout:  // copies
+    // A row's softmax or norm costs a few passes over the row it returns, much less than
+    // keeping it (torch's partitioner recomputes them too, decomposed).
+    case OpKind::Composite:
       return true;
-    default:
+    default:  // matrix products and scans (compute), reductions (small outputs), indexing
       return false;
   }
 }

@@ -142,7 +142,7 @@ void index_select_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& index_select_op =
     register_op({.name = "index_select",
                  .schema = "index_select(Tensor self, int dim, Tensor index) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Indexing,
                  .meta = index_select_meta,
                  .kernel = index_select_kernel,
                  .derivative = {.fn = index_select_derivative, .saved_inputs = save({1})}});
@@ -164,7 +164,7 @@ void embedding_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& embedding_op =
     register_op({.name = "embedding",
                  .schema = "embedding(Tensor weight, Tensor indices) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Indexing,
                  .meta = embedding_meta,
                  .kernel = embedding_kernel,
                  .derivative = {.fn = embedding_derivative, .saved_inputs = save({1})}});
@@ -229,7 +229,7 @@ void gather_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& gather_op =
     register_op({.name = "gather",
                  .schema = "gather(Tensor self, int dim, Tensor index) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Indexing,
                  .meta = gather_meta,
                  .kernel = gather_kernel,
                  .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
@@ -279,14 +279,14 @@ void scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& scatter_op =
     register_op({.name = "scatter",
                  .schema = "scatter(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Indexing,
                  .meta = scatter_meta,
                  .kernel = scatter_kernel<false>,
                  .derivative = {.fn = scatter_derivative, .saved_inputs = save({1})}});
 const OpDef& scatter_add_op =
     register_op({.name = "scatter_add",
                  .schema = "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Indexing,
                  .meta = scatter_meta,
                  .kernel = scatter_kernel<true>,
                  .derivative = {.fn = scatter_add_derivative, .saved_inputs = save({1})}});
@@ -363,7 +363,7 @@ const OpDef& index_add_op = register_op(
     {.name = "index_add",
      .schema =
          "index_add(Tensor self, int dim, Tensor index, Tensor source, Scalar alpha) -> Tensor",
-     .kind = OpKind::Extern,
+     .kind = OpKind::Indexing,
      .meta = index_add_meta,
      .kernel = index_add_kernel,
      .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
@@ -474,7 +474,7 @@ void one_hot_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 const OpDef& one_hot_op = register_op({.name = "one_hot",
                                        .schema = "one_hot(Tensor self, int num_classes) -> Tensor",
-                                       .kind = OpKind::Extern,
+                                       .kind = OpKind::Indexing,
                                        .meta = one_hot_meta,
                                        .kernel = one_hot_kernel});
 

@@ -113,7 +113,7 @@ void cat_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 const OpDef& cat_op = register_op({.name = "cat",
                                    .schema = "cat(Tensor[] tensors, int dim) -> Tensor",
-                                   .kind = OpKind::Extern,
+                                   .kind = OpKind::Layout,
                                    .meta = cat_meta,
                                    .kernel = cat_kernel,
                                    .derivative = {.fn = cat_derivative}});

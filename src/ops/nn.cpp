@@ -398,7 +398,7 @@ const OpDef& layer_norm_op = register_op(
     {.name = "layer_norm",
      .schema = "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int[] normalized_shape, "
                "float eps, bool has_weight, bool has_bias) -> (Tensor, Tensor mean, Tensor rstd)",
-     .kind = OpKind::Extern,
+     .kind = OpKind::Composite,
      .meta = layer_norm_meta,
      .kernel = layer_norm_kernel,
      .derivative = {.fn = layer_norm_derivative,
@@ -408,7 +408,7 @@ const OpDef& rms_norm_op = register_op(
     {.name = "rms_norm",
      .schema = "rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps, "
                "bool has_weight) -> (Tensor, Tensor rstd)",
-     .kind = OpKind::Extern,
+     .kind = OpKind::Composite,
      .meta = rms_norm_meta,
      .kernel = rms_norm_kernel,
      .derivative = {

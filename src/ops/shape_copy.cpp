@@ -53,7 +53,7 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& tril_op =
     register_op({.name = "tril",
                  .schema = "tril(Tensor self, int diagonal) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Layout,
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<true>,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -62,7 +62,7 @@ const OpDef& tril_op =
 const OpDef& triu_op =
     register_op({.name = "triu",
                  .schema = "triu(Tensor self, int diagonal) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Layout,
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<false>,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -124,7 +124,7 @@ void repeat_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 const OpDef& repeat_op = register_op({.name = "repeat",
                                       .schema = "repeat(Tensor self, int[] repeats) -> Tensor",
-                                      .kind = OpKind::Extern,
+                                      .kind = OpKind::Layout,
                                       .meta = repeat_meta,
                                       .kernel = repeat_kernel,
                                       .derivative = {.fn = repeat_derivative}});
@@ -151,7 +151,7 @@ void flip_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& flip_op =
     register_op({.name = "flip",
                  .schema = "flip(Tensor self, int[] dims) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Layout,
                  .meta = flip_meta,
                  .kernel = flip_kernel,
                  .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
@@ -207,7 +207,7 @@ void roll_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& roll_op =
     register_op({.name = "roll",
                  .schema = "roll(Tensor self, int[] shifts, int[] dims) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Layout,
                  .meta = roll_meta,
                  .kernel = roll_kernel,
                  // rolled back by the opposite shifts
@@ -265,7 +265,7 @@ void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& pad_op =
     register_op({.name = "pad",
                  .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Layout,
                  .meta = pad_meta,
                  .kernel = pad_kernel,
                  // the opposite padding crops the border off the gradient

@@ -320,14 +320,14 @@ void log_softmax_derivative(const BackwardCall& c, std::span<Tensor> g) {
 const OpDef& softmax_op =
     register_op({.name = "softmax",
                  .schema = "softmax(Tensor self, int dim) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Composite,
                  .meta = softmax_meta,
                  .kernel = softmax_kernel<false>,
                  .derivative = {.fn = softmax_derivative, .saved_outputs = save({0})}});
 const OpDef& log_softmax_op =
     register_op({.name = "log_softmax",
                  .schema = "log_softmax(Tensor self, int dim) -> Tensor",
-                 .kind = OpKind::Extern,
+                 .kind = OpKind::Composite,
                  .meta = softmax_meta,
                  .kernel = softmax_kernel<true>,
                  .derivative = {.fn = log_softmax_derivative, .saved_outputs = save({0})}});

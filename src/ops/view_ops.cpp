@@ -560,7 +560,7 @@ const OpDef& as_strided_scatter_op = register_op(
     {.name = "as_strided_scatter",
      .schema = "as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int "
                "storage_offset) -> Tensor",
-     .kind = OpKind::Extern,
+     .kind = OpKind::Layout,
      .meta = as_strided_scatter_meta,
      .kernel = as_strided_scatter_kernel,
      .derivative = {.fn = as_strided_scatter_derivative}});

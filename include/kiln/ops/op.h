@@ -91,7 +91,13 @@ enum class OpKind : uint8_t {
   View,           // output shares input storage (no kernel; `view` builds it)
   Factory,        // no tensor inputs
   Random,         // draws from the Philox generator (seed/offset in its attrs)
-  Extern,         // library-grade kernel (matmul), or anything else opaque
+  Layout,         // each output element is an input element or a constant, found by index
+                  // arithmetic (cat, pad, flip, roll, repeat, tril/triu, as_strided_scatter)
+  Indexing,       // reads or writes at positions an index tensor holds (gather, embedding,
+                  // index_select, scatter, index_add, one_hot)
+  Composite,      // defined by a formula over other ops, per row (softmax, log_softmax,
+                  // layer_norm, rms_norm): backends compute it whole or through that formula
+  Extern,         // library-grade kernel (matmul, sort, topk, scans): only ever called
   DataDependent,  // output shape depends on input values (nonzero, masked_select): a sync point
   Opaque          // calls a user function (kiln::allow_in_graph); its kernel allocates outputs
 };
