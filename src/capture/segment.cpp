@@ -412,6 +412,7 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
     saved.push_back(in.clone());
   }
   grad_node_->activate(plan, request.tangent_of_slot, rec_.inputs, saved, std::move(all));
+  std::erase_if(ran_nodes_, [](const auto& node) { return node.expired(); });
   ran_nodes_.push_back(grad_node_);
   results.resize(plan->num_outputs);
   return results;
