@@ -7,8 +7,6 @@
 #include <mutex>
 
 #include "backends/inductor/cpp_compiler.h"
-#include "backends/inductor/cpp_render.h"
-#include "backends/inductor/schedule.h"
 #include "kiln/capture/compile.h"
 #include "kiln/core/random.h"
 #include "ops/opinfo.h"
@@ -217,17 +215,7 @@ void build_inductor_modules_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> sources;
-    const Backend eager = lookup_backend("eager");
-    const Backend collect = [&](const ir::Graph& g, std::span<const TensorMeta> infos) {
-      try {
-        const inductor::LoweredGraph lowered = inductor::lower_graph(g);
-        if (!lowered.schedule.kernels.empty())
-          sources.push_back(inductor::render_cpp(lowered.graph, lowered.schedule));
-      } catch (const Error&) {
-        // the test itself reports it
-      }
-      return eager(g, infos);
-    };
+    const Backend collect = inductor::source_collecting_backend(sources);
     for (const OpInfoCase& c : all_opinfo_cases()) {
       const OpInfo& info = opinfos()[c.info];
       const bool differentiable = info.differentiable && is_floating(c.dtype);

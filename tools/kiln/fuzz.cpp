@@ -6,8 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "backends/inductor/cpp_render.h"
-#include "backends/inductor/schedule.h"
+#include "backends/inductor/cpp_compiler.h"
 
 namespace kiln::fuzz {
 
@@ -357,17 +356,7 @@ std::string Program::text() const {
 }
 
 void collect_inductor_sources(const Program& program, std::vector<std::string>& sources) {
-  const Backend eager = lookup_backend("eager");
-  const Backend collect = [&](const ir::Graph& g, std::span<const TensorMeta> infos) {
-    try {
-      const inductor::LoweredGraph lowered = inductor::lower_graph(g);
-      if (!lowered.schedule.kernels.empty())
-        sources.push_back(inductor::render_cpp(lowered.graph, lowered.schedule));
-    } catch (const Error&) {
-      // the check itself meets and reports it
-    }
-    return eager(g, infos);
-  };
+  const Backend collect = inductor::source_collecting_backend(sources);
   try {
     auto fn =
         kiln::compile([&program](std::vector<Tensor> in) { return run_program(program.steps, in); },

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/capture/compile.h"
+
 namespace kiln::inductor {
 
 struct LoadedModules;  // the process's table of loaded modules (cpp_compiler.cpp)
@@ -80,6 +82,11 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
 // suites that compile hundreds of small graphs, where a process start and a header parse per
 // graph would dominate. Such modules are not written to the disk cache.
 void compile_modules_batched(const std::vector<std::string>& sources, int jobs = 2);
+
+// The first pass of a batched build: a backend that renders the source inductor would compile
+// for each graph into `sources` (graphs it cannot lower are left to the real run to report)
+// and runs the graph with the eager backend.
+Backend source_collecting_backend(std::vector<std::string>& sources);
 
 // The module `key` from a library that compile_modules_batched built (its <key>.batch index),
 // or null.

@@ -452,6 +452,8 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
 
 }  // namespace
 
+Backend make_eager_backend();  // backends/eager/eager.cpp
+
 Backend make_inductor_backend(bool max_autotune) {
   return [max_autotune](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
     auto compiled = std::make_shared<const CompiledInductorGraph>(graph, max_autotune);
@@ -462,3 +464,19 @@ Backend make_inductor_backend(bool max_autotune) {
 }
 
 }  // namespace kiln::backends
+
+namespace kiln::inductor {
+Backend source_collecting_backend(std::vector<std::string>& sources) {
+  return [&sources, eager = backends::make_eager_backend()](const ir::Graph& g,
+                                                            std::span<const TensorMeta> infos) {
+    try {
+      const LoweredGraph lowered = lower_graph(g);
+      if (!lowered.schedule.kernels.empty())
+        sources.push_back(render_cpp(lowered.graph, lowered.schedule));
+    } catch (const Error&) {
+      // the real run meets and reports it
+    }
+    return eager(g, infos);
+  };
+}
+}  // namespace kiln::inductor
