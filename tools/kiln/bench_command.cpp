@@ -1,4 +1,5 @@
-// `kiln bench`: times the benchmark workloads W1-W6 and prints a markdown table of medians.
+// `kiln bench`: times the benchmark workloads and prints a markdown table of medians, with
+// each workload's step memory (the most one step allocates above what was live before it).
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -56,21 +57,25 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   std::map<std::string, double> fastest;
   std::ostringstream table;
-  table << "| workload | what | Kiln median | min | set-up (compiles) | PyTorch 1.13 eager "
-           "(reference) |\n"
-        << "|---|---|---|---|---|---|\n";
+  table << "| workload | what | Kiln median | min | set-up (compiles) | step memory | "
+           "PyTorch 1.13 eager (reference) |\n"
+        << "|---|---|---|---|---|---|---|\n";
   for (const auto& w : all) {
     if (!only.empty() && std::find(only.begin(), only.end(), w.id) == only.end()) continue;
     err << "[bench] " << w.id << ": " << w.description << " ..." << std::flush;
     std::vector<double> times;
     double setup_seconds = 0;
+    int64_t step_bytes = 0;  // the most one step allocated above what was live before it
     try {
       const auto setup_start = std::chrono::steady_clock::now();
       auto step = w.setup();  // compiled workloads compile here (their first call)
       setup_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
       step();  // warm-up: allocator cache, page faults, thread pool
+      kiln::reset_peak_memory_stats();
+      const int64_t live = kiln::memory_stats().allocated;
       step();
+      step_bytes = kiln::memory_stats().peak_allocated - live;
       // Small workloads repeat inside each timed run so the clock resolution does not matter.
       auto t0 = std::chrono::steady_clock::now();
       step();
@@ -85,7 +90,7 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       }
     } catch (const kiln::Error& e) {
       err << " failed: " << e.what() << "\n";
-      table << "| " << w.id << " | " << w.description << " | failed: " << e.what() << " | | | "
+      table << "| " << w.id << " | " << w.description << " | failed: " << e.what() << " | | | | "
             << w.reference << " |\n";
       continue;
     }
@@ -95,7 +100,8 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     err << " " << format_time(median) << "\n";
     table << "| " << w.id << " | " << w.description << " | " << format_time(median) << " | "
           << format_time(times.front()) << " | " << format_time(setup_seconds) << " | "
-          << w.reference << " |\n";
+          << std::fixed << std::setprecision(1) << static_cast<double>(step_bytes) / (1 << 20)
+          << std::defaultfloat << " MiB | " << w.reference << " |\n";
   }
   out << "\nKiln, " << threads << " threads, median of " << runs
       << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n\n"
