@@ -290,11 +290,8 @@ struct ByPriority {
 
 // Runs backward from roots. With `captures`, returns the gradient arriving at each captured
 // edge and runs only the nodes leading to one (no accumulation into leaves).
-thread_local uint64_t tls_backward_passes = 0;
-
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
                             bool keep_graph, bool create_graph, const std::vector<Edge>* captures) {
-  ++tls_backward_passes;
   std::unordered_map<Node*, NodeState> state;
   // Discover the graph and count, for each node, the edges that will bring it a gradient.
   std::vector<Node*> stack;
@@ -419,9 +416,6 @@ void make_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>& g
 }
 
 }  // namespace
-
-uint64_t backward_passes() { return tls_backward_passes; }
-
 }  // namespace autograd
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,

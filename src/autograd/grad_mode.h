@@ -38,8 +38,5 @@ int dispatch_and_record(const OpDef& op, std::span<const Tensor> inputs, const A
 Tensor gradient_for_input(const TensorMeta& want, Tensor g, std::string_view who, size_t i);
 // Checks done on every in-place write, recorded or not (inference tensors, leaves).
 void check_inplace_target(const OpDef& op, const Tensor& out);
-// How many backward passes (backward(), grad()) this thread has started: capture compares it
-// before and after a compiled call to learn whether the call ran one inside.
-uint64_t backward_passes();
 
 }  // namespace kiln::autograd

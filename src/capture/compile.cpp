@@ -67,7 +67,6 @@ void reset() {
       st->recent.clear();
       ++st->generation;
       st->run_eagerly = false;
-      st->model_style = false;
       st->warned_limit = false;
       st->pure_plans.clear();
     }
@@ -115,9 +114,6 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
         repro::wrap_backend_for_repro(std::move(backend), name->empty() ? default_backend : *name);
   else
     backend = repro::wrap_backend_for_repro(std::move(backend), "");
-  if (const auto* n = std::get_if<std::string>(&options.backend);
-      n && (n->empty() || *n == default_backend))
-    training_backend = aot_autograd(backend);
   name = options.name;
   if (name.empty()) {
     std::string file = loc.file_name();

@@ -9,8 +9,6 @@
 
 #include "aot/compiled_node.h"
 #include "capture/tracer.h"
-
-#include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -285,7 +283,6 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   if (!is_return) report_break(reason, site);
   if (pure_ && !is_return) ++pure_->breaks;
   SegmentOutputs outputs = collect_outputs();
-  if (is_return) learn_model_style(outputs);
   std::shared_ptr<CacheEntry> hit = finish_replay();
   if (!hit && (rec_.graph.num_calls() == 0 || rec_.graph.outputs.empty())) {
     drop_empty_segment(outputs);
@@ -308,23 +305,6 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
 }
 
 // ---- AOT autograd at the sync point ----
-
-void Tracer::learn_model_style(const SegmentOutputs& outputs) {
-  if (aot_ || !state_->training_backend || state_->model_style.load()) return;
-  if (autograd::backward_passes() != backward_passes_at_start_) return;  // backward inside
-  const bool history = std::ranges::any_of(outputs.live, [](const auto& live) {
-    const auto& m = live.first->autograd_meta();
-    return live.first->requires_grad() && m && m->grad_fn;
-  });
-  if (!history) return;
-  state_->model_style = true;
-  if (log_enabled(LogTopic::Recompiles))
-    log(LogTopic::Recompiles,
-        detail::concat(state_->name,
-                       ": returned tensors with autograd history and ran no backward inside "
-                       "(a model compiled on its own): later calls use AOT autograd, one "
-                       "compiled backward per graph"));
-}
 
 Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
   GradRequest r;

@@ -82,12 +82,6 @@ class CompiledState {
   // Bumped by kiln::reset(): a call that started replaying before it must not use the entry.
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> run_eagerly{false};  // the cache limit was hit
-  // For inductor by name: its AOT autograd form. Calls switch to it once the function is seen
-  // used model-style (a call returned tensors with autograd history and ran no backward
-  // inside): later calls compile one forward/backward pair per graph instead of recording an
-  // autograd node per op, while a function that runs backward() inside keeps one graph.
-  Backend training_backend;
-  std::atomic<bool> model_style{false};
   bool warned_limit = false;
   // Pure mode (capture/pure.cpp): how to run recent graphs without calling the function, most
   // recent first; calls that ran one; whether the "cannot be pure" warning was given.

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "aot/compiled_node.h"
-#include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -147,9 +146,6 @@ Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
     : state_(std::move(state)), frozen_(frozen) {
   if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
   aot_ = state_->backend.target<detail::AotBackendFn>();
-  if (!aot_ && state_->training_backend && state_->model_style.load())
-    aot_ = state_->training_backend.target<detail::AotBackendFn>();
-  backward_passes_at_start_ = autograd::backward_passes();
   start_replay();
 }
 

@@ -210,9 +210,6 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
     std::vector<uint64_t> output_versions;               // per graph output: its buffer's version
   };
   GradRequest grad_request(const SegmentOutputs& outputs) const;
-  // At the return: whether this call showed the function used model-style (see
-  // CompiledState::model_style), so that later calls use AOT autograd.
-  void learn_model_style(const SegmentOutputs& outputs);
   // Runs the graph as a forward/backward pair (`entry`'s, or compiled just for this run when
   // null) and hands the node its saved values.
   std::vector<Tensor> run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
@@ -282,8 +279,7 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   void reset_segment();
 
   std::shared_ptr<detail::CompiledState> state_;
-  bool frozen_;                            // use cached graphs only; a miss runs eagerly
-  uint64_t backward_passes_at_start_ = 0;  // autograd::backward_passes() when the call began
+  bool frozen_;  // use cached graphs only; a miss runs eagerly
   std::string metadata_only_;
   size_t adopted_runtime_attrs_ = 0;  // the random ops of an adopted graph (see adopt_graph)
   bool flushing_ = false;

@@ -483,59 +483,6 @@ TEST(AotAutograd, AnInputTheGraphWritesIsSavedWithItsOldValue) {
   }
 }
 
-// "inductor" by name (the default) learns how a function is used: one that returns tensors
-// with autograd history and runs no backward inside (a model compiled on its own) switches to
-// AOT autograd from its second call, one compiled backward per graph; gradients stay bitwise
-// equal to eager's throughout.
-TEST(AotAutograd, InductorByNameSwitchesToAotAutogradForAModelUsedOnItsOwn) {
-  manual_seed(11);
-  Tensor w = randn({8, 8}).requires_grad_();
-  Tensor w_eager = w.detach().clone().requires_grad_();
-  std::vector<std::string> lines;
-  set_log_sink([&](const std::string& line) { lines.push_back(line); });
-  set_logs("recompiles");
-  auto model = compile([&](const Tensor& x) { return (matmul(x, w).tanh() * 2).sum(); },
-                       {.name = "model_on_its_own"});
-  for (int call = 0; call < 3; ++call) {
-    SCOPED_TRACE(call);
-    Tensor x = randn({4, 8});
-    Tensor loss = model(x);
-    EXPECT_EQ(loss.grad_fn()->name() == "CompiledFunctionBackward", call > 0);
-    loss.backward();
-    (matmul(x, w_eager).tanh() * 2).sum().backward();
-    expect_equal(w.grad(), w_eager.grad());
-  }
-  set_logs("");
-  set_log_sink({});
-  EXPECT_TRUE(std::ranges::any_of(lines, [](const std::string& l) {
-    return l.find("model_on_its_own: returned tensors with autograd history") != std::string::npos;
-  }));
-}
-
-// A training step with backward() inside stays one graph with no break, call after call.
-TEST(AotAutograd, InductorByNameKeepsAStepWithBackwardInsideAsOneGraph) {
-  manual_seed(12);
-  Tensor w = randn({8, 8}).requires_grad_();
-  std::vector<std::string> lines;
-  set_log_sink([&](const std::string& line) { lines.push_back(line); });
-  set_logs("graph_breaks,recompiles");
-  auto step = compile(
-      [&](const Tensor& x) {
-        Tensor loss = (matmul(x, w).tanh() * 2).sum();
-        loss.backward();
-        return loss;
-      },
-      {.name = "step_with_backward"});
-  for (int call = 0; call < 3; ++call) {
-    w.set_grad(Tensor());
-    Tensor loss = step(randn({4, 8}));
-    EXPECT_NE(loss.grad_fn()->name(), "CompiledFunctionBackward");
-  }
-  set_logs("");
-  set_log_sink({});
-  for (const std::string& l : lines) ADD_FAILURE() << "unexpected log line: " << l;
-}
-
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).
