@@ -144,8 +144,7 @@ void settle_history(const Tensor& t) {
 }
 
 void add_retain_grad_hook(const Tensor& t) {
-  settle_history(t);
-  AutogradMeta& m = meta(t);
+  AutogradMeta& m = meta(t);  // (Tensor::retain_grad settled its history and checked grad_fn)
   std::weak_ptr<TensorImpl> self = t.impl_ptr();
   m.retain_grad_hook = m.grad_fn->add_pre_hook(
       m.output_nr,
@@ -497,9 +496,9 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
 }
 size_t Tensor::register_hook(TensorHook hook) const {
   checked("register_hook");
+  autograd::settle_history(*this);
   KILN_CHECK(requires_grad(), Error, "register_hook: the tensor (shape ", shape_str(),
              ") does not require grad, so no gradient will ever reach a hook on it");
-  autograd::settle_history(*this);
   AutogradMeta& m = autograd::meta(*this);
   if (m.grad_fn) return m.grad_fn->add_pre_hook(m.output_nr, std::move(hook));
   size_t h = next_hook_handle.fetch_add(1);
@@ -515,6 +514,7 @@ void Tensor::remove_hook(size_t handle) const {
 }
 void Tensor::retain_grad() const {
   checked("retain_grad");
+  autograd::settle_history(*this);
   KILN_CHECK(requires_grad(), Error, "retain_grad: the tensor (shape ", shape_str(),
              ") does not require grad");
   AutogradMeta& m = autograd::meta(*this);

@@ -2,6 +2,7 @@
 // and the written storages), looked up in the compiled function's cache (compiled on a miss,
 // as the stance and the cache limit allow), run, and its pending tensors made concrete. Each
 // step is a named function; Tracer::flush lists them in order.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -372,9 +373,12 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
   }
   // An output's memory is at its buffer's version (the writes recorded into it), as
   // materialize() will say: a saved output must expect that version, not a fresh one.
-  for (size_t k = 0; k < request.output_versions.size(); ++k)
-    if (Storage* s = results[k].impl()->storage_if_concrete().get())
-      s->set_version(request.output_versions[k]);
+  for (size_t k = 0; k < request.output_versions.size(); ++k) {
+    Storage* s = results[k].impl()->storage_if_concrete().get();
+    const bool an_input = std::ranges::any_of(
+        rec_.inputs, [s](const Tensor& in) { return in.impl()->storage_if_concrete().get() == s; });
+    if (s && !an_input) s->set_version(request.output_versions[k]);
+  }
   std::vector<Tensor> saved;
   for (const aot::SavedValue& s : plan->partition.saved) {
     if (!s.is_input) {

@@ -107,13 +107,18 @@ void PendingTensor::share_with(const TensorImpl& self, const std::shared_ptr<Ten
              "a view or detach() was made of a tensor that a compiled function still running on "
              "another thread has not computed yet: hand tensors to other threads after the "
              "compiled call");
-  // The alias has this tensor's value only with this tensor's geometry (detach()). A view the
-  // tracer records gets its own value next; one made while capture is paused (a backend or a
-  // compiled backward viewing a pending tensor) is re-derived from the buffer when read.
+  // A view the tracer records gets its own value next (record_view). Otherwise the alias is a
+  // detach() or a view made while capture is paused (a backend or a compiled backward viewing
+  // a pending tensor): it has no history, and it reads as this tensor's value only with this
+  // tensor's geometry and where no graph value carries gradients (without AOT autograd); else
+  // it is re-derived from the buffer, without gradient, when read.
   const bool same_geometry = alias->sizes() == self.sizes() && alias->strides() == self.strides() &&
                              alias->storage_offset() == self.storage_offset();
-  alias->set_pending(std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value,
-                                                     same_geometry ? value_version : kStale));
+  const bool shares_value = same_geometry && !tracer->records_autograd();
+  auto p = std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value,
+                                           shares_value ? value_version : kStale);
+  p->without_history = true;
+  alias->set_pending(std::move(p));
   tracer->register_pending(alias);  // it becomes concrete with the rest
 }
 
@@ -352,7 +357,8 @@ ir::ValueRef Tracer::value_of(const Tensor& t) {
       // AOT autograd the new value carries the buffer's gradient, and the tensor's history
       // moves to it (eager autograd regenerates a view's history the same way).
       const ir::ValueRef base = p->buffer().value;
-      const bool grad = aot_ && is_grad_enabled() && value_requires_grad(base);
+      const bool grad =
+          aot_ && !p->without_history && is_grad_enabled() && value_requires_grad(base);
       p->value = record_call(
           as_strided_op(), {&base, 1}, as_strided_attrs(t),
           [&] { return std::vector<TensorMeta>{view_info(t)}; }, grad);
@@ -422,13 +428,22 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta&
   } else if (whole) {
     p->value = value;
     p->value_version = buffer.version;
+    p->without_history = false;  // the write's value carries what the write's inputs carry
   }
+}
+
+void Tracer::preserve_saved_before_write(const Tensor& target) {
+  for (const auto& weak : ran_nodes_)
+    if (auto node = weak.lock()) node->preserve_saved_before_write(target);
 }
 
 Buffer& Tracer::written_buffer(const Tensor& dst) {
   TensorImpl* impl = dst.impl();
   if (impl->is_pending()) (void)impl->data();  // another capture's tensor: concrete first
   const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
+  // A concrete tensor this segment starts writing: what earlier graphs of the call saved over
+  // its memory keeps the old value (the write runs with this graph).
+  if (!written_.storages.count(storage.get())) preserve_saved_before_write(dst);
   auto& slot = written_.storages[storage.get()];
   if (!slot) {
     if (!claim_storage(storage.get(), this)) {
@@ -475,6 +490,7 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
   p->value = record_call(
       op, {&in, 1}, attrs, [&] { return std::vector<TensorMeta>{view_info(out)}; }, grad);
   p->value_version = p->buffer().version;
+  p->without_history = false;
   outputs[0] = std::move(out);
   return true;
 }
@@ -498,9 +514,8 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
            std::ranges::any_of(inputs, [](const Tensor& t) { return t.impl()->requires_grad(); });
     if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
       sync_current(why, std::source_location::current(), false);
-      if (outputs[0].defined())  // the write runs eagerly next
-        for (const auto& weak : ran_nodes_)
-          if (auto node = weak.lock()) node->preserve_saved_before_write(outputs[0]);
+      for (const Tensor& out : outputs)  // the write runs eagerly next
+        if (out.defined()) preserve_saved_before_write(out);
       return false;
     }
   }

@@ -90,6 +90,9 @@ class PendingTensor final : public PendingValue,
   std::thread::id thread;  // the capturing thread: the only one that may run the graph
   ir::ValueRef value;      // this tensor's value, valid while value_version == buffer().version
   uint64_t value_version = 0;
+  // Made outside recording (detach(), or a view while capture was paused): under AOT autograd
+  // its value never carries a gradient, as the tensor has no history.
+  bool without_history = false;
 
  private:
   Buffer own_;
@@ -288,6 +291,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::shared_ptr<PureObservation> pure_;
   const detail::AotBackendFn* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
   std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
+  // `target` is about to be written (eagerly after a break, or by this segment's graph):
+  // values the call's earlier compiled nodes saved over its memory are copied first.
+  void preserve_saved_before_write(const Tensor& target);
   // The nodes of this call's earlier segments, for writes that run eagerly after a break.
   std::vector<std::weak_ptr<aot::CompiledFunctionNode>> ran_nodes_;
 

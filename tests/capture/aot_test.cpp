@@ -483,6 +483,44 @@ TEST(AotAutograd, AnInputTheGraphWritesIsSavedWithItsOldValue) {
   }
 }
 
+// detach() of a tensor the graph made stops the gradient under AOT autograd as in eager: the
+// detached alias is its own graph value without gradient, also after its memory is written
+// (found in review: aot_eager gave y * y.detach() twice eager's gradient, and the
+// straight-through form x + (q - x).detach() a zero gradient for x).
+TEST(AotAutograd, DetachStopsTheGradientUnderEveryBackend) {
+  expect_gradients_match_eager_under_every_backend(
+      [](const Tensor& x) {
+        Tensor y = x * 2.0;
+        Tensor straight_through = x + (x.tanh() - x).detach();
+        Tensor d = y.detach();
+        Tensor first = y.sum() * 5.0 + (x * d.exp()).sum();  // nothing saves y or d itself
+        y.mul_(3.0);  // d reads the new values, still without gradient
+        return first + (d * x).sum() + straight_through.sum();
+      },
+      true);
+}
+
+// A later graph of the same call writing, as captured, an input that an earlier graph's
+// backward reads: the partition may save the input where eager saves a value made from it
+// (here exp(s)), so the earlier node keeps a copy of the old value.
+TEST(AotAutograd, ALaterGraphWritingASavedInputLeavesTheEarlierBackwardItsOldValue) {
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor s = tensor({0.5, 1.0, 1.5});
+    Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    auto f = compile(
+        [&](const Tensor& t) {
+          Tensor loss = (t * s.exp()).sum();
+          graph_break();
+          s.add_(10.0);
+          return loss;
+        },
+        {.backend = std::string(backend)});
+    f(x).backward();
+    expect_equal(x.grad(), tensor({0.5, 1.0, 1.5}).exp());
+  }
+}
+
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).

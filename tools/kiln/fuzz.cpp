@@ -1,6 +1,7 @@
 // Program generation, execution and comparison for `kiln fuzz`.
 #include "fuzz.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -286,7 +287,10 @@ bool close(const Tensor& eager, const Tensor& compiled, const Tensor* reference,
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;  // also ±inf
     if (within(a[i], b[i], 0)) continue;
-    if (!r.empty() && std::isfinite(r[i]) && within(r[i], b[i], 3 * std::abs(a[i] - r[i])))
+    // Arbitrate only finite values, and only noise: eager's own error, capped at 1% (a branch
+    // flipped between float32 and float64, at a relu or a clamp, is not noise).
+    if (!r.empty() && std::isfinite(a[i]) && std::isfinite(r[i]) &&
+        within(r[i], b[i], std::min(3 * std::abs(a[i] - r[i]), 1e-2 * (1 + std::abs(r[i])))))
       continue;
     std::ostringstream os;
     os << "element " << i << ": eager " << a[i] << ", compiled " << b[i];
