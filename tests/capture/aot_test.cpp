@@ -521,6 +521,23 @@ TEST(AotAutograd, ALaterGraphWritingASavedInputLeavesTheEarlierBackwardItsOldVal
   }
 }
 
+// Writing through a detach()ed alias changes a tensor with history behind autograd's back;
+// eager keeps that tensor's history for the new data. Under AOT autograd such a write, and a
+// read of a tensor with history whose memory the graph wrote that way, run eagerly (found by
+// kiln fuzz once `detach` was in its table: gradients lost or wrong, silently).
+TEST(AotAutograd, WritesThroughADetachedAliasMatchEagerUnderEveryBackend) {
+  expect_gradients_match_eager_under_every_backend(
+      [](const Tensor& x) {
+        Tensor leaf_alias = x.detach();
+        leaf_alias.mul_(1.0);  // x's memory written through an alias (values unchanged)
+        Tensor y = x * 2.0;    // reads x after that write
+        Tensor d = y.detach();
+        d.mul_(0.5);                            // y's data changes; its history does not
+        return y.exp().sum() + (x * x).mean();  // eager: gradient through y's history, new data
+      },
+      true);
+}
+
 // ---- the joint graph and the partition, on a graph of pointwise ops ----
 
 // A forward graph whose call outputs require grad where an input does (as AOT capture records).

@@ -144,6 +144,9 @@ const std::vector<OpSpec>& ops() {
         {"unsqueeze", 1, false, [](auto& a, auto&) { return a[0].unsqueeze(0); }},
         {"dropout", 1, false, [](auto& a, auto&) { return dropout(a[0], 0.3, true); }},
         {"add_noise", 1, false, [](auto& a, auto&) { return a[0] + randn_like(a[0]) * 0.1; }},
+        {"detach", 1, false, [](auto& a, auto&) { return a[0].detach(); }},
+        {"straight_through", 1, false,
+         [](auto& a, auto&) { return a[0] + (a[0].tanh() - a[0]).detach(); }},
     };
     for (OpSpec& spec : registry_ops()) table.push_back(std::move(spec));
     return table;
