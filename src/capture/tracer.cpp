@@ -598,11 +598,12 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
         p && p->without_history && value_requires_grad(p->buffer().value))
       return "an in-place write through a detach()ed tensor into memory a tensor with autograd "
              "history shares (it runs eagerly, where that tensor keeps its history)";
-  for (const Tensor& t : inputs)
-    if (t.impl()->requires_grad() && !own_pending(*t.impl()) &&
-        written_.storages.count(t.impl()->storage_if_concrete().get()))
-      return "a tensor that requires grad is read after this graph wrote its memory through "
-             "another tensor (a detach()ed alias): it runs eagerly, where it keeps its history";
+  if (!written_.storages.empty())
+    for (const Tensor& t : inputs)
+      if (t.impl()->requires_grad() && !own_pending(*t.impl()) &&
+          written_.storages.count(t.impl()->storage_if_concrete().get()))
+        return "a tensor that requires grad is read after this graph wrote its memory through "
+               "another tensor (a detach()ed alias): it runs eagerly, where it keeps its history";
   if (!grad) return nullptr;
   for (const Tensor& t : inputs) {
     if (!t.impl()->requires_grad() || !own_pending(*t.impl())) continue;
