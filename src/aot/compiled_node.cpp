@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "autograd/grad_mode.h"
 #include "capture/state.h"
 #include "capture/tracer.h"
 #include "ir/attr_utils.h"
@@ -155,13 +156,46 @@ void CompiledFunctionNode::abandon(std::string why) {
   sync_ = nullptr;
 }
 
+bool CompiledFunctionNode::inline_allowed() const {
+  const autograd::BackwardRequest* request = autograd::current_backward_request();
+  if (!request || request->keep_graph || request->create_graph) return false;
+  for (const Tensor& t : request->grad_inputs)
+    if (const auto& m = t.impl()->autograd_meta(); m && m->grad_fn.get() == this) return false;
+  return true;
+}
+
+void CompiledFunctionNode::begin_inline(std::span<const Tensor> inputs,
+                                        std::vector<ir::ValueRef> input_values) {
+  for (const Tensor& t : inputs) add_input(t);
+  inline_input_values_ = std::move(input_values);
+  inlined_ = true;
+}
+
 void CompiledFunctionNode::before_backward() {
-  // Runs the graph if it has not run. When its backward cannot be traced, the run gives the
+  // Traces the backward into the graph being captured when it can (see begin_inline), else
+  // runs the graph if it has not run. When its backward cannot be traced, the run gives the
   // node's tensors eager histories and abandons this node: a backward that re-reads their
   // grad_fn (the engine does for its roots) goes on without it; apply() names the reason.
-  if (plan_ || !abandoned_.empty() || !sync_) return;
-  auto sync = sync_;
-  sync();
+  if (!plan_ && !inlined_ && abandoned_.empty() && sync_) {
+    if (inline_tracer_ && inline_allowed() && inline_tracer_->begin_inline_backward(*this)) return;
+    auto sync = sync_;
+    sync();
+  }
+  // grad() of one of this node's values: the engine sees the gradient flowing into it from
+  // outside the graph only, so a use inside the graph would be missed (as for a hook).
+  const autograd::BackwardRequest* request = autograd::current_backward_request();
+  if (!plan_ || !request) return;
+  for (const Tensor& t : request->grad_inputs) {
+    const auto& m = t.impl()->autograd_meta();
+    if (!m || m->grad_fn.get() != this) continue;
+    const int32_t tangent = tangent_of_slot_[m->output_nr];
+    KILN_CHECK(tangent < 0 || !plan_->used_inside[static_cast<size_t>(tangent)],
+               NotImplementedError, "grad() with respect to a tensor (shape ", t.shape_str(),
+               ") that ops of the same compiled graph (AOT autograd) already used: its gradient "
+               "from those uses is computed inside the compiled backward and cannot be "
+               "observed. Call graph_break() after computing it, or compile with the \"eager\" "
+               "backend");
+  }
 }
 
 void CompiledFunctionNode::ensure_ran(const char* what) {
@@ -176,6 +210,9 @@ void CompiledFunctionNode::ensure_ran(const char* what) {
 }
 
 size_t CompiledFunctionNode::add_pre_hook(uint32_t output_nr, TensorHook hook, bool run_last) {
+  // After its backward was traced inline the node is spent, as an eager node after backward():
+  // the hook is kept, and a second backward through it fails in apply().
+  if (inlined_) return Node::add_pre_hook(output_nr, std::move(hook), run_last);
   // A hook sees the gradient flowing into a value from outside the graph. Running the graph
   // first makes every later use of the value an outside one; a use inside the graph already
   // captured would feed the value's gradient inside the backward, where no hook can see it.
@@ -190,6 +227,7 @@ size_t CompiledFunctionNode::add_pre_hook(uint32_t output_nr, TensorHook hook, b
 }
 
 std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
+  if (inlined_) return apply_inline(grads);
   ensure_ran("backward()");
   KILN_CHECK(plan_->missing_derivative.empty(), NotImplementedError, "the derivative of '",
              plan_->missing_derivative,
@@ -238,7 +276,30 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
   return grad_inputs;
 }
 
+std::vector<Tensor> CompiledFunctionNode::apply_inline(const std::vector<Tensor>& grads) {
+  KILN_CHECK(!released_, Error, "trying to run ", name(),
+             " a second time: its backward already ran inside the compiled function. Pass "
+             "retain_graph=true to the first backward() (or grad()) to differentiate twice");
+  KILN_CHECK(inline_tracer_, Error, name(),
+             ": its backward was to be traced into a compiled graph whose capture has ended "
+             "(did the compiled function throw?)");
+  std::vector<std::pair<ir::ValueRef, Tensor>> seeds;
+  for (size_t slot = 0; slot < slots_.size() && slot < grads.size(); ++slot)
+    if (grads[slot].defined()) seeds.emplace_back(slots_[slot], grads[slot]);
+  std::string missing;
+  std::vector<Tensor> grad_inputs =
+      inline_tracer_->trace_inline_backward(seeds, inline_input_values_, missing);
+  KILN_CHECK(missing.empty(), NotImplementedError, "the derivative of '", missing,
+             "' is not implemented, so gradients cannot flow through it (", name(), ")");
+  for (size_t i = 0; i < grad_inputs.size(); ++i)
+    if (!next_edges_[i].valid()) grad_inputs[i] = Tensor();
+  return grad_inputs;
+}
+
+void CompiledFunctionNode::end_inline() { inline_tracer_ = nullptr; }
+
 void CompiledFunctionNode::release_saved() {
+  if (inlined_) released_ = true;
   if (saved_.empty()) return;
   for (SavedTensor& s : saved_) s.release();
   released_ = true;

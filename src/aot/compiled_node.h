@@ -12,6 +12,10 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
 
+namespace kiln::capture {
+class Tracer;
+}
+
 namespace kiln::aot {
 
 // A forward graph differentiated at some of its values, partitioned and compiled.
@@ -73,6 +77,20 @@ class CompiledFunctionNode final : public Node {
   // value, so a write eager allows must not invalidate what the compiled backward reads.
   void preserve_saved_before_write(const Tensor& target);
 
+  // Inline backward. While the graph is still being captured, a backward() or grad() on the
+  // capturing thread (without retain_graph or create_graph, and not asking grad() for one of
+  // the node's own values) does not run the graph: the capture traces the node's backward from
+  // the derivative formulas into the same graph (Tracer::begin_inline_backward), so that a
+  // training step with backward() inside stays one graph. The tracer set here is cleared when
+  // its segment ends.
+  void set_inline_tracer(capture::Tracer* tracer) { inline_tracer_ = tracer; }
+  // The capture takes this node's backward inline: `inputs` (graph inputs that require grad)
+  // become its edges, `input_values` their placeholders.
+  void begin_inline(std::span<const Tensor> inputs, std::vector<ir::ValueRef> input_values);
+  bool inlined() const { return inlined_; }
+  // Its capture's segment ended: the tracer is no longer there to trace with.
+  void end_inline();
+
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override;
   void before_backward() override;
@@ -80,6 +98,8 @@ class CompiledFunctionNode final : public Node {
 
  private:
   void ensure_ran(const char* what);
+  bool inline_allowed() const;
+  std::vector<Tensor> apply_inline(const std::vector<Tensor>& grads);
 
   std::function<void()> sync_;
   std::string abandoned_;
@@ -91,6 +111,9 @@ class CompiledFunctionNode final : public Node {
   std::vector<const void*> saved_memory_;  // per saved value: its memory (memory_id)
   std::vector<int64_t> runtime_values_;
   bool released_ = false;
+  capture::Tracer* inline_tracer_ = nullptr;
+  bool inlined_ = false;
+  std::vector<ir::ValueRef> inline_input_values_;  // per edge: its graph input
 };
 
 }  // namespace kiln::aot

@@ -3,6 +3,7 @@
 // but recording ops instead of computing them.
 #include "aot/joint.h"
 
+#include <mutex>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -19,18 +20,17 @@ uint64_t key_of(ir::ValueRef v) {
          static_cast<uint32_t>(v.output);
 }
 
-// The backward half of the run: gradients per forward value, summed as they arrive.
+// The backward half: gradients per forward value, summed as they arrive.
 class BackwardTracer {
  public:
-  BackwardTracer(capture::Tracer& tracer, const ir::Graph& forward)
-      : tracer_(tracer), forward_(forward) {}
+  explicit BackwardTracer(const ForwardNodes& forward) : forward_(forward) {}
 
   void seed(ir::ValueRef v, const Tensor& tangent) { accumulate(v, tangent); }
 
   // Applies every call node's derivative, last node first.
   void run(std::string& missing_derivative) {
-    for (int32_t i = static_cast<int32_t>(forward_.nodes.size()) - 1; i >= 0; --i) {
-      const ir::Node& n = forward_.nodes[static_cast<size_t>(i)];
+    for (int32_t i = forward_.num_nodes - 1; i >= 0; --i) {
+      const ir::Node& n = forward_.node(i);
       if (n.kind != ir::NodeKind::Call) continue;
       std::vector<Tensor> grads(n.outputs.size());
       bool any_grad = false;
@@ -54,7 +54,9 @@ class BackwardTracer {
         if (missing_derivative.empty()) missing_derivative = n.op->name;
         continue;
       }
-      apply_derivative(i, n, grads, needs);
+      // A copy: the formula records ops, which may move the node array of a live capture.
+      const ir::Node node = n;
+      apply_derivative(i, node, grads, needs);
     }
   }
 
@@ -64,7 +66,10 @@ class BackwardTracer {
   }
 
  private:
-  bool requires_grad(ir::ValueRef v) const { return forward_.info(v).requires_grad; }
+  const TensorMeta& info(ir::ValueRef v) const {
+    return forward_.node(v.node).outputs[static_cast<size_t>(v.output)];
+  }
+  bool requires_grad(ir::ValueRef v) const { return info(v).requires_grad; }
 
   void accumulate(ir::ValueRef v, Tensor g) {
     auto [it, inserted] = grads_.try_emplace(key_of(v), g);
@@ -77,14 +82,14 @@ class BackwardTracer {
     std::vector<Tensor> ins(n.inputs.size()), outs(n.outputs.size());
     std::vector<TensorMeta> input_meta, output_meta;
     for (size_t j = 0; j < n.inputs.size(); ++j) {
-      const TensorMeta& m = forward_.info(n.inputs[j]);
+      const TensorMeta& m = info(n.inputs[j]);
       input_meta.emplace_back(m.dtype, m.sizes);
-      if (j < 32 && ((d.saved_inputs >> j) & 1u)) ins[j] = tracer_.value_tensor(n.inputs[j]);
+      if (j < 32 && ((d.saved_inputs >> j) & 1u)) ins[j] = forward_.value(n.inputs[j]);
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       output_meta.emplace_back(n.outputs[k].dtype, n.outputs[k].sizes);
       if (k < 32 && ((d.saved_outputs >> k) & 1u))
-        outs[k] = tracer_.value_tensor({i, static_cast<int32_t>(k)});
+        outs[k] = forward_.value({i, static_cast<int32_t>(k)});
     }
     const BackwardCall call{*n.op, n.attrs, ins, outs, input_meta, output_meta, grads, needs};
     std::vector<Tensor> grad_inputs(n.inputs.size());
@@ -96,12 +101,59 @@ class BackwardTracer {
     }
   }
 
-  capture::Tracer& tracer_;
-  const ir::Graph& forward_;
+  const ForwardNodes& forward_;
   std::unordered_map<uint64_t, Tensor> grads_;
 };
 
 }  // namespace
+
+std::vector<Tensor> trace_backward(const ForwardNodes& forward,
+                                   std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
+                                   std::span<const ir::ValueRef> wanted,
+                                   std::string& missing_derivative) {
+  BackwardTracer backward(forward);
+  for (const auto& [v, g] : seeds) backward.seed(v, g);
+  backward.run(missing_derivative);
+  std::vector<Tensor> grads;
+  for (ir::ValueRef v : wanted) grads.push_back(backward.grad_tensor(v));
+  return grads;
+}
+
+bool derivative_traces_without_values(const ir::Node& node,
+                                      const std::function<const ir::Node&(int32_t)>& node_at) {
+  static std::mutex mu;
+  static std::unordered_map<const OpDef*, bool> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(node.op); it != known.end()) return it->second;
+  }
+  // The node alone, its inputs made placeholders (constants as their 0-d values), traced as
+  // AOT autograd traces a joint graph: a formula that reads a value throws there.
+  ir::Graph g;
+  std::vector<ir::ValueRef> ins;
+  for (ir::ValueRef v : node.inputs) {
+    const ir::Node& p = node_at(v.node);
+    ins.push_back(p.kind == ir::NodeKind::Constant
+                      ? g.add_constant(p.attrs.scalar(0), p.attrs.dtype(1))
+                      : g.add_placeholder(p.outputs[static_cast<size_t>(v.output)]));
+  }
+  const ir::ValueRef call = g.add_call(*node.op, ins, node.attrs, node.outputs);
+  std::vector<ir::ValueRef> values;
+  for (size_t k = 0; k < node.outputs.size(); ++k) {
+    g.outputs.push_back({call.node, static_cast<int32_t>(k)});
+    if (node.outputs[k].requires_grad && is_floating(node.outputs[k].dtype))
+      values.push_back(g.outputs.back());
+  }
+  bool traceable = true;
+  try {
+    (void)trace_joint(g, values);
+  } catch (const Error&) {
+    traceable = false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  known[node.op] = traceable;
+  return traceable;
+}
 
 JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> values) {
   JointGraph joint;
@@ -111,26 +163,34 @@ JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> v
   capture::MetadataOnlyRun run("AOT autograd's backward trace");
   capture::Tracer& tracer = run.tracer();
   tracer.adopt_graph(forward);
-  BackwardTracer backward(tracer, forward);
+  const ForwardNodes nodes{
+      static_cast<int32_t>(forward.nodes.size()),
+      [&](int32_t i) -> const ir::Node& { return forward.nodes[static_cast<size_t>(i)]; },
+      [&](ir::ValueRef v) { return tracer.value_tensor(v); }};
+  std::vector<std::pair<ir::ValueRef, Tensor>> seeds;
   for (ir::ValueRef v : values) {
     const TensorMeta& m = forward.info(v);
     KILN_CHECK(is_floating(m.dtype), Error, "internal error: AOT autograd differentiates a ",
                m.dtype, " value");
-    Tensor tangent = tracer.symbolic_input(TensorMeta(m.dtype, m.sizes));
-    backward.seed(v, tangent);
+    seeds.emplace_back(v, tracer.symbolic_input(TensorMeta(m.dtype, m.sizes)));
   }
-  backward.run(joint.missing_derivative);
+  std::vector<ir::ValueRef> placeholders;
+  std::vector<int32_t> input_index;
+  for (size_t i = 0; i < forward.nodes.size(); ++i)
+    if (forward.nodes[i].kind == ir::NodeKind::Placeholder) {
+      placeholders.push_back({static_cast<int32_t>(i), 0});
+      input_index.push_back(forward.nodes[i].input_index);
+    }
+  const std::vector<Tensor> input_grads =
+      trace_backward(nodes, seeds, placeholders, joint.missing_derivative);
   // The graph's outputs: the forward's, then each input's gradient (those that exist).
   std::vector<Tensor> results;
   for (ir::ValueRef v : forward.outputs) results.push_back(tracer.value_tensor(v));
   std::vector<int32_t> grad_slot(static_cast<size_t>(forward.num_inputs()), -1);
-  for (size_t i = 0; i < forward.nodes.size(); ++i) {
-    const ir::Node& n = forward.nodes[i];
-    if (n.kind != ir::NodeKind::Placeholder) continue;
-    Tensor g = backward.grad_tensor({static_cast<int32_t>(i), 0});
-    if (!g.defined()) continue;
-    grad_slot[static_cast<size_t>(n.input_index)] = static_cast<int32_t>(results.size());
-    results.push_back(g);
+  for (size_t k = 0; k < placeholders.size(); ++k) {
+    if (!input_grads[k].defined()) continue;
+    grad_slot[static_cast<size_t>(input_index[k])] = static_cast<int32_t>(results.size());
+    results.push_back(input_grads[k]);
   }
   joint.graph = tracer.take_graph(results);
   // Tangent placeholders follow the forward's, in seeding order.

@@ -4,8 +4,11 @@
 // placeholder per differentiated value, then the backward's nodes.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -27,6 +30,30 @@ struct JointGraph {
 
   bool is_forward(int32_t node) const { return node < num_forward_nodes; }
 };
+
+// The nodes a backward is traced from: the first `num_nodes` of a graph (a finished one, or
+// the segment a tracer is recording), and a tensor holding one of their values to compute with.
+struct ForwardNodes {
+  int32_t num_nodes = 0;
+  std::function<const ir::Node&(int32_t)> node;
+  std::function<Tensor(ir::ValueRef)> value;
+};
+
+// Applies each call node's derivative formula, last node first, to the gradients flowing back
+// from `seeds` (value, its gradient), as the autograd engine would, with the ops recorded by
+// the capture running on this thread. A value's requires_grad (the graph's metadata) decides
+// where gradients flow. Returns the gradient of each of `wanted` (undefined: none reaches it);
+// `missing_derivative` gets the first op on the way that has no derivative formula.
+std::vector<Tensor> trace_backward(const ForwardNodes& forward,
+                                   std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
+                                   std::span<const ir::ValueRef> wanted,
+                                   std::string& missing_derivative);
+
+// Whether `node`'s derivative formula can be traced without reading tensor values (cumprod's
+// reads its input, checking for zeros). Learnt once per op, on the first node met; `node_at`
+// gives the nodes its inputs come from.
+bool derivative_traces_without_values(const ir::Node& node,
+                                      const std::function<const ir::Node&(int32_t)>& node_at);
 
 // The joint graph of `forward` differentiated at `values` (forward values of floating dtype).
 // Which forward values require grad is the graph's own metadata: placeholders' requires_grad,

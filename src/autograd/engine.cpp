@@ -417,8 +417,22 @@ void make_roots(const std::vector<Tensor>& outputs, const std::vector<Tensor>& g
 }  // namespace
 }  // namespace autograd
 
+namespace autograd {
+namespace {
+thread_local const BackwardRequest* tls_backward_request = nullptr;
+}  // namespace
+const BackwardRequest* current_backward_request() { return tls_backward_request; }
+BackwardRequestScope::BackwardRequestScope(const BackwardRequest& request)
+    : previous_(tls_backward_request) {
+  tls_backward_request = &request;
+}
+BackwardRequestScope::~BackwardRequestScope() { tls_backward_request = previous_; }
+}  // namespace autograd
+
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               std::optional<bool> retain_graph, bool create_graph) {
+  const autograd::BackwardRequest request{retain_graph.value_or(create_graph), create_graph, {}};
+  autograd::BackwardRequestScope scope(request);
   std::vector<Edge> roots;
   std::vector<Tensor> grads;
   autograd::make_roots(outputs, grad_outputs, "backward", roots, grads);
@@ -429,6 +443,9 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
                          bool create_graph, bool allow_unused) {
+  const autograd::BackwardRequest request{retain_graph.value_or(create_graph), create_graph,
+                                          inputs};
+  autograd::BackwardRequestScope scope(request);
   std::vector<Edge> roots;
   std::vector<Tensor> grads;
   autograd::make_roots(outputs, grad_outputs, "grad", roots, grads);

@@ -39,4 +39,25 @@ Tensor gradient_for_input(const TensorMeta& want, Tensor g, std::string_view who
 // Checks done on every in-place write, recorded or not (inference tensors, leaves).
 void check_inplace_target(const OpDef& op, const Tensor& out);
 
+// What the backward() or grad() running on this thread asked for (null outside them). A
+// compiled function's autograd node whose graph is still being captured reads it to decide
+// whether it can trace its backward into that graph instead of running the graph first
+// (aot/compiled_node.cpp).
+struct BackwardRequest {
+  bool keep_graph = false;
+  bool create_graph = false;
+  std::span<const Tensor> grad_inputs;  // grad()'s inputs (empty for backward())
+};
+const BackwardRequest* current_backward_request();
+class BackwardRequestScope {
+ public:
+  explicit BackwardRequestScope(const BackwardRequest& request);
+  ~BackwardRequestScope();
+  BackwardRequestScope(const BackwardRequestScope&) = delete;
+  BackwardRequestScope& operator=(const BackwardRequestScope&) = delete;
+
+ private:
+  const BackwardRequest* previous_;
+};
+
 }  // namespace kiln::autograd

@@ -40,7 +40,8 @@ struct BackendRegistry {
   BackendRegistry() {
     backends["eager"] = backends::make_eager_backend();
     backends["aot_eager"] = aot_autograd(backends::make_eager_backend());
-    backends["inductor"] = backends::inductor_or_eager(false);
+    // As torch.compile's inductor: training graphs are compiled as forward/backward pairs.
+    backends["inductor"] = aot_autograd(backends::inductor_or_eager(false));
   }
 };
 BackendRegistry& backend_registry() {
@@ -79,9 +80,16 @@ namespace {
 // KILN_TESTING_ONLY_INJECT_BUG=<op>:crash|accuracy (torch's inject_relu_bug_TESTING_ONLY): a
 // looked-up backend throws on, or adds 1 to the outputs of, every graph calling <op>. Lets the
 // repro tests show that a repro rebuilt against an installed Kiln still fails (scripts/test.sh).
-Backend with_injected_bug(Backend backend) {
+Backend with_injected_bug(Backend backend, const std::string& name) {
   const char* env = std::getenv("KILN_TESTING_ONLY_INJECT_BUG");
-  if (!env || !*env || backend.target<detail::AotBackendFn>()) return backend;
+  if (!env || !*env) return backend;
+  if (const auto* aot = backend.target<detail::AotBackendFn>()) {
+    // "inductor" is AOT autograd around the code generator: the bug goes into its compilers.
+    // "aot_eager" and other AOT backends stay as they are.
+    if (name != "inductor") return backend;
+    return aot_autograd(with_injected_bug(aot->fw_compiler, name),
+                        aot->bw_compiler ? with_injected_bug(aot->bw_compiler, name) : Backend());
+  }
   const std::string spec = env;
   const size_t colon = spec.find(':');
   const std::string op = spec.substr(0, colon);
@@ -119,10 +127,10 @@ Backend lookup_backend_in_mode(const std::string& name, const std::string& mode)
   {
     auto& r = backend_registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    if (!r.inductor_max_autotune) r.inductor_max_autotune = inductor_or_eager(true);
+    if (!r.inductor_max_autotune) r.inductor_max_autotune = aot_autograd(inductor_or_eager(true));
     tuned = r.inductor_max_autotune;
   }
-  return with_injected_bug(std::move(tuned));
+  return with_injected_bug(std::move(tuned), name);
 }
 }  // namespace backends
 
@@ -130,7 +138,7 @@ Backend lookup_backend(const std::string& name) {
   auto& r = backend_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.backends.find(name);
-  if (it != r.backends.end()) return with_injected_bug(it->second);
+  if (it != r.backends.end()) return with_injected_bug(it->second, name);
   std::string known;
   for (const auto& [n, b] : r.backends) known += (known.empty() ? "" : ", ") + n;
   throw Error(

@@ -58,8 +58,11 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
 
 // Compiles `raw` with the function's backend: passes, then the backend, timed per phase.
 // Observers (a debug dump) also get what the backend produced and this graph's times.
+// `plain_now`: the graph is about to run without gradients (an AOT backend then compiles it
+// now, so that observers see what the backend made of it).
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
-                                          const ir::Graph& raw, std::span<const Tensor> inputs) {
+                                          const ir::Graph& raw, std::span<const Tensor> inputs,
+                                          bool plain_now) {
   std::optional<GraphCompileCollector> collector;
   if (has_observers()) collector.emplace();
   struct Collecting {
@@ -89,7 +92,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
   add_compile_time("passes", seconds_since(t0));
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
-  if (state.backend.target<detail::AotBackendFn>()) {
+  if (state.backend.target<detail::AotBackendFn>() && !plain_now) {
     // Compiled at its first run without gradients (CacheEntry::plain): runs that need them
     // compile forward/backward pairs instead, and compiling the graph a third way for nothing
     // would double the compile time of a training step.
@@ -177,8 +180,8 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
 // Compiles `graph` (outside the lock: it may be slow) and adds it to the cache.
 std::shared_ptr<CacheEntry> compile_and_add(detail::CompiledState& st, size_t segment,
                                             const ir::Graph& graph, uint64_t key,
-                                            std::span<const Tensor> inputs) {
-  std::shared_ptr<CacheEntry> entry = compile_entry(st, segment, graph, inputs);
+                                            std::span<const Tensor> inputs, bool plain_now) {
+  std::shared_ptr<CacheEntry> entry = compile_entry(st, segment, graph, inputs, plain_now);
   std::lock_guard<std::mutex> lock(st.mu);
   ensure_segment(st, segment);
   st.segments[segment][key].push_back(entry);
@@ -245,7 +248,7 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   if (!entry && !compile) {
     outs = grad ? run_with_autograd(nullptr, graph, *grad) : ir::interpret(graph, rec_.inputs);
   } else {
-    if (!entry) entry = compile_and_add(st, segment_index_, graph, key, rec_.inputs);
+    if (!entry) entry = compile_and_add(st, segment_index_, graph, key, rec_.inputs, !grad);
     // (A replay of the entry that was first and stayed so needs no update: candidates are only
     // fetched once replay switches or fails.)
     if (!(replay_.entry && replay_.candidates.empty())) remember_recent(st, segment_index_, entry);
@@ -416,6 +419,9 @@ void Tracer::check_can_flush(const std::string& reason) const {
   KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
              ": the function needs a tensor's value (", reason,
              "), but functions allowed in graphs must not depend on tensor values");
+  KILN_CHECK(!inline_tracing_, Error, "internal error: kiln::compile: '", state_->name,
+             "': a derivative formula read a tensor's value (", reason,
+             ") while its backward was traced into the graph; please report it");
   KILN_CHECK(!flushing_, Error, "kiln::compile: '", state_->name,
              "': a tensor of the graph being run was read while it runs (", reason,
              "; from a backend, a log sink or an observer?)");

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "aot/compiled_node.h"
+#include "aot/joint.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -307,7 +308,7 @@ void Tracer::adopt_graph(const ir::Graph& g) {
 }
 
 Tensor Tracer::value_tensor(ir::ValueRef v) {
-  const ir::Node& n = rec_.graph.nodes[static_cast<size_t>(v.node)];
+  const ir::Node& n = recorded_node(static_cast<size_t>(v.node));
   if (n.kind == ir::NodeKind::Constant) return ir::constant_value(n);
   const TensorMeta& m = n.outputs[static_cast<size_t>(v.output)];
   if (m.storage_offset == 0 && (m.strides.empty() || m.strides == contiguous_strides(m.sizes)))
@@ -577,7 +578,12 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
 
 const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& out,
                                 bool grad) const {
-  if (out.defined() && (grad || out.impl()->requires_grad())) {
+  // Under no_grad a write into a concrete leaf (an optimizer's update of a parameter) changes
+  // no history, here as in eager: it is recorded as any write into a concrete tensor.
+  const bool keeps_history = out.defined() && !grad && !is_grad_enabled() &&
+                             !out.impl()->is_view() && !own_pending(*out.impl()) &&
+                             !(out.impl()->autograd_meta() && out.impl()->autograd_meta()->grad_fn);
+  if (out.defined() && (grad || out.impl()->requires_grad()) && !keeps_history) {
     // A whole tensor the graph made, written in place, just takes the new value and its
     // history (eager's rebase); anything else runs eagerly, where autograd decides.
     const PendingTensor* p = own_pending(*out.impl());
@@ -585,8 +591,7 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
       return "an in-place write into a view or an input where gradients are involved (it runs "
              "eagerly, where autograd rebases the history)";
     const AutogradMeta* m = out.impl()->autograd_meta().get();
-    if (out.impl()->requires_grad() &&
-        (!m || m->grad_fn != std::static_pointer_cast<Node>(grad_node_)))
+    if (out.impl()->requires_grad() && !has_segment_history(m))
       return "an in-place write into a tensor that requires grad without this graph's history "
              "(it runs eagerly)";
   }
@@ -607,12 +612,67 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
   if (!grad) return nullptr;
   for (const Tensor& t : inputs) {
     if (!t.impl()->requires_grad() || !own_pending(*t.impl())) continue;
-    const AutogradMeta* m = t.impl()->autograd_meta().get();
-    if (!m || !m->grad_fn || m->grad_fn != std::static_pointer_cast<Node>(grad_node_))
+    if (!has_segment_history(t.impl()->autograd_meta().get()))
       return "a tensor made inside the compiled function requires grad without history (a "
              "leaf made with requires_grad_()): AOT autograd takes it as a graph input";
   }
   return nullptr;
+}
+
+bool Tracer::has_segment_history(const AutogradMeta* m) const {
+  if (!m || !m->grad_fn) return false;
+  if (m->grad_fn == std::static_pointer_cast<Node>(grad_node_)) return true;
+  for (const auto& node : inlined_nodes_)
+    if (m->grad_fn == std::static_pointer_cast<Node>(node)) return true;
+  return false;
+}
+
+bool Tracer::begin_inline_backward(aot::CompiledFunctionNode& node) {
+  if (&node != grad_node_.get() || flushing_ || metadata_only() ||
+      current_interceptor() != static_cast<DispatchInterceptor*>(this))
+    return false;
+  // A formula that reads a tensor's value would need the graph run in the middle of tracing
+  // it: such graphs run first, as before (the node's backward then runs as compiled, or with
+  // eager autograd).
+  const size_t num_nodes = replay_.entry ? replay_.cursor : rec_.graph.nodes.size();
+  auto node_at = [this](int32_t i) -> const ir::Node& {
+    return recorded_node(static_cast<size_t>(i));
+  };
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = recorded_node(i);
+    if (n.kind == ir::NodeKind::Call && n.op->derivative.fn && !n.outputs.empty() &&
+        n.outputs[0].requires_grad && !aot::derivative_traces_without_values(n, node_at))
+      return false;
+  }
+  std::vector<Tensor> inputs;
+  std::vector<ir::ValueRef> values;
+  for (const Tensor& t : rec_.inputs) {
+    const ir::ValueRef v = rec_.input_of.at(t.impl());
+    if (!value_requires_grad(v)) continue;
+    inputs.push_back(t);
+    values.push_back(v);
+  }
+  node.begin_inline(inputs, std::move(values));
+  inlined_nodes_.push_back(std::move(grad_node_));
+  return true;
+}
+
+std::vector<Tensor> Tracer::trace_inline_backward(
+    std::span<const std::pair<ir::ValueRef, Tensor>> seeds, std::span<const ir::ValueRef> wanted,
+    std::string& missing_derivative) {
+  KILN_CHECK(!flushing_ && current_interceptor() == static_cast<DispatchInterceptor*>(this), Error,
+             "internal error: a backward traced inline ran outside the capture of its graph");
+  // A sync point now would run the graph under the trace (see check_can_flush).
+  struct Tracing {
+    bool& flag;
+    explicit Tracing(bool& f) : flag(f) { flag = true; }
+    ~Tracing() { flag = false; }
+  } tracing(inline_tracing_);
+  const aot::ForwardNodes nodes{
+      static_cast<int32_t>(replay_.entry ? replay_.cursor : rec_.graph.nodes.size()),
+      [this](int32_t i) -> const ir::Node& { return recorded_node(static_cast<size_t>(i)); },
+      [this](ir::ValueRef v) { return value_tensor(v); }};
+  return aot::trace_backward(nodes, seeds, wanted, missing_derivative);
 }
 
 void Tracer::rebase_history(std::span<Tensor> written, bool grad) {
@@ -637,6 +697,7 @@ void Tracer::attach_grad(std::span<Tensor> outputs) {
       flush("a gradient (backward(), a hook) reached a graph still being captured",
             user_call_site(std::source_location::current(), false), false);
     });
+    if (!metadata_only()) grad_node_->set_inline_tracer(this);
   }
   for (Tensor& t : outputs) {
     if (!is_floating(t.dtype())) continue;
@@ -674,7 +735,10 @@ void Tracer::reset_segment() {
   // A node whose graph ran without it (no live tensor needed a gradient) can never be reached.
   if (grad_node_ && !grad_node_->ran())
     grad_node_->abandon("none of its graph's live results needed a gradient");
+  if (grad_node_) grad_node_->end_inline();
   grad_node_.reset();
+  for (const auto& node : inlined_nodes_) node->end_inline();
+  inlined_nodes_.clear();
 }
 
 void Tracer::abandon(const std::string& why) {

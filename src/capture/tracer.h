@@ -154,6 +154,16 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
   bool metadata_only() const { return !metadata_only_.empty(); }
+  // Inline backward (aot/compiled_node.h): whether `node`, this segment's autograd node, can
+  // have its backward traced into the graph being captured now; if so it gets its edges (the
+  // graph inputs that require grad) and is retired: ops recorded with gradients from then on
+  // get a new node.
+  bool begin_inline_backward(aot::CompiledFunctionNode& node);
+  // Records the backward of the segment's graph from `seeds` (value, gradient) to `wanted`
+  // (graph inputs); returns their gradients (undefined: none reaches one).
+  std::vector<Tensor> trace_inline_backward(std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
+                                            std::span<const ir::ValueRef> wanted,
+                                            std::string& missing_derivative);
   // Pure mode's record of this call (null unless the function is compiled with pure=true).
   const std::shared_ptr<PureObservation>& pure_observation() const { return pure_; }
 
@@ -286,11 +296,16 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::string metadata_only_;
   size_t adopted_runtime_attrs_ = 0;  // the random ops of an adopted graph (see adopt_graph)
   bool flushing_ = false;
+  bool inline_tracing_ = false;  // in trace_inline_backward
   size_t segment_index_ = 0;
   std::shared_ptr<CacheEntry> last_entry_;  // the entry run_segment ran (null: interpreted)
   std::shared_ptr<PureObservation> pure_;
   const detail::AotBackendFn* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
   std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
+  // This segment's earlier nodes, whose backward was traced inline (begin_inline_backward).
+  std::vector<std::shared_ptr<aot::CompiledFunctionNode>> inlined_nodes_;
+  // Whether a tensor's history is this segment's: its grad_fn is one of the segment's nodes.
+  bool has_segment_history(const AutogradMeta* m) const;
   // `target` is about to be written (eagerly after a break, or by this segment's graph):
   // values the call's earlier compiled nodes saved over its memory are copied first.
   void preserve_saved_before_write(const Tensor& target);

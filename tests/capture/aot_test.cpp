@@ -610,5 +610,153 @@ TEST(AotPartition, MatrixProductsAreSavedNotRecomputed) {
   EXPECT_EQ(cut.saved.size(), 3u);  // both inputs and the product (tanh's input)
 }
 
+// Inline backward: a training step with backward() inside, compiled with an AOT backend, is one
+// graph (the backward is traced into it), and its parameters follow eager's step for step.
+TEST(AotAutograd, ATrainingStepWithBackwardInsideIsOneGraphUnderAotBackends) {
+  manual_seed(11);
+  const Tensor x = randn({16, 4});
+  auto make = [] {
+    manual_seed(12);
+    return std::vector<Tensor>{(randn({4, 8}) * 0.3).requires_grad_(), zeros({8}).requires_grad_(),
+                               (randn({8, 1}) * 0.3).requires_grad_()};
+  };
+  auto step_of = [&x](std::vector<Tensor>& p, optim::SGD& opt) {
+    return [&x, &p, &opt]() {
+      opt.zero_grad();
+      Tensor loss = mlp_loss(x, p[0], p[1], p[2]);
+      loss.backward();
+      opt.step();
+      return loss.detach();
+    };
+  };
+  for (const char* backend : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    std::vector<Tensor> eager_params = make(), params = make();
+    optim::SGD eager_opt(eager_params, {.lr = 0.1, .momentum = 0.9});
+    optim::SGD opt(params, {.lr = 0.1, .momentum = 0.9});
+    auto eager_step = step_of(eager_params, eager_opt);
+    CompileProfiler prof;
+    auto compiled =
+        compile(step_of(params, opt), {.backend = std::string(backend), .name = "inline_step"});
+    for (int s = 0; s < 3; ++s) {
+      Tensor want = eager_step();
+      Tensor got = compiled();
+      EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6)) << "step " << s;
+    }
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(allclose(params[i], eager_params[i], 1e-5, 1e-6)) << "parameter " << i;
+    const auto stats = prof.stats().at("inline_step");
+    EXPECT_EQ(stats.graph_breaks, 0);
+    EXPECT_EQ(stats.graphs, 2);  // the first step makes the momentum buffers: another graph
+  }
+}
+
+// The same with counting compilers: one forward graph compiled, no backward graph (the
+// backward is part of the one graph), and the second call is a cache hit.
+TEST(AotAutograd, AnInlinedBackwardCompilesOneGraphAndHitsTheCache) {
+  Tensor w = full({3}, 2.0).requires_grad_();
+  CountingAot counting;
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor loss = (x * w).tanh().sum();
+        loss.backward();
+        return w.grad() * 1.0;
+      },
+      counting.options());
+  const Tensor x = tensor({0.1, 0.2, 0.3});
+  Tensor g1 = f(x);
+  w.set_grad(Tensor());
+  Tensor g2 = f(x);
+  Tensor we = full({3}, 2.0).requires_grad_();
+  (x * we).tanh().sum().backward();
+  EXPECT_TRUE(allclose(g1, we.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(g2, we.grad(), 1e-12, 1e-12));
+  EXPECT_EQ(counting.forward->load(), 1);
+  EXPECT_EQ(counting.backward->load(), 0);
+}
+
+// What still runs the graph first (a graph break), as before inline tracing: retain_graph and
+// create_graph (the node must stay usable), and grad() asking for a value of the graph itself.
+TEST(AotAutograd, RetainGraphAndGradOfAnIntermediateRunTheGraphFirst) {
+  for (const char* backend : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    CompileProfiler prof;
+    auto f = compile(
+        [&](const Tensor& x) {
+          Tensor loss = (x * w).exp().sum();
+          loss.backward({}, /*retain_graph=*/true);
+          loss.backward();  // a second time: retain_graph kept the node usable
+          return w.grad() * 1.0;
+        },
+        {.backend = std::string(backend), .name = "retained"});
+    const Tensor x = tensor({0.5, 0.25, 0.125});
+    Tensor we = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    Tensor le = (x * we).exp().sum();
+    le.backward({}, true);
+    le.backward();
+    EXPECT_TRUE(allclose(f(x), we.grad(), 1e-12, 1e-12));
+    EXPECT_GE(prof.stats().at("retained").graph_breaks, 1);
+
+    // grad() of a value the graph itself used: not observable (a clear error, never a partial
+    // gradient); after a graph_break() it is.
+    auto g = compile(
+        [&](const Tensor& x) {
+          Tensor h = x * w;
+          return grad({h.exp().sum()}, {h})[0];
+        },
+        {.backend = std::string(backend)});
+    EXPECT_THROW(g(x), NotImplementedError);
+    auto g2 = compile(
+        [&](const Tensor& x) {
+          Tensor h = x * w;
+          graph_break();
+          return grad({h.exp().sum()}, {h})[0];
+        },
+        {.backend = std::string(backend)});
+    EXPECT_TRUE(allclose(g2(x), (x * we).exp().detach(), 1e-12, 1e-12));
+  }
+}
+
+// After a backward traced inline (no retain_graph) the node is spent, as eager's are: a second
+// backward through it fails with eager's advice.
+TEST(AotAutograd, ASecondBackwardThroughAnInlinedNodeFailsAsInEager) {
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor loss = (x * w).exp().sum();
+        loss.backward();
+        loss.backward();
+        return loss;
+      },
+      {.backend = std::string("aot_eager")});
+  try {
+    f(tensor({1.0, 1.0}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph=true"), std::string::npos) << e.what();
+  }
+}
+
+// A model compiled on its own with the default backend (inductor) and backward() outside gets
+// one compiled backward node, as torch.compile(model) does.
+TEST(AotAutograd, InductorCompilesTheBackwardOfAModelCompiledOnItsOwn) {
+  manual_seed(5);
+  Tensor w1 = randn({4, 8}).requires_grad_(), b1 = zeros({8}).requires_grad_();
+  Tensor w2 = randn({8, 1}).requires_grad_();
+  const Tensor x = randn({16, 4});
+  auto model = compile([&](const Tensor& in) { return mlp_loss(in, w1, b1, w2); });
+  Tensor loss = model(x);
+  ASSERT_TRUE(loss.grad_fn());
+  EXPECT_EQ(loss.grad_fn()->name(), "CompiledFunctionBackward");
+  loss.backward();
+  std::vector<Tensor> got{w1.grad(), b1.grad(), w2.grad()};
+  for (Tensor& p : std::vector<Tensor>{w1, b1, w2}) p.set_grad(Tensor());
+  mlp_loss(x, w1, b1, w2).backward();
+  std::vector<Tensor> want{w1.grad(), b1.grad(), w2.grad()};
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], want[i], 1e-5, 1e-6)) << "parameter " << i;
+}
+
 }  // namespace
 }  // namespace kiln
