@@ -646,11 +646,11 @@ bool Tracer::begin_inline_backward(aot::CompiledFunctionNode& node) {
   }
   std::vector<Tensor> inputs;
   std::vector<ir::ValueRef> values;
-  for (const Tensor& t : rec_.inputs) {
-    const ir::ValueRef v = rec_.input_of.at(t.impl());
-    if (!value_requires_grad(v)) continue;
-    inputs.push_back(t);
-    values.push_back(v);
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = recorded_node(i);
+    if (n.kind != ir::NodeKind::Placeholder || !n.outputs[0].requires_grad) continue;
+    inputs.push_back(rec_.inputs[static_cast<size_t>(n.input_index)]);
+    values.push_back({static_cast<int32_t>(i), 0});
   }
   node.begin_inline(inputs, std::move(values));
   inlined_nodes_.push_back(std::move(grad_node_));

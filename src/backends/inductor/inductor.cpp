@@ -467,8 +467,10 @@ Backend make_inductor_backend(bool max_autotune) {
 
 namespace kiln::inductor {
 Backend source_collecting_backend(std::vector<std::string>& sources) {
-  return [&sources, eager = backends::make_eager_backend()](const ir::Graph& g,
-                                                            std::span<const TensorMeta> infos) {
+  // AOT autograd around the collector, as "inductor" is around the code generator: the same
+  // graphs reach it (forward and backward halves, backward() inside traced into the graph).
+  return aot_autograd([&sources, eager = backends::make_eager_backend()](
+                          const ir::Graph& g, std::span<const TensorMeta> infos) {
     try {
       const LoweredGraph lowered = lower_graph(g);
       if (!lowered.schedule.kernels.empty())
@@ -477,6 +479,6 @@ Backend source_collecting_backend(std::vector<std::string>& sources) {
       // the real run meets and reports it
     }
     return eager(g, infos);
-  };
+  });
 }
 }  // namespace kiln::inductor
