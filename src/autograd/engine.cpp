@@ -166,6 +166,25 @@ namespace {
 
 // Accumulates the gradient of a leaf into its grad(). Holds the leaf weakly: a leaf that is
 // gone needs no gradient.
+// `g` itself when nothing else can see or change its memory (the engine's own result: kept,
+// as PyTorch's AccumulateGrad steals it), else a copy. A contiguous view that is the only user
+// of its base (a gradient computed as (a^T b)^T, say) counts too, as a plain tensor over the
+// same memory. (A pending gradient's memory may be shared by views the engine cannot see.)
+Tensor exclusive_or_copy(Tensor g) {
+  TensorImpl* impl = g.impl();
+  if (g.impl_ptr().use_count() == 1 && g.is_contiguous() && impl->has_storage() &&
+      !g.requires_grad()) {
+    const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
+    if (storage.use_count() == 1) return g;
+    const std::shared_ptr<TensorImpl>& base = impl->view_base();
+    if (storage.use_count() == 2 && base && base.use_count() == 1 &&
+        base->storage_if_concrete() == storage && !base->requires_grad())
+      return Tensor(std::make_shared<TensorImpl>(storage, impl->storage_offset(), impl->sizes(),
+                                                 impl->strides(), impl->dtype()));
+  }
+  return g.detach().clone();
+}
+
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl_ptr()) {
@@ -197,12 +216,7 @@ class AccumulateGrad : public Node {
       return {};
     }
     if (!m.grad.defined()) {
-      // Keep g itself only when nothing else can see or change it.
-      // (A pending gradient's memory may be shared by views the engine cannot see.)
-      const bool exclusive = g.impl_ptr().use_count() == 1 && g.is_contiguous() &&
-                             g.impl()->has_storage() && g.impl()->storage().use_count() == 1 &&
-                             !g.requires_grad();
-      m.grad = exclusive ? std::move(g) : g.detach().clone();
+      m.grad = exclusive_or_copy(std::move(g));
     } else if (m.grad.requires_grad() || m.grad.impl()->is_inference()) {
       // Not in place: a grad with history must keep it, and a grad made by a backward pass
       // run inside InferenceMode may not be changed in place outside it.

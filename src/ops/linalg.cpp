@@ -411,12 +411,31 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // ---- derivatives (in Kiln ops; transposed views go to gemm without copies) ----
+// Whether a matrix is the transpose of a contiguous one (a weight passed as w.t()).
+bool is_transposed(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 &&
+         m.stride(1) == m.size(0);
+}
+// The gradients of a @ b, laid out as the operand they are for: for a transposed operand
+// (Linear's w.t()) the product is taken the other way round and transposed back, so that the
+// gradient reaches the weight contiguous and AccumulateGrad keeps it instead of copying it.
+Tensor mm_grad_a(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  return is_transposed(a) ? mm(b, grad.t()).t() : mm(grad, b.t());
+}
+Tensor mm_grad_b(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  return is_transposed(b) ? mm(grad.t(), a).t() : mm(a.t(), grad);
+}
 // grad_a = grad @ b^T, grad_b = a^T @ grad, with 1-d operands seen as a row ([1, k]) or a
 // column ([k, 1]) and the added dim taken out of the result again. Batch dims come back at the
 // output's broadcast shape; autograd sums them down to each operand's shape.
 void matmul_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const Tensor &a = c.in(0), &b = c.in(1);
   Tensor grad = c.grad();
+  if (a.dim() == 2 && b.dim() == 2) {
+    if (c.needs_grad(0)) g[0] = mm_grad_a(grad, a, b);
+    if (c.needs_grad(1)) g[1] = mm_grad_b(grad, a, b);
+    return;
+  }
   const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
   if (a1 && b1) {  // dot product: grad is 0-d
     if (c.needs_grad(0)) g[0] = grad * b;
@@ -441,8 +460,8 @@ void matmul_derivative(const BackwardCall& c, std::span<Tensor> g) {
   }
 }
 void mm_derivative(const BackwardCall& c, std::span<Tensor> g) {
-  if (c.needs_grad(0)) g[0] = mm(c.grad(), c.in(1).t());
-  if (c.needs_grad(1)) g[1] = mm(c.in(0).t(), c.grad());
+  if (c.needs_grad(0)) g[0] = mm_grad_a(c.grad(), c.in(0), c.in(1));
+  if (c.needs_grad(1)) g[1] = mm_grad_b(c.grad(), c.in(0), c.in(1));
 }
 void bmm_derivative(const BackwardCall& c, std::span<Tensor> g) {
   if (c.needs_grad(0)) g[0] = bmm(c.grad(), c.in(1).mT());
@@ -453,8 +472,8 @@ void addmm_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const Tensor& grad = c.grad();
   if (c.needs_grad(0)) g[0] = beta == 1.0 ? grad : grad * beta;
   const Tensor ga = alpha == 1.0 ? grad : grad * alpha;
-  if (c.needs_grad(1)) g[1] = mm(ga, c.in(2).t());
-  if (c.needs_grad(2)) g[2] = mm(c.in(1).t(), ga);
+  if (c.needs_grad(1)) g[1] = mm_grad_a(ga, c.in(1), c.in(2));
+  if (c.needs_grad(2)) g[2] = mm_grad_b(ga, c.in(1), c.in(2));
 }
 
 }  // namespace

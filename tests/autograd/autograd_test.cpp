@@ -71,6 +71,37 @@ TEST(Autograd, LeafGradAccumulatesOverTwoBackwardCalls) {
   EXPECT_VALS(x.grad(), {3, 3, 3});
 }
 
+// A Linear layer passes its weight to the product as w.t(): the product's derivative then
+// computes the weight's gradient already in the weight's layout, and AccumulateGrad keeps that
+// tensor as .grad instead of copying it (a copy per parameter per step otherwise).
+TEST(Autograd, TheGradientOfATransposedWeightReachesGradWithoutACopy) {
+  manual_seed(3);
+  const Tensor x = randn({6, 4}, DType::Float64);
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias);
+    Tensor w = randn({5, 4}, DType::Float64).requires_grad_();
+    Tensor b = randn({5}, DType::Float64).requires_grad_();
+    const void* arrived = nullptr;
+    w.register_hook([&](const Tensor& g) {
+      arrived = g.data_ptr();
+      return Tensor();
+    });
+    Tensor y = with_bias ? linear(x, w, b) : linear(x, w);
+    const Tensor g = randn({6, 5}, DType::Float64);
+    y.backward(g);
+    EXPECT_EQ(w.grad().data_ptr(), arrived);
+    EXPECT_TRUE(w.grad().is_contiguous());
+    EXPECT_TRUE(allclose(w.grad(), matmul(g.t(), x), 1e-12, 1e-12));
+  }
+  // The other operand transposed, and neither: the same values as the textbook formulas.
+  Tensor a = randn({4, 3}, DType::Float64).requires_grad_();
+  Tensor c = randn({4, 2}, DType::Float64).requires_grad_();
+  const Tensor g = randn({3, 2}, DType::Float64);
+  mm(a.t(), c).backward(g);
+  EXPECT_TRUE(allclose(a.grad(), matmul(c, g.t()), 1e-12, 1e-12));
+  EXPECT_TRUE(allclose(c.grad(), matmul(a, g), 1e-12, 1e-12));
+}
+
 TEST(Autograd, GradFnNamesAndLeafness) {
   Tensor x = leaf({1, 2});
   Tensor y = x * 2;
