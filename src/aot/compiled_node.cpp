@@ -160,7 +160,8 @@ bool CompiledFunctionNode::inline_allowed() const {
   const autograd::BackwardRequest* request = autograd::current_backward_request();
   if (!request || request->keep_graph || request->create_graph) return false;
   for (const Tensor& t : request->grad_inputs)
-    if (const auto& m = t.impl()->autograd_meta(); m && m->grad_fn.get() == this) return false;
+    if (t.defined())
+      if (const auto& m = t.impl()->autograd_meta(); m && m->grad_fn.get() == this) return false;
   return true;
 }
 
@@ -186,6 +187,7 @@ void CompiledFunctionNode::before_backward() {
   const autograd::BackwardRequest* request = autograd::current_backward_request();
   if (!plan_ || !request) return;
   for (const Tensor& t : request->grad_inputs) {
+    if (!t.defined()) continue;  // (grad() reports it)
     const auto& m = t.impl()->autograd_meta();
     if (!m || m->grad_fn.get() != this) continue;
     const int32_t tangent = tangent_of_slot_[m->output_nr];

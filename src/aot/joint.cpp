@@ -121,11 +121,14 @@ std::vector<Tensor> trace_backward(const ForwardNodes& forward,
 
 bool derivative_traces_without_values(const ir::Node& node,
                                       const std::function<const ir::Node&(int32_t)>& node_at) {
+  // Per thread first (every backward traced inline scans its graph's nodes), then shared.
+  thread_local std::unordered_map<const OpDef*, bool> seen;
+  if (auto it = seen.find(node.op); it != seen.end()) return it->second;
   static std::mutex mu;
   static std::unordered_map<const OpDef*, bool> known;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(node.op); it != known.end()) return it->second;
+    if (auto it = known.find(node.op); it != known.end()) return seen[node.op] = it->second;
   }
   // The node alone, its inputs made placeholders (constants as their 0-d values), traced as
   // AOT autograd traces a joint graph: a formula that reads a value throws there.
@@ -152,7 +155,7 @@ bool derivative_traces_without_values(const ir::Node& node,
   }
   std::lock_guard<std::mutex> lock(mu);
   known[node.op] = traceable;
-  return traceable;
+  return seen[node.op] = traceable;
 }
 
 JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> values) {

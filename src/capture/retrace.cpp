@@ -16,6 +16,9 @@ std::shared_ptr<detail::CompiledState> retrace_state() {
   static auto st = [] {
     CompileOptions o;
     o.name = "re-trace";
+    // Not the default backend: metadata-only runs must not record gradients AOT-style (autograd
+    // records formulas and allow_in_graph functions as it does eagerly).
+    o.backend = std::string("eager");
     return detail::make_compiled_state(o, std::source_location::current());
   }();
   return st;

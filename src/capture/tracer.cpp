@@ -513,6 +513,12 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   if (aot_) {
     grad = is_grad_enabled() &&
            std::ranges::any_of(inputs, [](const Tensor& t) { return t.impl()->requires_grad(); });
+    // After a backward traced into this graph, a new computation with gradients starts a new
+    // graph: its backward must reach the traced one's node (hooks, retain_grad, a second
+    // backward's error), which a backward traced through the same graph would go around.
+    if (grad && !inlined_nodes_.empty())
+      sync_current("an op with gradients after a backward() traced into the graph",
+                   std::source_location::current(), false);
     if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
       sync_current(why, std::source_location::current(), false);
       for (const Tensor& out : outputs)  // the write runs eagerly next
@@ -640,9 +646,10 @@ bool Tracer::begin_inline_backward(aot::CompiledFunctionNode& node) {
   };
   for (size_t i = 0; i < num_nodes; ++i) {
     const ir::Node& n = recorded_node(i);
-    if (n.kind == ir::NodeKind::Call && n.op->derivative.fn && !n.outputs.empty() &&
-        n.outputs[0].requires_grad && !aot::derivative_traces_without_values(n, node_at))
-      return false;
+    if (n.kind != ir::NodeKind::Call || !n.op->derivative.fn) continue;
+    const bool grad =
+        std::ranges::any_of(n.outputs, [](const TensorMeta& m) { return m.requires_grad; });
+    if (grad && !aot::derivative_traces_without_values(n, node_at)) return false;
   }
   std::vector<Tensor> inputs;
   std::vector<ir::ValueRef> values;
@@ -662,12 +669,21 @@ std::vector<Tensor> Tracer::trace_inline_backward(
     std::string& missing_derivative) {
   KILN_CHECK(!flushing_ && current_interceptor() == static_cast<DispatchInterceptor*>(this), Error,
              "internal error: a backward traced inline ran outside the capture of its graph");
-  // A sync point now would run the graph under the trace (see check_can_flush).
+  // A sync point now would run the graph under the trace (see check_can_flush). The formulas
+  // record as under the eager backend: one that runs autograd itself (allow_in_graph's
+  // derivative re-runs the function) gets per-op nodes, not this graph's AOT node.
   struct Tracing {
-    bool& flag;
-    explicit Tracing(bool& f) : flag(f) { flag = true; }
-    ~Tracing() { flag = false; }
-  } tracing(inline_tracing_);
+    Tracer& t;
+    const detail::AotBackendFn* aot;
+    explicit Tracing(Tracer& tracer) : t(tracer), aot(tracer.aot_) {
+      t.inline_tracing_ = true;
+      t.aot_ = nullptr;
+    }
+    ~Tracing() {
+      t.inline_tracing_ = false;
+      t.aot_ = aot;
+    }
+  } tracing(*this);
   const aot::ForwardNodes nodes{
       static_cast<int32_t>(replay_.entry ? replay_.cursor : rec_.graph.nodes.size()),
       [this](int32_t i) -> const ir::Node& { return recorded_node(static_cast<size_t>(i)); },

@@ -411,21 +411,21 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // ---- derivatives (in Kiln ops; transposed views go to gemm without copies) ----
-// Whether a matrix is a transposed view of a contiguous one (a weight passed as w.t()).
-bool is_transposed_view(const Tensor& m) {
-  return m.impl()->is_view() && m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 &&
-         m.stride(0) == 1 && m.stride(1) == m.size(0);
+// Whether a matrix is the transpose of a contiguous one (a weight passed as w.t()).
+bool is_transposed(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 &&
+         m.stride(1) == m.size(0);
 }
-// The gradients of a @ b, laid out as the operand they are for: for a transposed view
+// The gradients of a @ b, laid out as the operand they are for: for a transposed operand
 // (Linear's w.t()) the product is taken the other way round and transposed back, so that the
 // view's backward hands the weight a contiguous gradient that AccumulateGrad keeps instead of
-// copying. (Only for views: a graph input that is transposed, as AOT autograd traces Linear,
-// must get a contiguous gradient from the compiled backward, which would copy it.)
+// copying. Decided by the layout alone, so eager autograd and AOT autograd's trace (where the
+// operand is a graph input with that layout) compute the same products, bit for bit.
 Tensor mm_grad_a(const Tensor& grad, const Tensor& a, const Tensor& b) {
-  return is_transposed_view(a) ? mm(b, grad.t()).t() : mm(grad, b.t());
+  return is_transposed(a) ? mm(b, grad.t()).t() : mm(grad, b.t());
 }
 Tensor mm_grad_b(const Tensor& grad, const Tensor& a, const Tensor& b) {
-  return is_transposed_view(b) ? mm(grad.t(), a).t() : mm(a.t(), grad);
+  return is_transposed(b) ? mm(grad.t(), a).t() : mm(a.t(), grad);
 }
 // grad_a = grad @ b^T, grad_b = a^T @ grad, with 1-d operands seen as a row ([1, k]) or a
 // column ([k, 1]) and the added dim taken out of the result again. Batch dims come back at the

@@ -738,6 +738,47 @@ TEST(AotAutograd, ASecondBackwardThroughAnInlinedNodeFailsAsInEager) {
   }
 }
 
+// A computation with gradients after a backward traced into the graph starts a new graph, so
+// that its backward reaches the first backward's tensors through their node, as in eager:
+// here retain_grad() on y, whose history is the traced node (found by review: traced through
+// the same graph, the second backward went around y and y.grad() stayed undefined).
+TEST(AotAutograd, AfterAnInlinedBackwardANewComputationWithGradientsIsANewGraph) {
+  for (const char* backend : {"aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor w = tensor({1.0, 2.0}).requires_grad_();
+    CompileProfiler prof;
+    auto f = compile(
+        [&](const Tensor& x) {
+          Tensor y = x * w;
+          y.sum().backward({}, true);  // retained: runs the graph first (not traced inline)
+          Tensor z = (x + w).exp().sum();
+          z.backward();                    // traced inline
+          Tensor u = (x * w).sum() * 3.0;  // a new graph
+          u.backward();
+          return w.grad() * 1.0;
+        },
+        {.backend = std::string(backend), .name = "after_inline"});
+    const Tensor x = tensor({0.5, 0.25});
+    Tensor we = tensor({1.0, 2.0}).requires_grad_();
+    (x * we).sum().backward({}, true);
+    (x + we).exp().sum().backward();
+    ((x * we).sum() * 3.0).backward();
+    EXPECT_TRUE(allclose(f(x), we.grad(), 1e-12, 1e-12));
+    EXPECT_EQ(prof.stats().at("after_inline").graph_breaks, 2);
+  }
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  auto g = compile(
+      [&](const Tensor& x) {
+        Tensor y = x * w;
+        y.sum().backward();  // traced inline; the node is spent
+        y.retain_grad();
+        (y * 3.0).sum().backward();  // reaches y's spent node: eager's error
+        return y.grad();
+      },
+      {.backend = std::string("aot_eager")});
+  EXPECT_THROW(g(tensor({1.0, 1.0})), Error);
+}
+
 // A model compiled on its own with the default backend (inductor) and backward() outside gets
 // one compiled backward node, as torch.compile(model) does.
 TEST(AotAutograd, InductorCompilesTheBackwardOfAModelCompiledOnItsOwn) {
