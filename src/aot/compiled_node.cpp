@@ -157,12 +157,10 @@ void CompiledFunctionNode::abandon(std::string why) {
 }
 
 bool CompiledFunctionNode::inline_allowed() const {
+  // grad() runs only the nodes leading to its inputs: a node it would not reach could not run
+  // its traced backward later (its graph ends meanwhile), so grad() runs the graph first.
   const autograd::BackwardRequest* request = autograd::current_backward_request();
-  if (!request || request->keep_graph || request->create_graph) return false;
-  for (const Tensor& t : request->grad_inputs)
-    if (t.defined())
-      if (const auto& m = t.impl()->autograd_meta(); m && m->grad_fn.get() == this) return false;
-  return true;
+  return request && !request->keep_graph && !request->create_graph && request->grad_inputs.empty();
 }
 
 void CompiledFunctionNode::begin_inline(std::span<const Tensor> inputs,

@@ -77,12 +77,11 @@ class CompiledFunctionNode final : public Node {
   // value, so a write eager allows must not invalidate what the compiled backward reads.
   void preserve_saved_before_write(const Tensor& target);
 
-  // Inline backward. While the graph is still being captured, a backward() or grad() on the
-  // capturing thread (without retain_graph or create_graph, and not asking grad() for one of
-  // the node's own values) does not run the graph: the capture traces the node's backward from
-  // the derivative formulas into the same graph (Tracer::begin_inline_backward), so that a
-  // training step with backward() inside stays one graph. The tracer set here is cleared when
-  // its segment ends.
+  // Inline backward. While the graph is still being captured, a backward() on the capturing
+  // thread (without retain_graph or create_graph; not grad()) does not run the graph: the capture
+  // traces the node's backward from the derivative formulas into the same graph
+  // (Tracer::begin_inline_backward), so that a training step with backward() inside stays one
+  // graph. The tracer set here is cleared when its segment ends.
   void set_inline_tracer(capture::Tracer* tracer) { inline_tracer_ = tracer; }
   // The capture takes this node's backward inline: `inputs` (graph inputs that require grad)
   // become its edges, `input_values` their placeholders.

@@ -779,6 +779,27 @@ TEST(AotAutograd, AfterAnInlinedBackwardANewComputationWithGradientsIsANewGraph)
   EXPECT_THROW(g(tensor({1.0, 1.0})), Error);
 }
 
+// grad() is not traced inline: a node it does not reach (here the graph's node, for an input
+// the loss does not depend on) must still run its backward later, outside the function (found
+// by review: "capture has ended" on the later backward()).
+TEST(AotAutograd, GradForAnUnrelatedInputLeavesTheGraphDifferentiableLater) {
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  Tensor unrelated = tensor({3.0}).requires_grad_();
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor loss = (x * w).exp().sum();
+        std::vector<Tensor> g = grad({loss}, {unrelated}, {}, {}, false, /*allow_unused=*/true);
+        EXPECT_FALSE(g[0].defined());
+        return loss;
+      },
+      {.backend = std::string("aot_eager")});
+  const Tensor x = tensor({0.5, 0.25});
+  f(x).backward();
+  Tensor we = tensor({1.0, 2.0}).requires_grad_();
+  (x * we).exp().sum().backward();
+  EXPECT_TRUE(allclose(w.grad(), we.grad(), 1e-12, 1e-12));
+}
+
 // A model compiled on its own with the default backend (inductor) and backward() outside gets
 // one compiled backward node, as torch.compile(model) does.
 TEST(AotAutograd, InductorCompilesTheBackwardOfAModelCompiledOnItsOwn) {
