@@ -160,7 +160,12 @@ PendingValue* Tracer::writer_of(const Storage& storage) {
 }
 
 // Storages still claimed would point to written_.writer, which dies with the tracer: release them.
-Tracer::~Tracer() { release_written_storages(); }
+Tracer::~Tracer() {
+  release_written_storages();
+  // (Normally done when the segment ends; a run that threw while finishing may skip that.)
+  if (grad_node_) grad_node_->end_inline();
+  for (const auto& node : inlined_nodes_) node->end_inline();
+}
 
 void Tracer::start_replay() {
   replay_.entry.reset();
