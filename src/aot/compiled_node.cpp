@@ -175,15 +175,19 @@ void CompiledFunctionNode::before_backward() {
   // runs the graph if it has not run. When its backward cannot be traced, the run gives the
   // node's tensors eager histories and abandons this node: a backward that re-reads their
   // grad_fn (the engine does for its roots) goes on without it; apply() names the reason.
-  if (!plan_ && !inlined_ && abandoned_.empty() && sync_) {
-    if (inline_tracer_ && inline_allowed() && inline_tracer_->begin_inline_backward(*this)) return;
-    auto sync = sync_;
-    sync();
-  }
+  if (plan_) return check_grad_inputs_observable();
+  if (inlined_ || !abandoned_.empty() || !sync_) return;
+  if (inline_tracer_ && inline_allowed() && inline_tracer_->begin_inline_backward(*this)) return;
+  auto sync = sync_;
+  sync();  // (may destroy this node, see above: nothing may follow)
+}
+
+void CompiledFunctionNode::check_grad_inputs_observable() const {
   // grad() of one of this node's values: the engine sees the gradient flowing into it from
-  // outside the graph only, so a use inside the graph would be missed (as for a hook).
+  // outside the graph only, so a use inside the graph would be missed (as for a hook). grad()
+  // settles its inputs' history after its outputs', so the graph has run by then.
   const autograd::BackwardRequest* request = autograd::current_backward_request();
-  if (!plan_ || !request) return;
+  if (!request) return;
   for (const Tensor& t : request->grad_inputs) {
     if (!t.defined()) continue;  // (grad() reports it)
     const auto& m = t.impl()->autograd_meta();

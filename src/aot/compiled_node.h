@@ -98,6 +98,7 @@ class CompiledFunctionNode final : public Node {
  private:
   void ensure_ran(const char* what);
   bool inline_allowed() const;
+  void check_grad_inputs_observable() const;
   std::vector<Tensor> apply_inline(const std::vector<Tensor>& grads);
 
   std::function<void()> sync_;
