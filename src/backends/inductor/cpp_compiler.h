@@ -85,8 +85,8 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs =
 
 // The first pass of a batched build: a backend that renders the source inductor would compile
 // for each graph into `sources` (graphs it cannot lower are left to the real run to report)
-// and runs the graph with the eager backend; like inductor, it is an AOT autograd backend. The backend refers to `sources`: use it only
-// while the vector lives.
+// and runs the graph with the eager backend; like inductor, it is an AOT autograd backend. The
+// backend refers to `sources`: use it only while the vector lives.
 Backend source_collecting_backend(std::vector<std::string>& sources);
 
 // The module `key` from a library that compile_modules_batched built (its <key>.batch index),
