@@ -86,7 +86,6 @@ class CompiledFunctionNode final : public Node {
   // The capture takes this node's backward inline: `inputs` (graph inputs that require grad)
   // become its edges, `input_values` their placeholders.
   void begin_inline(std::span<const Tensor> inputs, std::vector<ir::ValueRef> input_values);
-  bool inlined() const { return inlined_; }
   // Its capture's segment ended: the tracer is no longer there to trace with.
   void end_inline();
 

@@ -162,9 +162,7 @@ PendingValue* Tracer::writer_of(const Storage& storage) {
 // Storages still claimed would point to written_.writer, which dies with the tracer: release them.
 Tracer::~Tracer() {
   release_written_storages();
-  // (Normally done when the segment ends; a run that threw while finishing may skip that.)
-  if (grad_node_) grad_node_->end_inline();
-  for (const auto& node : inlined_nodes_) node->end_inline();
+  forget_inline_nodes();  // (done when the segment ends; a run that threw may skip that)
 }
 
 void Tracer::start_replay() {
@@ -645,7 +643,7 @@ bool Tracer::begin_inline_backward(aot::CompiledFunctionNode& node) {
   // A formula that reads a tensor's value would need the graph run in the middle of tracing
   // it: such graphs run first, as before (the node's backward then runs as compiled, or with
   // eager autograd).
-  const size_t num_nodes = replay_.entry ? replay_.cursor : rec_.graph.nodes.size();
+  const size_t num_nodes = num_recorded_nodes();
   auto node_at = [this](int32_t i) -> const ir::Node& {
     return recorded_node(static_cast<size_t>(i));
   };
@@ -690,7 +688,7 @@ std::vector<Tensor> Tracer::trace_inline_backward(
     }
   } tracing(*this);
   const aot::ForwardNodes nodes{
-      static_cast<int32_t>(replay_.entry ? replay_.cursor : rec_.graph.nodes.size()),
+      static_cast<int32_t>(num_recorded_nodes()),
       [this](int32_t i) -> const ir::Node& { return recorded_node(static_cast<size_t>(i)); },
       [this](ir::ValueRef v) { return value_tensor(v); }};
   return aot::trace_backward(nodes, seeds, wanted, missing_derivative);
@@ -756,10 +754,14 @@ void Tracer::reset_segment() {
   // A node whose graph ran without it (no live tensor needed a gradient) can never be reached.
   if (grad_node_ && !grad_node_->ran())
     grad_node_->abandon("none of its graph's live results needed a gradient");
-  if (grad_node_) grad_node_->end_inline();
+  forget_inline_nodes();
   grad_node_.reset();
-  for (const auto& node : inlined_nodes_) node->end_inline();
   inlined_nodes_.clear();
+}
+
+void Tracer::forget_inline_nodes() {
+  if (grad_node_) grad_node_->end_inline();
+  for (const auto& node : inlined_nodes_) node->end_inline();
 }
 
 void Tracer::abandon(const std::string& why) {

@@ -182,6 +182,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins, const Attrs& attrs,
                            Infer&& infer, bool grad = false);
+  size_t num_recorded_nodes() const {
+    return replay_.entry ? replay_.cursor : rec_.graph.nodes.size();
+  }
   const ir::Node& recorded_node(size_t i) const {
     return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
   }
@@ -304,6 +307,8 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
   // This segment's earlier nodes, whose backward was traced inline (begin_inline_backward).
   std::vector<std::shared_ptr<aot::CompiledFunctionNode>> inlined_nodes_;
+  // The segment's nodes stop pointing to this tracer (they may outlive it).
+  void forget_inline_nodes();
   // Whether a tensor's history is this segment's: its grad_fn is one of the segment's nodes.
   bool has_segment_history(const AutogradMeta* m) const;
   // `target` is about to be written (eagerly after a break, or by this segment's graph):
