@@ -13,6 +13,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/softmax_row.h"
 #include "ops/kernels/vec.h"
 #include "ops/op_utils.h"
 
@@ -22,109 +23,11 @@ namespace {
 
 using vec::Vec;
 
-// Rows up to this long are staged in a stack buffer when streaming (softmax).
-constexpr int64_t kRowBuffer = 4096;
-
-// The first `rem` lanes from p, the rest `fill`.
-template <typename T>
-Vec<T> load_partial(const T* p, int64_t rem, T fill) {
-  alignas(64) T buf[Vec<T>::width];
-  for (int64_t i = 0; i < Vec<T>::width; ++i) buf[i] = i < rem ? p[i] : fill;
-  return Vec<T>::load(buf);
-}
-template <typename T>
-void store_partial(Vec<T> v, T* p, int64_t rem) {
-  alignas(64) T buf[Vec<T>::width];
-  v.store(buf);
-  std::memcpy(p, buf, static_cast<size_t>(rem) * sizeof(T));
-}
-// max that ignores NaN lanes: a NaN in the row reaches every output through the sum anyway.
-template <typename T>
-Vec<T> vmax(Vec<T> a, Vec<T> b) {
-  return vec::select(a > b, a, b);
-}
-template <typename T>
-T reduce_lanes(Vec<T> v, bool take_max) {
-  alignas(64) T buf[Vec<T>::width];
-  v.store(buf);
-  T r = buf[0];
-  for (int i = 1; i < Vec<T>::width; ++i) r = take_max ? (buf[i] > r ? buf[i] : r) : r + buf[i];
-  return r;
-}
-
-// softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is
-// written once, with streaming stores, in the last pass; softmax then keeps exp(x - max) in
-// `buf` (room for kRowBuffer elements) instead of in y. `next` (or null) is the row to be
-// processed after this one: it is prefetched during pass 2, or its max pass would wait on
-// memory.
-template <typename T, bool Log>
-void softmax_row(const T* x, T* y, int64_t n, bool stream, T* buf, const T* next) {
-  using V = Vec<T>;
-  constexpr int64_t W = V::width;
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  // Pass 1: the max, with four accumulators to hide the compare latency.
-  V m0(kNegInf), m1(kNegInf), m2(kNegInf), m3(kNegInf);
-  int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    m0 = vmax(m0, V::load(x + i));
-    m1 = vmax(m1, V::load(x + i + W));
-    m2 = vmax(m2, V::load(x + i + 2 * W));
-    m3 = vmax(m3, V::load(x + i + 3 * W));
-  }
-  for (; i + W <= n; i += W) m0 = vmax(m0, V::load(x + i));
-  if (i < n) m1 = vmax(m1, load_partial(x + i, n - i, kNegInf));
-  const T mx = reduce_lanes(vmax(vmax(m0, m1), vmax(m2, m3)), true);
-
-  // Pass 2: exp(x - max) summed (and, for softmax, kept in y or buf).
-  stream = stream && vec::stream_aligned(y) && (Log || n <= kRowBuffer);
-  T* e_out = stream ? buf : y;  // where softmax keeps exp(x - max) until pass 3
-  const bool keep = !Log;
-  const V vmx(mx);
-  V s0(T(0)), s1(T(0));
-  i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    if (next) __builtin_prefetch(next + i);
-    const V e0 = vec::exp(V::load(x + i) - vmx), e1 = vec::exp(V::load(x + i + W) - vmx);
-    if (keep) {
-      e0.store(e_out + i);
-      e1.store(e_out + i + W);
-    }
-    s0 = s0 + e0;
-    s1 = s1 + e1;
-  }
-  for (; i + W <= n; i += W) {
-    const V e = vec::exp(V::load(x + i) - vmx);
-    if (keep) e.store(e_out + i);
-    s0 = s0 + e;
-  }
-  T sum = reduce_lanes(s0 + s1, false);
-  alignas(64) T tail[W];
-  if (i < n) {  // the tail through the same vector exp, so no element depends on its position
-    vec::exp(load_partial(x + i, n - i, T(0)) - vmx).store(tail);
-    for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
-  }
-
-  // Pass 3: normalise.
-  const int64_t full = n - n % W;
-  if constexpr (Log) {
-    const V shift(mx), log_sum(std::log(sum));
-    auto f = [&](V v) { return (v - shift) - log_sum; };
-    if (stream) {
-      for (i = 0; i < full; i += W) vec::store_stream(f(V::load(x + i)), y + i);
-    } else {
-      for (i = 0; i < full; i += W) f(V::load(x + i)).store(y + i);
-    }
-    if (full < n) store_partial(f(load_partial(x + full, n - full, T(0))), y + full, n - full);
-  } else {
-    const V inv(T(1) / sum);
-    if (stream) {
-      for (i = 0; i < full; i += W) vec::store_stream(V::load(buf + i) * inv, y + i);
-    } else {
-      for (i = 0; i < full; i += W) (V::load(y + i) * inv).store(y + i);
-    }
-    if (full < n) store_partial(V::load(tail) * inv, y + full, n - full);
-  }
-}
+using kernels::kRowBuffer;
+using kernels::load_partial;
+using kernels::softmax_row;
+using kernels::store_partial;
+using kernels::vmax;
 
 // ---- softmax along a dim other than the last: a contiguous [outer, d, inner] tensor ----
 // Each pass walks whole rows of `inner` elements in memory order, updating per-column

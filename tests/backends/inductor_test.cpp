@@ -172,6 +172,72 @@ TEST(Inductor, ViewsAreIndexArithmetic) {
   expect_identical(fn(strided), f(strided));
 }
 
+// ---- row kernels: softmax and log_softmax with their prologue and epilogue ----
+
+TEST(Inductor, SoftmaxWithItsPrologueAndEpilogueIsOneKernelAndBitwiseEqual) {
+  manual_seed(20);
+  // The attention pattern: scale, mask, softmax, then a pointwise use; rows of 37 (a vector
+  // tail) and 1,000 (several blocks), a mask broadcast over the leading dims.
+  for (int64_t cols : {37, 1000}) {
+    Tensor x = randn({2, 3, 5, cols}), mask = rand({5, cols}) > 0.7;
+    auto fn = [](Tensor x, Tensor mask) {
+      Tensor att = masked_fill(x * 0.125, mask, -1e9);
+      return softmax(att, -1) * 2 + 1;
+    };
+    Compiled c;
+    auto f = compile(fn, c.options());
+    for (int call = 0; call < 2; ++call) expect_identical(fn(x, mask), f(x, mask));
+    ASSERT_EQ(c.schedules.size(), 1u);
+    EXPECT_EQ(c.kernels(), 1u);
+    EXPECT_EQ(c.externs(), 0u) << "cols " << cols;
+    EXPECT_GT(c.schedules[0].kernels[0].row_size, 0);
+  }
+}
+
+TEST(Inductor, RowKernelsReadStridedRowsAndMixDtypes) {
+  manual_seed(21);
+  // log_softmax over a transposed input (rows gathered), in float64, then an op mixing in a
+  // float32 tensor; and one over a row broadcast from a [R, 1] tensor.
+  Tensor x = randn({33, 20}, DType::Float64), y = randn({20, 33}), b = randn({20, 1});
+  auto fn = [](Tensor x, Tensor y, Tensor b) {
+    Tensor l = log_softmax(x.t() + 1, 1);
+    Tensor s = softmax(b.expand({20, 33}) * y, -1);
+    return std::vector<Tensor>{l * y, s};
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  for (int call = 0; call < 2; ++call) {
+    const auto want = fn(x, y, b), got = f(x, y, b);
+    for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  }
+  EXPECT_EQ(c.externs(), 0u);
+  EXPECT_EQ(c.extern_calls_of("log_softmax"), 0u);
+}
+
+TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {
+  manual_seed(22);
+  Tensor x = randn({40, 30}), wide = randn({2, inductor::kMaxRowElements + 1});
+  auto fn = [](Tensor x, Tensor wide) {
+    return std::vector<Tensor>{softmax(x * 2, 0), softmax(wide, -1)};
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  const auto want = fn(x, wide), got = f(x, wide);
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  EXPECT_EQ(c.extern_calls_of("softmax"), 2u);
+}
+
+TEST(Inductor, LargeSoftmaxRowsRunOnThreadsAndStream) {
+  manual_seed(23);
+  // 8 MiB of output: rows split across threads, softmax's streaming stores.
+  Tensor x = randn({4096, 512});
+  auto fn = [](Tensor x) { return softmax(x - 1, -1); };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  for (int call = 0; call < 2; ++call) expect_identical(fn(x), f(x));
+  EXPECT_EQ(c.kernels(), 1u);
+}
+
 TEST(Inductor, MixedDtypesComparisonsAndConstants) {
   manual_seed(3);
   Tensor i = randint(-5, 5, {7, 9}, DType::Int64);
@@ -420,11 +486,12 @@ TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
 TEST(InductorCache, LargeModulesCompileInPartsAtOnce) {
   auto fn = [](const Tensor& x, const Tensor& w) {
     Tensor a = matmul(tanh(x * 2 + 1), w);  // each chain between extern calls: a kernel
-    Tensor b = softmax(sigmoid(a) - a, -1);
+    Tensor b = softmax(sigmoid(a) - a, -1);   // a row kernel, with exp(b) * 3
     Tensor c = matmul(exp(b) * 3, w);
     Tensor d = cumsum(relu(c) + 0.5, -1);
     Tensor e = matmul(sqrt(abs(d)) / 2, w);
-    return std::vector<Tensor>{neg(e) * e, log(abs(e - 1) + 1)};
+    Tensor h = matmul(cos(e) + 2, w);
+    return std::vector<Tensor>{neg(e) * e, log(abs(e - 1) + 1), sin(h) * 0.5};
   };
   Tensor x = randn({6, 8}), w = randn({8, 8});
   Compiled c;

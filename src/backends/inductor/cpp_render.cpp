@@ -112,15 +112,56 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
   for (size_t i = 0; i < k.inputs.size(); ++i)
     for (int64_t s : k.inputs[i].strides)
       byte_strides[num_out + i].push_back(s * item[num_out + i]);
+  const int64_t numel = checked_numel(k.ranges, "inductor");
+  if (k.row_size > 0) {
+    // Rows: the outer ranges coalesced as a pointwise loop's, then each operand's stride along
+    // the row.
+    const Shape outer(k.ranges.begin(), k.ranges.end() - 1);
+    std::vector<std::vector<int64_t>> outer_strides(item.size());
+    std::vector<int64_t> row_strides;
+    for (size_t o = 0; o < item.size(); ++o) {
+      outer_strides[o].assign(byte_strides[o].begin(), byte_strides[o].end() - 1);
+      row_strides.push_back(byte_strides[o].back());
+    }
+    const LoopShape loop = coalesce(outer, outer_strides);
+    std::vector<int64_t> shape{numel, k.row_size, static_cast<int64_t>(loop.sizes.size())};
+    shape.insert(shape.end(), loop.sizes.begin(), loop.sizes.end());
+    for (const auto& st : loop.strides) shape.insert(shape.end(), st.begin(), st.end());
+    shape.insert(shape.end(), row_strides.begin(), row_strides.end());
+    return shape;
+  }
   const LoopShape loop = coalesce(k.ranges, byte_strides);
-  std::vector<int64_t> shape{checked_numel(k.ranges, "inductor"),
-                             static_cast<int64_t>(loop.sizes.size())};
+  std::vector<int64_t> shape{numel, static_cast<int64_t>(loop.sizes.size())};
   shape.insert(shape.end(), loop.sizes.begin(), loop.sizes.end());
   for (const auto& st : loop.strides) shape.insert(shape.end(), st.begin(), st.end());
   return shape;
 }
 
 namespace {
+
+// The ops' functors, built once per call as the eager kernel builds them, and the constant
+// operands as filled blocks, one per dtype they are read in (named in the map returned).
+std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
+    std::ostringstream& os, const Kernel& k) {
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    const KernelOp& op = k.ops[j];
+    if (op.row) continue;  // row ops call their row function
+    os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
+       << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
+  }
+  std::map<std::pair<int32_t, DType>, std::string> constant_blocks;
+  for (const KernelOp& op : k.ops)
+    for (const Operand& a : op.args)
+      if (a.kind == Operand::Kind::Constant) {
+        auto [it, fresh] = constant_blocks.try_emplace({a.index, op.compute}, "");
+        if (!fresh) continue;
+        it->second = "c" + std::to_string(a.index) + "_" + std::string(dtype_info(op.compute).name);
+        os << "  alignas(64) " << ctype(op.compute) << " " << it->second
+           << "[inductor_rt::kBlock];\n  std::fill_n(" << it->second << ", inductor_rt::kBlock, "
+           << constant_literal(k.constants[static_cast<size_t>(a.index)], op.compute) << ");\n";
+      }
+  return constant_blocks;
+}
 
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
 // nodes the kernel computes (only on their ops, dtypes and constants), so kernels that compute
@@ -139,24 +180,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   os << "  const std::array<char*, " << n << "> base = {";
   for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << "buffers[" << k2 << "]";
   os << "};\n";
-  // Functors, built once per call as the eager kernel builds them.
-  for (size_t j = 0; j < k.ops.size(); ++j) {
-    const KernelOp& op = k.ops[j];
-    os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
-       << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
-  }
-  // Constant operands as filled blocks, one per dtype they are read in.
-  std::map<std::pair<int32_t, DType>, std::string> constant_blocks;
-  for (const KernelOp& op : k.ops)
-    for (const Operand& a : op.args)
-      if (a.kind == Operand::Kind::Constant) {
-        auto [it, fresh] = constant_blocks.try_emplace({a.index, op.compute}, "");
-        if (!fresh) continue;
-        it->second = "c" + std::to_string(a.index) + "_" + std::string(dtype_info(op.compute).name);
-        os << "  alignas(64) " << ctype(op.compute) << " " << it->second
-           << "[inductor_rt::kBlock];\n  std::fill_n(" << it->second << ", inductor_rt::kBlock, "
-           << constant_literal(k.constants[static_cast<size_t>(a.index)], op.compute) << ");\n";
-      }
+  const auto constant_blocks = render_functors_and_constants(os, k);
   os << "  inductor_rt::block_loop<" << n << ", " << num_out
      << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";
   // Where each op's result lives in the body: an output block or a temporary.
@@ -224,6 +248,108 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   os << "  });\n}\n\n";
 }
 
+// The body of row kernel k (see Kernel::row_size): row_loop hands it one row of every operand
+// at a time (contiguous along the row or not), and the ops run in order, each over the whole
+// row: a pointwise op in blocks of up to kBlock elements with its functor, a row op with its
+// row function. Values not written to an output live in row buffers, from `scratch`.
+void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
+  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+  const size_t n = num_out + num_in;
+  os << "{\n";
+  os << "  using namespace kiln;\n";
+  os << "  (void)attrs;\n";
+  os << "  const int64_t numel = shape[0];\n";
+  os << "  (void)numel;\n";
+  os << "  const std::array<char*, " << n << "> base = {";
+  for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << "buffers[" << k2 << "]";
+  os << "};\n";
+  const auto constant_blocks = render_functors_and_constants(os, k);
+  std::ostringstream body;  // rendered first: the number of row buffers goes before it
+  int num_row_buffers = 0;
+  auto row_buffer = [&](DType d) {
+    return detail::concat("reinterpret_cast<", ctype(d), "*>(scratch + ", num_row_buffers++,
+                          " * row_bytes)");
+  };
+  for (size_t i = 0; i < num_in; ++i) {
+    const char* t = ctype(k.inputs[i].dtype);
+    body << "    const " << t << "* in" << i << " = inductor_rt::row_of<" << t << ">(p["
+         << num_out + i << "], row_stride[" << num_out + i << "], cols, "
+         << row_buffer(k.inputs[i].dtype) << ");\n";
+  }
+  std::vector<int> output_slot(k.ops.size(), -1);
+  for (size_t o = 0; o < num_out; ++o)
+    output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
+  std::vector<std::string> result(k.ops.size());
+  auto name_of = [&](const Operand& a) {
+    return a.kind == Operand::Kind::Input ? "in" + std::to_string(a.index)
+                                          : result[static_cast<size_t>(a.index)];
+  };
+  auto dtype_of = [&](const Operand& a) {
+    return a.kind == Operand::Kind::Input ? k.inputs[static_cast<size_t>(a.index)].dtype
+                                          : k.ops[static_cast<size_t>(a.index)].dtype;
+  };
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    const KernelOp& op = k.ops[j];
+    const char* out_t = ctype(op.dtype);
+    result[j] =
+        output_slot[j] >= 0 ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
+    body << "    " << out_t << "* " << result[j] << " = "
+         << (output_slot[j] >= 0
+                 ? detail::concat("reinterpret_cast<", out_t, "*>(p[", output_slot[j], "])")
+                 : row_buffer(op.dtype))
+         << ";\n";
+    body << "    // " << op.op->name << "\n";
+    if (op.row) {
+      // The whole row at once, as the eager kernel; a large output streams past the caches.
+      const bool log = op.op->name == "log_softmax";
+      const std::string x = name_of(op.args[0]);
+      if (output_slot[j] >= 0) {
+        body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
+             << x << ", " << result[j] << ", cols, numel * " << itemsize(op.dtype)
+             << " >= " << kStreamingStoreBytes << ", " << row_buffer(op.dtype) << ", nullptr);\n";
+      } else {
+        body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
+             << x << ", " << result[j] << ", cols, false, nullptr, nullptr);\n";
+      }
+      continue;
+    }
+    body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
+         << "      const int64_t n = std::min<int64_t>(inductor_rt::kBlock, cols - c);\n";
+    std::vector<std::string> args;
+    for (const Operand& a : op.args) {
+      if (a.kind == Operand::Kind::Constant) {
+        args.push_back(constant_blocks.at({a.index, op.compute}));
+        continue;
+      }
+      const std::string at = "(" + name_of(a) + " + c)";
+      if (dtype_of(a) == op.compute) {
+        args.push_back(at);
+        continue;
+      }
+      const std::string cvt = "a" + std::to_string(args.size());
+      body << "      alignas(64) " << ctype(op.compute) << " " << cvt
+           << "[inductor_rt::kBlock];\n      for (int64_t j = 0; j < n; ++j) " << cvt
+           << "[j] = static_cast<" << ctype(op.compute) << ">(" << at << "[j]);\n";
+      args.push_back(cvt);
+    }
+    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
+      body << "      vec::map<" << out_t << ">(f" << j << ", false, " << result[j] << " + c, n";
+      for (const std::string& a : args) body << ", " << a;
+      body << ");\n";
+    } else {
+      body << "      for (int64_t j = 0; j < n; ++j) " << result[j] << "[c + j] = f" << j << "(";
+      for (size_t a = 0; a < args.size(); ++a) body << (a ? ", " : "") << args[a] << "[j]";
+      body << ");\n";
+    }
+    body << "    }\n";
+  }
+  os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
+     << ", [&](char* const* p, const int64_t* row_stride, int64_t cols, char* scratch, "
+        "int64_t row_bytes) {\n"
+     << "    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
+     << body.str() << "  });\n}\n\n";
+}
+
 }  // namespace
 
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
@@ -251,7 +377,10 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
     const char* signature =
         ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";
     std::ostringstream body;
-    render_kernel_body(body, k);
+    if (k.row_size > 0)
+      render_row_kernel_body(body, k);
+    else
+      render_kernel_body(body, k);
     const int next_index = static_cast<int>(kernel_with_body.size());
     auto [it, fresh] = kernel_with_body.try_emplace(body.str(), Body{k.name, next_index});
     os << "#if KILN_IN_PART(" << it->second.index << ")\n";

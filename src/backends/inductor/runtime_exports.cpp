@@ -1,8 +1,14 @@
-// What libkiln exports for generated code to call: the block loop, compiled once here rather
-// than once per generated kernel (it holds the OpenMP region and the gather/scatter of strided
-// operands, most of a kernel's compile time when it was a template instantiated per kernel).
+// What libkiln exports for generated code to call: the block and row loops, compiled once here
+// rather than once per generated kernel (it holds the OpenMP region and the gather/scatter of
+// strided operands, most of a kernel's compile time when it was a template instantiated per
+// kernel).
 #include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/runtime/inductor_runtime.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace kiln::inductor {
 namespace {
@@ -23,4 +29,48 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
   kiln::kernels::block_loop_any(static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs),
                                 shape, base, isz, tuned ? tuned : grain,
                                 [&](char* const* p, int64_t n) { body(p, n, context); });
+}
+
+extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, char* const* base,
+                                       int num_row_buffers, int64_t grain,
+                                       kiln::inductor_rt::RowBody body, void* context) {
+  const int64_t numel = shape[0], cols = shape[1], nd = shape[2];
+  if (numel == 0) return;
+  const int64_t rows = numel / cols;
+  const int64_t* sizes = shape + 3;  // innermost first
+  const int64_t* outer_strides = sizes + nd;
+  const int64_t* row_strides = outer_strides + nd * num_operands;
+  const int64_t row_bytes = (cols * 8 + 63) / 64 * 64;
+  const int64_t tuned = kiln::inductor::tls_grain_override;
+  const int64_t rows_grain = std::max<int64_t>(1, (tuned ? tuned : grain) / cols);
+  const auto n = static_cast<size_t>(num_operands);
+  kiln::kernels::parallel_range(rows, rows_grain, [&](int64_t begin, int64_t end) {
+    const auto scratch_bytes = static_cast<size_t>(num_row_buffers * row_bytes + 64);
+    const std::unique_ptr<char[]> storage(new char[scratch_bytes]);
+    char* scratch = storage.get() + (64 - reinterpret_cast<uintptr_t>(storage.get()) % 64);
+    // The rows' pointers, advanced like an odometer over the outer dims.
+    std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
+    std::vector<char*> p(n);
+    int64_t rem = begin;
+    for (size_t o = 0; o < n; ++o) p[o] = base[o];
+    for (int64_t d = 0; d < nd; ++d) {
+      idx[static_cast<size_t>(d)] = rem % sizes[d];
+      rem /= sizes[d];
+      for (size_t o = 0; o < n; ++o)
+        p[o] += idx[static_cast<size_t>(d)] *
+                outer_strides[o * static_cast<size_t>(nd) + static_cast<size_t>(d)];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      body(p.data(), row_strides, cols, scratch, row_bytes, context);
+      for (int64_t d = 0; d < nd; ++d) {
+        const auto du = static_cast<size_t>(d);
+        for (size_t o = 0; o < n; ++o) p[o] += outer_strides[o * static_cast<size_t>(nd) + du];
+        if (++idx[du] < sizes[d]) break;
+        for (size_t o = 0; o < n; ++o)
+          p[o] -= sizes[d] * outer_strides[o * static_cast<size_t>(nd) + du];
+        idx[du] = 0;
+      }
+    }
+    kiln::vec::stream_fence();  // softmax_row's streaming stores, before anything reads them
+  });
 }

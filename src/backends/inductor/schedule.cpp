@@ -48,7 +48,21 @@ struct Group {
 
 }  // namespace
 
+bool is_row_op(const ir::Graph& g, const ir::Node& n) {
+  if (n.kind != ir::NodeKind::Call || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  if (n.op->name != "softmax" && n.op->name != "log_softmax") return false;
+  const TensorMeta& in = g.info(n.inputs[0]);
+  const TensorMeta& out = n.outputs[0];
+  const int64_t rank = out.sizes.ssize();
+  if (rank == 0 || in.dtype != out.dtype || !is_floating(out.dtype) || in.sizes != out.sizes)
+    return false;
+  const int64_t dim = n.attrs.i(0);
+  if (dim != rank - 1 && dim != -1) return false;
+  return out.sizes.back() >= 1 && out.sizes.back() <= kMaxRowElements;
+}
+
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
+  if (is_row_op(g, n)) return true;
   if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
   // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
@@ -222,7 +236,11 @@ Schedule schedule_graph(const ir::Graph& g) {
       const ir::Node& n = g.nodes[static_cast<size_t>(node)];
       KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
       for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
-      if (n.op->pointwise.form == PointwiseBody::Form::Predicate) op.compute = promoted_dtype(g, n);
+      op.row = is_row_op(g, n);
+      if (op.row)
+        kernel.row_size = kernel.ranges.back();
+      else if (n.op->pointwise.form == PointwiseBody::Form::Predicate)
+        op.compute = promoted_dtype(g, n);
       op_of[{node, 0}] = static_cast<int32_t>(kernel.ops.size());
       kernel.ops.push_back(std::move(op));
       if (realized[static_cast<size_t>(node)][0])

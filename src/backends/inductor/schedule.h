@@ -3,7 +3,10 @@
 // a loop over one iteration space whose body reads its inputs through affine index expressions
 // (views and broadcasting are index arithmetic, not copies); every other op is an extern call
 // to its eager kernel. Which values must exist in memory (realized buffers) follows from the
-// grouping. Rendering the kernels (C++ today) is cpp_render.h's business.
+// grouping. A kernel holding a row op (softmax, log_softmax along the last dim) is a row kernel:
+// it runs row by row, each op over a whole row before the next, so the row op sees its input's
+// whole row and its prologue and epilogue fuse with it. Rendering the kernels (C++ today) is
+// cpp_render.h's business.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +37,9 @@ struct KernelOp {
   int32_t node;  // the graph node it computes
   const OpDef* op;
   std::vector<Operand> args;
-  DType dtype;    // its result's
-  DType compute;  // what its functor computes in (a Predicate's inputs' promoted dtype)
+  DType dtype;       // its result's
+  DType compute;     // what its functor computes in (a Predicate's inputs' promoted dtype)
+  bool row = false;  // a row op: reads its input's whole row (see is_row_op)
 };
 
 struct KernelConstant {
@@ -47,6 +51,9 @@ struct KernelConstant {
 // the graph needs written to fresh contiguous buffers.
 struct Kernel {
   Shape ranges;  // the iteration space (every op's output shape)
+  // > 0 for a row kernel: the length of its rows (the last range), which it computes one at a
+  // time, each op over the whole row before the next; 0: one pass over blocks of elements.
+  int64_t row_size = 0;
   std::vector<KernelInput> inputs;
   std::vector<KernelConstant> constants;
   std::vector<KernelOp> ops;  // in dependency order
@@ -97,8 +104,14 @@ ScheduleSummary summarize(const ir::Graph& captured);
 // it can fuse. Every other op is fused as itself or runs as an extern call to its kernel.
 bool decomposed_in_generated_code(const ir::Node& node);
 
-// Whether generated code can compute `node` (a pointwise op with a generated body, on dtypes
-// and inputs the renderer handles).
+// Whether generated code can compute `node` (a pointwise op with a generated body, or a row op,
+// on dtypes and inputs the renderer handles).
 bool can_fuse(const ir::Graph& graph, const ir::Node& node);
+
+// Row ops: softmax and log_softmax along the last dim of a floating tensor whose rows are at
+// most kMaxRowElements long. Generated code computes them with the eager kernel's row function
+// (ops/kernels/softmax_row.h) over a row its prologue computed into a row buffer.
+inline constexpr int64_t kMaxRowElements = 16384;
+bool is_row_op(const ir::Graph& graph, const ir::Node& node);
 
 }  // namespace kiln::inductor
