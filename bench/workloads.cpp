@@ -196,6 +196,27 @@ std::function<void()> w1_inductor() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
+// W2i / W3i: W2 and W3 through kiln::compile (inductor): softmax as a generated row kernel,
+// layer_norm as an extern call to its eager kernel.
+std::function<void()> w2_inductor() {
+  auto x = std::make_shared<Tensor>(randn({4096, 1024}));
+  auto fn = [](const Tensor& x) { return softmax(x, -1); };
+  auto compiled = std::make_shared<decltype(compile(fn))>(compile(fn, inductor_options("W2i")));
+  (*compiled)(*x);
+  return [x, compiled] { (*compiled)(*x); };
+}
+std::function<void()> w3_inductor() {
+  auto x = std::make_shared<Tensor>(randn({8192, 1024}));
+  auto w = std::make_shared<Tensor>(randn({1024}));
+  auto b = std::make_shared<Tensor>(randn({1024}));
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return layer_norm(x, {1024}, w, b);
+  };
+  auto compiled = std::make_shared<decltype(compile(fn))>(compile(fn, inductor_options("W3i")));
+  (*compiled)(*x, *w, *b);
+  return [x, w, b, compiled] { (*compiled)(*x, *w, *b); };
+}
+
 // W6i / W6p: W6 under inductor, captured each call or (pure mode) not: a pure hit checks the
 // guards and runs the compiled graph without calling the function.
 std::function<void()> w6_inductor(bool pure) {
@@ -297,6 +318,8 @@ const std::vector<Workload>& workloads() {
       {"W6sc", "W6s through kiln::compile (eager backend, cached graph)", "n/a",
        w6_single_compiled},
       {"W1i", "W1 through kiln::compile (inductor)", "n/a", w1_inductor},
+      {"W2i", "W2 through kiln::compile (inductor)", "n/a", w2_inductor},
+      {"W3i", "W3 through kiln::compile (inductor)", "n/a", w3_inductor},
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
       {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
       {"W6i", "W6 through kiln::compile (inductor)", "n/a", [] { return w6_inductor(false); }},

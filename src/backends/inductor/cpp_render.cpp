@@ -303,14 +303,22 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       // The whole row at once, as the eager kernel; a large output streams past the caches.
       const bool log = op.op->name == "log_softmax";
       const std::string x = name_of(op.args[0]);
-      if (output_slot[j] >= 0) {
-        body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
-             << x << ", " << result[j] << ", cols, numel * " << itemsize(op.dtype)
-             << " >= " << kStreamingStoreBytes << ", " << row_buffer(op.dtype) << ", nullptr);\n";
-      } else {
-        body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
-             << x << ", " << result[j] << ", cols, false, nullptr, nullptr);\n";
+      // An input read in place: the next row is prefetched while this one is summed, as the
+      // eager kernel does (its first pass would otherwise wait on memory).
+      std::string next = "nullptr";
+      if (op.args[0].kind == Operand::Kind::Input) {
+        const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
+        next = detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
+                              " && cols <= kernels::kRowBuffer ? reinterpret_cast<const ", out_t,
+                              "*>(next[", slot, "]) : nullptr");
       }
+      const bool streams = output_slot[j] >= 0;
+      body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">(" << x
+           << ", " << result[j] << ", cols, "
+           << (streams ? detail::concat("numel * ", itemsize(op.dtype),
+                                        " >= ", kStreamingStoreBytes, ", ", row_buffer(op.dtype))
+                       : std::string("false, nullptr"))
+           << ", " << next << ");\n";
       continue;
     }
     body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
@@ -344,9 +352,9 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
     body << "    }\n";
   }
   os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
-     << ", [&](char* const* p, const int64_t* row_stride, int64_t cols, char* scratch, "
-        "int64_t row_bytes) {\n"
-     << "    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
+     << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
+        "char* scratch, int64_t row_bytes) {\n"
+     << "    (void)next;\n    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
      << body.str() << "  });\n}\n\n";
 }
 

@@ -60,16 +60,26 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
         p[o] += idx[static_cast<size_t>(d)] *
                 outer_strides[o * static_cast<size_t>(nd) + static_cast<size_t>(d)];
     }
-    for (int64_t r = begin; r < end; ++r) {
-      body(p.data(), row_strides, cols, scratch, row_bytes, context);
+    std::vector<char*> next(n);
+    auto advance = [&](std::vector<char*>& q) {  // the odometer's next row
       for (int64_t d = 0; d < nd; ++d) {
         const auto du = static_cast<size_t>(d);
-        for (size_t o = 0; o < n; ++o) p[o] += outer_strides[o * static_cast<size_t>(nd) + du];
-        if (++idx[du] < sizes[d]) break;
+        for (size_t o = 0; o < n; ++o) q[o] += outer_strides[o * static_cast<size_t>(nd) + du];
+        if (++idx[du] < sizes[d]) return;
         for (size_t o = 0; o < n; ++o)
-          p[o] -= sizes[d] * outer_strides[o * static_cast<size_t>(nd) + du];
+          q[o] -= sizes[d] * outer_strides[o * static_cast<size_t>(nd) + du];
         idx[du] = 0;
       }
+    };
+    for (int64_t r = begin; r < end; ++r) {
+      if (r + 1 < end) {
+        next = p;
+        advance(next);
+      } else {
+        std::fill(next.begin(), next.end(), nullptr);
+      }
+      body(p.data(), next.data(), row_strides, cols, scratch, row_bytes, context);
+      std::swap(p, next);
     }
     kiln::vec::stream_fence();  // softmax_row's streaming stores, before anything reads them
   });

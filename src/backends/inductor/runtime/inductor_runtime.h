@@ -19,8 +19,8 @@
 
 namespace kiln::inductor_rt {
 using BlockBody = void (*)(char* const* operands, int64_t n, void* context);
-using RowBody = void (*)(char* const* rows, const int64_t* row_strides, int64_t cols, char* scratch,
-                         int64_t row_bytes, void* context);
+using RowBody = void (*)(char* const* rows, char* const* next_rows, const int64_t* row_strides,
+                         int64_t cols, char* scratch, int64_t row_bytes, void* context);
 }  // namespace kiln::inductor_rt
 
 // The eager engine's block loop (kernels::block_loop_any), compiled once in libkiln, which the
@@ -31,9 +31,9 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
 
 // A row kernel's loop (shape: numel, cols, nd, the outer sizes and, per operand, its outer byte
 // strides, then per operand its byte stride along the row): calls body once per row with each
-// operand's row, splitting the rows across threads as the eager softmax does (more than
-// grain / cols rows), and gives each thread `num_row_buffers` row buffers of row_bytes (at least
-// cols doubles, 64-byte aligned).
+// operand's row and the row after it (null after a thread's last row, for prefetching), splitting
+// the rows across threads as the eager softmax does (more than grain / cols rows), and gives each
+// thread `num_row_buffers` row buffers of row_bytes (at least cols doubles, 64-byte aligned).
 extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, char* const* base,
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context);
@@ -59,9 +59,9 @@ template <size_t N, class Body>
 void row_loop(const int64_t* shape, const std::array<char*, N>& base, int num_row_buffers,
               Body&& body) {
   using B = std::remove_reference_t<Body>;
-  auto call = [](char* const* rows, const int64_t* row_strides, int64_t cols, char* scratch,
-                 int64_t row_bytes, void* context) {
-    (*static_cast<B*>(context))(rows, row_strides, cols, scratch, row_bytes);
+  auto call = [](char* const* rows, char* const* next_rows, const int64_t* row_strides,
+                 int64_t cols, char* scratch, int64_t row_bytes, void* context) {
+    (*static_cast<B*>(context))(rows, next_rows, row_strides, cols, scratch, row_bytes);
   };
   kiln_inductor_row_loop(static_cast<int>(N), shape, base.data(), num_row_buffers,
                          kParallelGrain / 4, call, &body);
