@@ -113,11 +113,12 @@ TEST(Inductor, PointwiseOpsFuseAcrossExternCallsTheyDoNotDependOn) {
 TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) {
   manual_seed(11);
   Tensor x = randn({32, 40});
-  // The sum reads u, so u's kernel must run before it; exp(u) * 3 needs nothing the sum makes,
-  // so it is computed in that same kernel (u is read once). sigmoid(s) needs the sum: after.
+  // The sum (over columns: an extern call) reads u, so u's kernel must run before it; exp(u) * 3
+  // needs nothing the sum makes, so it is computed in that same kernel (u is read once).
+  // sigmoid(s) needs the sum: after.
   auto fn = [](Tensor x) {
     Tensor u = x * 0.5 + 1;
-    Tensor s = u.sum({1}, true);
+    Tensor s = u.sum({0}, true);
     Tensor e = u.exp() * 3;
     return e * s.sigmoid();
   };
@@ -214,6 +215,44 @@ TEST(Inductor, RowKernelsReadStridedRowsAndMixDtypes) {
   EXPECT_EQ(c.extern_calls_of("log_softmax"), 0u);
 }
 
+TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
+  manual_seed(24);
+  // softmax's backward, g - y * sum(g * y): one kernel; and layer_norm written out by hand
+  // (mean, centre, variance, rsqrt: per-row values read back along the row): one kernel.
+  Tensor y = softmax(randn({6, 4, 50}), -1), g = randn({6, 4, 50});
+  Tensor x = randn({24, 300}), w = randn({300});
+  auto softmax_backward = [](Tensor y, Tensor g) {
+    Tensor gy = g * y;
+    return gy - y * gy.sum({-1}, true);
+  };
+  auto layer_norm = [](Tensor x, Tensor w) {
+    Tensor centred = x - x.mean({-1}, true);
+    Tensor rstd = rsqrt((centred * centred).mean({1}, true) + 1e-5);
+    return std::vector<Tensor>{centred * rstd * w, rstd};
+  };
+  Compiled c;
+  auto f = compile(softmax_backward, c.options());
+  for (int call = 0; call < 2; ++call) expect_identical(softmax_backward(y, g), f(y, g));
+  EXPECT_EQ(c.kernels(), 1u);
+  EXPECT_EQ(c.externs(), 0u);
+  Compiled c2;
+  auto h = compile(layer_norm, c2.options());
+  for (int call = 0; call < 2; ++call) {
+    const auto want = layer_norm(x, w), got = h(x, w);
+    for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  }
+  EXPECT_EQ(c2.kernels(), 1u);
+  EXPECT_EQ(c2.externs(), 0u);
+  // A sum without keepdim is a per-row output too; float64, and a row read from a graph input.
+  Tensor d = randn({7, 33}, DType::Float64);
+  auto sums = [](Tensor d) { return std::vector<Tensor>{d.sum({1}), (d * 2).mean({-1}, true)}; };
+  Compiled c3;
+  auto k = compile(sums, c3.options());
+  const auto want = sums(d), got = k(d);
+  for (size_t i = 0; i < want.size(); ++i) expect_identical(want[i], got[i]);
+  EXPECT_EQ(c3.externs(), 0u);
+}
+
 TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {
   manual_seed(22);
   Tensor x = randn({40, 30}), wide = randn({2, inductor::kMaxRowElements + 1});
@@ -263,7 +302,7 @@ TEST(Inductor, IntegerDivisionByZeroIsStillAnError) {
 TEST(Inductor, ExternOpsRunBetweenKernels) {
   manual_seed(4);
   Tensor x = randn({16, 32}), w = randn({32, 8});
-  auto fn = [](Tensor a, Tensor b) { return (matmul(a.exp(), b) + 1).relu().sum({1}); };
+  auto fn = [](Tensor a, Tensor b) { return (matmul(a.exp(), b) + 1).relu().sum({0}); };
   Compiled c;
   auto f = compile(fn, c.options());
   for (int call = 0; call < 2; ++call) expect_identical(fn(x, w), f(x, w));

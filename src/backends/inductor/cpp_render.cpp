@@ -107,8 +107,16 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
   // Byte strides over the ranges: outputs contiguous, inputs as the schedule says.
   std::vector<std::vector<int64_t>> byte_strides(item.size());
   const Shape contiguous = contiguous_strides(k.ranges);
-  for (size_t o = 0; o < num_out; ++o)
+  for (size_t o = 0; o < num_out; ++o) {
+    if (k.ops[static_cast<size_t>(k.outputs[o].op)].per_row) {
+      // One element per row: contiguous over the rows, the same along the row.
+      const Shape rows(k.ranges.begin(), k.ranges.end() - 1);
+      for (int64_t s : contiguous_strides(rows)) byte_strides[o].push_back(s * item[o]);
+      byte_strides[o].push_back(0);
+      continue;
+    }
     for (int64_t s : contiguous) byte_strides[o].push_back(s * item[o]);
+  }
   for (size_t i = 0; i < k.inputs.size(); ++i)
     for (int64_t s : k.inputs[i].strides)
       byte_strides[num_out + i].push_back(s * item[num_out + i]);
@@ -288,21 +296,64 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
     return a.kind == Operand::Kind::Input ? k.inputs[static_cast<size_t>(a.index)].dtype
                                           : k.ops[static_cast<size_t>(a.index)].dtype;
   };
+  // Per-row values that ops over the whole row read: also kept as a block filled with the
+  // row's value (a broadcast along the row).
+  std::vector<bool> read_broadcast(k.ops.size(), false);
+  for (const KernelOp& op : k.ops)
+    for (const Operand& a : op.args)
+      if (!op.per_row && a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row)
+        read_broadcast[static_cast<size_t>(a.index)] = true;
+  // An operand as `count` elements of `want` for op j (converted by static_cast, as eager's
+  // cast, into a block when its dtype differs); `at` is where its elements start.
+  auto operand_as = [&](const KernelOp& op, const Operand& a, size_t slot, const std::string& at,
+                        const char* count, const char* indent) -> std::string {
+    if (a.kind == Operand::Kind::Constant) return constant_blocks.at({a.index, op.compute});
+    if (dtype_of(a) == op.compute) return at;
+    const std::string cvt = "a" + std::to_string(slot);
+    body << indent << "alignas(64) " << ctype(op.compute) << " " << cvt
+         << "[inductor_rt::kBlock];\n"
+         << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << cvt
+         << "[j] = static_cast<" << ctype(op.compute) << ">(" << at << "[j]);\n";
+    return cvt;
+  };
+  auto apply = [&](size_t j, const std::vector<std::string>& args, const std::string& out,
+                   const char* count, const char* indent) {
+    const KernelOp& op = k.ops[j];
+    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
+      body << indent << "vec::map<" << ctype(op.dtype) << ">(f" << j << ", false, " << out << ", "
+           << count;
+      for (const std::string& a : args) body << ", " << a;
+      body << ");\n";
+    } else {
+      body << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << out << "[j] = f" << j
+           << "(";
+      for (size_t a = 0; a < args.size(); ++a) body << (a ? ", " : "") << args[a] << "[j]";
+      body << ");\n";
+    }
+  };
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
     const char* out_t = ctype(op.dtype);
-    result[j] =
-        output_slot[j] >= 0 ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
-    body << "    " << out_t << "* " << result[j] << " = "
-         << (output_slot[j] >= 0
-                 ? detail::concat("reinterpret_cast<", out_t, "*>(p[", output_slot[j], "])")
-                 : row_buffer(op.dtype))
-         << ";\n";
+    const bool is_output = output_slot[j] >= 0;
+    result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
+    if (is_output) {
+      body << "    " << out_t << "* " << result[j] << " = reinterpret_cast<" << out_t << "*>(p["
+           << output_slot[j] << "]);\n";
+    } else if (op.per_row) {
+      body << "    alignas(64) " << out_t << " " << result[j] << "[1];\n";
+    } else {
+      body << "    " << out_t << "* " << result[j] << " = " << row_buffer(op.dtype) << ";\n";
+    }
     body << "    // " << op.op->name << "\n";
-    if (op.row) {
+    if (op.row && op.per_row) {
+      // A row reduction: the row folded as the eager sum and mean fold it.
+      const bool mean = op.op->name == "mean";
+      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::row_sum("
+           << name_of(op.args[0]) << ", cols)" << (mean ? " / static_cast<double>(cols)" : "")
+           << ");\n";
+    } else if (op.row) {
       // The whole row at once, as the eager kernel; a large output streams past the caches.
       const bool log = op.op->name == "log_softmax";
-      const std::string x = name_of(op.args[0]);
       // An input read in place: the next row is prefetched while this one is summed, as the
       // eager kernel does (its first pass would otherwise wait on memory).
       std::string next = "nullptr";
@@ -312,44 +363,35 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
                               " && cols <= kernels::kRowBuffer ? reinterpret_cast<const ", out_t,
                               "*>(next[", slot, "]) : nullptr");
       }
-      const bool streams = output_slot[j] >= 0;
-      body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">(" << x
-           << ", " << result[j] << ", cols, "
-           << (streams ? detail::concat("numel * ", itemsize(op.dtype),
-                                        " >= ", kStreamingStoreBytes, ", ", row_buffer(op.dtype))
-                       : std::string("false, nullptr"))
+      body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
+           << name_of(op.args[0]) << ", " << result[j] << ", cols, "
+           << (is_output ? detail::concat("numel * ", itemsize(op.dtype),
+                                          " >= ", kStreamingStoreBytes, ", ", row_buffer(op.dtype))
+                         : std::string("false, nullptr"))
            << ", " << next << ");\n";
-      continue;
-    }
-    body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
-         << "      const int64_t n = std::min<int64_t>(inductor_rt::kBlock, cols - c);\n";
-    std::vector<std::string> args;
-    for (const Operand& a : op.args) {
-      if (a.kind == Operand::Kind::Constant) {
-        args.push_back(constant_blocks.at({a.index, op.compute}));
-        continue;
-      }
-      const std::string at = "(" + name_of(a) + " + c)";
-      if (dtype_of(a) == op.compute) {
-        args.push_back(at);
-        continue;
-      }
-      const std::string cvt = "a" + std::to_string(args.size());
-      body << "      alignas(64) " << ctype(op.compute) << " " << cvt
-           << "[inductor_rt::kBlock];\n      for (int64_t j = 0; j < n; ++j) " << cvt
-           << "[j] = static_cast<" << ctype(op.compute) << ">(" << at << "[j]);\n";
-      args.push_back(cvt);
-    }
-    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
-      body << "      vec::map<" << out_t << ">(f" << j << ", false, " << result[j] << " + c, n";
-      for (const std::string& a : args) body << ", " << a;
-      body << ");\n";
+    } else if (op.per_row) {
+      // Once per row: every operand is one value per row (or a constant).
+      std::vector<std::string> args;
+      for (const Operand& a : op.args)
+        args.push_back(operand_as(op, a, args.size(), name_of(a), "1", "    "));
+      apply(j, args, result[j], "1", "    ");
     } else {
-      body << "      for (int64_t j = 0; j < n; ++j) " << result[j] << "[c + j] = f" << j << "(";
-      for (size_t a = 0; a < args.size(); ++a) body << (a ? ", " : "") << args[a] << "[j]";
-      body << ");\n";
+      body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
+           << "      const int64_t n = std::min<int64_t>(inductor_rt::kBlock, cols - c);\n";
+      std::vector<std::string> args;
+      for (const Operand& a : op.args) {
+        const bool broadcast =
+            a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row;
+        const std::string at = broadcast ? name_of(a) + "_b" : "(" + name_of(a) + " + c)";
+        args.push_back(operand_as(op, a, args.size(), at, "n", "      "));
+      }
+      apply(j, args, "(" + result[j] + " + c)", "n", "      ");
+      body << "    }\n";
     }
-    body << "    }\n";
+    if (read_broadcast[j])
+      body << "    alignas(64) " << out_t << " " << result[j] << "_b[inductor_rt::kBlock];\n"
+           << "    std::fill_n(" << result[j]
+           << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[j] << "[0]);\n";
   }
   os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
      << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "

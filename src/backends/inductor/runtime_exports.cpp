@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "ops/kernels/reduce.h"
+
 namespace kiln::inductor {
 namespace {
 thread_local int64_t tls_grain_override = 0;
@@ -84,3 +86,20 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
     kiln::vec::stream_fence();  // softmax_row's streaming stores, before anything reads them
   });
 }
+
+namespace {
+// The sum of one contiguous row as the eager sum and mean fold it (reduce_loop's inner path,
+// with kernels::folds_rows_whole): in double, from 0, with the reducer's row().
+template <typename T>
+double row_sum(const T* x, int64_t n) {
+  const auto r = kiln::kernels::make_reducer<T, T>(
+      0.0, kiln::kernels::IdentityMap{}, kiln::kernels::fold::Add{},
+      [](double a, int64_t) { return static_cast<T>(a); });
+  double acc = r.identity;
+  r.row(acc, x, n, 0);
+  return acc;
+}
+}  // namespace
+
+extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n) { return row_sum(x, n); }
+extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n) { return row_sum(x, n); }

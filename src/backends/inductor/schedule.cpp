@@ -7,6 +7,7 @@
 
 #include "capture/retrace.h"
 #include "capture/state.h"
+#include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
 
 namespace kiln::inductor {
@@ -44,25 +45,46 @@ struct Group {
   std::vector<int32_t> nodes;
   int32_t pos = -1;     // where the group runs among the steps (a node index)
   bool sealed = false;  // something outside reads it: pos is final
+  bool row = false;     // holds a row op: a row kernel
 };
+
+// The shape of a row kernel's per-row values: its ranges with the row dim 1.
+Shape per_row_shape(Shape ranges) {
+  ranges.back() = 1;
+  return ranges;
+}
 
 }  // namespace
 
-bool is_row_op(const ir::Graph& g, const ir::Node& n) {
-  if (n.kind != ir::NodeKind::Call || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
-  if (n.op->name != "softmax" && n.op->name != "log_softmax") return false;
+RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
+  if (n.kind != ir::NodeKind::Call || n.inputs.size() != 1 || n.outputs.size() != 1)
+    return RowOpKind::None;
+  const std::string_view name = n.op->name;
+  const bool softmax = name == "softmax" || name == "log_softmax";
+  if (!softmax && name != "sum" && name != "mean") return RowOpKind::None;
   const TensorMeta& in = g.info(n.inputs[0]);
   const TensorMeta& out = n.outputs[0];
-  const int64_t rank = out.sizes.ssize();
-  if (rank == 0 || in.dtype != out.dtype || !is_floating(out.dtype) || in.sizes != out.sizes)
-    return false;
-  const int64_t dim = n.attrs.i(0);
-  if (dim != rank - 1 && dim != -1) return false;
-  return out.sizes.back() >= 1 && out.sizes.back() <= kMaxRowElements;
+  const int64_t rank = in.sizes.ssize();
+  if (rank == 0 || in.dtype != out.dtype || !is_floating(out.dtype)) return RowOpKind::None;
+  const int64_t cols = in.sizes.back();
+  if (cols < 1 || cols > kMaxRowElements) return RowOpKind::None;
+  if (softmax) {
+    const int64_t dim = n.attrs.i(0);
+    return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
+  }
+  // sum / mean over the last dim alone (keepdim either way), of a row eager reads in place and
+  // folds whole.
+  const auto dims = n.attrs.ints(0);
+  if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
+  if (name == "sum" && n.attrs.has(2)) return RowOpKind::None;  // dtype=
+  if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
+  if (!kernels::folds_rows_whole(checked_numel(in.sizes, "inductor") / cols, cols))
+    return RowOpKind::None;
+  return RowOpKind::Reduction;
 }
 
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
-  if (is_row_op(g, n)) return true;
+  if (row_op_kind(g, n) != RowOpKind::None) return true;
   if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
   // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
@@ -85,8 +107,9 @@ Schedule schedule_graph(const ir::Graph& g) {
   std::vector<Group> groups;
   // Per value read by some group from outside: the latest such group (horizontal fusion's lead).
   std::map<std::pair<int32_t, int32_t>, int32_t> last_group_reading;
-  std::vector<int32_t> externs;  // nodes run by their eager kernels
-  int32_t last_joined = -1;      // the group the previous fusable node went to
+  std::vector<int32_t> externs;                 // nodes run by their eager kernels
+  int32_t last_joined = -1;                     // the group the previous fusable node went to
+  std::vector<bool> per_row(num_nodes, false);  // computed once per row of a row kernel
   auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
   auto seal_producer = [&](ir::ValueRef v) {
     const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
@@ -116,18 +139,34 @@ Schedule schedule_graph(const ir::Graph& g) {
       externs.push_back(static_cast<int32_t>(i));
       continue;
     }
-    const Shape& shape = n.outputs[0].sizes;
+    // A row op iterates over its input's rows (a reduction's result has one element per row);
+    // a pointwise op over its output.
+    const RowOpKind row_kind = row_op_kind(g, n);
+    const Shape& shape =
+        row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
     auto joinable = [&](int32_t grp) {
       if (grp < 0) return false;
       const Group& to = group_at(grp);
-      if (to.ranges != shape) return false;
+      // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
+      const bool once_per_row = row_kind == RowOpKind::None && to.row && to.ranges != shape &&
+                                !to.ranges.empty() && shape == per_row_shape(to.ranges);
+      if (to.ranges != shape && !once_per_row) return false;
       for (ir::ValueRef v : n.inputs) {
         const ir::ValueRef r = root_of(g, v);
         const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
         if (producer.kind != ir::NodeKind::Call) continue;  // graph inputs, constants
         const int32_t from = group_of[static_cast<size_t>(r.node)];
         if (from == grp) {
-          if (r != v || g.info(v).sizes != shape) return false;  // not elementwise
+          if (r != v) return false;  // a view of a member
+          const Shape& got = g.info(v).sizes;
+          // A member read at the element being computed, or a per-row member read by a
+          // pointwise op (a broadcast along the row: the value is complete by then).
+          const bool elementwise = got == (once_per_row ? per_row_shape(to.ranges) : to.ranges) &&
+                                   per_row[static_cast<size_t>(r.node)] == once_per_row;
+          const bool broadcast = row_kind == RowOpKind::None && !once_per_row &&
+                                 per_row[static_cast<size_t>(r.node)] &&
+                                 got == per_row_shape(to.ranges);
+          if (!elementwise && !broadcast) return false;
         } else if (to.sealed) {
           const int32_t ready_at = from >= 0 ? group_at(from).pos : r.node;
           if (ready_at >= to.pos) return false;
@@ -156,6 +195,9 @@ Schedule schedule_graph(const ir::Graph& g) {
       groups.push_back({shape, {}});
     }
     Group& grp = group_at(target);
+    per_row[i] = row_kind == RowOpKind::Reduction ||
+                 (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
+    grp.row = grp.row || row_kind != RowOpKind::None;
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
     group_of[i] = target;
@@ -236,10 +278,10 @@ Schedule schedule_graph(const ir::Graph& g) {
       const ir::Node& n = g.nodes[static_cast<size_t>(node)];
       KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
       for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
-      op.row = is_row_op(g, n);
-      if (op.row)
-        kernel.row_size = kernel.ranges.back();
-      else if (n.op->pointwise.form == PointwiseBody::Form::Predicate)
+      op.row = row_op_kind(g, n) != RowOpKind::None;
+      op.per_row = per_row[static_cast<size_t>(node)];
+      if (grp.row) kernel.row_size = kernel.ranges.back();
+      if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
         op.compute = promoted_dtype(g, n);
       op_of[{node, 0}] = static_cast<int32_t>(kernel.ops.size());
       kernel.ops.push_back(std::move(op));

@@ -3,10 +3,11 @@
 // a loop over one iteration space whose body reads its inputs through affine index expressions
 // (views and broadcasting are index arithmetic, not copies); every other op is an extern call
 // to its eager kernel. Which values must exist in memory (realized buffers) follows from the
-// grouping. A kernel holding a row op (softmax, log_softmax along the last dim) is a row kernel:
-// it runs row by row, each op over a whole row before the next, so the row op sees its input's
-// whole row and its prologue and epilogue fuse with it. Rendering the kernels (C++ today) is
-// cpp_render.h's business.
+// grouping. A kernel holding a row op (softmax, log_softmax, sum, mean along the last dim) is a
+// row kernel: it runs row by row, each op over a whole row before the next, so a row op sees its
+// input's whole row and its prologue and epilogue fuse with it; a row reduction's result (one
+// value per row) is read by the ops after it as a broadcast along the row. Rendering the kernels
+// (C++ today) is cpp_render.h's business.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,9 @@ struct KernelOp {
   std::vector<Operand> args;
   DType dtype;       // its result's
   DType compute;     // what its functor computes in (a Predicate's inputs' promoted dtype)
-  bool row = false;  // a row op: reads its input's whole row (see is_row_op)
+  bool row = false;      // a row op: reads its input's whole row (see row_op_kind)
+  bool per_row = false;  // its result has one element per row (a row reduction, or a
+                         // pointwise op over such results) in a row kernel
 };
 
 struct KernelConstant {
@@ -108,10 +111,13 @@ bool decomposed_in_generated_code(const ir::Node& node);
 // on dtypes and inputs the renderer handles).
 bool can_fuse(const ir::Graph& graph, const ir::Node& node);
 
-// Row ops: softmax and log_softmax along the last dim of a floating tensor whose rows are at
-// most kMaxRowElements long. Generated code computes them with the eager kernel's row function
-// (ops/kernels/softmax_row.h) over a row its prologue computed into a row buffer.
+// Row ops: ops along the last dim of a floating tensor whose rows are at most kMaxRowElements
+// long, which generated code computes a row at a time with the eager kernel's row function,
+// so that they stay bitwise equal to eager: softmax and log_softmax (ops/kernels/softmax_row.h),
+// and sum and mean over the last dim alone (reduce.h's MapFold::row; only where the eager
+// reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place).
 inline constexpr int64_t kMaxRowElements = 16384;
-bool is_row_op(const ir::Graph& graph, const ir::Node& node);
+enum class RowOpKind : uint8_t { None, Softmax, Reduction };
+RowOpKind row_op_kind(const ir::Graph& graph, const ir::Node& node);
 
 }  // namespace kiln::inductor

@@ -126,6 +126,25 @@ inline ReducePlan plan_reduction(const Tensor& x, const std::vector<bool>& reduc
 
 inline int64_t max_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 
+// Whether run_units splits each unit's reduced range across nt threads (too few units to keep
+// them busy) and merges the partial folds, rather than folding each unit whole on one thread.
+inline bool splits_reduced_range(int64_t units, int64_t num_red, int64_t work, int64_t nt) {
+  if (work <= kParallelGrain || nt == 1) return false;
+  return units < 4 * nt && num_red >= 2 * nt;
+}
+// reduce_loop's outputs per unit when the reduced elements are contiguous ("inner"): many
+// when there are many outputs (amortising the bookkeeping of short rows), one when there are
+// few (so threads split the rows instead).
+inline int64_t inner_outputs_per_unit(int64_t num_out, int64_t nt) {
+  return std::clamp<int64_t>(num_out / (8 * nt), 1, kColumnBlock);
+}
+// Whether reduce_loop folds each of `rows` contiguous rows of n elements whole, starting from
+// the identity with the reducer's row(): what a generated row reduction reproduces, bit for bit.
+inline bool folds_rows_whole(int64_t rows, int64_t n) {
+  const int64_t nt = max_threads(), per_unit = inner_outputs_per_unit(rows, nt);
+  return !splits_reduced_range((rows + per_unit - 1) / per_unit, n, rows * n, nt);
+}
+
 // Runs `units` independent groups of `width` accumulators, each folding the reduced steps
 // [0, num_red): accumulate(unit, rb, re, acc) folds steps [rb, re) into acc[0..width),
 // merge(a, b) combines the partials of consecutive ranges (a's first), finish(unit, acc)
@@ -143,7 +162,7 @@ void run_units(int64_t units, int64_t width, int64_t num_red, int64_t work, cons
   };
   const int64_t nt = max_threads();
   if (work <= kParallelGrain || nt == 1) return serial(0, units);
-  if (units >= 4 * nt || num_red < 2 * nt) return parallel_range(units, 0, serial);
+  if (!splits_reduced_range(units, num_red, work, nt)) return parallel_range(units, 0, serial);
   // Too few units to keep every thread busy: split each unit's reduced range instead.
   const int64_t per_unit = width * nt;
   std::unique_ptr<Acc[]> partial(new Acc[static_cast<size_t>(units * per_unit)]);
@@ -193,9 +212,8 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
   const int64_t work = p.num_out * p.num_red;
   auto merge = [&](const Acc& a, const Acc& b) { return r.merge(a, b); };
   if (inner) {
-    // A unit is a block of consecutive outputs: many when there are many (amortising the
-    // bookkeeping of short rows), one when there are few (so threads split the rows instead).
-    const int64_t block = std::clamp<int64_t>(p.num_out / (8 * max_threads()), 1, kColumnBlock);
+    // A unit is a block of consecutive outputs.
+    const int64_t block = inner_outputs_per_unit(p.num_out, max_threads());
     const int64_t kept_step = p.kept.strides[0];
     run_units<Acc>(
         (p.num_out + block - 1) / block, block, p.num_red, work, r.identity,

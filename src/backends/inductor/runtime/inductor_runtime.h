@@ -38,9 +38,16 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context);
 
+// The sum of a contiguous row, folded as the eager sum and mean fold it (in double).
+extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n);
+extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n);
+
 namespace kiln::inductor_rt {
 
 using kernels::kBlock;
+
+inline double row_sum(const float* x, int64_t n) { return kiln_inductor_row_sum_float(x, n); }
+inline double row_sum(const double* x, int64_t n) { return kiln_inductor_row_sum_double(x, n); }
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
 // A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
