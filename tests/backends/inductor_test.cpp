@@ -243,12 +243,16 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   }
   EXPECT_EQ(c2.kernels(), 1u);
   EXPECT_EQ(c2.externs(), 0u);
-  // A sum without keepdim is a per-row output too; float64, and a row read from a graph input.
-  Tensor d = randn({7, 33}, DType::Float64);
-  auto sums = [](Tensor d) { return std::vector<Tensor>{d.sum({1}), (d * 2).mean({-1}, true)}; };
+  // A sum without keepdim is a per-row output too; float64, a row read from a graph input, and
+  // per-row ops converting a float32 per-row input (one conversion each).
+  Tensor d = randn({7, 33}, DType::Float64), e = randn({7, 1});
+  auto sums = [](Tensor d, Tensor e) {
+    Tensor m = (d * 2).mean({-1}, true);
+    return std::vector<Tensor>{d.sum({1}), (m * e) - (m + e)};
+  };
   Compiled c3;
   auto k = compile(sums, c3.options());
-  const auto want = sums(d), got = k(d);
+  const auto want = sums(d, e), got = k(d, e);
   for (size_t i = 0; i < want.size(); ++i) expect_identical(want[i], got[i]);
   EXPECT_EQ(c3.externs(), 0u);
 }
@@ -524,8 +528,8 @@ TEST(InductorCache, ARelativeCacheDirWorksForBatchedCompiles) {
 // one library that holds every kernel and computes what eager does.
 TEST(InductorCache, LargeModulesCompileInPartsAtOnce) {
   auto fn = [](const Tensor& x, const Tensor& w) {
-    Tensor a = matmul(tanh(x * 2 + 1), w);  // each chain between extern calls: a kernel
-    Tensor b = softmax(sigmoid(a) - a, -1);   // a row kernel, with exp(b) * 3
+    Tensor a = matmul(tanh(x * 2 + 1), w);   // each chain between extern calls: a kernel
+    Tensor b = softmax(sigmoid(a) - a, -1);  // a row kernel, with exp(b) * 3
     Tensor c = matmul(exp(b) * 3, w);
     Tensor d = cumsum(relu(c) + 0.5, -1);
     Tensor e = matmul(sqrt(abs(d)) / 2, w);

@@ -305,11 +305,12 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
         read_broadcast[static_cast<size_t>(a.index)] = true;
   // An operand as `count` elements of `want` for op j (converted by static_cast, as eager's
   // cast, into a block when its dtype differs); `at` is where its elements start.
-  auto operand_as = [&](const KernelOp& op, const Operand& a, size_t slot, const std::string& at,
+  auto operand_as = [&](size_t j, const Operand& a, size_t slot, const std::string& at,
                         const char* count, const char* indent) -> std::string {
+    const KernelOp& op = k.ops[j];
     if (a.kind == Operand::Kind::Constant) return constant_blocks.at({a.index, op.compute});
     if (dtype_of(a) == op.compute) return at;
-    const std::string cvt = "a" + std::to_string(slot);
+    const std::string cvt = detail::concat("a", j, "_", slot);
     body << indent << "alignas(64) " << ctype(op.compute) << " " << cvt
          << "[inductor_rt::kBlock];\n"
          << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << cvt
@@ -373,7 +374,7 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       // Once per row: every operand is one value per row (or a constant).
       std::vector<std::string> args;
       for (const Operand& a : op.args)
-        args.push_back(operand_as(op, a, args.size(), name_of(a), "1", "    "));
+        args.push_back(operand_as(j, a, args.size(), name_of(a), "1", "    "));
       apply(j, args, result[j], "1", "    ");
     } else {
       body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
@@ -383,7 +384,7 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
         const bool broadcast =
             a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row;
         const std::string at = broadcast ? name_of(a) + "_b" : "(" + name_of(a) + " + c)";
-        args.push_back(operand_as(op, a, args.size(), at, "n", "      "));
+        args.push_back(operand_as(j, a, args.size(), at, "n", "      "));
       }
       apply(j, args, "(" + result[j] + " + c)", "n", "      ");
       body << "    }\n";

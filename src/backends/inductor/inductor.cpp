@@ -49,6 +49,16 @@ ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
 }
 
 // Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
+// Whether a tensor of `sizes` laid out with strides a is addressed as with strides b: a
+// dimension of size 1 is never stepped along, so its stride does not matter (AOT autograd's
+// metadata and the tensors a compiled forward returns may disagree there).
+bool same_addressing(IntList sizes, IntList a, IntList b) {
+  if (a.size() != b.size() || a.size() != sizes.size()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && a[d] != b[d]) return false;
+  return true;
+}
+
 bool exclusively_owned(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 &&
          t.impl()->storage_if_concrete().use_count() == 1;
@@ -403,9 +413,11 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
     const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
     const TensorMeta& want = n.outputs[0];
     KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes &&
-                   t.strides() == want.strides,
+                   same_addressing(want.sizes, t.strides(), want.strides),
                Error, "inductor: input ", n.input_index, " is ",
-               t.defined() ? detail::concat(t.dtype(), t.shape_str()) : "undefined",
+               t.defined()
+                   ? detail::concat(t.dtype(), t.shape_str(), " strides ", IntList(t.strides()))
+                   : "undefined",
                " but the graph was compiled for ", want.dtype, IntList(want.sizes), " strides ",
                IntList(want.strides));
     slots[slot_of_[i]] = t;
