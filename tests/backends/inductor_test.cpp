@@ -366,6 +366,31 @@ TEST(Inductor, TrainingStepMatchesEager) {
 }
 
 // Kernels computing the same thing (here: one chain on two shapes) share one compiled body.
+TEST(Inductor, SavedTensorsMayDifferFromTheirMetadataInStridesOfSizeOneDims) {
+  // Found by `kiln fuzz --seed 620388 --backend inductor`: the compiled backward takes a view
+  // saved by the forward (an expand adding a dim of size 1), whose stride along that dim is
+  // not the one AOT autograd's metadata recorded. It addresses the same memory: accepted.
+  auto fn = [](Tensor v0, Tensor v1, Tensor v2) {
+    Tensor v3 = v1 / v2;
+    Tensor v5 = v3.expand({1, 1, 3});
+    Tensor v7 = v5 + v1;
+    v5.add_(v3);
+    Tensor loss = relu(v3).sum() + log(v0).sum() + v7.sum() + v5.sum();
+    loss.backward();
+    return loss;
+  };
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    std::vector<Tensor> in{rand({2, 3, 1}) + 0.5, randn({1, 1}), randn({3})};
+    for (Tensor& t : in) t.requires_grad_();
+    return in;
+  };
+  auto want = make(1), got = make(1);
+  auto f = compile(fn, {.backend = std::string("inductor")});
+  expect_identical(fn(want[0], want[1], want[2]), f(got[0], got[1], got[2]));
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+}
+
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
   auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
   auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };

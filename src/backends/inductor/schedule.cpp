@@ -69,7 +69,6 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   const int64_t cols = in.sizes.back();
   if (cols < 1 || cols > kMaxRowElements) return RowOpKind::None;
   if (softmax) {
-    if (std::getenv("KILN_NO_ROW_OPS")) return RowOpKind::None;
     const int64_t dim = n.attrs.i(0);
     return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
   }
@@ -81,7 +80,6 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
   if (!kernels::folds_rows_whole(checked_numel(in.sizes, "inductor") / cols, cols))
     return RowOpKind::None;
-  if (std::getenv("KILN_NO_ROW_REDUCTIONS")) return RowOpKind::None;
   return RowOpKind::Reduction;
 }
 
