@@ -134,6 +134,22 @@ TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) 
   EXPECT_EQ(c.schedules[0].kernels[0].ops.size(), 4u);
 }
 
+TEST(Inductor, MatmulBiasAndActivationAreOneBlasCallAndOneEpilogue) {
+  manual_seed(14);
+  Tensor x = randn({8, 16, 32}), w = randn({24, 32}), b = randn({24});
+  // The bias rides in the BLAS call (addmm, through linear) or in the kernel after the matrix
+  // product; either way the activation is that kernel: one pass over the product's result.
+  auto with_linear = [](Tensor x, Tensor w, Tensor b) { return gelu(linear(x, w, b)); };
+  auto with_matmul = [](Tensor x, Tensor w, Tensor b) { return gelu(matmul(x, w.t()) + b); };
+  for (auto* fn : {+with_linear, +with_matmul}) {
+    Compiled c;
+    auto f = compile(fn, c.options());
+    expect_identical(fn(x, w, b), f(x, w, b));
+    EXPECT_EQ(c.externs(), 1u);
+    EXPECT_EQ(c.kernels(), 1u);
+  }
+}
+
 TEST(Inductor, IndependentLoopsOverOneInputShareAKernel) {
   manual_seed(12);
   Tensor x = randn({64, 33}), w = randn({33, 33});
