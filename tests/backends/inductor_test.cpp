@@ -27,6 +27,13 @@ void expect_identical(const Tensor& want, const Tensor& got, const std::string& 
       << what << "\nwant " << want << "\ngot " << got;
 }
 
+// The same for each of several outputs.
+void expect_all_identical(const std::vector<Tensor>& want, const std::vector<Tensor>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    expect_identical(want[k], got[k], "output " + std::to_string(k));
+}
+
 // The graphs inductor compiled (as it lowers them), and the kernels of each.
 struct Compiled {
   std::vector<inductor::Schedule> schedules;
@@ -162,8 +169,7 @@ TEST(Inductor, IndependentLoopsOverOneInputShareAKernel) {
   };
   Compiled c;
   auto f = compile(fn, c.options());
-  const auto want = fn(x, w), got = f(x, w);
-  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  expect_all_identical(fn(x, w), f(x, w));
   EXPECT_EQ(c.kernels(), 1u);
 }
 
@@ -224,8 +230,7 @@ TEST(Inductor, RowKernelsReadStridedRowsAndMixDtypes) {
   Compiled c;
   auto f = compile(fn, c.options());
   for (int call = 0; call < 2; ++call) {
-    const auto want = fn(x, y, b), got = f(x, y, b);
-    for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+    expect_all_identical(fn(x, y, b), f(x, y, b));
   }
   EXPECT_EQ(c.externs(), 0u);
   EXPECT_EQ(c.extern_calls_of("log_softmax"), 0u);
@@ -254,8 +259,7 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   Compiled c2;
   auto h = compile(layer_norm, c2.options());
   for (int call = 0; call < 2; ++call) {
-    const auto want = layer_norm(x, w), got = h(x, w);
-    for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+    expect_all_identical(layer_norm(x, w), h(x, w));
   }
   EXPECT_EQ(c2.kernels(), 1u);
   EXPECT_EQ(c2.externs(), 0u);
@@ -268,8 +272,7 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   };
   Compiled c3;
   auto k = compile(sums, c3.options());
-  const auto want = sums(d, e), got = k(d, e);
-  for (size_t i = 0; i < want.size(); ++i) expect_identical(want[i], got[i]);
+  expect_all_identical(sums(d, e), k(d, e));
   EXPECT_EQ(c3.externs(), 0u);
 }
 
@@ -281,8 +284,7 @@ TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {
   };
   Compiled c;
   auto f = compile(fn, c.options());
-  const auto want = fn(x, wide), got = f(x, wide);
-  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k], got[k]);
+  expect_all_identical(fn(x, wide), f(x, wide));
   EXPECT_EQ(c.extern_calls_of("softmax"), 2u);
 }
 
@@ -608,8 +610,7 @@ TEST(InductorCache, LargeModulesCompileInPartsAtOnce) {
   m.reset();
   inductor::forget_loaded_modules();
   auto g = compile(fn, {.backend = std::string("inductor")});
-  const std::vector<Tensor> want = fn(x, w), got = g(x, w);
-  for (size_t i = 0; i < want.size(); ++i) expect_identical(want[i], got[i]);
+  expect_all_identical(fn(x, w), g(x, w));
 }
 
 TEST(InductorCache, CompilerErrorsAreClear) {
