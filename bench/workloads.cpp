@@ -196,6 +196,43 @@ std::function<void()> w1_inductor() {
   return [x, compiled] { (*compiled)(*x); };
 }
 
+// W7g: the matrix products of one W7 step alone (eager matmul, as the step runs them): each
+// Linear's forward, input gradient and weight gradient, and attention's batched products.
+// What the rest of a W7 step costs is W7 (or W7i) minus this. bench/w7_gemms.py times the
+// same products in PyTorch.
+std::function<void()> w7_gemms() {
+  struct Linear {
+    int64_t in, out, count;
+  };
+  const int64_t tokens = 32 * 64;
+  std::vector<std::function<void()>> products;
+  for (Linear l : {Linear{128, 384, 4}, Linear{128, 128, 4}, Linear{128, 512, 4},
+                   Linear{512, 128, 4}, Linear{128, 96, 1}}) {
+    auto x = std::make_shared<Tensor>(randn({tokens, l.in}));
+    auto w = std::make_shared<Tensor>(randn({l.out, l.in}));
+    auto g = std::make_shared<Tensor>(randn({tokens, l.out}));
+    for (int64_t k = 0; k < l.count; ++k) {
+      products.push_back([x, w] { Tensor y = matmul(*x, w->t()); });
+      products.push_back([g, w] { Tensor y = matmul(*g, *w); });
+      products.push_back([g, x] { Tensor y = matmul(g->t(), *x); });
+    }
+  }
+  // Per layer: scores q kᵀ, weights @ v; backward: two products of each shape.
+  auto q = std::make_shared<Tensor>(randn({128, 64, 32}));
+  auto a = std::make_shared<Tensor>(randn({128, 64, 64}));
+  for (int layer = 0; layer < 4; ++layer) {
+    products.push_back([q] { Tensor y = matmul(*q, q->transpose(1, 2)); });
+    products.push_back([a, q] { Tensor y = matmul(*a, *q); });
+    for (int k = 0; k < 2; ++k) {
+      products.push_back([a, q] { Tensor y = matmul(a->transpose(1, 2), *q); });
+      products.push_back([a, q] { Tensor y = matmul(*a, *q); });
+    }
+  }
+  return [products] {
+    for (const auto& p : products) p();
+  };
+}
+
 // W2i / W3i: W2 and W3 through kiln::compile (inductor): softmax as a generated row kernel,
 // layer_norm as an extern call to its eager kernel.
 std::function<void()> w2_inductor() {
@@ -328,6 +365,7 @@ const std::vector<Workload>& workloads() {
       {"W6sp", "W6s through kiln::compile (inductor, pure mode)", "n/a", w6_single_pure},
       {"W7", "char-GPT training step (kiln train's model) V96 L4 C128 H4 T64 B32, AdamW", "n/a",
        [] { return w7_step("", "W7"); }},
+      {"W7g", "W7's matrix products alone (forward and backward shapes)", "n/a", w7_gemms},
       {"W7c", "W7's whole step through kiln::compile (eager backend)", "n/a",
        [] { return w7_step("eager", "W7c"); }},
       {"W7i", "W7's whole step through kiln::compile (inductor)", "n/a",
