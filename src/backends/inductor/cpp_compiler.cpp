@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "kiln/core/error.h"
@@ -131,10 +133,14 @@ const std::string& key_context() {
     run_command(quote(host_compiler()) + " --version", version);
     std::string headers;
     const RuntimeHeaders& where = runtime_headers();
-    for (const char* h :
-         {"backends/inductor/runtime/inductor_runtime.h", "ops/kernels/block_loop.h",
-          "ops/kernels/pointwise_math.h", "ops/kernels/vec.h"})
-      headers += read_file(fs::path(where.runtime_dir) / h);
+    // KILN_RUNTIME_HEADERS: the headers installed beside the library (src/CMakeLists.txt),
+    // comma-separated.
+    std::string_view list = KILN_RUNTIME_HEADERS;
+    while (!list.empty()) {
+      const size_t comma = std::min(list.find(','), list.size());
+      headers += read_file(fs::path(where.runtime_dir) / std::string(list.substr(0, comma)));
+      list.remove_prefix(std::min(comma + 1, list.size()));
+    }
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
     return host_compiler() + "\n" + version + "\n" + flags() + "\n" + headers;
   }();
