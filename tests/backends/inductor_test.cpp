@@ -702,7 +702,7 @@ TEST(InductorAutotune, LargeKernelsAreTimedOnceAndTheChoiceIsKeptOnDisk) {
   Tensor x = randn({1 << 16}), y = randn({1 << 16});
   Tensor small = randn({64});
   const Tensor want = w1_chain(x, y);
-  // Start untuned (only this test writes .tune files in the suite's shared cache).
+  // Start untuned (only the autotune tests write .tune files in the suite's shared cache).
   const std::filesystem::path modules = std::filesystem::path(inductor::cache_dir()) / "inductor";
   std::filesystem::create_directories(modules);
   for (const auto& entry : std::filesystem::directory_iterator(modules))
@@ -750,6 +750,29 @@ TEST(InductorAutotune, LargeKernelsAreTimedOnceAndTheChoiceIsKeptOnDisk) {
   EXPECT_TRUE(line == "2 65536 kernel_0 1" ||
               line == "2 65536 kernel_0 " + std::to_string(inductor::kGrainSerial))
       << line;
+  set_num_threads(threads);
+}
+
+TEST(InductorAutotune, RowKernelsAreTimedBothWaysAndStayEqual) {
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  manual_seed(12);
+  // A row kernel (softmax's backward) over 256 rows: timed on one thread and on two, each run
+  // writing fresh outputs, and bitwise equal to eager whichever way it then runs.
+  Tensor y = softmax(randn({256, 256}), -1), g = randn({256, 256});
+  auto softmax_backward = [](Tensor y, Tensor g) {
+    Tensor gy = g * y;
+    return gy - y * gy.sum({-1}, true);
+  };
+  const Tensor want = softmax_backward(y, g);
+  auto lines = tuning_lines([&] {
+    kiln::reset();
+    auto f = compile(softmax_backward, {.mode = "max-autotune", .name = "tuned_rows"});
+    expect_identical(want, f(y, g));
+    expect_identical(want, f(y, g));
+  });
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("(65536 elements): one thread"), std::string::npos) << lines[0];
   set_num_threads(threads);
 }
 
