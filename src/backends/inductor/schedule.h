@@ -38,8 +38,8 @@ struct KernelOp {
   int32_t node;  // the graph node it computes
   const OpDef* op;
   std::vector<Operand> args;
-  DType dtype;       // its result's
-  DType compute;     // what its functor computes in (a Predicate's inputs' promoted dtype)
+  DType dtype;           // its result's
+  DType compute;         // what its functor computes in (a Predicate's inputs' promoted dtype)
   bool row = false;      // a row op: reads its input's whole row (see row_op_kind)
   bool per_row = false;  // its result has one element per row (a row reduction, or a
                          // pointwise op over such results) in a row kernel

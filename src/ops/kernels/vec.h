@@ -266,8 +266,8 @@ inline Vec<float> erf(Vec<float> x) {
   const __m256 a = abs(x).v;
   // The interval: trunc(2|x|) in [0, 7] (a NaN or huge |x| converts to INT_MIN, hence the max).
   const __m256i interval = _mm256_min_epi32(
-      _mm256_set1_epi32(7), _mm256_max_epi32(_mm256_setzero_si256(),
-                                             _mm256_cvttps_epi32(_mm256_add_ps(a, a))));
+      _mm256_set1_epi32(7),
+      _mm256_max_epi32(_mm256_setzero_si256(), _mm256_cvttps_epi32(_mm256_add_ps(a, a))));
   const __m256 u =
       _mm256_fnmadd_ps(_mm256_cvtepi32_ps(interval), _mm256_set1_ps(0.5f), a);  // exact
   __m256 r = _mm256_permutevar8x32_ps(_mm256_load_ps(kC[7]), interval);
