@@ -110,6 +110,7 @@ Schedule schedule_graph(const ir::Graph& g) {
   std::vector<int32_t> externs;                 // nodes run by their eager kernels
   int32_t last_joined = -1;                     // the group the previous fusable node went to
   std::vector<bool> per_row(num_nodes, false);  // computed once per row of a row kernel
+  std::vector<bool> row_op(num_nodes, false);   // a row op (row_op_kind), in a kernel
   auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
   auto seal_producer = [&](ir::ValueRef v) {
     const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
@@ -195,6 +196,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       groups.push_back({shape, {}});
     }
     Group& grp = group_at(target);
+    row_op[i] = row_kind != RowOpKind::None;
     per_row[i] = row_kind == RowOpKind::Reduction ||
                  (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
     grp.row = grp.row || row_kind != RowOpKind::None;
@@ -278,7 +280,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       const ir::Node& n = g.nodes[static_cast<size_t>(node)];
       KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
       for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
-      op.row = row_op_kind(g, n) != RowOpKind::None;
+      op.row = row_op[static_cast<size_t>(node)];
       op.per_row = per_row[static_cast<size_t>(node)];
       if (grp.row) kernel.row_size = kernel.ranges.back();
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
