@@ -25,10 +25,10 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-// Small blocks (<= 64 KiB) come in power-of-two classes and are recycled through a per-thread
+// Small blocks (below 64 KiB) come in power-of-two classes and are recycled through a per-thread
 // free list: an eager op on a small tensor allocates its output every call, and malloc's
 // aligned path (plus its bin consolidation) was the largest cost of W6's 100-op chain.
-constexpr int kNumSmallClasses = 11;  // 64 B .. 64 KiB
+constexpr int kNumSmallClasses = 11;  // 64 B .. 64 KiB (requests below kLargeBlockBytes)
 constexpr size_t kSmallCacheDepth = 64;
 int small_class(size_t nbytes) {
   size_t c = 64;
@@ -37,6 +37,8 @@ int small_class(size_t nbytes) {
   return -1;
 }
 size_t small_class_bytes(int cls) { return size_t{64} << cls; }
+// Every request below kLargeBlockBytes has a class.
+static_assert((size_t{64} << (kNumSmallClasses - 1)) >= kLargeBlockBytes);
 
 // Set once a thread's cache is destroyed: storages freed later in that thread's exit (static
 // tensors) go straight to free(). A trivially destructible thread_local is always readable.
@@ -76,18 +78,14 @@ class HostAllocator {
     if (nbytes == 0) nbytes = 1;
     void* p;
     if (nbytes < kLargeBlockBytes) {
-      int cls = small_class(nbytes);
-      if (cls >= 0) {
-        SmallCache* cache = small_cache();
-        auto* list = cache ? &cache->lists[cls] : nullptr;
-        p = list && !list->empty() ? list->back() : nullptr;
-        if (p) {
-          list->pop_back();
-        } else {
-          p = std::aligned_alloc(kAlignment, small_class_bytes(cls));
-        }
+      const int cls = small_class(nbytes);
+      SmallCache* cache = small_cache();
+      auto* list = cache ? &cache->lists[cls] : nullptr;
+      p = list && !list->empty() ? list->back() : nullptr;
+      if (p) {
+        list->pop_back();
       } else {
-        p = std::aligned_alloc(kAlignment, round_up(nbytes, kAlignment));
+        p = std::aligned_alloc(kAlignment, small_class_bytes(cls));
       }
       if (!p) throw_oom(nbytes);
       account(static_cast<int64_t>(nbytes), static_cast<int64_t>(nbytes));
@@ -152,8 +150,8 @@ class HostAllocator {
     if (nbytes == 0) nbytes = 1;
     if (nbytes < kLargeBlockBytes) {
       allocated_.fetch_sub(static_cast<int64_t>(nbytes), std::memory_order_relaxed);
-      int cls = small_class(nbytes);
-      SmallCache* cache = cls >= 0 ? small_cache() : nullptr;
+      SmallCache* cache = small_cache();
+      const int cls = small_class(nbytes);
       if (cache && cache->lists[cls].size() < kSmallCacheDepth) {
         cache->lists[cls].push_back(p);
         return;
@@ -227,11 +225,13 @@ class HostAllocator {
     size_t requested;  // what the tensor asked for
   };
 
-  // Blocks from 16 MiB are whole 2 MiB huge pages (at most 12.5% rounding); smaller large
-  // blocks are rounded to 64 KiB (at most 6.25%), so a 1 MiB tensor does not hold 2 MiB.
+  // Blocks from 16 MiB are whole 2 MiB huge pages (at most 12.5% rounding); from 1 MiB they
+  // are rounded to 64 KiB (at most 6.25%), so a 1 MiB tensor does not hold 2 MiB; below, to
+  // whole 4 KiB pages (at most 6.25%, for a 64 KiB request).
   static size_t block_size(size_t nbytes) {
-    return nbytes >= (size_t{16} << 20) ? round_up(nbytes, kHugePage)
-                                        : round_up(nbytes, size_t{64} << 10);
+    if (nbytes >= (size_t{16} << 20)) return round_up(nbytes, kHugePage);
+    if (nbytes >= (size_t{1} << 20)) return round_up(nbytes, size_t{64} << 10);
+    return round_up(nbytes, size_t{4} << 10);
   }
 
   static void* map_block(size_t size) {

@@ -41,9 +41,12 @@ inline constexpr int64_t kDefaultAllocCacheLimit = int64_t{512} << 20;
 void set_alloc_cache_limit(int64_t bytes);
 int64_t alloc_cache_limit();
 
-// Blocks of at least this many bytes go through the cache (and get huge pages); smaller ones
-// are served by malloc, which already recycles them well.
-inline constexpr size_t kLargeBlockBytes = size_t{1} << 20;
+// Blocks of at least this many bytes go through the block cache (mmap'd, huge pages where the
+// block is large enough); smaller ones come in power-of-two classes recycled per thread. Not
+// malloc: glibc gives the top of its heap back to the OS and grows it again, so a training
+// step whose mid-size tensors (64 KiB .. 1 MiB: optimizer state, gradients) die and are
+// re-made every step paid ~300 page faults a step (W7).
+inline constexpr size_t kLargeBlockBytes = size_t{64} << 10;
 
 namespace detail {
 // Allocates at least `nbytes` (64-byte aligned); throws kiln::Error when memory is exhausted.
