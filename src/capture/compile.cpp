@@ -15,6 +15,7 @@ namespace kiln {
 namespace capture {
 
 thread_local int tls_in_backend = 0;
+thread_local const std::string* tls_compiling_function = nullptr;
 thread_local uint64_t tls_replay_hits = 0;
 
 std::vector<Frame>& frames() {

@@ -48,6 +48,10 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
   CompiledGraph compiled;
   {
     InBackend in_backend;
+    struct Naming {
+      explicit Naming(const std::string* n) { tls_compiling_function = n; }
+      ~Naming() { tls_compiling_function = nullptr; }
+    } naming(&name);
     compiled = backend(g, infos);
   }
   KILN_CHECK(compiled, Error, "kiln::compile: the backend of '", name,

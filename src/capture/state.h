@@ -180,6 +180,10 @@ struct InBackend {
   InBackend& operator=(const InBackend&) = delete;
 };
 
+// The name of the compiled function whose graph a backend is compiling on this thread (null
+// outside compile_with_backend): backends use it to label what they report.
+extern thread_local const std::string* tls_compiling_function;
+
 // Cache hits this thread found by replaying a cached graph (no recording, no lookup): read
 // by the tests that pin replay down.
 extern thread_local uint64_t tls_replay_hits;

@@ -11,6 +11,7 @@
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/schedule.h"
+#include "backends/inductor/step_profile.h"
 #include "capture/retrace.h"
 #include "kiln/kiln.h"
 
@@ -310,6 +311,57 @@ TEST(Inductor, MixedDtypesComparisonsAndConstants) {
   };
   auto f = compile(fn, {.backend = std::string("inductor")});
   for (int call = 0; call < 2; ++call) expect_identical(fn(i, x), f(i, x));
+}
+
+// A kernel whose ops all compute in one floating dtype keeps every intermediate in registers
+// (one vector loop; no block per op) and stays bitwise equal to eager, tail lanes included.
+TEST(Inductor, FloatChainsComputeOnRegistersAndStayBitwiseEqual) {
+  manual_seed(4);
+  auto fn = [](Tensor a, Tensor b) {
+    Tensor g = gelu(a * 1.5 + b);
+    return std::vector<Tensor>{g, (g * a.exp()).sigmoid() - 0.25 * b, erf(a) / (b * b + 1)};
+  };
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = randn({37, 131}, dt), y = randn({131}, dt);  // odd rows: a padded tail per block
+    Compiled c;
+    auto f = compile(fn, c.options());
+    for (int call = 0; call < 2; ++call) expect_all_identical(fn(x, y), f(x, y));
+    ASSERT_EQ(c.schedules.size(), 1u);
+    const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+    EXPECT_NE(source.find("inductor_rt::vector_loop<"), std::string::npos) << source;
+    EXPECT_EQ(source.find("vec::map<"), std::string::npos) << source;
+  }
+  // Mixed dtypes (a cast, a predicate) compute op by op over blocks, as before.
+  Tensor i = randint(-5, 5, {7, 9}, DType::Int64);
+  Compiled c;
+  auto mixed = [](Tensor a) {
+    return where(a > 0, a.to(DType::Float32) * 0.5, a.to(DType::Float32));
+  };
+  auto f = compile(mixed, c.options());
+  expect_identical(mixed(i), f(i));
+  ASSERT_EQ(c.kernels(), 1u);
+  EXPECT_EQ(inductor::render_cpp(c.graphs[0], c.schedules[0]).find("vector_loop<"),
+            std::string::npos);
+}
+
+// KILN_INDUCTOR_PROFILE: each compiled graph reports its run time, its time per kind of step
+// and its slowest steps.
+TEST(Inductor, StepProfileReportsWhereAGraphsTimeGoes) {
+  inductor::set_step_profiling(true);
+  auto fn = [](Tensor a, Tensor b) { return (mm(a, b) * 2).relu(); };
+  auto f = compile(fn, {.backend = std::string("inductor"), .name = "profiled_fn"});
+  Tensor x = randn({64, 32}), w = randn({32, 16});
+  for (int call = 0; call < 3; ++call) expect_identical(fn(x, w), f(x, w));
+  inductor::set_step_profiling(false);
+  const std::string report = inductor::step_profile_report();
+  const size_t at = report.find("kiln inductor profile: 'profiled_fn'");
+  ASSERT_NE(at, std::string::npos) << report;
+  const std::string mine = report.substr(at, report.find("kiln inductor profile", at + 1) - at);
+  EXPECT_NE(mine.find("(1 kernels, 1 extern calls), 3 runs"), std::string::npos) << mine;
+  EXPECT_NE(mine.find("generated kernels (1)"), std::string::npos) << mine;
+  EXPECT_NE(mine.find("extern mm (1)"), std::string::npos) << mine;
+  EXPECT_NE(mine.find("1: kernel_0: mul, relu (2 ops) over [64, 16]"), std::string::npos) << mine;
+  EXPECT_NE(mine.find("0: extern mm %"), std::string::npos) << mine;
 }
 
 TEST(Inductor, IntegerDivisionByZeroIsStillAnError) {

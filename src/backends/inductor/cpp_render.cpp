@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace kiln::inductor {
@@ -171,6 +172,63 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
   return constant_blocks;
 }
 
+// The dtype of every value of kernel k when all its ops are vector functors computing in the
+// dtype of their inputs and result, one floating dtype throughout: then the kernel computes a
+// vector at a time with all its ops on registers (vector_loop). Otherwise (casts, predicates,
+// scalar functors) op by op over blocks.
+std::optional<DType> register_fusable(const Kernel& k) {
+  if (k.row_size > 0 || k.ops.empty()) return std::nullopt;
+  const DType t = k.ops[0].dtype;
+  if (t != DType::Float32 && t != DType::Float64) return std::nullopt;
+  for (const KernelOp& op : k.ops)
+    if (op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
+      return std::nullopt;
+  for (const KernelInput& in : k.inputs)
+    if (in.dtype != t) return std::nullopt;
+  return t;
+}
+
+// The body of a register-fusable kernel (see register_fusable) inside its block loop: one
+// expression per op on vectors, the constants broadcast once per call.
+void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t) {
+  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+  const char* T = ctype(t);
+  const std::string V = detail::concat("vec::Vec<", T, ">");
+  std::vector<int> output_of(k.ops.size(), -1);
+  for (size_t o = 0; o < num_out; ++o)
+    output_of[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
+  os << "    inductor_rt::vector_loop<" << T << ", " << num_out << ", " << num_in << ">(numel * "
+     << itemsize(t) << " >= " << kStreamingStoreBytes << ", n, {";
+  for (size_t o = 0; o < num_out; ++o)
+    os << (o ? ", " : "") << "reinterpret_cast<" << T << "*>(p[" << o << "])";
+  os << "}, {";
+  for (size_t i = 0; i < num_in; ++i)
+    os << (i ? ", " : "") << "reinterpret_cast<const " << T << "*>(p[" << num_out + i << "])";
+  os << "},\n        [&](const " << V << "* x, " << V << "* y) {\n";
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    const KernelOp& op = k.ops[j];
+    os << "          const " << V << " t" << j << " = f" << j << "(";
+    for (size_t a = 0; a < op.args.size(); ++a) {
+      const Operand& arg = op.args[a];
+      os << (a ? ", " : "");
+      switch (arg.kind) {
+        case Operand::Kind::Input:
+          os << "x[" << arg.index << "]";
+          break;
+        case Operand::Kind::Op:
+          os << "t" << arg.index;
+          break;
+        case Operand::Kind::Constant:
+          os << "c" << arg.index;
+          break;
+      }
+    }
+    os << ");  // " << op.op->name << "\n";
+    if (output_of[j] >= 0) os << "          y[" << output_of[j] << "] = t" << j << ";\n";
+  }
+  os << "        });\n";
+}
+
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
 // nodes the kernel computes (only on their ops, dtypes and constants), so kernels that compute
 // the same thing (the layers of a model, the updates of its parameters) have the same body.
@@ -178,6 +236,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
   const size_t n = num_out + num_in;
   const std::vector<int64_t> item = operand_itemsizes(k);
+  const std::optional<DType> fused_type = register_fusable(k);
   os << "{\n";
   os << "  using namespace kiln;\n";
   os << "  (void)attrs;\n";
@@ -188,6 +247,20 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   os << "  const std::array<char*, " << n << "> base = {";
   for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << "buffers[" << k2 << "]";
   os << "};\n";
+  if (fused_type) {
+    for (size_t j = 0; j < k.ops.size(); ++j)
+      os << "  const auto f" << j << " = inductor_rt::make_functor<"
+         << k.ops[j].op->pointwise.functor << "<" << ctype(*fused_type) << ">>(attrs[" << j
+         << "]);\n";
+    for (size_t c = 0; c < k.constants.size(); ++c)
+      os << "  const vec::Vec<" << ctype(*fused_type) << "> c" << c << "("
+         << constant_literal(k.constants[c], *fused_type) << ");\n";
+    os << "  inductor_rt::block_loop<" << n << ", " << num_out
+       << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";
+    render_register_fused_block(os, k, *fused_type);
+    os << "  });\n}\n\n";
+    return;
+  }
   const auto constant_blocks = render_functors_and_constants(os, k);
   os << "  inductor_rt::block_loop<" << n << ", " << num_out
      << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";

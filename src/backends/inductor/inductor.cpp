@@ -17,6 +17,7 @@
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/schedule.h"
+#include "backends/inductor/step_profile.h"
 #include "capture/state.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
@@ -39,6 +40,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+int64_t nanoseconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
 bool is_view(const ir::Node& n) {
   return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
 }
@@ -48,7 +54,6 @@ ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
   return v;
 }
 
-// Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
 // Whether a tensor of `sizes` laid out with strides a is addressed as with strides b: a
 // dimension of size 1 is never stepped along, so its stride does not matter (AOT autograd's
 // metadata and the tensors a compiled forward returns may disagree there).
@@ -59,6 +64,7 @@ bool same_addressing(IntList sizes, IntList a, IntList b) {
   return true;
 }
 
+// Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
 bool exclusively_owned(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 &&
          t.impl()->storage_if_concrete().use_count() == 1;
@@ -92,6 +98,7 @@ class CompiledInductorGraph {
       kernel_grain_.assign(schedule_.kernels.size(), 0);
       if (max_autotune) load_tuning();
     }
+    if (inductor::step_profiling()) profile_ = register_profile();
     if (capture::wants_backend_output()) {
       if (schedule_.kernels.empty())
         capture::note_backend_output({"inductor_schedule.txt", describe_schedule(), ""});
@@ -140,6 +147,8 @@ class CompiledInductorGraph {
                           schedule_.kernels[kernel].name);
   }
   void tune_kernel(size_t kernel, char* const* buffers) const;
+  // KILN_INDUCTOR_PROFILE: a label per step for the report at exit.
+  std::shared_ptr<inductor::GraphProfile> register_profile() const;
   void load_tuning();
   void save_tuning() const;
 
@@ -162,7 +171,35 @@ class CompiledInductorGraph {
   mutable std::vector<int64_t> kernel_grain_;
   mutable std::atomic<bool> tuned_{true};
   mutable std::mutex tune_mu_;
+  std::shared_ptr<inductor::GraphProfile> profile_;  // null unless KILN_INDUCTOR_PROFILE is set
 };
+
+std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile() const {
+  static std::atomic<int> graphs{0};
+  const std::string* fn = capture::tls_compiling_function;
+  const std::string title =
+      detail::concat("'", fn ? *fn : std::string("?"), "', graph ", ++graphs, " compiled");
+  std::vector<inductor::GraphProfile::StepInfo> steps;
+  for (const Step& st : schedule_.steps) {
+    if (st.kind == Step::Kind::Kernel) {
+      const Kernel& k = schedule_.kernels[static_cast<size_t>(st.index)];
+      std::string ops;
+      for (size_t j = 0; j < k.ops.size() && j < 4; ++j)
+        ops += detail::concat(j ? ", " : "",
+                              graph_.nodes[static_cast<size_t>(k.ops[j].node)].op->name);
+      if (k.ops.size() > 4) ops += ", …";
+      steps.push_back(
+          {detail::concat(k.name, ": ", ops, " (", k.ops.size(), " ops) over ", IntList(k.ranges)),
+           "generated kernels"});
+    } else {
+      const ir::Node& n = graph_.nodes[static_cast<size_t>(st.index)];
+      steps.push_back({detail::concat("extern ", n.op->name, " %", st.index, " -> ",
+                                      n.outputs[0].dtype, IntList(n.outputs[0].sizes)),
+                       detail::concat("extern ", n.op->name)});
+    }
+  }
+  return inductor::register_graph_profile(title, std::move(steps));
+}
 
 void CompiledInductorGraph::plan() {
   const ir::Graph& g = graph_;
@@ -424,8 +461,11 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
   }
   for (const auto& [s, t] : constants_) slots[s] = t;
   std::vector<char*> buffers;
+  inductor::GraphProfile* const profile = tune ? nullptr : profile_.get();
+  const auto run_start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < schedule_.steps.size(); ++k) {
     const Step& st = schedule_.steps[k];
+    const auto step_start = profile ? std::chrono::steady_clock::now() : run_start;
     if (st.kind == Step::Kind::Extern) {
       run_extern(st.index, slots, runtime_values);
     } else {
@@ -453,12 +493,16 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
         for (const Kernel::Output& o : kernel.outputs)
           slots[slot(o.value)].impl()->set_inference(true);
     }
+    if (profile) [[unlikely]]
+      profile->add_step(k, nanoseconds_since(step_start));
     for (size_t s : release_after_[k]) slots[s] = Tensor();
   }
   verified_.store(true, std::memory_order_release);
   std::vector<Tensor> result;
   result.reserve(g.outputs.size());
   for (ir::ValueRef v : g.outputs) result.push_back(value(slots, v));
+  if (profile) [[unlikely]]
+    profile->add_run(nanoseconds_since(run_start));
   return result;
 }
 
