@@ -340,8 +340,17 @@ TEST(Inductor, FloatChainsComputeOnRegistersAndStayBitwiseEqual) {
   auto f = compile(mixed, c.options());
   expect_identical(mixed(i), f(i));
   ASSERT_EQ(c.kernels(), 1u);
-  EXPECT_EQ(inductor::render_cpp(c.graphs[0], c.schedules[0]).find("vector_loop<"),
-            std::string::npos);
+  const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+  EXPECT_EQ(source.find("vector_loop<"), std::string::npos) << source;
+  // where's condition (gt's bool block) reaches its functor as a bool, not as a float
+  // converted back.
+  const std::string bool_block = "alignas(64) bool ";
+  const size_t at = source.find(bool_block);
+  ASSERT_NE(at, std::string::npos) << source;
+  const size_t name_at = at + bool_block.size();
+  const std::string name = source.substr(name_at, source.find('[', name_at) - name_at);
+  EXPECT_NE(source.find("(" + name + "[j], "), std::string::npos) << source;
+  EXPECT_EQ(source.find(name + "_as_float32"), std::string::npos) << source;
 }
 
 // KILN_INDUCTOR_PROFILE: each compiled graph reports its run time, its time per kind of step

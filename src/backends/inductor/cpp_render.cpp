@@ -172,6 +172,26 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
   return constant_blocks;
 }
 
+// The dtype of operand a (a constant: its own).
+DType operand_dtype(const Kernel& k, const Operand& a) {
+  switch (a.kind) {
+    case Operand::Kind::Input:
+      return k.inputs[static_cast<size_t>(a.index)].dtype;
+    case Operand::Kind::Op:
+      return k.ops[static_cast<size_t>(a.index)].dtype;
+    case Operand::Kind::Constant:
+      return k.constants[static_cast<size_t>(a.index)].dtype;
+  }
+  return DType::Bool;
+}
+
+// A scalar functor takes a bool operand (where's condition, masked_fill's mask) as it is: a
+// bool converts to any parameter type exactly as through the compute dtype, and a mask
+// converted to float and back cost a branch per element.
+bool passes_bools_as_is(const KernelOp& op, DType operand) {
+  return operand == DType::Bool && op.op->pointwise.form != PointwiseBody::Form::Vector;
+}
+
 // The dtype of every value of kernel k when all its ops are vector functors computing in the
 // dtype of their inputs and result, one floating dtype throughout: then the kernel computes a
 // vector at a time with all its ops on registers (vector_loop). Otherwise (casts, predicates,
@@ -301,7 +321,11 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
     std::vector<std::string> args;
-    for (const Operand& a : op.args) args.push_back(block_of(a, op.compute));
+    for (const Operand& a : op.args)
+      args.push_back(block_of(
+          a, a.kind != Operand::Kind::Constant && passes_bools_as_is(op, operand_dtype(k, a))
+                 ? DType::Bool
+                 : op.compute));
     const char* out_t = ctype(op.dtype);
     if (output_slot[j] >= 0) {
       result[j] = "out" + std::to_string(output_slot[j]);
@@ -382,7 +406,7 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
                         const char* count, const char* indent) -> std::string {
     const KernelOp& op = k.ops[j];
     if (a.kind == Operand::Kind::Constant) return constant_blocks.at({a.index, op.compute});
-    if (dtype_of(a) == op.compute) return at;
+    if (dtype_of(a) == op.compute || passes_bools_as_is(op, dtype_of(a))) return at;
     const std::string cvt = detail::concat("a", j, "_", slot);
     body << indent << "alignas(64) " << ctype(op.compute) << " " << cvt
          << "[inductor_rt::kBlock];\n"

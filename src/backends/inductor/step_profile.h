@@ -13,7 +13,8 @@
 
 namespace kiln::inductor {
 
-// KILN_INDUCTOR_PROFILE, read once; set_step_profiling overrides it (tests).
+// KILN_INDUCTOR_PROFILE, read once; set_step_profiling overrides it (tests). Graphs compiled
+// while it is on are timed; the report at exit is printed if it is still on then.
 bool step_profiling();
 void set_step_profiling(bool on);
 
