@@ -118,7 +118,13 @@ Failure check_backend(const ir::Graph& graph, std::span<const Tensor> inputs,
   try {
     CompiledGraph compiled = backend(graph, metas);
     KILN_CHECK(compiled, Error, "the backend returned an empty callable");
-    got = compiled(inputs, runtime_values);
+    // The backend may compute an output in the memory of the input it is written back to
+    // (ir::InputWrite); the eager run after it must see the inputs unchanged.
+    std::vector<Tensor> backend_inputs(inputs.begin(), inputs.end());
+    for (const ir::InputWrite& w : graph.input_writes)
+      backend_inputs.at(static_cast<size_t>(w.input)) =
+          backend_inputs.at(static_cast<size_t>(w.input)).clone();
+    got = compiled(backend_inputs, runtime_values);
   } catch (const std::exception& e) {
     return {true, FailureKind::BackendError, e.what()};
   }

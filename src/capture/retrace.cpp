@@ -147,6 +147,7 @@ ir::Graph decompose_graph(const ir::Graph& g,
     }
   }
   for (ir::ValueRef v : g.outputs) out.outputs.push_back(mapped(v));
+  out.input_writes = g.input_writes;  // outputs and inputs keep their positions
   for (const ir::RuntimeAttr& r : g.runtime_attrs) {
     const ir::Node& n = g.nodes[static_cast<size_t>(r.node)];
     KILN_CHECK(!decompose(n), Error, "internal error: a random op '", n.op->name,

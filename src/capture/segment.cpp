@@ -208,9 +208,10 @@ void remember_recent(detail::CompiledState& st, size_t segment,
 }  // namespace
 
 // The backend contract: one fresh contiguous tensor per graph output, of the recorded dtype
-// and size. An output that aliases an input (a backend's shortcut) or another output (CSE
-// merges equal values, e.g. two zeros_like) is cloned, since each buffer needs memory of its
-// own.
+// and size, or, for an output the graph writes back into an input (ir::InputWrite), that
+// input's own memory. An output that otherwise aliases an input (a backend's shortcut) or
+// another output (CSE merges equal values, e.g. two zeros_like) is cloned, since each buffer
+// needs memory of its own.
 void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& graph,
                            std::span<const Tensor> inputs, std::vector<Tensor>& outs) {
   KILN_CHECK(outs.size() == graph.outputs.size(), Error, "kiln::compile: the backend of '", st.name,
@@ -224,9 +225,20 @@ void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& gra
         o.defined() ? detail::concat(" of dtype ", o.dtype(), " and shape ", o.shape_str())
                     : std::string(" undefined"),
         "; the graph says ", want.dtype, IntList(want.sizes));
+    // An output computed in the memory of the input it is written back to (ir::InputWrite)
+    // stays: the write-back then has nothing to copy.
+    int32_t written_input = -1;
+    for (const ir::InputWrite& w : graph.input_writes)
+      if (w.output == static_cast<int32_t>(i)) written_input = w.input;
+    const bool written_in_place =
+        written_input >= 0 && o.is_contiguous() &&
+        inputs[static_cast<size_t>(written_input)].impl()->storage_if_concrete() ==
+            o.impl()->storage_if_concrete() &&
+        inputs[static_cast<size_t>(written_input)].storage_offset() == o.storage_offset();
     bool alias = !o.is_contiguous();
     for (const Tensor& in : inputs)
-      alias = alias || in.impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
+      alias = alias || (!written_in_place &&
+                        in.impl()->storage_if_concrete() == o.impl()->storage_if_concrete());
     for (size_t j = 0; j < i && !alias; ++j)
       alias = outs[j].impl()->storage_if_concrete() == o.impl()->storage_if_concrete();
     if (alias) o = o.clone();
@@ -467,6 +479,11 @@ Tracer::SegmentOutputs Tracer::collect_outputs() {
     out.live.emplace_back(std::move(impl), p);
   }
   for (Buffer* b : written_.order) add_output(b);
+  // Each written memory's final value goes back into it after the run: a backend may write it
+  // there directly (see ir::InputWrite).
+  rec_.graph.input_writes.clear();
+  for (Buffer* b : written_.order)
+    rec_.graph.input_writes.push_back({b->output_slot, b->input_index});
   return out;
 }
 
@@ -475,7 +492,8 @@ std::shared_ptr<CacheEntry> Tracer::finish_replay() {
   // same ops returning other values may be another recent entry).
   if (!replay_.entry) return nullptr;
   auto complete = [&](const CacheEntry& e) {
-    return replay_.cursor == e.graph.nodes.size() && rec_.graph.outputs == e.graph.outputs;
+    return replay_.cursor == e.graph.nodes.size() && rec_.graph.outputs == e.graph.outputs &&
+           rec_.graph.input_writes == e.graph.input_writes;
   };
   if (!complete(*replay_.entry)) switch_replay(complete);
   if (complete(*replay_.entry) && state_->generation.load() == replay_.generation) {
@@ -505,6 +523,10 @@ void Tracer::materialize(const SegmentOutputs& outputs, std::span<const Tensor> 
 void Tracer::write_back(std::span<const Tensor> values) {
   for (Buffer* b : written_.order) {
     const Tensor& o = values[static_cast<size_t>(b->output_slot)];
+    // A backend that computed the value in the memory itself (ir::InputWrite): nothing to copy.
+    if (o.impl()->storage_if_concrete() == b->concrete && o.storage_offset() == 0 &&
+        o.is_contiguous())
+      continue;
     Tensor flat(std::make_shared<TensorImpl>(o.impl()->storage(), o.storage_offset(),
                                              Shape{b->numel}, Shape{1}, o.dtype()));
     ops::convert_into(b->concrete_flat, flat);

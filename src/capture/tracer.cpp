@@ -349,6 +349,7 @@ ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
              "trace time)");
   ir::Graph g = std::move(rec_.graph);
   g.outputs = std::move(outputs);
+  g.input_writes.clear();  // about the outputs a flush collects, not these
   reset_segment();
   return g;
 }
@@ -467,6 +468,7 @@ Buffer& Tracer::written_buffer(const Tensor& dst) {
     slot->concrete_flat =
         Tensor(std::make_shared<TensorImpl>(storage, 0, Shape{slot->numel}, Shape{1}, dst.dtype()));
     slot->value = record_placeholder(TensorMeta::of(slot->concrete_flat));
+    slot->input_index = static_cast<int32_t>(rec_.inputs.size());
     rec_.inputs.push_back(slot->concrete_flat);
     written_.order.push_back(slot.get());
   }

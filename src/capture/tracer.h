@@ -49,6 +49,7 @@ struct Buffer {
   uint64_t version = 0;
   std::shared_ptr<Storage> concrete;  // a written concrete storage (written back after the run)
   Tensor concrete_flat;               // its flat graph input
+  int32_t input_index = -1;           // concrete_flat's position among the graph's inputs
   int32_t output_slot = -1;           // during a flush: which graph output holds it
 };
 

@@ -155,6 +155,9 @@ uint64_t Graph::hash() const {
   }
   h.add(outputs.size());
   for (ValueRef v : outputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
+  if (!input_writes.empty()) h.add(input_writes.size());
+  for (const InputWrite& w : input_writes)
+    h.add((static_cast<uint64_t>(w.output) << 32) ^ static_cast<uint32_t>(w.input));
   return h.h;
 }
 
@@ -171,7 +174,7 @@ bool same_node_at(const Graph& a, const Graph& b, size_t i) {
 
 bool structurally_equal(const Graph& a, const Graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||
-      a.runtime_attrs != b.runtime_attrs)
+      a.runtime_attrs != b.runtime_attrs || a.input_writes != b.input_writes)
     return false;
   for (size_t i = 0; i < a.nodes.size(); ++i)
     if (!same_node_at(a, b, i)) return false;
@@ -264,6 +267,7 @@ std::string describe_difference(const Graph& a, const Graph& b) {
     return os.str();
   }
   if (a.outputs != b.outputs) return "the graph returns different values";
+  if (a.input_writes != b.input_writes) return "the graph writes different inputs in place";
   if (!structurally_equal(a, b)) return "the graph differs";
   return "";
 }

@@ -6,6 +6,7 @@
 //   <strides> <offset>)... [grad <bits>]
 //   output <n> <node:output>...
 //   runtime <node> <attr>
+//   input_write <output> <input>   (after the output line)
 // A call's `grad <bits>` (bit k: output k requires grad) is written only when some bit is set;
 // text written before it existed reads as outputs that do not require grad.
 // Attributes are typed: n (none), i<int>, d<hex float>, b<0|1>, t<dtype>, s<dtype-letter><value>,
@@ -265,6 +266,8 @@ std::string Graph::serialize() const {
   for (ValueRef v : outputs) os << " " << v.node << ":" << v.output;
   os << "\n";
   for (const RuntimeAttr& r : runtime_attrs) os << "runtime " << r.node << " " << r.attr << "\n";
+  for (const InputWrite& w : input_writes)
+    os << "input_write " << w.output << " " << w.input << "\n";
   return os.str();
 }
 
@@ -326,6 +329,13 @@ Graph parse_graph(const std::string& text) {
       if (!std::holds_alternative<int64_t>(g.nodes[ra.node].attrs[static_cast<size_t>(ra.attr)]))
         r.fail("runtime attribute is not an integer attribute");
       g.runtime_attrs.push_back(ra);
+    } else if (kind == "input_write") {
+      const int32_t output = r.index(r.word());
+      const int32_t input = r.index(r.word());
+      if (!has_output || output < 0 || output >= static_cast<int32_t>(g.outputs.size()))
+        r.fail("input_write: no such output (the output line comes first)");
+      if (input < 0 || input >= g.num_inputs()) r.fail("input_write: no such input");
+      g.input_writes.push_back({output, input});
     } else {
       r.fail("unknown record '" + kind + "'");
     }

@@ -713,6 +713,77 @@ TEST(InductorMemory, KernelsWriteIntoTheBuffersOfInputsThatDieThere) {
   for (int call = 0; call < 2; ++call) expect_identical(twice(x, w), g(x, w));
 }
 
+// Wraps inductor and records, per run, which outputs the graph writes back into an input were
+// returned in that input's own memory (computed in place).
+struct InPlaceProbe {
+  std::vector<int> in_place, written;  // per run
+  CompileOptions options() {
+    CompileOptions o;
+    o.backend = Backend([this](const ir::Graph& g, std::span<const TensorMeta> metas) {
+      CompiledGraph run = lookup_backend("inductor")(g, metas);
+      return CompiledGraph([this, run, writes = g.input_writes](std::span<const Tensor> in,
+                                                                std::span<const int64_t> rt) {
+        std::vector<Tensor> out = run(in, rt);
+        int n = 0;
+        for (const ir::InputWrite& w : writes)
+          n += out[static_cast<size_t>(w.output)].impl()->storage_if_concrete() ==
+               in[static_cast<size_t>(w.input)].impl()->storage_if_concrete();
+        in_place.push_back(n);
+        written.push_back(static_cast<int>(writes.size()));
+        return out;
+      });
+    });
+    return o;
+  }
+};
+
+// A tensor written in place (an optimizer step) is computed in its own memory: no fresh buffer,
+// no copy back after the graph.
+TEST(InductorMemory, InPlaceWritesAreComputedInTheTensorsOwnMemory) {
+  manual_seed(13);
+  Tensor p = randn({64, 48}), m = zeros({64, 48}), g = randn({64, 48});
+  Tensor p2 = p.clone(), m2 = m.clone();
+  auto step = [](Tensor param, Tensor avg, Tensor grad) {
+    avg.mul_(0.9).add_(grad * 0.1);
+    param.sub_(avg * 0.01);
+    return param.sum();
+  };
+  InPlaceProbe probe;
+  auto f = compile(step, probe.options());
+  for (int call = 0; call < 3; ++call) {
+    expect_identical(step(p2, m2, g), f(p, m, g));
+    expect_identical(p2, p);
+    expect_identical(m2, m);
+  }
+  ASSERT_EQ(probe.written.size(), 3u);
+  EXPECT_EQ(probe.written[2], 2);   // param and avg
+  EXPECT_EQ(probe.in_place[2], 2);  // both computed where they live
+}
+
+// Reads of the old value (an extern call, another argument over the same memory, before the
+// write in program order) are served before the new value lands, wherever the schedule puts
+// them: the write goes in place only when nothing reads the old value later, and is checked per
+// call against the arguments' memory.
+TEST(InductorMemory, InPlaceWritesWaitForEveryReaderOfTheOldValue) {
+  manual_seed(14);
+  Tensor w = randn({48, 16});
+  auto aliased = [](Tensor param, Tensor same, Tensor weight) {
+    Tensor q = mm(same, weight);  // the old value
+    param.mul_(2.0);
+    return q + mm(same, weight);  // the new value
+  };
+  InPlaceProbe probe;
+  auto f = compile(aliased, probe.options());
+  for (int call = 0; call < 3; ++call) {
+    Tensor p = randn({32, 48}), p2 = p.clone();
+    // The second argument is the first one's memory (calls 0, 2) or other memory (call 1).
+    Tensor same = call == 1 ? p.clone() : p.view({32, 48});
+    Tensor same2 = call == 1 ? same.clone() : p2.view({32, 48});
+    expect_identical(aliased(p2, same2, w), f(p, same, w));
+    expect_identical(p2, p);
+  }
+}
+
 TEST(InductorMemory, ABufferSomeoneElseHoldsIsNotOverwritten) {
   manual_seed(13);
   Tensor x = randn({64, 64});

@@ -54,11 +54,22 @@ struct RuntimeAttr {
   friend bool operator==(const RuntimeAttr&, const RuntimeAttr&) = default;
 };
 
+// An output that the caller stores into an input after the call: a tensor the captured code
+// wrote in place (an optimizer's parameter update) whose graph input is the flat, contiguous
+// whole of its memory. A backend may compute the output directly in that input's memory and
+// return the input itself, which saves the copy; one that does not returns a fresh tensor.
+struct InputWrite {
+  int32_t output;
+  int32_t input;
+  friend bool operator==(const InputWrite&, const InputWrite&) = default;
+};
+
 class Graph {
  public:
   std::vector<Node> nodes;
   std::vector<ValueRef> outputs;
   std::vector<RuntimeAttr> runtime_attrs;
+  std::vector<InputWrite> input_writes;  // part of the graph's identity (hash, equality)
 
   int32_t num_inputs() const { return num_inputs_; }
   ValueRef add_placeholder(const TensorMeta& info);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "backends/inductor/cpp_compiler.h"
@@ -128,6 +129,9 @@ class CompiledInductorGraph {
   // Slots, liveness, attribute pointers and constants, computed once.
   void plan();
   void plan_donations();
+  void plan_input_writes(const std::vector<int64_t>& last_read);
+  struct InPlaceWrite;
+  static bool can_write_in_place(const InPlaceWrite& write, std::span<const Tensor> inputs);
   size_t slot(ir::ValueRef v) const { return slot_of_[static_cast<size_t>(v.node)] + v.output; }
   // The tensor of value v: its slot, or a view made over its root's slot from the recorded
   // metadata (views cost no copy).
@@ -164,7 +168,18 @@ class CompiledInductorGraph {
   std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
   std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
   std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
-  std::vector<std::pair<size_t, Tensor>> constants_;  // slot, value
+  // An output computed in the memory of the graph input it is written back to
+  // (ir::InputWrite). Other inputs may be the same memory in a call (the tensor read before it
+  // was written: a placeholder of its own); whether they are is checked per run. One of
+  // `late_inputs` (read after the kernel, or by it elsewhere than where it writes) must not
+  // share the memory; one of `same_place_inputs` (read by the kernel only where it writes) may,
+  // if it starts where the target does (then it is the same elements).
+  struct InPlaceWrite {
+    int32_t input;
+    std::vector<int32_t> late_inputs, same_place_inputs;
+  };
+  std::vector<std::vector<std::optional<InPlaceWrite>>> in_place_;  // per kernel, per output
+  std::vector<std::pair<size_t, Tensor>> constants_;                // slot, value
   mutable std::atomic<bool> verified_{false};
   // max-autotune: per kernel, the grain it runs with (0: its own); written once, by the first
   // run (under tune_mu_), before tuned_ is set.
@@ -173,6 +188,23 @@ class CompiledInductorGraph {
   mutable std::mutex tune_mu_;
   std::shared_ptr<inductor::GraphProfile> profile_;  // null unless KILN_INDUCTOR_PROFILE is set
 };
+
+bool CompiledInductorGraph::can_write_in_place(const InPlaceWrite& write,
+                                               std::span<const Tensor> inputs) {
+  const Tensor& target = inputs[static_cast<size_t>(write.input)];
+  if (!target.is_contiguous()) return false;
+  const Storage* memory = target.impl()->storage_if_concrete().get();
+  auto shares = [&](int32_t a) {
+    return inputs[static_cast<size_t>(a)].impl()->storage_if_concrete().get() == memory;
+  };
+  for (int32_t a : write.late_inputs)
+    if (shares(a)) return false;
+  for (int32_t a : write.same_place_inputs)
+    if (shares(a) && (inputs[static_cast<size_t>(a)].storage_offset() != target.storage_offset() ||
+                      !inputs[static_cast<size_t>(a)].is_contiguous()))
+      return false;
+  return true;
+}
 
 std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile() const {
   static std::atomic<int> graphs{0};
@@ -246,6 +278,83 @@ void CompiledInductorGraph::plan() {
     input_offsets_.push_back(std::move(offsets));
   }
   plan_donations();
+  plan_input_writes(last);
+}
+
+// Whether kernel input i is read only at the element being written by op `writer`: the whole
+// of its root, laid out as the kernel's iteration (one element per iteration, no other view of
+// the root in the kernel), and read by no op after the writer. Then the writer may write its
+// result into the input's memory: every element is read before it is overwritten.
+bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, const ir::Graph& g) {
+  const inductor::KernelInput& in = kernel.inputs[i];
+  const TensorMeta& root = g.info(in.root);
+  if (root.strides != contiguous_strides(root.sizes) || in.offset != 0 ||
+      in.strides != contiguous_strides(kernel.ranges))
+    return false;
+  for (size_t other = 0; other < kernel.inputs.size(); ++other)
+    if (other != i && kernel.inputs[other].root == in.root) return false;
+  for (size_t j = writer + 1; j < kernel.ops.size(); ++j)
+    for (const inductor::Operand& a : kernel.ops[j].args)
+      if (a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i))
+        return false;
+  return true;
+}
+
+void CompiledInductorGraph::plan_input_writes(const std::vector<int64_t>& last_read) {
+  const ir::Graph& g = graph_;
+  in_place_.resize(schedule_.kernels.size());
+  for (size_t k = 0; k < schedule_.kernels.size(); ++k)
+    in_place_[k].resize(schedule_.kernels[k].outputs.size());
+  std::vector<int32_t> placeholder_of(static_cast<size_t>(g.num_inputs()), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].kind == ir::NodeKind::Placeholder)
+      placeholder_of[static_cast<size_t>(g.nodes[i].input_index)] = static_cast<int32_t>(i);
+  for (const ir::InputWrite& w : g.input_writes) {
+    if (w.output < 0 || static_cast<size_t>(w.output) >= g.outputs.size() || w.input < 0 ||
+        w.input >= g.num_inputs())
+      continue;
+    const ir::ValueRef v = g.outputs[static_cast<size_t>(w.output)];
+    if (std::count(g.outputs.begin(), g.outputs.end(), v) != 1) continue;  // returned twice
+    const ir::ValueRef target{placeholder_of[static_cast<size_t>(w.input)], 0};
+    const TensorMeta& tm = g.info(target);
+    const TensorMeta& vm = g.info(v);
+    if (tm.dtype != vm.dtype || tm.strides != contiguous_strides(tm.sizes) ||
+        checked_numel(tm.sizes, "inductor") != checked_numel(vm.sizes, "inductor"))
+      continue;
+    const size_t target_slot = slot(target);
+    for (size_t step = 0; step < schedule_.steps.size(); ++step) {
+      const Step& st = schedule_.steps[step];
+      if (st.kind != Step::Kind::Kernel) continue;
+      const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
+      for (size_t o = 0; o < kernel.outputs.size(); ++o) {
+        if (kernel.outputs[o].value != v) continue;
+        // Nothing after this kernel reads the input's old value, and the kernel itself only
+        // where it writes.
+        bool ok = last_read[target_slot] <= static_cast<int64_t>(step);
+        for (size_t i = 0; ok && i < kernel.inputs.size(); ++i)
+          if (kernel.inputs[i].root == target)
+            ok = read_only_where_written(kernel, i, static_cast<size_t>(kernel.outputs[o].op), g);
+        if (!ok) continue;
+        InPlaceWrite plan{w.input, {}, {}};
+        for (size_t a = 0; a < placeholder_of.size(); ++a) {
+          const ir::ValueRef other{placeholder_of[a], 0};
+          const int64_t last = last_read[slot(other)];
+          if (static_cast<int32_t>(a) == w.input || last < static_cast<int64_t>(step)) continue;
+          const TensorMeta& om = g.info(other);
+          bool same_place =
+              last == static_cast<int64_t>(step) && om.strides == contiguous_strides(om.sizes) &&
+              checked_numel(om.sizes, "inductor") == checked_numel(tm.sizes, "inductor");
+          for (size_t i = 0; same_place && i < kernel.inputs.size(); ++i)
+            if (kernel.inputs[i].root == other)
+              same_place =
+                  read_only_where_written(kernel, i, static_cast<size_t>(kernel.outputs[o].op), g);
+          (same_place ? plan.same_place_inputs : plan.late_inputs)
+              .push_back(static_cast<int32_t>(a));
+        }
+        in_place_[static_cast<size_t>(st.index)][o] = std::move(plan);
+      }
+    }
+  }
 }
 
 // A kernel output may take the buffer of an input that dies at the kernel instead of a fresh
@@ -273,17 +382,11 @@ void CompiledInductorGraph::plan_donations() {
         const ir::Node& producer = g.nodes[static_cast<size_t>(in.root.node)];
         const TensorMeta& root = g.info(in.root);
         const size_t s = slot(in.root);
-        bool ok = !taken[i] && producer.kind == ir::NodeKind::Call && root.dtype == out.dtype &&
-                  root.sizes == out.sizes && root.strides == contiguous_strides(root.sizes) &&
-                  in.offset == 0 && in.strides == elementwise &&
-                  std::find(release_after_[k].begin(), release_after_[k].end(), s) !=
-                      release_after_[k].end();
-        for (size_t other = 0; ok && other < kernel.inputs.size(); ++other)
-          ok = other == i || kernel.inputs[other].root != in.root;
-        for (size_t j = writer + 1; ok && j < kernel.ops.size(); ++j)
-          for (const inductor::Operand& a : kernel.ops[j].args)
-            ok = ok &&
-                 !(a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i));
+        const bool ok = !taken[i] && producer.kind == ir::NodeKind::Call &&
+                        root.dtype == out.dtype && root.sizes == out.sizes &&
+                        std::find(release_after_[k].begin(), release_after_[k].end(), s) !=
+                            release_after_[k].end() &&
+                        read_only_where_written(kernel, i, writer, g);
         if (!ok) continue;
         taken[i] = true;
         donors[o] = static_cast<int64_t>(s);
@@ -476,11 +579,18 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
         const TensorMeta& m = g.info(kernel.outputs[o].value);
         Tensor& t = slots[slot(kernel.outputs[o].value)];
         // (Not while tuning: the kernel runs again and must find its inputs unchanged.)
-        const int64_t donor = tune && needs_tuning(ki) ? -1 : donor_slot_[ki][o];
-        if (donor >= 0 && exclusively_owned(slots[static_cast<size_t>(donor)]))
+        const bool retuned = tune && needs_tuning(ki);
+        const int64_t donor = retuned ? -1 : donor_slot_[ki][o];
+        const std::optional<InPlaceWrite>& write = in_place_[ki][o];
+        if (write && !retuned && can_write_in_place(*write, inputs)) {
+          const Tensor& target = inputs[static_cast<size_t>(write->input)];
+          t = Tensor(std::make_shared<TensorImpl>(target.impl()->storage(), target.storage_offset(),
+                                                  m.sizes, contiguous_strides(m.sizes), m.dtype));
+        } else if (donor >= 0 && exclusively_owned(slots[static_cast<size_t>(donor)])) {
           t = slots[static_cast<size_t>(donor)];  // the donor's slot is released after this step
-        else
+        } else {
           t = make_tensor(m.sizes, m.dtype);
+        }
         buffers.push_back(static_cast<char*>(t.data_ptr()));
       }
       for (size_t i = 0; i < kernel.inputs.size(); ++i)
