@@ -67,6 +67,24 @@ TEST(Graph, SerialisationRoundTrips) {
   EXPECT_EQ(r2.runtime_attr_values(), (std::vector<int64_t>{7, 11}));
 }
 
+// Outputs written back into an input are part of a graph's identity and of its text form: a
+// graph that returns a value is not the graph that writes it into its input.
+TEST(Graph, InputWritesAreStructuralAndSerialised) {
+  Graph plain = sample_graph(), writes = sample_graph();
+  writes.input_writes = {{0, 1}};
+  EXPECT_FALSE(structurally_equal(plain, writes));
+  EXPECT_NE(plain.hash(), writes.hash());
+  EXPECT_EQ(describe_difference(plain, writes), "the graph writes different inputs in place");
+  Graph back = parse_graph(writes.serialize());
+  EXPECT_EQ(back.input_writes, writes.input_writes);
+  EXPECT_TRUE(structurally_equal(writes, back));
+  const std::string text = writes.serialize();
+  const std::string bad_output = text.substr(0, text.find("input_write")) + "input_write 3 1\n";
+  EXPECT_THROW(parse_graph(bad_output), Error);
+  const std::string bad_input = text.substr(0, text.find("input_write")) + "input_write 0 9\n";
+  EXPECT_THROW(parse_graph(bad_input), Error);
+}
+
 // AOT autograd records which call outputs require grad (they are part of the hash), so a repro
 // of its graphs must keep them; text without them still parses, as outputs that do not.
 TEST(Graph, SerialisationKeepsWhichCallOutputsRequireGrad) {
