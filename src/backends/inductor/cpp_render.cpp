@@ -192,6 +192,29 @@ bool passes_bools_as_is(const KernelOp& op, DType operand) {
   return operand == DType::Bool && op.op->pointwise.form != PointwiseBody::Form::Vector;
 }
 
+// The loop of op j of kernel k, a scalar functor, over `count` elements of its operand blocks
+// `args`. The functor is copied into the loop's scope (the kernel's lambdas capture it by
+// reference, and a store through `out` might then alias its members), and bool blocks are read
+// as bytes: GCC vectorises neither a load of `bool` nor a loop that may rewrite the functor, so
+// `mask ? value : x` was a load and a branch per element.
+std::string scalar_loop(const Kernel& k, size_t j, const std::string& out, const std::string& count,
+                        const std::vector<std::string>& args) {
+  const KernelOp& op = k.ops[j];
+  std::string s = detail::concat("{ const auto g = f", j, "; for (int64_t j = 0; j < ", count,
+                                 "; ++j) ", out, "[j] = g(");
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Operand& a = op.args[i];
+    const bool bool_block =
+        op.compute == DType::Bool ||
+        (a.kind != Operand::Kind::Constant && passes_bools_as_is(op, operand_dtype(k, a)));
+    s += detail::concat(
+        i ? ", " : "",
+        bool_block ? detail::concat("(reinterpret_cast<const uint8_t*>(", args[i], ")[j] != 0)")
+                   : args[i] + "[j]");
+  }
+  return s + "); }";
+}
+
 // The dtype of every value of kernel k when all its ops are vector functors computing in the
 // dtype of their inputs and result, one floating dtype throughout: then the kernel computes a
 // vector at a time with all its ops on registers (vector_loop). Otherwise (casts, predicates,
@@ -345,9 +368,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       for (const std::string& a : args) os << ", " << a;
       os << ");\n";
     } else {
-      os << "    for (int64_t j = 0; j < n; ++j) " << result[j] << "[j] = f" << j << "(";
-      for (size_t a = 0; a < args.size(); ++a) os << (a ? ", " : "") << args[a] << "[j]";
-      os << ");\n";
+      os << "    " << scalar_loop(k, j, result[j], "n", args) << "\n";
     }
   }
   os << "  });\n}\n\n";
@@ -423,10 +444,7 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       for (const std::string& a : args) body << ", " << a;
       body << ");\n";
     } else {
-      body << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << out << "[j] = f" << j
-           << "(";
-      for (size_t a = 0; a < args.size(); ++a) body << (a ? ", " : "") << args[a] << "[j]";
-      body << ");\n";
+      body << indent << scalar_loop(k, j, out, count, args) << "\n";
     }
   };
   for (size_t j = 0; j < k.ops.size(); ++j) {
