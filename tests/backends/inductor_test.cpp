@@ -264,6 +264,10 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   }
   EXPECT_EQ(c2.kernels(), 1u);
   EXPECT_EQ(c2.externs(), 0u);
+  // Runs of pointwise ops between the row ops compute on registers (centred * rstd * w: a
+  // per-row value broadcast, no row buffer for the product).
+  const std::string source = inductor::render_cpp(c2.graphs[0], c2.schedules[0]);
+  EXPECT_NE(source.find("mul, mul (on registers)"), std::string::npos) << source;
   // A sum without keepdim is a per-row output too; float64, a row read from a graph input, and
   // per-row ops converting a float32 per-row input (one conversion each).
   Tensor d = randn({7, 33}, DType::Float64), e = randn({7, 1});

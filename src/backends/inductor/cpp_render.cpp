@@ -447,8 +447,94 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       body << indent << scalar_loop(k, j, out, count, args) << "\n";
     }
   };
+  // Ops over the whole row that can compute on registers, in one dtype T: vector functors in T
+  // whose operands are T (a per-row value or constant broadcast).
+  auto on_registers = [&](size_t j, DType t) {
+    const KernelOp& op = k.ops[j];
+    if (op.row || op.per_row || op.op->pointwise.form != PointwiseBody::Form::Vector ||
+        op.dtype != t || op.compute != t)
+      return false;
+    for (const Operand& a : op.args)
+      if (a.kind != Operand::Kind::Constant && dtype_of(a) != t) return false;
+    return true;
+  };
+  // The last reader of each op's value (k.ops.size() for a kernel output).
+  std::vector<size_t> last_reader(k.ops.size(), 0);
+  for (size_t j = 0; j < k.ops.size(); ++j)
+    for (const Operand& a : k.ops[j].args)
+      if (a.kind == Operand::Kind::Op) last_reader[static_cast<size_t>(a.index)] = j;
+  for (size_t o = 0; o < num_out; ++o)
+    last_reader[static_cast<size_t>(k.outputs[o].op)] = k.ops.size();
+  // A run of two or more such ops [first, end) as one loop over the row: a vector at a time
+  // through all of them, storing only the values read after the run.
+  auto render_register_run = [&](size_t first, size_t end) {
+    const DType t = k.ops[first].dtype;
+    const std::string T = ctype(t), V = detail::concat("vec::Vec<", T, ">");
+    std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
+    std::map<std::pair<int, int32_t>, std::string> operand_name;  // (kind, index) -> expression
+    body << "    // ";
+    for (size_t j = first; j < end; ++j) body << (j > first ? ", " : "") << k.ops[j].op->name;
+    body << " (on registers)\n";
+    for (size_t j = first; j < end; ++j) {
+      const KernelOp& op = k.ops[j];
+      for (const Operand& a : op.args) {
+        const auto key = std::make_pair(static_cast<int>(a.kind), a.index);
+        if (operand_name.count(key)) continue;
+        if (a.kind == Operand::Kind::Constant) {
+          operand_name[key] = detail::concat("k", a.index);
+          body << "    const " << V << " k" << a.index << "("
+               << constant_literal(k.constants[static_cast<size_t>(a.index)], t) << ");\n";
+        } else if (a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row) {
+          operand_name[key] = detail::concat("b", a.index);
+          body << "    const " << V << " b" << a.index << "(" << name_of(a) << "[0]);\n";
+        } else if (!(a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first)) {
+          operand_name[key] = detail::concat("x[", loaded.size(), "]");
+          loaded.push_back(name_of(a));
+        }
+      }
+      operand_name[{static_cast<int>(Operand::Kind::Op), static_cast<int32_t>(j)}] =
+          detail::concat("t", j);
+      const bool is_output = output_slot[j] >= 0;
+      result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
+      if (last_reader[j] >= end) {
+        if (is_output)
+          body << "    " << T << "* " << result[j] << " = reinterpret_cast<" << T << "*>(p["
+               << output_slot[j] << "]);\n";
+        else
+          body << "    " << T << "* " << result[j] << " = " << row_buffer(t) << ";\n";
+        stored.push_back(result[j]);
+      }
+    }
+    body << "    inductor_rt::vector_loop<" << T << ", " << stored.size() << ", " << loaded.size()
+         << ">(false, cols, {";
+    for (size_t i = 0; i < stored.size(); ++i) body << (i ? ", " : "") << stored[i];
+    body << "}, {";
+    for (size_t i = 0; i < loaded.size(); ++i)
+      body << (i ? ", " : "") << "static_cast<const " << T << "*>(" << loaded[i] << ")";
+    body << "},\n        [&](const " << V << "* x, " << V << "* y) {\n";
+    size_t y = 0;
+    for (size_t j = first; j < end; ++j) {
+      const KernelOp& op = k.ops[j];
+      body << "          const " << V << " t" << j << " = f" << j << "(";
+      for (size_t i = 0; i < op.args.size(); ++i)
+        body << (i ? ", " : "")
+             << operand_name.at({static_cast<int>(op.args[i].kind), op.args[i].index});
+      body << ");  // " << op.op->name << "\n";
+      if (last_reader[j] >= end) body << "          y[" << y++ << "] = t" << j << ";\n";
+    }
+    body << "        });\n";
+  };
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
+    if (on_registers(j, op.dtype) && (op.dtype == DType::Float32 || op.dtype == DType::Float64)) {
+      size_t end = j + 1;
+      while (end < k.ops.size() && on_registers(end, op.dtype)) ++end;
+      if (end - j >= 2) {
+        render_register_run(j, end);
+        j = end - 1;
+        continue;
+      }
+    }
     const char* out_t = ctype(op.dtype);
     const bool is_output = output_slot[j] >= 0;
     result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
