@@ -83,12 +83,27 @@ void gelu_derivative(const BackwardCall& c, std::span<Tensor> grads) {
   constexpr double kInvSqrt2 = 0.7071067811865476, kInvSqrt2Pi = 0.3989422804014327;
   grads[0] = g * ((erf(x * kInvSqrt2) + 1) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
 }
+// The erf form in the ops its derivative is written in, so that a compiled graph computing
+// both (a training step: the derivative depends only on x) computes erf(x / sqrt(2)) once, as
+// common subexpression. Bitwise equal to gelu_fn, half * x * (one + erf(x * k)): IEEE addition
+// and multiplication commute, and the constants round to T as gelu_fn's do. The tanh form uses
+// a fused multiply-add that no op expresses, so it stays itself.
+void gelu_decomposition(const OpCall& c, std::span<Tensor> results) {
+  const Tensor& x = c.in(0);
+  if (c.attrs.str(0) == "tanh") {
+    results[0] = gelu(x, "tanh");
+    return;
+  }
+  constexpr double kInvSqrt2 = 0.7071067811865476;
+  results[0] = (x * 0.5) * (erf(x * kInvSqrt2) + 1);
+}
 const OpDef& gelu_op =
     register_pointwise({.name = "gelu",
                         .schema = "gelu(Tensor self, str approximate) -> Tensor",
                         .kind = OpKind::Pointwise,
                         .meta = gelu_meta,
-                        .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})}},
+                        .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})},
+                        .decomposition = gelu_decomposition},
                        KILN_MAP_KERNEL(gelu_fn, Floating));
 }  // namespace ops
 Tensor gelu(const Tensor& x, const std::string& approximate) {

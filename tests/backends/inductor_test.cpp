@@ -359,6 +359,31 @@ TEST(Inductor, FloatChainsComputeOnRegistersAndStayBitwiseEqual) {
   EXPECT_EQ(source.find(name + "_as_float32"), std::string::npos) << source;
 }
 
+// gelu is computed through its decomposition, so its erf and the one its derivative's formula
+// computes (in a training step, in the same kernel) are one erf; bitwise equal to eager either
+// way, and the tanh form (a fused multiply-add no op expresses) stays itself.
+TEST(Inductor, GeluSharesItsErfWithItsDerivative) {
+  manual_seed(15);
+  auto fn = [](Tensor x) {
+    const Tensor phi = (erf(x * 0.7071067811865476) + 1) * 0.5;  // as gelu's derivative writes it
+    return std::vector<Tensor>{gelu(x), phi, gelu(x * 2, "tanh")};
+  };
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = randn({33, 70}, dt);
+    Compiled c;
+    auto f = compile(fn, c.options());
+    for (int call = 0; call < 2; ++call) expect_all_identical(fn(x), f(x));
+    ASSERT_EQ(c.graphs.size(), 1u);
+    int erfs = 0, gelus = 0;
+    for (const ir::Node& n : c.graphs[0].nodes) {
+      erfs += n.op && n.op->name == "erf";
+      gelus += n.op && n.op->name == "gelu";
+    }
+    EXPECT_EQ(erfs, 1);
+    EXPECT_EQ(gelus, 1);  // the tanh form
+  }
+}
+
 // KILN_INDUCTOR_PROFILE: each compiled graph reports its run time, its time per kind of step
 // and its slowest steps.
 TEST(Inductor, StepProfileReportsWhereAGraphsTimeGoes) {

@@ -7,6 +7,7 @@
 
 #include "capture/retrace.h"
 #include "capture/state.h"
+#include "kiln/ir/passes.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
 
@@ -299,8 +300,7 @@ Schedule schedule_graph(const ir::Graph& g) {
 }
 
 bool decomposed_in_generated_code(const ir::Node& n) {
-  return n.kind == ir::NodeKind::Call && n.op->decomposition && n.op->kind == OpKind::Pointwise &&
-         n.op->pointwise.functor.empty();
+  return n.kind == ir::NodeKind::Call && n.op->decomposition && n.op->kind == OpKind::Pointwise;
 }
 
 LoweredGraph lower_graph(const ir::Graph& captured) {
@@ -311,6 +311,10 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
   LoweredGraph out;
   auto t0 = Clock::now();
   out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
+  // What decompositions share with the rest of the graph (gelu's erf with its derivative's)
+  // is computed once.
+  ir::eliminate_common_subexpressions(out.graph);
+  ir::eliminate_dead_code(out.graph);
   capture::add_compile_time("inductor_decompose", seconds_since(t0));
   t0 = Clock::now();
   out.schedule = schedule_graph(out.graph);

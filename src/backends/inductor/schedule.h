@@ -102,9 +102,10 @@ struct ScheduleSummary {
 };
 ScheduleSummary summarize(const ir::Graph& captured);
 
-// Ops generated code computes through their decomposition: those it cannot compute directly
-// (Pointwise without a functor: the optimizers' multi-output updates) but whose decomposition
-// it can fuse. Every other op is fused as itself or runs as an extern call to its kernel.
+// Ops generated code computes through their decomposition: pointwise ops that have one — the
+// optimizers' multi-output updates (no functor of their own) and gelu (so that its erf is
+// shared with its derivative's). Every other op is fused as itself or runs as an extern call
+// to its kernel.
 bool decomposed_in_generated_code(const ir::Node& node);
 
 // Whether generated code can compute `node` (a pointwise op with a generated body, or a row op,
