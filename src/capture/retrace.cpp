@@ -96,8 +96,8 @@ ir::Graph decompose_graph(const ir::Graph& g,
           all_outputs(out.add_call(*n.op, ins, n.attrs, n.outputs, n.loc), n.outputs.size());
       continue;
     }
-    KILN_CHECK(n.op->decomposition, Error, "internal error: '", n.op->name,
-               "' has no decomposition");
+    KILN_CHECK(n.op->has_decomposition(n.attrs), Error, "internal error: '", n.op->name,
+               "' has no decomposition for these attributes");
     // Re-trace the decomposition on stand-ins for the node's inputs.
     std::vector<TensorMeta> metas;
     for (ir::ValueRef v : n.inputs) metas.push_back(g.info(v));

@@ -78,6 +78,15 @@ bool tiny_gemm_applies(int64_t n, int64_t m, int64_t k, int64_t bcs) {
          (nv == 1 || nv == 2 || nv == 4 || nv == 8);
 }
 
+// Small products that the same loop computes when batched: at most kSmallGemmWork
+// multiply-adds, c rows of 1, 2, 4 or 8 whole vectors (b's rows are packed when needed).
+template <typename T>
+bool small_gemm_applies(int64_t n, int64_t m, int64_t k) {
+  constexpr int64_t W = vec::Vec<T>::width;
+  const int64_t nv = m / W;
+  return n * m * k <= kSmallGemmWork && m % W == 0 && (nv == 1 || nv == 2 || nv == 4 || nv == 8);
+}
+
 // Rows [i0, i0 + R) of c (contiguous, NV vectors wide) = alpha * a @ b + beta * c, with the
 // R x NV accumulators in registers (R rows at once hide the FMA latency).
 template <typename T, int NV, int R>
@@ -263,11 +272,28 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
   batch_offsets(batch, a, b, off_a, off_b);
   const int64_t work = n * m * k;
   const bool tiny = tiny_gemm_applies<T>(n, m, k, b.cs());
+  // Small products of a batch (attention over short sequences: 64 x 64 x 32) also run the
+  // register-blocked loop, b's rows packed contiguous per product where they are not: a BLAS
+  // call packs both operands and checks its threading every time, which cost it half its
+  // speed at these sizes.
+  const bool small = !tiny && count > 1 && small_gemm_applies<T>(n, m, k);
   const auto run = [&](int64_t begin, int64_t end) {
+    std::vector<T> panel(small && b.cs() != 1 ? static_cast<size_t>(k * m) : 0);
     for (int64_t i = begin; i < end; ++i) {
       if (tiny) {
         tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i], b.rs(),
                      beta, out + i * n * m);
+      } else if (small) {
+        const T* rows = b.data + off_b[i];
+        int64_t row_stride = b.rs();
+        if (!panel.empty()) {
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < m; ++j) panel[p * m + j] = rows[p * b.rs() + j * b.cs()];
+          rows = panel.data();
+          row_stride = m;
+        }
+        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows, row_stride, beta,
+                     out + i * n * m);
       } else {
         blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
                      b.data + off_b[i], lb.ld, beta, out + i * n * m, m);

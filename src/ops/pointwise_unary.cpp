@@ -87,15 +87,13 @@ void gelu_derivative(const BackwardCall& c, std::span<Tensor> grads) {
 // both (a training step: the derivative depends only on x) computes erf(x / sqrt(2)) once, as
 // common subexpression. Bitwise equal to gelu_fn, half * x * (one + erf(x * k)): IEEE addition
 // and multiplication commute, and the constants round to T as gelu_fn's do. The tanh form uses
-// a fused multiply-add that no op expresses, so it stays itself.
+// a fused multiply-add that no op expresses: it has no decomposition.
+bool gelu_decomposes(const Attrs& attrs) { return attrs.str(0) == "none"; }
 void gelu_decomposition(const OpCall& c, std::span<Tensor> results) {
-  const Tensor& x = c.in(0);
-  if (c.attrs.str(0) == "tanh") {
-    results[0] = gelu(x, "tanh");
-    return;
-  }
+  KILN_CHECK(gelu_decomposes(c.attrs), Error,
+             "internal error: gelu's tanh form has no decomposition");
   constexpr double kInvSqrt2 = 0.7071067811865476;
-  results[0] = (x * 0.5) * (erf(x * kInvSqrt2) + 1);
+  results[0] = (c.in(0) * 0.5) * (erf(c.in(0) * kInvSqrt2) + 1);
 }
 const OpDef& gelu_op =
     register_pointwise({.name = "gelu",
@@ -103,7 +101,8 @@ const OpDef& gelu_op =
                         .kind = OpKind::Pointwise,
                         .meta = gelu_meta,
                         .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})},
-                        .decomposition = gelu_decomposition},
+                        .decomposition = gelu_decomposition,
+                        .decomposes = gelu_decomposes},
                        KILN_MAP_KERNEL(gelu_fn, Floating));
 }  // namespace ops
 Tensor gelu(const Tensor& x, const std::string& approximate) {

@@ -164,6 +164,8 @@ using ViewFn = Tensor (*)(const OpCall& call);
 // re-tracing): fills `results` with new tensors holding the op's outputs (for an in-place op,
 // the values it writes). Null: the backend calls the kernel.
 using DecompositionFn = void (*)(const OpCall& call, std::span<Tensor> results);
+// Whether a call with these attributes has a decomposition (null: every call has).
+using DecomposesFn = bool (*)(const Attrs& attrs);
 
 // How a pointwise op's elements are computed, for code generation.
 struct PointwiseBody {
@@ -190,6 +192,11 @@ struct OpDef {
   // The derivative written in Kiln ops (read by autograd; see Derivative).
   Derivative derivative{};
   DecompositionFn decomposition = nullptr;
+  DecomposesFn decomposes = nullptr;
+  // Whether `call` is decomposed: the op has a decomposition that covers its attributes.
+  bool has_decomposition(const Attrs& attrs) const {
+    return decomposition && (!decomposes || decomposes(attrs));
+  }
   // Random ops: the positions in `attrs` of their Philox seed and offset. These change on every
   // call, so capture passes them to the compiled graph per run instead of guarding on them.
   // register_op checks that every Random op states them (and no other op does).

@@ -300,7 +300,8 @@ Schedule schedule_graph(const ir::Graph& g) {
 }
 
 bool decomposed_in_generated_code(const ir::Node& n) {
-  return n.kind == ir::NodeKind::Call && n.op->decomposition && n.op->kind == OpKind::Pointwise;
+  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::Pointwise &&
+         n.op->has_decomposition(n.attrs);
 }
 
 LoweredGraph lower_graph(const ir::Graph& captured) {
