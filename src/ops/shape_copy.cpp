@@ -257,7 +257,30 @@ void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
     x_off += std::max<int64_t>(-left, 0) * x.stride(d);
     o_off += std::max<int64_t>(left, 0) * out.stride(d);
   }
-  if (border) fill_tensor(out, c.attrs.scalar(1));
+  if (border) {
+    // Only the border is filled (the copy writes the rest): per padded dim, outermost first, the
+    // slabs before and after the copied range, within the ranges of the dims handled before
+    // (so no element is written twice).
+    Shape start(static_cast<size_t>(out.dim()), 0), extent = out.sizes();
+    auto fill_slab = [&](int64_t d, int64_t begin, int64_t length) {
+      if (length <= 0) return;
+      Shape slab = extent;
+      slab[d] = length;
+      int64_t offset = out.storage_offset() + begin * out.stride(d);
+      for (int64_t e = 0; e < out.dim(); ++e)
+        if (e != d) offset += start[e] * out.stride(e);
+      fill_tensor(strided_view(out, slab, out.strides(), offset), c.attrs.scalar(1));
+    };
+    for (int64_t d = 0; d < out.dim(); ++d) {
+      const int64_t i = out.dim() - 1 - d;  // its (left, right) pair
+      if (i >= static_cast<int64_t>(pad.size()) / 2) continue;
+      const int64_t left = std::max<int64_t>(pad[2 * i], 0);
+      fill_slab(d, 0, left);
+      fill_slab(d, left + sizes[d], out.size(d) - left - sizes[d]);
+      start[d] = left;
+      extent[d] = sizes[d];
+    }
+  }
   if (checked_numel(sizes, "pad") == 0) return;
   strided_copy(strided_view(out, sizes, out.strides(), o_off),
                strided_view(x, sizes, x.strides(), x_off));
