@@ -791,10 +791,11 @@ TEST(InductorMemory, InPlaceWritesAreComputedInTheTensorsOwnMemory) {
   EXPECT_EQ(probe.in_place[2], 2);  // both computed where they live
 }
 
-// Reads of the old value (an extern call, another argument over the same memory, before the
-// write in program order) are served before the new value lands, wherever the schedule puts
-// them: the write goes in place only when nothing reads the old value later, and is checked per
-// call against the arguments' memory.
+// Reads of the old value (an extern call on another argument over the same memory, before the
+// write in program order) and of the new one see what eager sees, whether the second argument
+// is the first one's memory or not. (Today's schedule runs that extern before the writing
+// kernel; the per-call check of the arguments' memory, can_write_in_place, guards a schedule
+// that would not, and this test does not force one.)
 TEST(InductorMemory, InPlaceWritesWaitForEveryReaderOfTheOldValue) {
   manual_seed(14);
   Tensor w = randn({48, 16});

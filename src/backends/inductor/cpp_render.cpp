@@ -5,6 +5,7 @@
 #include "backends/inductor/cpp_render.h"
 
 #include <bit>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -215,61 +216,80 @@ std::string scalar_loop(const Kernel& k, size_t j, const std::string& out, const
   return s + "); }";
 }
 
-// The dtype of every value of kernel k when all its ops are vector functors computing in the
-// dtype of their inputs and result, one floating dtype throughout: then the kernel computes a
-// vector at a time with all its ops on registers (vector_loop). Otherwise (casts, predicates,
-// scalar functors) op by op over blocks.
+// Whether op j of kernel k can compute on registers in floating dtype t: a vector functor over
+// the whole iteration (not a row op or a per-row value) computing in t, with a result and
+// operands in t (constants are broadcast in t).
+bool on_registers(const Kernel& k, size_t j, DType t) {
+  const KernelOp& op = k.ops[j];
+  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row ||
+      op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
+    return false;
+  for (const Operand& a : op.args)
+    if (a.kind != Operand::Kind::Constant && operand_dtype(k, a) != t) return false;
+  return true;
+}
+
+// The dtype of every value of plain kernel k when all its ops compute on registers in one
+// floating dtype: then the kernel computes a vector at a time with all its ops (vector_loop).
+// Otherwise (casts, predicates, scalar functors) op by op over blocks.
 std::optional<DType> register_fusable(const Kernel& k) {
   if (k.row_size > 0 || k.ops.empty()) return std::nullopt;
   const DType t = k.ops[0].dtype;
-  if (t != DType::Float32 && t != DType::Float64) return std::nullopt;
-  for (const KernelOp& op : k.ops)
-    if (op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
-      return std::nullopt;
-  for (const KernelInput& in : k.inputs)
-    if (in.dtype != t) return std::nullopt;
+  for (size_t j = 0; j < k.ops.size(); ++j)
+    if (!on_registers(k, j, t)) return std::nullopt;
   return t;
 }
 
-// The body of a register-fusable kernel (see register_fusable) inside its block loop: one
-// expression per op on vectors, the constants broadcast once per call.
-void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t) {
-  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+// A vector_loop over `count` elements computing ops [first, end) of k in dtype t, one
+// expression per op on vectors: it stores `stored` (pointers; ops whose y_of >= 0 write
+// y[y_of]) and loads `loaded` (x[i]); `operand` names each other operand (x[i], a broadcast
+// constant or per-row value). Shared by plain kernels (all their ops) and row kernels (a run of
+// ops between row ops).
+void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first, size_t end,
+                        const std::string& stream, const std::string& count,
+                        const std::vector<std::string>& stored,
+                        const std::vector<std::string>& loaded, const std::vector<int>& y_of,
+                        const std::function<std::string(const Operand&)>& operand) {
   const char* T = ctype(t);
   const std::string V = detail::concat("vec::Vec<", T, ">");
-  std::vector<int> output_of(k.ops.size(), -1);
-  for (size_t o = 0; o < num_out; ++o)
-    output_of[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
-  os << "    inductor_rt::vector_loop<" << T << ", " << num_out << ", " << num_in << ">(numel * "
-     << itemsize(t) << " >= " << kStreamingStoreBytes << ", n, {";
-  for (size_t o = 0; o < num_out; ++o)
-    os << (o ? ", " : "") << "reinterpret_cast<" << T << "*>(p[" << o << "])";
+  os << "    inductor_rt::vector_loop<" << T << ", " << stored.size() << ", " << loaded.size()
+     << ">(" << stream << ", " << count << ", {";
+  for (size_t i = 0; i < stored.size(); ++i) os << (i ? ", " : "") << stored[i];
   os << "}, {";
-  for (size_t i = 0; i < num_in; ++i)
-    os << (i ? ", " : "") << "reinterpret_cast<const " << T << "*>(p[" << num_out + i << "])";
+  for (size_t i = 0; i < loaded.size(); ++i) os << (i ? ", " : "") << loaded[i];
   os << "},\n        [&](const " << V << "* x, " << V << "* y) {\n";
-  for (size_t j = 0; j < k.ops.size(); ++j) {
+  for (size_t j = first; j < end; ++j) {
     const KernelOp& op = k.ops[j];
     os << "          const " << V << " t" << j << " = f" << j << "(";
     for (size_t a = 0; a < op.args.size(); ++a) {
       const Operand& arg = op.args[a];
-      os << (a ? ", " : "");
-      switch (arg.kind) {
-        case Operand::Kind::Input:
-          os << "x[" << arg.index << "]";
-          break;
-        case Operand::Kind::Op:
-          os << "t" << arg.index;
-          break;
-        case Operand::Kind::Constant:
-          os << "c" << arg.index;
-          break;
-      }
+      const bool in_loop = arg.kind == Operand::Kind::Op && static_cast<size_t>(arg.index) >= first;
+      os << (a ? ", " : "") << (in_loop ? detail::concat("t", arg.index) : operand(arg));
     }
     os << ");  // " << op.op->name << "\n";
-    if (output_of[j] >= 0) os << "          y[" << output_of[j] << "] = t" << j << ";\n";
+    if (y_of[j] >= 0) os << "          y[" << y_of[j] << "] = t" << j << ";\n";
   }
   os << "        });\n";
+}
+
+// The body of a register-fusable kernel (see register_fusable) inside its block loop.
+void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t) {
+  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
+  const char* T = ctype(t);
+  std::vector<int> y_of(k.ops.size(), -1);
+  std::vector<std::string> stored, loaded;
+  for (size_t o = 0; o < num_out; ++o) {
+    y_of[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
+    stored.push_back(detail::concat("reinterpret_cast<", T, "*>(p[", o, "])"));
+  }
+  for (size_t i = 0; i < num_in; ++i)
+    loaded.push_back(detail::concat("reinterpret_cast<const ", T, "*>(p[", num_out + i, "])"));
+  render_vector_loop(os, k, t, 0, k.ops.size(),
+                     detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n",
+                     stored, loaded, y_of, [](const Operand& a) {
+                       return detail::concat(a.kind == Operand::Kind::Input ? "x[" : "c", a.index,
+                                             a.kind == Operand::Kind::Input ? "]" : "");
+                     });
 }
 
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
@@ -447,17 +467,6 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       body << indent << scalar_loop(k, j, out, count, args) << "\n";
     }
   };
-  // Ops over the whole row that can compute on registers, in one dtype T: vector functors in T
-  // whose operands are T (a per-row value or constant broadcast).
-  auto on_registers = [&](size_t j, DType t) {
-    const KernelOp& op = k.ops[j];
-    if (op.row || op.per_row || op.op->pointwise.form != PointwiseBody::Form::Vector ||
-        op.dtype != t || op.compute != t)
-      return false;
-    for (const Operand& a : op.args)
-      if (a.kind != Operand::Kind::Constant && dtype_of(a) != t) return false;
-    return true;
-  };
   // The last reader of each op's value (k.ops.size() for a kernel output).
   std::vector<size_t> last_reader(k.ops.size(), 0);
   for (size_t j = 0; j < k.ops.size(); ++j)
@@ -471,15 +480,17 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
     const DType t = k.ops[first].dtype;
     const std::string T = ctype(t), V = detail::concat("vec::Vec<", T, ">");
     std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
+    std::vector<int> y_of(k.ops.size(), -1);
     std::map<std::pair<int, int32_t>, std::string> operand_name;  // (kind, index) -> expression
     body << "    // ";
     for (size_t j = first; j < end; ++j) body << (j > first ? ", " : "") << k.ops[j].op->name;
     body << " (on registers)\n";
     for (size_t j = first; j < end; ++j) {
-      const KernelOp& op = k.ops[j];
-      for (const Operand& a : op.args) {
+      for (const Operand& a : k.ops[j].args) {
         const auto key = std::make_pair(static_cast<int>(a.kind), a.index);
-        if (operand_name.count(key)) continue;
+        if (operand_name.count(key) ||
+            (a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first))
+          continue;
         if (a.kind == Operand::Kind::Constant) {
           operand_name[key] = detail::concat("k", a.index);
           body << "    const " << V << " k" << a.index << "("
@@ -487,48 +498,32 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
         } else if (a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row) {
           operand_name[key] = detail::concat("b", a.index);
           body << "    const " << V << " b" << a.index << "(" << name_of(a) << "[0]);\n";
-        } else if (!(a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first)) {
+        } else {
           operand_name[key] = detail::concat("x[", loaded.size(), "]");
-          loaded.push_back(name_of(a));
+          loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
         }
       }
-      operand_name[{static_cast<int>(Operand::Kind::Op), static_cast<int32_t>(j)}] =
-          detail::concat("t", j);
       const bool is_output = output_slot[j] >= 0;
       result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
-      if (last_reader[j] >= end) {
-        if (is_output)
-          body << "    " << T << "* " << result[j] << " = reinterpret_cast<" << T << "*>(p["
-               << output_slot[j] << "]);\n";
-        else
-          body << "    " << T << "* " << result[j] << " = " << row_buffer(t) << ";\n";
-        stored.push_back(result[j]);
-      }
+      if (last_reader[j] < end) continue;  // read only inside the run: stays in a register
+      if (is_output)
+        body << "    " << T << "* " << result[j] << " = reinterpret_cast<" << T << "*>(p["
+             << output_slot[j] << "]);\n";
+      else
+        body << "    " << T << "* " << result[j] << " = " << row_buffer(t) << ";\n";
+      y_of[j] = static_cast<int>(stored.size());
+      stored.push_back(result[j]);
     }
-    body << "    inductor_rt::vector_loop<" << T << ", " << stored.size() << ", " << loaded.size()
-         << ">(false, cols, {";
-    for (size_t i = 0; i < stored.size(); ++i) body << (i ? ", " : "") << stored[i];
-    body << "}, {";
-    for (size_t i = 0; i < loaded.size(); ++i)
-      body << (i ? ", " : "") << "static_cast<const " << T << "*>(" << loaded[i] << ")";
-    body << "},\n        [&](const " << V << "* x, " << V << "* y) {\n";
-    size_t y = 0;
-    for (size_t j = first; j < end; ++j) {
-      const KernelOp& op = k.ops[j];
-      body << "          const " << V << " t" << j << " = f" << j << "(";
-      for (size_t i = 0; i < op.args.size(); ++i)
-        body << (i ? ", " : "")
-             << operand_name.at({static_cast<int>(op.args[i].kind), op.args[i].index});
-      body << ");  // " << op.op->name << "\n";
-      if (last_reader[j] >= end) body << "          y[" << y++ << "] = t" << j << ";\n";
-    }
-    body << "        });\n";
+    render_vector_loop(body, k, t, first, end, "false", "cols", stored, loaded, y_of,
+                       [&](const Operand& a) {
+                         return operand_name.at({static_cast<int>(a.kind), a.index});
+                       });
   };
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
-    if (on_registers(j, op.dtype) && (op.dtype == DType::Float32 || op.dtype == DType::Float64)) {
+    if (on_registers(k, j, op.dtype)) {
       size_t end = j + 1;
-      while (end < k.ops.size() && on_registers(end, op.dtype)) ++end;
+      while (end < k.ops.size() && on_registers(k, end, op.dtype)) ++end;
       if (end - j >= 2) {
         render_register_run(j, end);
         j = end - 1;
