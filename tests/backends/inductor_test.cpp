@@ -196,6 +196,89 @@ TEST(Inductor, ViewsAreIndexArithmetic) {
   expect_identical(fn(strided), f(strided));
 }
 
+// ---- pads and cats read through windows ----
+
+// The pads and cats in a graph's steps that ran as extern calls.
+size_t pad_and_cat_externs(const Compiled& c) {
+  return c.extern_calls_of("pad") + c.extern_calls_of("cat");
+}
+
+TEST(Inductor, PadsSummedAreOneKernelReadingThroughWindows) {
+  manual_seed(21);
+  // A training step's q/k/v gradient: three [B, T, H, D] gradients (permuted views of matmul
+  // results) padded into their slots of a [B, T, 3, H, D] tensor and summed.
+  Tensor q = randn({4, 3, 16, 8}), k = randn({4, 3, 16, 8}), v = randn({4, 3, 16, 8});
+  auto fn = [](Tensor q, Tensor k, Tensor v) {
+    auto slot = [](Tensor g, int64_t before, int64_t after) {
+      return pad(g.permute({0, 2, 1, 3}).unsqueeze(2), {0, 0, 0, 0, before, after}, 0);
+    };
+    return (slot(q, 0, 2) + slot(k, 1, 1) + slot(v, 2, 0)).view({4, 16, 72});
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(q, k, v), f(q, k, v));
+  EXPECT_EQ(c.kernels(), 1u);
+  EXPECT_EQ(c.externs(), 0u);
+  const inductor::Kernel& kernel = c.schedules[0].kernels[0];
+  ASSERT_EQ(kernel.inputs.size(), 3u);
+  for (const inductor::KernelInput& in : kernel.inputs) EXPECT_TRUE(in.windowed());
+  const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+  EXPECT_NE(source.find("through a window"), std::string::npos) << source;
+  EXPECT_NE(source.find("window_loop"), std::string::npos) << source;
+}
+
+TEST(Inductor, PadsCropFillAndCrossThreadChunksAsEagerDoes) {
+  manual_seed(22);
+  // Padding and cropping on several dims, the innermost among them (runs split at the window's
+  // edges), a fill value, integer and bool tensors, and one large enough for several threads,
+  // whose chunks start inside windows.
+  auto fn = [](Tensor x, Tensor i, Tensor b) {
+    Tensor px = pad(x, {3, -2, -1, 2}, 1.5);           // last dim: 3 before, 2 cropped; dim -2 too
+    Tensor pi = pad(i, {1, 1}, -7) * 3;                // int64
+    Tensor pb = logical_not(pad(b, {0, 0, 2, 0}, 1));  // bool, filled with true
+    return std::vector<Tensor>{px.exp() * 2, pi, pb};
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  for (int64_t rows : {5, 700}) {
+    Tensor x = randn({rows, 301}), i = randint(-50, 50, {rows, 9}), b = randn({rows, 4}) > 0;
+    expect_all_identical(fn(x, i, b), f(x, i, b));
+  }
+  EXPECT_EQ(pad_and_cat_externs(c), 0u);
+}
+
+TEST(Inductor, CatsAreReadPieceByPiece) {
+  manual_seed(23);
+  // Along the last dim (pieces of different widths, one a transposed view) and along dim 0.
+  auto fn = [](Tensor a, Tensor b, Tensor m) {
+    Tensor rows = cat({a, b.t(), a * 2}, -1);  // [6, 5 + 3 + 5]
+    Tensor stacked = cat({m, m.exp()}, 0);     // [2 * 6, 13]
+    return tanh(rows) + stacked.slice(0, 0, 6) * stacked.slice(0, 6, 12);
+  };
+  Tensor a = randn({6, 5}), b = randn({3, 6}), m = randn({6, 13});
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(a, b, m), f(a, b, m));
+  // `a * 2` is a kernel's output the first cat reads; the second cat is read through views,
+  // so it is stored (an extern call).
+  EXPECT_EQ(c.extern_calls_of("cat"), 1u);
+}
+
+TEST(Inductor, PadsTheGraphReturnsOrNonPointwiseOpsReadAreExternCalls) {
+  manual_seed(24);
+  Tensor x = randn({8, 12}), w = randn({14, 5});
+  auto fn = [](Tensor x, Tensor w) {
+    Tensor p = pad(x, {1, 1}, 0);                   // returned
+    Tensor s = softmax(pad(x, {0, 2}, 0) * 2, -1);  // read by a pointwise op, then a row op
+    Tensor m = mm(pad(x.exp(), {1, 1}, 0), w);      // read by a matrix product
+    return std::vector<Tensor>{p, s, m};
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_all_identical(fn(x, w), f(x, w));
+  EXPECT_EQ(c.extern_calls_of("pad"), 2u);
+}
+
 // ---- row kernels: softmax and log_softmax with their prologue and epilogue ----
 
 TEST(Inductor, SoftmaxWithItsPrologueAndEpilogueIsOneKernelAndBitwiseEqual) {
@@ -279,6 +362,19 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   auto k = compile(sums, c3.options());
   expect_all_identical(sums(d, e), k(d, e));
   EXPECT_EQ(c3.externs(), 0u);
+  // Register runs on either side of a row op reading the same constants and per-row value
+  // (found by the fuzzer: each run declared them under one name, which did not compile).
+  auto runs = [](Tensor x) {
+    Tensor a = x * 2 + 1;
+    Tensor m = a.mean({-1}, true);
+    Tensor s = softmax((a - m) * 2 + 1, -1);
+    return (s - m) * 2 + 1;
+  };
+  Compiled c4;
+  auto r = compile(runs, c4.options());
+  expect_identical(runs(x), r(x));
+  EXPECT_EQ(c4.kernels(), 1u);
+  EXPECT_EQ(c4.externs(), 0u);
 }
 
 TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {

@@ -57,35 +57,64 @@ std::string constant_literal(const KernelConstant& c, DType compute) {
   });
 }
 
-// The coalesced loop of a kernel: dims innermost first, byte strides per operand.
+// The coalesced loop of a kernel: dims innermost first, byte strides per operand, and the
+// windows of operands read through them (KernelInput::window; empty for the others).
 struct LoopShape {
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides;  // per operand, per dim
+  using Window = std::vector<std::pair<int64_t, int64_t>>;
+  std::vector<Window> windows;  // per operand: per dim, or empty
 };
 
-LoopShape coalesce(const Shape& ranges, const std::vector<std::vector<int64_t>>& byte_strides) {
+// Two dims merge when every operand steps through both as through one; a windowed operand's
+// window must then span the inner one whole, and its bounds along the outer one scale by the
+// inner size. A dim of size 1 is dropped (an operand whose window excludes its one index is
+// read nowhere: an empty window).
+LoopShape coalesce(const Shape& ranges, const std::vector<std::vector<int64_t>>& byte_strides,
+                   const std::vector<LoopShape::Window>& windows = {}) {
   LoopShape l;
   const size_t n = byte_strides.size();
   l.strides.resize(n);
+  l.windows.resize(n);
+  auto windowed = [&](size_t k) { return k < windows.size() && !windows[k].empty(); };
+  std::vector<bool> nowhere(n, false);
   for (int64_t d = ranges.ssize() - 1; d >= 0; --d) {
     const int64_t size = ranges[d];
-    if (size == 1) continue;
+    if (size == 1) {
+      for (size_t k = 0; k < n; ++k)
+        nowhere[k] =
+            nowhere[k] || (windowed(k) && windows[k][d] != std::pair<int64_t, int64_t>{0, 1});
+      continue;
+    }
     if (!l.sizes.empty()) {
+      const int64_t inner = l.sizes.back();
       bool merge = true;
       for (size_t k = 0; k < n; ++k)
-        merge = merge && byte_strides[k][d] == l.strides[k].back() * l.sizes.back();
+        merge = merge && byte_strides[k][d] == l.strides[k].back() * inner &&
+                (!windowed(k) || l.windows[k].back() == std::pair<int64_t, int64_t>{0, inner});
       if (merge) {
         l.sizes.back() *= size;
+        for (size_t k = 0; k < n; ++k)
+          if (windowed(k))
+            l.windows[k].back() = {windows[k][d].first * inner, windows[k][d].second * inner};
         continue;
       }
     }
     l.sizes.push_back(size);
-    for (size_t k = 0; k < n; ++k) l.strides[k].push_back(byte_strides[k][d]);
+    for (size_t k = 0; k < n; ++k) {
+      l.strides[k].push_back(byte_strides[k][d]);
+      if (windowed(k)) l.windows[k].push_back(windows[k][d]);
+    }
   }
   if (l.sizes.empty()) {  // a single element
     l.sizes.push_back(1);
-    for (size_t k = 0; k < n; ++k) l.strides[k].push_back(0);
+    for (size_t k = 0; k < n; ++k) {
+      l.strides[k].push_back(0);
+      if (windowed(k)) l.windows[k].push_back({0, 1});
+    }
   }
+  for (size_t k = 0; k < n; ++k)
+    if (nowhere[k]) l.windows[k][0] = {0, 0};
   KILN_CHECK(l.sizes.size() <= static_cast<size_t>(kMaxDims), NotImplementedError,
              "inductor: a fused loop over ", l.sizes.size(), " non-mergeable dims (at most ",
              kMaxDims, ")");
@@ -140,10 +169,27 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
     shape.insert(shape.end(), row_strides.begin(), row_strides.end());
     return shape;
   }
-  const LoopShape loop = coalesce(k.ranges, byte_strides);
+  std::vector<LoopShape::Window> windows(item.size());
+  for (size_t i = 0; i < k.inputs.size(); ++i) windows[num_out + i] = k.inputs[i].window;
+  const LoopShape loop = coalesce(k.ranges, byte_strides, windows);
   std::vector<int64_t> shape{numel, static_cast<int64_t>(loop.sizes.size())};
   shape.insert(shape.end(), loop.sizes.begin(), loop.sizes.end());
   for (const auto& st : loop.strides) shape.insert(shape.end(), st.begin(), st.end());
+  if (k.reads_windows()) {
+    // Per operand (block_loop_any's `windows`): -2 (none), or what it reads outside (another
+    // operand, or -1: its fill block), then the bounds per dim.
+    for (size_t o = 0; o < item.size(); ++o) {
+      const LoopShape::Window& w = loop.windows[o];
+      const KernelInput* in = o >= num_out ? &k.inputs[o - num_out] : nullptr;
+      shape.push_back(w.empty()           ? -2
+                      : in->otherwise < 0 ? -1
+                                          : static_cast<int64_t>(num_out) + in->otherwise);
+      for (size_t d = 0; d < loop.sizes.size(); ++d) {
+        shape.push_back(w.empty() ? 0 : w[d].first);
+        shape.push_back(w.empty() ? loop.sizes[d] : w[d].second);
+      }
+    }
+  }
   return shape;
 }
 
@@ -272,6 +318,14 @@ void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first
   os << "        });\n";
 }
 
+// Whether an op of k reads input i (a cat's later pieces are reached only through the first).
+bool read_by_ops(const Kernel& k, size_t i) {
+  for (const KernelOp& op : k.ops)
+    for (const Operand& a : op.args)
+      if (a.kind == Operand::Kind::Input && a.index == static_cast<int32_t>(i)) return true;
+  return false;
+}
+
 // The body of a register-fusable kernel (see register_fusable) inside its block loop.
 void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
@@ -282,14 +336,47 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
     y_of[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
     stored.push_back(detail::concat("reinterpret_cast<", T, "*>(p[", o, "])"));
   }
-  for (size_t i = 0; i < num_in; ++i)
+  std::vector<size_t> x_of(num_in, 0);
+  for (size_t i = 0; i < num_in; ++i) {
+    if (!read_by_ops(k, i)) continue;
+    x_of[i] = loaded.size();
     loaded.push_back(detail::concat("reinterpret_cast<const ", T, "*>(p[", num_out + i, "])"));
+  }
   render_vector_loop(os, k, t, 0, k.ops.size(),
                      detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n",
-                     stored, loaded, y_of, [](const Operand& a) {
-                       return detail::concat(a.kind == Operand::Kind::Input ? "x[" : "c", a.index,
-                                             a.kind == Operand::Kind::Input ? "]" : "");
+                     stored, loaded, y_of, [&](const Operand& a) {
+                       return a.kind == Operand::Kind::Input
+                                  ? detail::concat("x[", x_of[static_cast<size_t>(a.index)], "]")
+                                  : detail::concat("c", a.index);
                      });
+}
+
+// Opens the loop a plain kernel's body runs in: block_loop, or window_loop with the fill block
+// of each input read through a window when the kernel reads a pad or cat.
+void render_loop_call(std::ostringstream& os, const Kernel& k) {
+  const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
+  const char* body = "[&](char* const* p, int64_t n) {\n";
+  if (!k.reads_windows()) {
+    os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
+    return;
+  }
+  std::vector<std::string> fills(n, "nullptr");
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const KernelInput& in = k.inputs[i];
+    if (!in.windowed() || in.otherwise >= 0) continue;
+    const std::string name = detail::concat("fill", i);
+    os << "  alignas(64) " << ctype(in.dtype) << " " << name << "[inductor_rt::kBlock];  // "
+       << "input " << i << " outside its window\n"
+       << "  std::fill_n(" << name << ", inductor_rt::kBlock, "
+       << KILN_DTYPE_SWITCH_ALL(in.dtype, "inductor",
+                                [&]<typename T>() { return literal(in.fill.to<T>()); })
+       << ");\n";
+    fills[num_out + i] = detail::concat("reinterpret_cast<char*>(", name, ")");
+  }
+  os << "  const std::array<char*, " << n << "> fills = {";
+  for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
+  os << "};\n  inductor_rt::window_loop<" << n << ", " << num_out << ">(shape, base, item, fills, "
+     << body;
 }
 
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
@@ -318,23 +405,22 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
     for (size_t c = 0; c < k.constants.size(); ++c)
       os << "  const vec::Vec<" << ctype(*fused_type) << "> c" << c << "("
          << constant_literal(k.constants[c], *fused_type) << ");\n";
-    os << "  inductor_rt::block_loop<" << n << ", " << num_out
-       << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";
+    render_loop_call(os, k);
     render_register_fused_block(os, k, *fused_type);
     os << "  });\n}\n\n";
     return;
   }
   const auto constant_blocks = render_functors_and_constants(os, k);
-  os << "  inductor_rt::block_loop<" << n << ", " << num_out
-     << ">(shape, base, item, [&](char* const* p, int64_t n) {\n";
+  render_loop_call(os, k);
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
   std::vector<int> output_slot(k.ops.size(), -1);
   for (size_t o = 0; o < num_out; ++o)
     output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
   for (size_t i = 0; i < num_in; ++i)
-    os << "    const " << ctype(k.inputs[i].dtype) << "* in" << i << " = reinterpret_cast<const "
-       << ctype(k.inputs[i].dtype) << "*>(p[" << num_out + i << "]);\n";
+    if (read_by_ops(k, i))
+      os << "    const " << ctype(k.inputs[i].dtype) << "* in" << i << " = reinterpret_cast<const "
+         << ctype(k.inputs[i].dtype) << "*>(p[" << num_out + i << "]);\n";
   // An operand as a pointer to a block of `want` (converted by static_cast, as eager's cast).
   std::map<std::pair<std::string, DType>, std::string> converted;
   auto block_of = [&](const Operand& a, DType want) -> std::string {
@@ -491,13 +577,14 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
         if (operand_name.count(key) ||
             (a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first))
           continue;
+        // (Named after the run too: another run of the row may broadcast the same values.)
         if (a.kind == Operand::Kind::Constant) {
-          operand_name[key] = detail::concat("k", a.index);
-          body << "    const " << V << " k" << a.index << "("
+          operand_name[key] = detail::concat("k", a.index, "_", first);
+          body << "    const " << V << " " << operand_name[key] << "("
                << constant_literal(k.constants[static_cast<size_t>(a.index)], t) << ");\n";
         } else if (a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row) {
-          operand_name[key] = detail::concat("b", a.index);
-          body << "    const " << V << " b" << a.index << "(" << name_of(a) << "[0]);\n";
+          operand_name[key] = detail::concat("b", a.index, "_", first);
+          body << "    const " << V << " " << operand_name[key] << "(" << name_of(a) << "[0]);\n";
         } else {
           operand_name[key] = detail::concat("x[", loaded.size(), "]");
           loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
@@ -620,6 +707,13 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
   for (const Kernel& k : schedule.kernels) {
     os << "// " << k.name << ":";
     for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
+    int32_t last_through = -1;
+    for (const KernelInput& in : k.inputs)
+      if (in.through >= 0 && in.through != last_through) {
+        last_through = in.through;
+        os << " reads %" << in.through << " = "
+           << graph.nodes[static_cast<size_t>(in.through)].op->name << " through a window;";
+      }
     os << "\n";
     const char* signature =
         ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";

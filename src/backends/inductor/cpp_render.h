@@ -23,7 +23,9 @@ namespace kiln::inductor {
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
 
 // The `shape` argument of kernel k: {numel, nd, sizes[nd] (coalesced, innermost first), then
-// per operand (outputs, then inputs) its byte strides[nd]}.
+// per operand (outputs, then inputs) its byte strides[nd]}; when some inputs are read through
+// windows (Kernel::reads_windows), then per operand what it reads outside its window and its
+// bounds per dim (kernels::block_loop_any's `windows`).
 std::vector<int64_t> launch_shape(const Kernel& k);
 
 }  // namespace kiln::inductor

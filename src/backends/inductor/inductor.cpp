@@ -288,7 +288,8 @@ void CompiledInductorGraph::plan() {
 bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, const ir::Graph& g) {
   const inductor::KernelInput& in = kernel.inputs[i];
   const TensorMeta& root = g.info(in.root);
-  if (root.strides != contiguous_strides(root.sizes) || in.offset != 0 ||
+  // (A pad or cat read through a window reads its pieces elsewhere than where it writes.)
+  if (in.windowed() || root.strides != contiguous_strides(root.sizes) || in.offset != 0 ||
       in.strides != contiguous_strides(kernel.ranges))
     return false;
   for (size_t other = 0; other < kernel.inputs.size(); ++other)

@@ -33,6 +33,18 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
                                 [&](char* const* p, int64_t n) { body(p, n, context); });
 }
 
+extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, const int64_t* shape,
+                                          char* const* base, const int64_t* isz, char* const* fills,
+                                          int64_t grain, kiln::inductor_rt::BlockBody body,
+                                          void* context) {
+  const int64_t tuned = kiln::inductor::tls_grain_override;
+  const int64_t* windows = shape + 2 + shape[1] * (1 + num_operands);  // after the strides
+  kiln::kernels::block_loop_any(
+      static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs), shape, base, isz,
+      tuned ? tuned : grain, [&](char* const* p, int64_t n) { body(p, n, context); }, windows,
+      fills);
+}
+
 extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, char* const* base,
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context) {

@@ -44,15 +44,76 @@ DType promoted_dtype(const ir::Graph& g, const ir::Node& n) {
 struct Group {
   Shape ranges;
   std::vector<int32_t> nodes;
-  int32_t pos = -1;     // where the group runs among the steps (a node index)
-  bool sealed = false;  // something outside reads it: pos is final
-  bool row = false;     // holds a row op: a row kernel
+  int32_t pos = -1;       // where the group runs among the steps (a node index)
+  bool sealed = false;    // something outside reads it: pos is final
+  bool row = false;       // holds a row op: a row kernel
+  bool windowed = false;  // reads a pad or cat through windows (so never a row kernel)
 };
 
 // The shape of a row kernel's per-row values: its ranges with the row dim 1.
 Shape per_row_shape(Shape ranges) {
   ranges.back() = 1;
   return ranges;
+}
+
+// How a kernel over `rank` ranges reads value v (broadcast to the ranges, dims aligned right):
+// the element index of its element [i...], relative to its root's first element.
+KernelInput read_at(const ir::Graph& g, ir::ValueRef v, int64_t rank) {
+  const ir::ValueRef r = root_of(g, v);
+  const TensorMeta& m = g.info(v);
+  const TensorMeta& root = g.info(r);
+  KernelInput in{r, m.dtype, m.storage_offset - root.storage_offset,
+                 Shape(static_cast<size_t>(rank), 0)};
+  const int64_t lead = rank - m.sizes.ssize();
+  for (int64_t d = 0; d < m.sizes.ssize(); ++d)
+    if (m.sizes[d] != 1) in.strides[lead + d] = m.strides[d];
+  return in;
+}
+
+// Value x read at [i - shift] where lo[d] <= i_d < hi[d] (its window over the ranges).
+KernelInput read_shifted(const ir::Graph& g, ir::ValueRef x, const Shape& ranges,
+                         const Shape& shift) {
+  const int64_t rank = ranges.ssize();
+  KernelInput in = read_at(g, x, rank);
+  const Shape& sizes = g.info(x).sizes;
+  in.window.resize(static_cast<size_t>(rank));
+  for (int64_t d = rank - 1; d >= 0; --d) {  // (innermost first: see the strides below)
+    in.window[d] = {std::max<int64_t>(shift[d], 0), std::min(ranges[d], shift[d] + sizes[d])};
+    // Only i = shift is read along a dim x has one element in: any stride addresses it, and
+    // the one continuing the next dim's lets the loop merge the two (launch_shape's coalescing).
+    if (sizes[d] == 1 && d + 1 < rank) in.strides[d] = in.strides[d + 1] * ranges[d + 1];
+    in.offset -= shift[d] * in.strides[d];
+  }
+  return in;
+}
+
+// The inputs of a kernel reading pad or cat node w through windows, appended to its inputs
+// (the first is the one ops read).
+void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
+  const ir::Node& n = g.nodes[static_cast<size_t>(w)];
+  const Shape& ranges = n.outputs[0].sizes;
+  const int64_t rank = ranges.ssize();
+  if (n.op->name == "pad") {
+    // pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
+    const auto pad = n.attrs.ints(0);
+    Shape shift(static_cast<size_t>(rank), 0);
+    for (size_t p = 0; p + 1 < pad.size(); p += 2) shift[rank - 1 - p / 2] = pad[p];
+    KernelInput in = read_shifted(g, n.inputs[0], ranges, shift);
+    in.fill = n.attrs.scalar(1);
+    in.through = w;
+    kernel.inputs.push_back(std::move(in));
+    return;
+  }
+  const int64_t dim = n.attrs.i(0) < 0 ? n.attrs.i(0) + rank : n.attrs.i(0);
+  Shape shift(static_cast<size_t>(rank), 0);
+  for (size_t p = 0; p < n.inputs.size(); ++p) {
+    KernelInput in = read_shifted(g, n.inputs[p], ranges, shift);
+    in.fill = Scalar(0);  // (never read: the pieces cover the result)
+    in.through = w;
+    if (p + 1 < n.inputs.size()) in.otherwise = static_cast<int32_t>(kernel.inputs.size() + 1);
+    kernel.inputs.push_back(std::move(in));
+    shift[dim] += g.info(n.inputs[p]).sizes[dim];
+  }
 }
 
 }  // namespace
@@ -102,6 +163,43 @@ bool can_fuse(const ir::Graph& g, const ir::Node& n) {
   return true;
 }
 
+std::vector<bool> read_through_windows(const ir::Graph& g) {
+  const size_t num_nodes = g.nodes.size();
+  std::vector<bool> windowed(num_nodes, false);
+  // A piece must be a realized value of the result's dtype and rank, with elements.
+  auto piece_ok = [&](ir::ValueRef v, const TensorMeta& out) {
+    const TensorMeta& m = g.info(v);
+    return m.dtype == out.dtype && m.sizes.size() == out.sizes.size() &&
+           checked_numel(m.sizes, "inductor") > 0 &&
+           g.nodes[static_cast<size_t>(root_of(g, v).node)].kind != ir::NodeKind::Constant;
+  };
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Call || n.outputs.size() != 1) continue;
+    const std::string_view name = n.op->name;
+    const TensorMeta& out = n.outputs[0];
+    if ((name != "pad" && name != "cat") || out.sizes.empty() ||
+        checked_numel(out.sizes, "inductor") == 0)
+      continue;
+    if (name == "cat" && n.inputs.size() > kMaxCatPieces) continue;
+    windowed[i] = std::all_of(n.inputs.begin(), n.inputs.end(),
+                              [&](ir::ValueRef v) { return piece_ok(v, out); });
+  }
+  // Every reader a pointwise op over the same shape (row ops read whole rows).
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Call) continue;
+    for (ir::ValueRef v : n.inputs) {
+      const auto w = static_cast<size_t>(v.node);
+      if (!windowed[w]) continue;
+      windowed[w] = !is_view(n) && can_fuse(g, n) && row_op_kind(g, n) == RowOpKind::None &&
+                    n.outputs[0].sizes == g.info(v).sizes;
+    }
+  }
+  for (ir::ValueRef v : g.outputs) windowed[static_cast<size_t>(v.node)] = false;
+  return windowed;
+}
+
 Schedule schedule_graph(const ir::Graph& g) {
   const size_t num_nodes = g.nodes.size();
   std::vector<int32_t> group_of(num_nodes, -1);
@@ -112,6 +210,11 @@ Schedule schedule_graph(const ir::Graph& g) {
   int32_t last_joined = -1;                     // the group the previous fusable node went to
   std::vector<bool> per_row(num_nodes, false);  // computed once per row of a row kernel
   std::vector<bool> row_op(num_nodes, false);   // a row op (row_op_kind), in a kernel
+  const std::vector<bool> windowed = read_through_windows(g);
+  auto reads_windows = [&](const ir::Node& n) {
+    return std::any_of(n.inputs.begin(), n.inputs.end(),
+                       [&](ir::ValueRef v) { return windowed[static_cast<size_t>(v.node)]; });
+  };
   auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
   auto seal_producer = [&](ir::ValueRef v) {
     const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
@@ -130,10 +233,11 @@ Schedule schedule_graph(const ir::Graph& g) {
   for (size_t i = 0; i < num_nodes; ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call) continue;  // placeholders and constants: no step
-    if (is_view(n)) {
+    if (is_view(n) || windowed[i]) {
       // Views are index arithmetic over their root, which must then be in memory: a later
-      // node of the group could not read it at other positions of the same loop.
-      seal_producer(n.inputs[0]);
+      // node of the group could not read it at other positions of the same loop. So are pads
+      // and cats read through windows, over their pieces.
+      for (ir::ValueRef v : n.inputs) seal_producer(v);
       continue;
     }
     if (!can_fuse(g, n)) {
@@ -153,6 +257,9 @@ Schedule schedule_graph(const ir::Graph& g) {
       const bool once_per_row = row_kind == RowOpKind::None && to.row && to.ranges != shape &&
                                 !to.ranges.empty() && shape == per_row_shape(to.ranges);
       if (to.ranges != shape && !once_per_row) return false;
+      // Windows are a plain loop's (block_loop_any's), not a row loop's.
+      if ((to.row && reads_windows(n)) || (to.windowed && row_kind != RowOpKind::None))
+        return false;
       for (ir::ValueRef v : n.inputs) {
         const ir::ValueRef r = root_of(g, v);
         const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
@@ -201,6 +308,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     per_row[i] = row_kind == RowOpKind::Reduction ||
                  (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
     grp.row = grp.row || row_kind != RowOpKind::None;
+    grp.windowed = grp.windowed || reads_windows(n);
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
     group_of[i] = target;
@@ -231,6 +339,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
     for (ir::ValueRef v : n.inputs) {
+      if (windowed[static_cast<size_t>(v.node)]) continue;  // its pieces are (it is not a group's)
       const ir::ValueRef r = root_of(g, v);
       const int32_t producer_group = group_of[static_cast<size_t>(r.node)];
       if (group_of[i] < 0 || producer_group != group_of[i] || r != v) realize(v);
@@ -262,18 +371,10 @@ Schedule schedule_graph(const ir::Graph& g) {
       }
       auto [it, fresh] =
           input_of.try_emplace({v.node, v.output}, static_cast<int32_t>(kernel.inputs.size()));
-      if (fresh) {
-        // Element index of v's element [i...] (v broadcast to the ranges, dims aligned right),
-        // relative to its root's first element.
-        const ir::ValueRef r = root_of(g, v);
-        const TensorMeta& m = g.info(v);
-        const TensorMeta& root = g.info(r);
-        KernelInput in{r, m.dtype, m.storage_offset - root.storage_offset,
-                       Shape(static_cast<size_t>(rank), 0)};
-        const int64_t lead = rank - m.sizes.ssize();
-        for (int64_t d = 0; d < m.sizes.ssize(); ++d)
-          if (m.sizes[d] != 1) in.strides[lead + d] = m.strides[d];
-        kernel.inputs.push_back(std::move(in));
+      if (fresh && windowed[static_cast<size_t>(v.node)]) {
+        add_windowed_inputs(g, v.node, kernel);
+      } else if (fresh) {
+        kernel.inputs.push_back(read_at(g, v, rank));
       }
       return {Operand::Kind::Input, it->second};
     };

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -27,11 +28,21 @@ struct Operand {
 
 // A tensor a kernel reads: element [i0, ..., ik] of the kernel's ranges is at
 // root + offset + Σ strides[d]·i_d (in elements; a stride of 0 broadcasts).
+//
+// A pad or a cat is read the same way, as index arithmetic with a condition (a *window*): the
+// root holds elements only where window[d].first <= i_d < window[d].second in every range d;
+// elsewhere the input reads kernel input `otherwise` (a cat's next piece, itself windowed) or,
+// when that is -1, `fill`. A piece reached only through `otherwise` is read by no op directly.
 struct KernelInput {
   ir::ValueRef root;  // a realized value: a graph input, an extern's result, another kernel's
   DType dtype;
-  int64_t offset = 0;  // relative to the root tensor's first element
-  Shape strides;       // one per kernel range
+  int64_t offset = 0;                               // relative to the root tensor's first element
+  Shape strides;                                    // one per kernel range
+  std::vector<std::pair<int64_t, int64_t>> window;  // one per kernel range; empty: everywhere
+  int32_t otherwise = -1;
+  Scalar fill;
+  int32_t through = -1;  // the pad or cat node read this way (-1: none)
+  bool windowed() const { return !window.empty(); }
 };
 
 struct KernelOp {
@@ -66,6 +77,11 @@ struct Kernel {
   };
   std::vector<Output> outputs;
   std::string name;  // "kernel_3", the symbol's suffix in the generated source
+  bool reads_windows() const {
+    for (const KernelInput& in : inputs)
+      if (in.windowed()) return true;
+    return false;
+  }
 };
 
 struct Step {
@@ -101,6 +117,13 @@ struct ScheduleSummary {
   int64_t extern_calls = 0;  // ops run by their eager kernels
 };
 ScheduleSummary summarize(const ir::Graph& captured);
+
+// Pads and cats read as index arithmetic (KernelInput::window) by the kernels of every node that
+// reads them, never stored: a `pad` (constant value) or a `cat` of at most kMaxCatPieces
+// non-empty pieces of its dtype, whose every reader is a pointwise op over the same shape
+// outside a row kernel, and which the graph does not return.
+inline constexpr size_t kMaxCatPieces = 8;
+std::vector<bool> read_through_windows(const ir::Graph& graph);
 
 // Ops generated code computes through their decomposition: pointwise ops that have one — the
 // optimizers' multi-output updates (no functor of their own) and gelu (so that its erf is

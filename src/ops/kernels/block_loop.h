@@ -60,9 +60,17 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
 // gathered into a block buffer, a broadcast one filled; an output is scattered after the body
 // when not contiguous). The operand count is a runtime value, so that one compiled copy of this
 // loop (in libkiln) serves every generated kernel.
+//
+// `windows` (generated code's pad and cat, read as index arithmetic; null: none) says, per
+// operand k, windows[k * (1 + 2 * nd)] = -2: an ordinary operand; else the operand holds
+// elements only where lo[d] <= idx[d] < hi[d] in every dim d (the nd pairs lo, hi that follow)
+// and elsewhere reads operand windows[...] (a later operand: a cat's next piece, resolved the
+// same way) or, when that is -1, `fills[k]` (kBlock elements of a fill value). Runs along the
+// innermost dim are split at the windows' edges, so a block is wholly inside or outside each.
 template <class Body>
 void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shape,
-                    char* const* base, const int64_t* isz, int64_t grain, Body&& body) {
+                    char* const* base, const int64_t* isz, int64_t grain, Body&& body,
+                    const int64_t* windows = nullptr, char* const* fills = nullptr) {
   constexpr size_t kMaxOperands = 64;  // more would not fit the pointer arrays below
   constexpr size_t kStackOperands = 16;
   const size_t N = num_operands;
@@ -94,16 +102,44 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
     int64_t pos = begin;
     char* row[kMaxOperands];
     char* ptrs[kMaxOperands];
+    bool outside[kMaxOperands] = {};  // a windowed operand outside its window in this run
+    const int64_t window_stride = 1 + 2 * static_cast<int64_t>(nd);
     while (pos < end) {
+      int64_t run = std::min(inner - idx[0], end - pos);
       for (size_t k = 0; k < N; ++k) {
+        if (windows) {
+          const int64_t* w = windows + static_cast<int64_t>(k) * window_stride;
+          if (w[0] != -2) {
+            const int64_t* lo_hi = w + 1;
+            bool in = true;
+            for (int d = 1; d < nd; ++d)
+              in = in && idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
+            // Along the innermost dim: up to the next edge.
+            if (idx[0] < lo_hi[0]) {
+              run = std::min(run, lo_hi[0] - idx[0]);
+              in = false;
+            } else if (idx[0] < lo_hi[1]) {
+              run = std::min(run, lo_hi[1] - idx[0]);
+            } else {
+              in = false;
+            }
+            outside[k] = !in;
+            if (!in) continue;  // its row is never formed: it may lie outside the tensor
+          }
+        }
         int64_t off = 0;
         for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
         row[k] = base[k] + off;
       }
-      const int64_t run = std::min(inner - idx[0], end - pos);
       for (int64_t j = 0; j < run; j += kBlock) {
         const int64_t n = std::min(kBlock, run - j);
-        for (size_t k = 0; k < N; ++k) {
+        // (Last operand first: a windowed operand outside its window takes a later one's block.)
+        for (size_t k = N; k-- > 0;) {
+          if (outside[k]) {
+            const int64_t other = windows[static_cast<int64_t>(k) * window_stride];
+            ptrs[k] = other >= 0 ? ptrs[other] : fills[k];
+            continue;
+          }
           char* p = row[k] + j * st[k][0];
           if (st[k][0] == isz[k]) {
             ptrs[k] = p;

@@ -31,6 +31,14 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
                                          char* const* base, const int64_t* isz, int64_t grain,
                                          kiln::inductor_rt::BlockBody body, void* context);
 
+// The same over operands some of which are read through windows (a pad or cat read as index
+// arithmetic): `shape` continues after the strides with the windows block_loop_any takes, and
+// fills[k] is operand k's fill block (kBlock elements) or null.
+extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, const int64_t* shape,
+                                          char* const* base, const int64_t* isz, char* const* fills,
+                                          int64_t grain, kiln::inductor_rt::BlockBody body,
+                                          void* context);
+
 // A row kernel's loop (shape: numel, cols, nd, the outer sizes and, per operand, its outer byte
 // strides, then per operand its byte stride along the row): calls body once per row with each
 // operand's row and the row after it (null after a thread's last row, for prefetching), splitting
@@ -61,6 +69,17 @@ void block_loop(const int64_t* shape, const std::array<char*, N>& base,
   auto call = [](char* const* p, int64_t n, void* context) { (*static_cast<B*>(context))(p, n); };
   kiln_inductor_block_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
                            isz.data(), kParallelGrain, call, &body);
+}
+
+// A kernel's loop when some inputs are read through windows (kiln_inductor_window_loop).
+template <size_t N, size_t NOut, class Body>
+void window_loop(const int64_t* shape, const std::array<char*, N>& base,
+                 const std::array<int64_t, N>& isz, const std::array<char*, N>& fills,
+                 Body&& body) {
+  using B = std::remove_reference_t<Body>;
+  auto call = [](char* const* p, int64_t n, void* context) { (*static_cast<B*>(context))(p, n); };
+  kiln_inductor_window_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
+                            isz.data(), fills.data(), kParallelGrain, call, &body);
 }
 
 // A row kernel's loop (kiln_inductor_row_loop): the body is compiled per kernel, the loop once.
