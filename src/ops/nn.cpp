@@ -12,6 +12,7 @@
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/norm_row.h"
 #include "ops/kernels/vec.h"
 #include "ops/op_utils.h"
 
@@ -20,10 +21,6 @@ namespace ops {
 namespace {
 
 using vec::Vec;
-
-// Rows up to this long have the next row prefetched while they are normalised (longer ones
-// would be evicted again before use).
-constexpr int64_t kPrefetchRow = 4096;
 
 // ---- shared by layer_norm and rms_norm ----
 
@@ -63,141 +60,6 @@ int64_t leading_rows(const Tensor& x, int64_t normalized_dims) {
   int64_t rows = 1;
   for (int64_t d = 0; d < x.dim() - normalized_dims; ++d) rows *= x.size(d);
   return rows;
-}
-
-template <typename T>
-T lane_sum(Vec<T> v) {
-  alignas(64) T buf[Vec<T>::width];
-  v.store(buf);
-  T s = 0;
-  for (int i = 0; i < Vec<T>::width; ++i) s += buf[i];
-  return s;
-}
-
-// Running mean and sum of squared deviations of `count` values (Welford / Chan et al.).
-template <typename T>
-struct Moments {
-  T count = 0, mean = 0, m2 = 0;
-  void add(T x) {
-    count += 1;
-    const T d = x - mean;
-    mean += d / count;
-    m2 += d * (x - mean);
-  }
-  void merge(const Moments& o) {
-    if (o.count == 0) return;
-    const T n = count + o.count, d = o.mean - mean;
-    mean += d * (o.count / n);
-    m2 += o.m2 + d * d * (count * o.count / n);
-    count = n;
-  }
-};
-
-// Moments of the lanes of `steps`-count vector accumulators, merged as a tree (equal counts).
-template <typename T>
-Moments<T> merge_lanes(Vec<T> mean, Vec<T> m2, T steps) {
-  constexpr int W = Vec<T>::width;
-  alignas(64) T mu[W], sq[W];
-  mean.store(mu);
-  m2.store(sq);
-  T count = steps;
-  for (int width = W; width > 1; width /= 2) {
-    for (int i = 0; i < width / 2; ++i) {
-      const T d = mu[i + width / 2] - mu[i];
-      mu[i] = (mu[i] + mu[i + width / 2]) / 2;
-      sq[i] = sq[i] + sq[i + width / 2] + d * d * (count / 2);
-    }
-    count *= 2;
-  }
-  return {count, mu[0], sq[0]};
-}
-
-// Mean and (biased) variance of a contiguous row in one pass: Welford per vector lane, with
-// four independent accumulators so the update latency overlaps, then merged.
-template <typename T>
-Moments<T> row_moments(const T* x, int64_t n) {
-  using V = Vec<T>;
-  constexpr int64_t W = V::width;
-  V mean[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))}, m2[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
-  int64_t i = 0, steps = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const V rcp(T(1) / static_cast<T>(++steps));
-    for (int a = 0; a < 4; ++a) {
-      const V v = V::load(x + i + a * W), d = v - mean[a];
-      mean[a] = vec::fmadd(d, rcp, mean[a]);
-      m2[a] = vec::fmadd(d, v - mean[a], m2[a]);
-    }
-  }
-  Moments<T> total;
-  if (steps > 0) {
-    // The four accumulators have equal counts: merge them pairwise.
-    const T half = static_cast<T>(steps) / 2;
-    for (int a = 0; a < 2; ++a) {
-      const V d = mean[a + 2] - mean[a];
-      mean[a] = (mean[a] + mean[a + 2]) * V(T(0.5));
-      m2[a] = m2[a] + m2[a + 2] + d * d * V(half);
-    }
-    const V d = mean[1] - mean[0];
-    mean[0] = (mean[0] + mean[1]) * V(T(0.5));
-    m2[0] = m2[0] + m2[1] + d * d * V(static_cast<T>(steps));
-    total = merge_lanes(mean[0], m2[0], static_cast<T>(4 * steps));
-  }
-  // Up to three more whole vectors, then single elements.
-  V rmean(T(0)), rm2(T(0));
-  int64_t rsteps = 0;
-  for (; i + W <= n; i += W) {
-    const V rcp(T(1) / static_cast<T>(++rsteps));
-    const V v = V::load(x + i), d = v - rmean;
-    rmean = vec::fmadd(d, rcp, rmean);
-    rm2 = vec::fmadd(d, v - rmean, rm2);
-  }
-  if (rsteps > 0) total.merge(merge_lanes(rmean, rm2, static_cast<T>(rsteps)));
-  Moments<T> tail;
-  for (; i < n; ++i) tail.add(x[i]);
-  total.merge(tail);
-  return total;
-}
-
-// y = (x - mean) * rstd [* w] [+ b] over a row, vectorised; `stream` writes the full vectors
-// with streaming stores (when y is aligned for them). `next` (or null) is the row processed
-// after this one, prefetched meanwhile.
-template <typename T, bool HasW, bool HasB>
-void normalize_row(const T* x, T* y, int64_t n, T mean, T rstd, const T* w, const T* b, bool stream,
-                   const T* next) {
-  using V = Vec<T>;
-  constexpr int64_t W = V::width;
-  // (x - mean) * rstd rather than x * rstd - mean * rstd, which cancels badly when |mean| is
-  // large against the spread.
-  const V vmean(mean), vrstd(rstd);
-  auto f = [&](int64_t j) {
-    V r = (V::load(x + j) - vmean) * vrstd;
-    if constexpr (HasW) r = r * V::load(w + j);
-    if constexpr (HasB) r = r + V::load(b + j);
-    return r;
-  };
-  const int64_t full = n - n % W;
-  // One prefetch per 64-byte line of the next row, so that its statistics pass finds it in cache.
-  constexpr int64_t kLine = 64 / sizeof(T);
-  auto prefetch = [&](int64_t i) {
-    if (next && i % kLine == 0) __builtin_prefetch(next + i);
-  };
-  if (stream && vec::stream_aligned(y)) {
-    for (int64_t i = 0; i < full; i += W) {
-      prefetch(i);
-      vec::store_stream(f(i), y + i);
-    }
-  } else {
-    for (int64_t i = 0; i < full; i += W) {
-      prefetch(i);
-      f(i).store(y + i);
-    }
-  }
-  for (int64_t i = full; i < n; ++i) {  // scalar tail, same arithmetic
-    T r = (x[i] - mean) * rstd;
-    if constexpr (HasW) r = r * w[i];
-    if constexpr (HasB) r = r + b[i];
-    y[i] = r;
-  }
 }
 
 // ---- layer_norm: inputs [x, weight?, bias?]; attrs [normalized_shape, eps, has_weight,
@@ -242,14 +104,9 @@ void layer_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
                 mean_p[r] = rstd_p[r] = std::numeric_limits<T>::quiet_NaN();
                 continue;
               }
-              const Moments<T> m = row_moments(xp + r * n, n);
-              const T var = std::max(m.m2 / static_cast<T>(n), T(0));
-              const T rstd = T(1) / std::sqrt(var + eps);
-              mean_p[r] = m.mean;
-              rstd_p[r] = rstd;
-              const T* next = r + 1 < r1 && n <= kPrefetchRow ? xp + (r + 1) * n : nullptr;
-              normalize_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, m.mean, rstd, wp, bp, stream,
-                                           next);
+              const T* next = r + 1 < r1 && n <= kernels::kPrefetchRow ? xp + (r + 1) * n : nullptr;
+              kernels::layer_norm_row<T, HasW, HasB>(xp + r * n, yp + r * n, n, eps, wp, bp, stream,
+                                                     next, mean_p + r, rstd_p + r);
             }
             if (stream) vec::stream_fence();
           });
@@ -286,8 +143,6 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor w = has_w ? c.in(1).contiguous() : Tensor();
   const int64_t rows = leading_rows(x, nd), n = rows == 0 ? 0 : x.numel() / rows;
   KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "rms_norm", [&]<typename T>() {
-    using V = Vec<T>;
-    constexpr int64_t W = V::width;
     const T eps = static_cast<T>(c.attrs.f(1));
     const T* xp = x.data_ptr<T>();
     T* yp = outs[0].data_ptr<T>();
@@ -300,28 +155,12 @@ void rms_norm_kernel(const OpCall& c, std::span<Tensor> outs) {
         [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) {
             const T* row = xp + r * n;
-            V s[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
-            int64_t i = 0;
-            for (; i + 4 * W <= n; i += 4 * W)
-              for (int a = 0; a < 4; ++a) {
-                const V v = V::load(row + i + a * W);
-                s[a] = vec::fmadd(v, v, s[a]);
-              }
-            for (; i + W <= n; i += W) {
-              const V v = V::load(row + i);
-              s[0] = vec::fmadd(v, v, s[0]);
-            }
-            T ss = lane_sum((s[0] + s[1]) + (s[2] + s[3]));
-            for (; i < n; ++i) ss += row[i] * row[i];
-            const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);  // NaN for n == 0
-            rstd_p[r] = rstd;
-            const T* next = r + 1 < r1 && n <= kPrefetchRow ? row + n : nullptr;
+            const T* next = r + 1 < r1 && n <= kernels::kPrefetchRow ? row + n : nullptr;
             if (has_w)
-              normalize_row<T, true, false>(row, yp + r * n, n, T(0), rstd, wp, nullptr, stream,
-                                            next);
+              kernels::rms_norm_row<T, true>(row, yp + r * n, n, eps, wp, stream, next, rstd_p + r);
             else
-              normalize_row<T, false, false>(row, yp + r * n, n, T(0), rstd, nullptr, nullptr,
-                                             stream, next);
+              kernels::rms_norm_row<T, false>(row, yp + r * n, n, eps, nullptr, stream, next,
+                                              rstd_p + r);
           }
           if (stream) vec::stream_fence();
         });

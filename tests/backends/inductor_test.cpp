@@ -377,6 +377,52 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   EXPECT_EQ(c4.externs(), 0u);
 }
 
+TEST(Inductor, LayerNormAndRmsNormAreRowOpsWithTheirPrologueAndEpilogue) {
+  manual_seed(31);
+  // A transformer block's residual add, normalisation and activation: one row kernel, bitwise
+  // equal to eager (the eager kernel's own row function), with and without weight and bias.
+  Tensor x = randn({6, 10, 96}), r = randn({6, 10, 96}), w = randn({96}), b = randn({96});
+  auto with_both = [](Tensor x, Tensor r, Tensor w, Tensor b) {
+    return gelu(layer_norm(x + r, {96}, w, b)) * 2;
+  };
+  auto bias_only = [](Tensor x, Tensor r, Tensor, Tensor b) {
+    return layer_norm(x * r, {96}, std::nullopt, b, 1e-3).exp();
+  };
+  auto plain = [](Tensor x, Tensor r, Tensor, Tensor) { return layer_norm(x - r, {96}) + 1; };
+  auto rms = [](Tensor x, Tensor r, Tensor w, Tensor) { return rms_norm(x + r, {96}, w) * x; };
+  int which = 0;
+  for (auto* fn : {+with_both, +bias_only, +plain, +rms}) {
+    SCOPED_TRACE(which++);
+    Compiled c;
+    auto f = compile(fn, c.options());
+    expect_identical(fn(x, r, w, b), f(x, r, w, b));
+    EXPECT_EQ(c.kernels(), 1u);
+    EXPECT_EQ(c.externs(), 0u);
+  }
+  // In training, the statistics are saved for the backward: per-row outputs of the kernel; the
+  // backward's own kernels read them. Float64, and rows read through a transpose.
+  Tensor xd = randn({12, 40}, DType::Float64).requires_grad_(), wd = randn({12}, DType::Float64);
+  auto train = [](Tensor x, Tensor w) {
+    Tensor y = layer_norm(x.t() * 3, {12}, w, std::nullopt);
+    Tensor loss = (y * y).sum();
+    loss.backward();
+    return loss;
+  };
+  Compiled c;
+  auto f = compile(train, c.options());
+  Tensor want = train(xd, wd), want_grad = xd.grad();
+  xd.set_grad(Tensor());
+  expect_identical(want, f(xd, wd));
+  expect_identical(want_grad, xd.grad());
+  EXPECT_EQ(c.extern_calls_of("layer_norm"), 0u);
+  // Normalised over more than the last dim: an extern call.
+  Compiled c2;
+  auto two_dims = [](Tensor x) { return layer_norm(x, {10, 96}) * 2; };
+  auto g = compile(two_dims, c2.options());
+  expect_identical(two_dims(x), g(x));
+  EXPECT_EQ(c2.extern_calls_of("layer_norm"), 1u);
+}
+
 TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {
   manual_seed(22);
   Tensor x = randn({40, 30}), wide = randn({2, inductor::kMaxRowElements + 1});

@@ -484,7 +484,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
 // at a time (contiguous along the row or not), and the ops run in order, each over the whole
 // row: a pointwise op in blocks of up to kBlock elements with its functor, a row op with its
 // row function. Values not written to an output live in row buffers, from `scratch`.
-void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
+void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, const Kernel& k) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
   const size_t n = num_out + num_in;
   os << "{\n";
@@ -617,6 +617,7 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
         continue;
       }
     }
+    if (op.output > 0) continue;  // a statistic its row op (just before) computed
     const char* out_t = ctype(op.dtype);
     const bool is_output = output_slot[j] >= 0;
     result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
@@ -635,6 +636,51 @@ void render_row_kernel_body(std::ostringstream& os, const Kernel& k) {
       body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::row_sum("
            << name_of(op.args[0]) << ", cols)" << (mean ? " / static_cast<double>(cols)" : "")
            << ");\n";
+    } else if (op.row && (op.op->name == "layer_norm" || op.op->name == "rms_norm")) {
+      // The eager kernel's row function; its statistics (the ops after it) are per-row values.
+      const bool layer = op.op->name == "layer_norm";
+      std::vector<std::string> stats;
+      for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2) {
+        const bool stat_out = output_slot[s2] >= 0;
+        result[s2] = stat_out ? "out" + std::to_string(output_slot[s2]) : "v" + std::to_string(s2);
+        if (stat_out)
+          body << "    " << out_t << "* " << result[s2] << " = reinterpret_cast<" << out_t
+               << "*>(p[" << output_slot[s2] << "]);\n";
+        else
+          body << "    alignas(64) " << out_t << " " << result[s2] << "[1];\n";
+        stats.push_back(result[s2]);
+      }
+      std::string next = "nullptr";
+      if (op.args[0].kind == Operand::Kind::Input) {
+        const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
+        next = detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
+                              " && cols <= kernels::kPrefetchRow ? reinterpret_cast<const ", out_t,
+                              "*>(next[", slot, "]) : nullptr");
+      }
+      // The op's attributes: layer_norm [shape, eps, has_weight, has_bias], rms_norm [shape, eps,
+      // has_weight]; its inputs x, then the weight and bias it has.
+      const Attrs& attrs = graph.nodes[static_cast<size_t>(op.node)].attrs;
+      const bool has_w = attrs.b(2), has_b = layer && attrs.b(3);
+      auto arg_or_null = [&](bool has, size_t a) {
+        return has ? name_of(op.args[a]) : std::string("nullptr");
+      };
+      body << "    kernels::" << (layer ? "layer_norm_row<" : "rms_norm_row<") << out_t << ", "
+           << (has_w ? "true" : "false");
+      if (layer) body << ", " << (has_b ? "true" : "false");
+      body << ">(" << name_of(op.args[0]) << ", " << result[j] << ", cols, static_cast<" << out_t
+           << ">(attrs[" << j << "]->f(1)), " << arg_or_null(has_w, 1) << ", ";
+      if (layer) body << arg_or_null(has_b, 1 + has_w) << ", ";
+      body << (is_output
+                   ? detail::concat("numel * ", itemsize(op.dtype), " >= ", kStreamingStoreBytes)
+                   : std::string("false"))
+           << ", " << next;
+      for (const std::string& st : stats) body << ", " << st;
+      body << ");\n";
+      for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2)
+        if (read_broadcast[s2])
+          body << "    alignas(64) " << out_t << " " << result[s2] << "_b[inductor_rt::kBlock];\n"
+               << "    std::fill_n(" << result[s2]
+               << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[s2] << "[0]);\n";
     } else if (op.row) {
       // The whole row at once, as the eager kernel; a large output streams past the caches.
       const bool log = op.op->name == "log_softmax";
@@ -706,7 +752,8 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
   std::map<std::string, Body> kernel_with_body;
   for (const Kernel& k : schedule.kernels) {
     os << "// " << k.name << ":";
-    for (const KernelOp& op : k.ops) os << " %" << op.node << " = " << op.op->name << ";";
+    for (const KernelOp& op : k.ops)
+      if (op.output == 0) os << " %" << op.node << " = " << op.op->name << ";";
     int32_t last_through = -1;
     for (const KernelInput& in : k.inputs)
       if (in.through >= 0 && in.through != last_through) {
@@ -719,7 +766,7 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
         ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";
     std::ostringstream body;
     if (k.row_size > 0)
-      render_row_kernel_body(body, k);
+      render_row_kernel_body(body, graph, k);
     else
       render_kernel_body(body, k);
     const int next_index = static_cast<int>(kernel_with_body.size());

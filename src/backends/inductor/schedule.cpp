@@ -119,9 +119,17 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
 }  // namespace
 
 RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
-  if (n.kind != ir::NodeKind::Call || n.inputs.size() != 1 || n.outputs.size() != 1)
-    return RowOpKind::None;
+  if (n.kind != ir::NodeKind::Call || n.inputs.empty()) return RowOpKind::None;
   const std::string_view name = n.op->name;
+  if (name == "layer_norm" || name == "rms_norm") {
+    // Normalised over the last dim alone (weight and bias: one value per column).
+    const TensorMeta& x = g.info(n.inputs[0]);
+    const int64_t cols = x.sizes.empty() ? 0 : x.sizes.back();
+    const bool ok = n.attrs.ints(0).size() == 1 && is_floating(x.dtype) && cols >= 1 &&
+                    cols <= kMaxRowElements && n.outputs[0].dtype == x.dtype;
+    return ok ? RowOpKind::Norm : RowOpKind::None;
+  }
+  if (n.inputs.size() != 1 || n.outputs.size() != 1) return RowOpKind::None;
   const bool softmax = name == "softmax" || name == "log_softmax";
   if (!softmax && name != "sum" && name != "mean") return RowOpKind::None;
   const TensorMeta& in = g.info(n.inputs[0]);
@@ -210,6 +218,12 @@ Schedule schedule_graph(const ir::Graph& g) {
   int32_t last_joined = -1;                     // the group the previous fusable node went to
   std::vector<bool> per_row(num_nodes, false);  // computed once per row of a row kernel
   std::vector<bool> row_op(num_nodes, false);   // a row op (row_op_kind), in a kernel
+  // Whether value v has one element per row in its row kernel: a per-row node's result, or a
+  // normalisation's statistics (its outputs after the first).
+  auto value_per_row = [&](ir::ValueRef v) {
+    return per_row[static_cast<size_t>(v.node)] ||
+           (v.output > 0 && row_op[static_cast<size_t>(v.node)]);
+  };
   const std::vector<bool> windowed = read_through_windows(g);
   auto reads_windows = [&](const ir::Node& n) {
     return std::any_of(n.inputs.begin(), n.inputs.end(),
@@ -271,9 +285,8 @@ Schedule schedule_graph(const ir::Graph& g) {
           // A member read at the element being computed, or a per-row member read by a
           // pointwise op (a broadcast along the row: the value is complete by then).
           const bool elementwise = got == (once_per_row ? per_row_shape(to.ranges) : to.ranges) &&
-                                   per_row[static_cast<size_t>(r.node)] == once_per_row;
-          const bool broadcast = row_kind == RowOpKind::None && !once_per_row &&
-                                 per_row[static_cast<size_t>(r.node)] &&
+                                   value_per_row(r) == once_per_row;
+          const bool broadcast = row_kind == RowOpKind::None && !once_per_row && value_per_row(r) &&
                                  got == per_row_shape(to.ranges);
           if (!elementwise && !broadcast) return false;
         } else if (to.sealed) {
@@ -387,12 +400,19 @@ Schedule schedule_graph(const ir::Graph& g) {
       if (grp.row) kernel.row_size = kernel.ranges.back();
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
         op.compute = promoted_dtype(g, n);
-      op_of[{node, 0}] = static_cast<int32_t>(kernel.ops.size());
-      kernel.ops.push_back(std::move(op));
-      if (realized[static_cast<size_t>(node)][0])
-        kernel.outputs.push_back({static_cast<int32_t>(kernel.ops.size() - 1), {node, 0}});
-      else
-        s.fused_away[static_cast<size_t>(node)] = true;
+      s.fused_away[static_cast<size_t>(node)] = true;
+      // One op per output (only row ops have several: see KernelOp::output).
+      for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) {
+        KernelOp each =
+            o == 0 ? op : KernelOp{node, n.op, {}, n.outputs[o].dtype, n.outputs[o].dtype,
+                                   true, true, o};
+        op_of[{node, o}] = static_cast<int32_t>(kernel.ops.size());
+        kernel.ops.push_back(std::move(each));
+        if (realized[static_cast<size_t>(node)][static_cast<size_t>(o)]) {
+          kernel.outputs.push_back({static_cast<int32_t>(kernel.ops.size() - 1), {node, o}});
+          s.fused_away[static_cast<size_t>(node)] = false;
+        }
+      }
     }
     s.kernels.push_back(std::move(kernel));
   }

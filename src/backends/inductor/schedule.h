@@ -54,6 +54,10 @@ struct KernelOp {
   bool row = false;      // a row op: reads its input's whole row (see row_op_kind)
   bool per_row = false;  // its result has one element per row (a row reduction, or a
                          // pointwise op over such results) in a row kernel
+  // Which of the node's outputs it stands for. A row op with several (layer_norm's normalised
+  // row, mean and rstd) is one op per output, in order: the first computes them all, the
+  // others (no args) only name where the per-row statistics go.
+  int32_t output = 0;
 };
 
 struct KernelConstant {
@@ -138,10 +142,12 @@ bool can_fuse(const ir::Graph& graph, const ir::Node& node);
 // Row ops: ops along the last dim of a floating tensor whose rows are at most kMaxRowElements
 // long, which generated code computes a row at a time with the eager kernel's row function,
 // so that they stay bitwise equal to eager: softmax and log_softmax (ops/kernels/softmax_row.h),
-// and sum and mean over the last dim alone (reduce.h's MapFold::row; only where the eager
-// reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place).
+// sum and mean over the last dim alone (reduce.h's MapFold::row; only where the eager
+// reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place), and
+// layer_norm and rms_norm over the last dim (ops/kernels/norm_row.h; their statistics are
+// per-row outputs).
 inline constexpr int64_t kMaxRowElements = 16384;
-enum class RowOpKind : uint8_t { None, Softmax, Reduction };
+enum class RowOpKind : uint8_t { None, Softmax, Reduction, Norm };
 RowOpKind row_op_kind(const ir::Graph& graph, const ir::Node& node);
 
 }  // namespace kiln::inductor

@@ -2,8 +2,8 @@
 // eager kernels' vector math and pointwise functors — one math for both, so a fused loop
 // computes what the eager kernels compute, bit for bit — the block loop that hands a fused
 // body contiguous blocks of its operands, as the eager pointwise loop engine does, the vector
-// loop that computes a block on registers, the eager softmax's row function and the row loop
-// of row kernels.
+// loop that computes a block on registers, the eager softmax's and normalisations' row functions
+// and the row loop of row kernels.
 #pragma once
 #define KILN_INDUCTOR_RUNTIME_H
 
@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "ops/kernels/block_loop.h"
+#include "ops/kernels/norm_row.h"
 #include "ops/kernels/pointwise_math.h"
 #include "ops/kernels/softmax_row.h"
 #include "ops/kernels/vec.h"
