@@ -31,6 +31,40 @@ std::vector<std::vector<bool>> values_read(const ir::Graph& g) {
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+// Per forward input: the differentiated values (tangent indices) an autograd path reaches from
+// it — through values that require grad, as the eager engine's edges go.
+std::vector<std::vector<int32_t>> tangents_reached(const ir::Graph& forward,
+                                                   std::span<const ir::ValueRef> values) {
+  const auto num_inputs = static_cast<size_t>(forward.num_inputs());
+  // Per node output: the inputs that reach it.
+  std::vector<std::vector<std::vector<bool>>> from(forward.nodes.size());
+  for (size_t i = 0; i < forward.nodes.size(); ++i) {
+    const ir::Node& n = forward.nodes[i];
+    from[i].assign(n.outputs.size(), std::vector<bool>(num_inputs, false));
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (!n.outputs[o].requires_grad) continue;
+      if (n.kind == ir::NodeKind::Placeholder) {
+        from[i][o][static_cast<size_t>(n.input_index)] = true;
+        continue;
+      }
+      for (ir::ValueRef v : n.inputs) {
+        if (!forward.info(v).requires_grad) continue;
+        const auto& r = from[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
+        for (size_t in = 0; in < num_inputs; ++in)
+          if (r[in]) from[i][o][in] = true;
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> out(num_inputs);
+  for (size_t k = 0; k < values.size(); ++k) {
+    const auto& r =
+        from[static_cast<size_t>(values[k].node)][static_cast<size_t>(values[k].output)];
+    for (size_t in = 0; in < num_inputs; ++in)
+      if (r[in]) out[in].push_back(static_cast<int32_t>(k));
+  }
+  return out;
+}
 }  // namespace
 
 std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
@@ -56,6 +90,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->missing_derivative = joint.missing_derivative;
   int32_t next = 0;
   for (const auto& g : joint.input_grads) plan->grad_output_of_input.push_back(g ? next++ : -1);
+  plan->tangents_of_input = tangents_reached(forward, values);
   const std::vector<std::vector<bool>> read = values_read(forward);
   for (ir::ValueRef v : values)
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
@@ -246,6 +281,7 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
              " a second time: its saved tensors were freed after the first backward pass. Pass "
              "retain_graph=true to the first backward() (or grad()) to keep them");
   std::vector<Tensor> outs;
+  std::vector<bool> tangent_arrived;
   {
     capture::PauseCapture pause;  // (backward() may be called inside a compiled function)
     capture::InBackend in_backend;
@@ -262,6 +298,8 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
         continue;
       }
       const TensorMeta& m = output_meta()[slot];
+      if (tangent_arrived.size() <= static_cast<size_t>(k)) tangent_arrived.resize(k + 1, false);
+      tangent_arrived[static_cast<size_t>(k)] = has_grad;
       inputs[first_tangent + static_cast<size_t>(k)] = !has_grad ? zeros(m.sizes, m.dtype)
                                                        : grads[slot].is_contiguous()
                                                            ? grads[slot]
@@ -275,7 +313,12 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
   std::vector<Tensor> grad_inputs(next_edges_.size());
   for (size_t i = 0; i < grad_inputs.size(); ++i) {
     const int32_t k = plan_->grad_output_of_input[i];
-    if (k >= 0 && next_edges_[i].valid()) grad_inputs[i] = outs[static_cast<size_t>(k)];
+    if (k < 0 || !next_edges_[i].valid()) continue;
+    bool reached = false;
+    for (int32_t t : plan_->tangents_of_input[i])
+      reached = reached || (static_cast<size_t>(t) < tangent_arrived.size() &&
+                            tangent_arrived[static_cast<size_t>(t)]);
+    if (reached) grad_inputs[i] = outs[static_cast<size_t>(k)];
   }
   return grad_inputs;
 }

@@ -25,6 +25,11 @@ struct AotPlan {
   size_t num_outputs = 0;  // the forward graph's own outputs (the saved values follow)
   // Per forward input: which backward output is its gradient (-1: none, i.e. zero).
   std::vector<int32_t> grad_output_of_input;
+  // Per forward input: the differentiated values (tangents) an autograd path reaches from it.
+  // When none of their gradients arrived, the input's gradient is left undefined, as the eager
+  // engine leaves a tensor no gradient reaches (an optimizer then skips it rather than apply
+  // decay and momentum to zeros).
+  std::vector<std::vector<int32_t>> tangents_of_input;
   std::string missing_derivative;  // see JointGraph
   // Per differentiated value: whether a forward op reads it (its gradient then has parts that
   // the backward computes inside and no hook on the value could see).

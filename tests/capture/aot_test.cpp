@@ -505,6 +505,36 @@ TEST(AotAutograd, DetachStopsTheGradientUnderEveryBackend) {
       true);
 }
 
+// An input whose every path leads to outputs whose gradient never arrives (detached after the
+// graph) gets no gradient, as in eager — not zeros, which an optimizer would still apply decay
+// and momentum to. Also through an op whose derivative is zero (round). Found by kiln fuzz.
+TEST(AotAutograd, AnInputNoGradientReachesHasNoneUnderEveryBackend) {
+  auto body = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return std::vector<Tensor>{a.log_softmax(0), round(c) * 2, b.relu()};
+  };
+  auto inputs = [] {
+    return std::vector<Tensor>{tensor({0.5, -1.0, 2.0}).requires_grad_(),
+                               tensor({1.0, -2.0, 3.0}).requires_grad_(),
+                               tensor({0.25, 1.5, -0.5}).requires_grad_()};
+  };
+  auto loss = [](const std::vector<Tensor>& outs) {
+    return outs[0].detach().sum() + outs[1].detach().sum() + outs[2].sum();
+  };
+  std::vector<Tensor> eager = inputs();
+  loss(body(eager[0], eager[1], eager[2])).backward();
+  ASSERT_FALSE(eager[0].grad().defined());
+  ASSERT_FALSE(eager[2].grad().defined());
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    std::vector<Tensor> x = inputs();
+    auto f = compile(body, {.backend = std::string(backend)});
+    loss(f(x[0], x[1], x[2])).backward();
+    EXPECT_FALSE(x[0].grad().defined());
+    EXPECT_FALSE(x[2].grad().defined());
+    expect_equal(x[1].grad(), eager[1].grad());
+  }
+}
+
 // A later graph of the same call writing, as captured, an input that an earlier graph's
 // backward reads: the partition may save the input where eager saves a value made from it
 // (here exp(s)), so the earlier node keeps a copy of the old value.

@@ -22,8 +22,8 @@ TEST(Fuzz, SameSeedSameProgram) {
 
 // The planted bug: the eager backend, except that a graph with a `tanh` call gets 1e-3 added
 // to every output. tanh, because no derivative emits it (mul appears in many backward graphs),
-// so a finding's program must call it: tanh directly, or through exp (the fuzzer's exp is
-// exp(tanh)) or straight_through (x + (tanh(x) - x).detach()).
+// so a finding's program must call it: tanh directly (or as the registry's op:tanh), or through exp
+// (the fuzzer's exp is exp(tanh)) or straight_through (x + (tanh(x) - x).detach()).
 void register_buggy_backend() {
   static bool done = false;
   if (done) return;
@@ -54,6 +54,7 @@ TEST(Fuzz, FindsPlantedTanhBug) {
       ++found;
       const std::string text = p.text();
       EXPECT_TRUE(text.find("= tanh(") != std::string::npos ||
+                  text.find("= op:tanh(") != std::string::npos ||
                   text.find("= exp(") != std::string::npos ||
                   text.find("= straight_through(") != std::string::npos)
           << text;

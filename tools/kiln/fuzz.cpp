@@ -129,6 +129,14 @@ const std::vector<OpSpec>& ops() {
         {"amax_dim", 1, false, [](auto& a, auto& p) { return a[0].amax({p[0]}, true); }, one_dim},
         {"clamp", 1, false, [](auto& a, auto&) { return a[0].clamp(-0.5, 0.5); }},
         {"where", 2, false, [](auto& a, auto&) { return where(a[0] > 0, a[0], a[1]); }},
+        {"pad", 1, false, [](auto& a, auto& p) { return pad(a[0], IntList(p), 0.5); },
+         [](const std::vector<Tensor>& a, Rng& rng) {  // (a crop past the size is drawn again)
+           std::vector<int64_t> amounts{rng.below(4) - 1, rng.below(3)};
+           if (a[0].dim() >= 2) amounts.insert(amounts.end(), {rng.below(3) - 1, rng.below(2)});
+           return amounts;
+         }},
+        {"rms_norm", 1, false, [](auto& a, auto&) { return rms_norm(a[0], {a[0].sizes().back()}); },
+         last_dim},
         {"cat", 2, false,
          [](auto& a, auto& p) {
            return cat({a[0], a[1]}, p[0]);
@@ -173,9 +181,13 @@ std::vector<Tensor> make_inputs(const Program& p) {
   return inputs;
 }
 
-// Runs the steps on `inputs`; returns the values made by the steps (the program's outputs).
+// Runs the steps on `inputs`; returns the values made by the steps that no later step reads
+// (the program's outputs: what is only read inside the program may be fused away).
 std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor> values) {
-  size_t first_output = values.size();
+  const size_t first_output = values.size();
+  std::vector<bool> read(first_output + steps.size(), false);
+  for (const Step& s : steps)
+    for (int i : s.args) read[static_cast<size_t>(i)] = true;
   for (const Step& s : steps) {
     if (s.op == "graph_break") {
       graph_break();
@@ -185,7 +197,10 @@ std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor
     for (int i : s.args) args.push_back(values[i]);
     values.push_back(find(s.op).apply(args, s.params));
   }
-  return std::vector<Tensor>(values.begin() + first_output, values.end());
+  std::vector<Tensor> outputs;
+  for (size_t i = first_output; i < values.size(); ++i)
+    if (!read[i]) outputs.push_back(values[i]);
+  return outputs;
 }
 
 // The random state every run of a program starts from (its random ops draw the same numbers).
