@@ -135,6 +135,11 @@ const std::vector<OpSpec>& ops() {
            if (a[0].dim() >= 2) amounts.insert(amounts.end(), {rng.below(3) - 1, rng.below(2)});
            return amounts;
          }},
+        {"flip", 1, false, [](auto& a, auto& p) { return flip(a[0], {p[0]}); }, one_dim},
+        {"roll", 1, false, [](auto& a, auto& p) { return roll(a[0], {p[1] - 2}, {p[0]}); },
+         [](const std::vector<Tensor>& a, Rng& rng) {
+           return std::vector<int64_t>{a[0].dim() ? rng.below(a[0].dim()) : 0, rng.below(7)};
+         }},
         {"rms_norm", 1, false, [](auto& a, auto&) { return rms_norm(a[0], {a[0].sizes().back()}); },
          last_dim},
         {"cat", 2, false,

@@ -352,7 +352,7 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
 }
 
 // Opens the loop a plain kernel's body runs in: block_loop, or window_loop with the fill block
-// of each input read through a window when the kernel reads a pad or cat.
+// of each input read through a window when the kernel reads a pad, cat or roll.
 void render_loop_call(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
   const char* body = "[&](char* const* p, int64_t n) {\n";
@@ -759,7 +759,7 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
       if (in.through >= 0 && in.through != last_through) {
         last_through = in.through;
         os << " reads %" << in.through << " = "
-           << graph.nodes[static_cast<size_t>(in.through)].op->name << " through a window;";
+           << graph.nodes[static_cast<size_t>(in.through)].op->name << " as index arithmetic;";
       }
     os << "\n";
     const char* signature =

@@ -288,7 +288,7 @@ void CompiledInductorGraph::plan() {
 bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, const ir::Graph& g) {
   const inductor::KernelInput& in = kernel.inputs[i];
   const TensorMeta& root = g.info(in.root);
-  // (A pad or cat read through a window reads its pieces elsewhere than where it writes.)
+  // (A pad, cat or roll read through a window reads its pieces elsewhere than where it writes.)
   if (in.windowed() || root.strides != contiguous_strides(root.sizes) || in.offset != 0 ||
       in.strides != contiguous_strides(kernel.ranges))
     return false;

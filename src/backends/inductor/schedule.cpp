@@ -47,7 +47,7 @@ struct Group {
   int32_t pos = -1;       // where the group runs among the steps (a node index)
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
-  bool windowed = false;  // reads a pad or cat through windows (so never a row kernel)
+  bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
 };
 
 // The shape of a row kernel's per-row values: its ranges with the row dim 1.
@@ -87,12 +87,54 @@ KernelInput read_shifted(const ir::Graph& g, ir::ValueRef x, const Shape& ranges
   return in;
 }
 
-// The inputs of a kernel reading pad or cat node w through windows, appended to its inputs
-// (the first is the one ops read).
+// A roll's net shift of each rolled dim in (0, size), by dim (a dim listed twice rolls twice).
+std::map<int64_t, int64_t> roll_shifts(const ir::Graph& g, const ir::Node& n) {
+  const Shape& sizes = g.info(n.inputs[0]).sizes;
+  const auto shifts = n.attrs.ints(0), dims = n.attrs.ints(1);
+  std::map<int64_t, int64_t> net;
+  for (size_t i = 0; i < dims.size() && i < shifts.size() && !sizes.empty(); ++i) {
+    const int64_t d = dims[i] < 0 ? dims[i] + sizes.ssize() : dims[i];
+    const int64_t size = sizes[d];
+    if (size > 0) net[d] = ((net[d] + shifts[i] % size) % size + size) % size;
+  }
+  std::erase_if(net, [](const auto& e) { return e.second == 0; });
+  return net;
+}
+
+// The inputs of a kernel reading pad, cat, flip or roll node w as index arithmetic, appended
+// to its inputs (the first is the one ops read; a cat's or roll's other pieces follow it).
 void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
   const ir::Node& n = g.nodes[static_cast<size_t>(w)];
   const Shape& ranges = n.outputs[0].sizes;
   const int64_t rank = ranges.ssize();
+  if (n.op->name == "flip") {
+    // The input seen with negated strides along the flipped dims (no flipped dims: a copy).
+    KernelInput in = read_at(g, n.inputs[0], rank);
+    for (int64_t d : n.attrs.ints(0)) {
+      d = d < 0 ? d + rank : d;
+      in.offset += (ranges[d] - 1) * in.strides[d];
+      in.strides[d] = -in.strides[d];
+    }
+    in.through = w;
+    kernel.inputs.push_back(std::move(in));
+    return;
+  }
+  if (n.op->name == "roll") {
+    // out[i] = x[(i - s) mod size] along each rolled dim: per rolled dim two pieces, x shifted
+    // by s over [s, size) and by s - size over [0, s).
+    const std::map<int64_t, int64_t> net = roll_shifts(g, n);
+    const size_t pieces = size_t{1} << net.size();
+    for (size_t mask = 0; mask < pieces; ++mask) {
+      Shape shift(static_cast<size_t>(rank), 0);
+      size_t bit = 0;
+      for (const auto& [d, s] : net) shift[d] = (mask >> bit++ & 1) ? s - ranges[d] : s;
+      KernelInput in = read_shifted(g, n.inputs[0], ranges, shift);
+      in.through = w;
+      if (mask + 1 < pieces) in.otherwise = static_cast<int32_t>(kernel.inputs.size() + 1);
+      kernel.inputs.push_back(std::move(in));
+    }
+    return;
+  }
   if (n.op->name == "pad") {
     // pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
     const auto pad = n.attrs.ints(0);
@@ -171,7 +213,7 @@ bool can_fuse(const ir::Graph& g, const ir::Node& n) {
   return true;
 }
 
-std::vector<bool> read_through_windows(const ir::Graph& g) {
+std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
   const size_t num_nodes = g.nodes.size();
   std::vector<bool> windowed(num_nodes, false);
   // A piece must be a realized value of the result's dtype and rank, with elements.
@@ -186,9 +228,9 @@ std::vector<bool> read_through_windows(const ir::Graph& g) {
     if (n.kind != ir::NodeKind::Call || n.outputs.size() != 1) continue;
     const std::string_view name = n.op->name;
     const TensorMeta& out = n.outputs[0];
-    if ((name != "pad" && name != "cat") || out.sizes.empty() ||
-        checked_numel(out.sizes, "inductor") == 0)
-      continue;
+    const bool handled = name == "pad" || name == "cat" || name == "flip" ||
+                         (name == "roll" && roll_shifts(g, n).size() <= 2);
+    if (!handled || out.sizes.empty() || checked_numel(out.sizes, "inductor") == 0) continue;
     if (name == "cat" && n.inputs.size() > kMaxCatPieces) continue;
     windowed[i] = std::all_of(n.inputs.begin(), n.inputs.end(),
                               [&](ir::ValueRef v) { return piece_ok(v, out); });
@@ -224,7 +266,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     return per_row[static_cast<size_t>(v.node)] ||
            (v.output > 0 && row_op[static_cast<size_t>(v.node)]);
   };
-  const std::vector<bool> windowed = read_through_windows(g);
+  const std::vector<bool> windowed = read_by_index_arithmetic(g);
   auto reads_windows = [&](const ir::Node& n) {
     return std::any_of(n.inputs.begin(), n.inputs.end(),
                        [&](ir::ValueRef v) { return windowed[static_cast<size_t>(v.node)]; });

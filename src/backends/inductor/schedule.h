@@ -29,10 +29,11 @@ struct Operand {
 // A tensor a kernel reads: element [i0, ..., ik] of the kernel's ranges is at
 // root + offset + Σ strides[d]·i_d (in elements; a stride of 0 broadcasts).
 //
-// A pad or a cat is read the same way, as index arithmetic with a condition (a *window*): the
-// root holds elements only where window[d].first <= i_d < window[d].second in every range d;
-// elsewhere the input reads kernel input `otherwise` (a cat's next piece, itself windowed) or,
-// when that is -1, `fill`. A piece reached only through `otherwise` is read by no op directly.
+// A flip is read that way too (negated strides), and a pad, cat or roll as index arithmetic
+// with a condition (a *window*): the root holds elements only where window[d].first <= i_d <
+// window[d].second in every range d; elsewhere the input reads kernel input `otherwise` (a cat's
+// or roll's next piece, itself windowed) or, when that is -1, `fill`. A piece reached only
+// through `otherwise` is read by no op directly.
 struct KernelInput {
   ir::ValueRef root;  // a realized value: a graph input, an extern's result, another kernel's
   DType dtype;
@@ -41,7 +42,7 @@ struct KernelInput {
   std::vector<std::pair<int64_t, int64_t>> window;  // one per kernel range; empty: everywhere
   int32_t otherwise = -1;
   Scalar fill;
-  int32_t through = -1;  // the pad or cat node read this way (-1: none)
+  int32_t through = -1;  // the pad, cat, flip or roll node read this way (-1: none)
   bool windowed() const { return !window.empty(); }
 };
 
@@ -122,12 +123,13 @@ struct ScheduleSummary {
 };
 ScheduleSummary summarize(const ir::Graph& captured);
 
-// Pads and cats read as index arithmetic (KernelInput::window) by the kernels of every node that
-// reads them, never stored: a `pad` (constant value) or a `cat` of at most kMaxCatPieces
-// non-empty pieces of its dtype, whose every reader is a pointwise op over the same shape
-// outside a row kernel, and which the graph does not return.
+// Pads, cats, flips and rolls read as index arithmetic (KernelInput::window, negated strides)
+// by the kernels of every node that reads them, never stored: a `pad` (constant value), a `cat`
+// of at most kMaxCatPieces non-empty pieces of its dtype, a `flip`, or a `roll` of at most two
+// dims, whose every reader is a pointwise op over the same shape outside a row kernel, and
+// which the graph does not return.
 inline constexpr size_t kMaxCatPieces = 8;
-std::vector<bool> read_through_windows(const ir::Graph& graph);
+std::vector<bool> read_by_index_arithmetic(const ir::Graph& graph);
 
 // Ops generated code computes through their decomposition: pointwise ops that have one — the
 // optimizers' multi-output updates (no functor of their own) and gelu (so that its erf is
