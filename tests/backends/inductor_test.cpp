@@ -663,6 +663,34 @@ TEST(Inductor, SavedTensorsMayDifferFromTheirMetadataInStridesOfSizeOneDims) {
   for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
 }
 
+TEST(Inductor, EmptyTensorsAreAcceptedWhateverTheirStrides) {
+  // Found by `kiln fuzz --seed 30227 --ops-per-program 8`: an empty pad result's gradient
+  // reached the compiled backward with strides [0, 0] where the graph recorded [6, 1]. An empty
+  // tensor addresses no memory: accepted.
+  auto fn = [](Tensor v0, Tensor v1) {
+    Tensor v3 = where(v0 > 0, v0, v0);
+    Tensor v4 = tanh(v1);
+    graph_break();
+    Tensor v6 = v4.unsqueeze(0);
+    Tensor v7 = pad(v3.unsqueeze(0), {1, 1, -1, 0}, 0.5);  // [0, 6]
+    graph_break();
+    Tensor v8 = v1 / v4.abs().exp();
+    Tensor loss = v6.sum() + v7.sum() + v8.sum();
+    loss.backward();
+    return loss;
+  };
+  auto make = [] {
+    manual_seed(3);
+    std::vector<Tensor> in{randn({4}), randn({4})};
+    for (Tensor& t : in) t.requires_grad_();
+    return in;
+  };
+  auto want = make(), got = make();
+  auto f = compile(fn, {.backend = std::string("inductor")});
+  expect_identical(fn(want[0], want[1]), f(got[0], got[1]));
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+}
+
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
   auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
   auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };

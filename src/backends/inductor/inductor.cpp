@@ -57,9 +57,11 @@ ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
 
 // Whether a tensor of `sizes` laid out with strides a is addressed as with strides b: a
 // dimension of size 1 is never stepped along, so its stride does not matter (AOT autograd's
-// metadata and the tensors a compiled forward returns may disagree there).
+// metadata and the tensors a compiled forward returns may disagree there), and an empty tensor
+// is not addressed at all (a gradient of one may come with strides of 0).
 bool same_addressing(IntList sizes, IntList a, IntList b) {
   if (a.size() != b.size() || a.size() != sizes.size()) return false;
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] != 1 && a[d] != b[d]) return false;
   return true;
