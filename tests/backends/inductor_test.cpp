@@ -2,9 +2,11 @@
 // module cache and compiler errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "backends/inductor/cpp_compiler.h"
@@ -395,6 +397,48 @@ TEST(Inductor, RowReductionsFuseWithWhatTheyReadAndWhatReadsThem) {
   expect_identical(runs(x), r(x));
   EXPECT_EQ(c4.kernels(), 1u);
   EXPECT_EQ(c4.externs(), 0u);
+}
+
+TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
+  manual_seed(32);
+  // A softmax written out (subtract the row's max for stability): one row kernel. Rows with
+  // NaN, infinities and both zeros check that the fold is eager's (which of -0 and 0 wins
+  // depends on the order).
+  auto stable_softmax = [](Tensor x) {
+    Tensor e = (x - x.amax({-1}, true)).exp();
+    return e / e.sum({-1}, true);
+  };
+  auto spread = [](Tensor x) {
+    return std::vector<Tensor>{x.amax({1}) - x.amin({1}), x.amin({-1}, true) * x};
+  };
+  std::vector<float> values = randn({9, 40}).to_vector<float>();
+  values[2 * 40 + 3] = std::nanf("");
+  values[4 * 40] = std::numeric_limits<float>::infinity();
+  values[5 * 40 + 7] = -std::numeric_limits<float>::infinity();
+  Tensor x = tensor(values, {9, 40});
+  Tensor zeros_row = tensor({0.0, -0.0, 0.0, -0.0, -0.0, 0.0, -0.0, 0.0, 0.0}).unsqueeze(0);
+  Tensor z = cat({zeros_row, zeros_row.neg()}, 0);
+  Compiled c;
+  auto f = compile(stable_softmax, c.options());
+  expect_identical(stable_softmax(x), f(x));
+  EXPECT_EQ(c.kernels(), 1u);
+  EXPECT_EQ(c.externs(), 0u);
+  Compiled c2;
+  auto g = compile(spread, c2.options());
+  expect_all_identical(spread(x), g(x));
+  expect_all_identical(spread(z), g(z));
+  EXPECT_EQ(c2.extern_calls_of("amax") + c2.extern_calls_of("amin"), 0u);
+  // var (two passes, as eager's) and std = sqrt(var), with the correction and without.
+  auto standardise = [](Tensor x) {
+    return std::vector<Tensor>{(x - x.mean({-1}, true)) / kiln::std(x, {-1}, 1, true),
+                               var(x, {1}, 0) * 2};
+  };
+  Compiled c3;
+  auto h = compile(standardise, c3.options());
+  Tensor d = randn({7, 300}, DType::Float64) * 3 + 100;  // far from 0: cancellation shows
+  expect_all_identical(standardise(x), h(x));
+  expect_all_identical(standardise(d), h(d));
+  EXPECT_EQ(c3.extern_calls_of("var"), 0u);
 }
 
 TEST(Inductor, LayerNormAndRmsNormAreRowOpsWithTheirPrologueAndEpilogue) {

@@ -631,11 +631,17 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     }
     body << "    // " << op.op->name << "\n";
     if (op.row && op.per_row) {
-      // A row reduction: the row folded as the eager sum and mean fold it.
-      const bool mean = op.op->name == "mean";
-      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::row_sum("
-           << name_of(op.args[0]) << ", cols)" << (mean ? " / static_cast<double>(cols)" : "")
-           << ");\n";
+      // A row reduction: the row folded as the eager reduction folds it.
+      const std::string_view name = op.op->name;
+      const bool mean = name == "mean";
+      const char* fold = name == "amax"   ? "row_max"
+                         : name == "amin" ? "row_min"
+                         : name == "var"  ? "row_var"
+                                          : "row_sum";
+      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold
+           << "(" << name_of(op.args[0]) << ", cols"
+           << (name == "var" ? detail::concat(", attrs[", j, "]->i(2)") : std::string()) << ")"
+           << (mean ? " / static_cast<double>(cols)" : "") << ");\n";
     } else if (op.row && (op.op->name == "layer_norm" || op.op->name == "rms_norm")) {
       // The eager kernel's row function; its statistics (the ops after it) are per-row values.
       const bool layer = op.op->name == "layer_norm";

@@ -111,7 +111,62 @@ double row_sum(const T* x, int64_t n) {
   r.row(acc, x, n, 0);
   return acc;
 }
+
+// The largest (smallest) element of a contiguous row, folded as the eager amax (amin) folds it
+// (NaN wins; which of -0 and 0 depends on the order, so the order is eager's).
+template <bool IsMax, typename T>
+T row_extreme(const T* x, int64_t n) {
+  using Fold = std::conditional_t<IsMax, kiln::kernels::fold::Max, kiln::kernels::fold::Min>;
+  const auto r = kiln::kernels::make_reducer<T, T>(
+      IsMax ? kiln::kernels::lowest_value<T>() : kiln::kernels::highest_value<T>(),
+      kiln::kernels::IdentityMap{}, Fold{}, [](T a, int64_t) { return a; });
+  T acc = r.identity;
+  r.row(acc, x, n, 0);
+  return acc;
+}
+
+// The variance of a contiguous row as the eager var computes it: the mean (in double), then the
+// sum of squared deviations from it, divided by max(0, n - correction).
+template <typename T>
+T row_var(const T* x, int64_t n, int64_t correction) {
+  namespace k = kiln::kernels;
+  const double count = static_cast<double>(n);
+  const double denom = std::max(0.0, count - static_cast<double>(correction));
+  const auto mean_of = k::make_reducer<T, double>(0.0, k::IdentityMap{}, k::fold::Add{},
+                                                  [count](double a, int64_t) { return a / count; });
+  double sum = mean_of.identity;
+  mean_of.row(sum, x, n, 0);
+  const double mean = mean_of.finish(sum, 0);
+  auto squared_deviation = [](auto v, auto m) {
+    auto d = v - m;
+    return d * d;
+  };
+  const auto deviations = k::make_reducer<T, T>(
+      0.0, squared_deviation, k::fold::Add{},
+      [denom](double a, int64_t) { return static_cast<T>(a / denom); }, &mean);
+  auto acc = deviations.identity;
+  deviations.row(acc, x, n, 0);
+  return deviations.finish(acc, 0);
+}
 }  // namespace
 
+extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction) {
+  return row_var(x, n, correction);
+}
+extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction) {
+  return row_var(x, n, correction);
+}
 extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n) { return row_sum(x, n); }
 extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n) { return row_sum(x, n); }
+extern "C" float kiln_inductor_row_max_float(const float* x, int64_t n) {
+  return row_extreme<true>(x, n);
+}
+extern "C" double kiln_inductor_row_max_double(const double* x, int64_t n) {
+  return row_extreme<true>(x, n);
+}
+extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n) {
+  return row_extreme<false>(x, n);
+}
+extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n) {
+  return row_extreme<false>(x, n);
+}

@@ -173,7 +173,9 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   }
   if (n.inputs.size() != 1 || n.outputs.size() != 1) return RowOpKind::None;
   const bool softmax = name == "softmax" || name == "log_softmax";
-  if (!softmax && name != "sum" && name != "mean") return RowOpKind::None;
+  if (!softmax && name != "sum" && name != "mean" && name != "amax" && name != "amin" &&
+      name != "var")
+    return RowOpKind::None;
   const TensorMeta& in = g.info(n.inputs[0]);
   const TensorMeta& out = n.outputs[0];
   const int64_t rank = in.sizes.ssize();
@@ -184,8 +186,8 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     const int64_t dim = n.attrs.i(0);
     return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
   }
-  // sum / mean over the last dim alone (keepdim either way), of a row eager reads in place and
-  // folds whole.
+  // sum / mean / amax / amin / var over the last dim alone (keepdim either way), of a row
+  // eager reads in place and folds whole.
   const auto dims = n.attrs.ints(0);
   if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
   if (name == "sum" && n.attrs.has(2)) return RowOpKind::None;  // dtype=

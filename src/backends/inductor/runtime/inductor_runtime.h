@@ -52,6 +52,14 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
 // The sum of a contiguous row, folded as the eager sum and mean fold it (in double).
 extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n);
 extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n);
+// Its largest and smallest element, folded as the eager amax and amin fold it.
+extern "C" float kiln_inductor_row_max_float(const float* x, int64_t n);
+extern "C" double kiln_inductor_row_max_double(const double* x, int64_t n);
+extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n);
+extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n);
+// Its variance, computed as the eager var computes it (two passes, divided by n - correction).
+extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction);
+extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction);
 
 namespace kiln::inductor_rt {
 
@@ -59,6 +67,16 @@ using kernels::kBlock;
 
 inline double row_sum(const float* x, int64_t n) { return kiln_inductor_row_sum_float(x, n); }
 inline double row_sum(const double* x, int64_t n) { return kiln_inductor_row_sum_double(x, n); }
+inline float row_max(const float* x, int64_t n) { return kiln_inductor_row_max_float(x, n); }
+inline double row_max(const double* x, int64_t n) { return kiln_inductor_row_max_double(x, n); }
+inline float row_min(const float* x, int64_t n) { return kiln_inductor_row_min_float(x, n); }
+inline double row_min(const double* x, int64_t n) { return kiln_inductor_row_min_double(x, n); }
+inline float row_var(const float* x, int64_t n, int64_t correction) {
+  return kiln_inductor_row_var_float(x, n, correction);
+}
+inline double row_var(const double* x, int64_t n, int64_t correction) {
+  return kiln_inductor_row_var_double(x, n, correction);
+}
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
 // A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
