@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "aot/missing_tangents.h"
 #include "autograd/grad_mode.h"
 #include "capture/state.h"
 #include "capture/tracer.h"
@@ -98,11 +99,30 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   auto t1 = std::chrono::steady_clock::now();
   plan->forward = fw_compiler(plan->partition.forward, placeholder_metas(plan->partition.forward));
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
+  plan->backward_compiler = bw;
   plan->backward = bw(plan->partition.backward, placeholder_metas(plan->partition.backward));
   KILN_CHECK(plan->forward && plan->backward, Error,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
   capture::add_compile_time("backend_compile", seconds_since(t1));
   return plan;
+}
+
+const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool>& arrived) const {
+  std::lock_guard<std::mutex> lock(partial_mutex_);
+  std::unique_ptr<PartialBackward>& entry = partial_[arrived];
+  if (!entry) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t num_saved = static_cast<int64_t>(partition.saved.size());
+    BackwardWithoutTangents pruned =
+        backward_without_tangents(partition.backward, num_saved, arrived);
+    auto made = std::make_unique<PartialBackward>();
+    made->run = backward_compiler(pruned.graph, placeholder_metas(pruned.graph));
+    made->output_of = std::move(pruned.output_of);
+    made->runtime_kept = std::move(pruned.runtime_kept);
+    capture::add_compile_time("backend_compile", seconds_since(t0));
+    entry = std::move(made);
+  }
+  return *entry;
 }
 
 std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
@@ -308,7 +328,21 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
     std::vector<int64_t> values;
     for (int32_t k : plan_->partition.backward_runtime_index)
       values.push_back(runtime_values_[static_cast<size_t>(k)]);
-    outs = plan_->backward(inputs, values);
+    const size_t num_tangents = inputs.size() - first_tangent;
+    tangent_arrived.resize(num_tangents, false);
+    if (std::find(tangent_arrived.begin(), tangent_arrived.end(), false) == tangent_arrived.end()) {
+      outs = plan_->backward(inputs, values);
+    } else {
+      // Some outputs got no gradient: the backward without them (zeros instead could turn a
+      // gradient eager computes finite into NaN: 0 * inf).
+      const AotPlan::PartialBackward& partial = plan_->backward_without(tangent_arrived);
+      std::vector<int64_t> kept;
+      for (int32_t k : partial.runtime_kept) kept.push_back(values[static_cast<size_t>(k)]);
+      const std::vector<Tensor> got = partial.run(inputs, kept);
+      outs.assign(partial.output_of.size(), Tensor());
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (partial.output_of[k] >= 0) outs[k] = got[static_cast<size_t>(partial.output_of[k])];
+    }
   }
   std::vector<Tensor> grad_inputs(next_edges_.size());
   for (size_t i = 0; i < grad_inputs.size(); ++i) {
@@ -318,7 +352,7 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
     for (int32_t t : plan_->tangents_of_input[i])
       reached = reached || (static_cast<size_t>(t) < tangent_arrived.size() &&
                             tangent_arrived[static_cast<size_t>(t)]);
-    if (reached) grad_inputs[i] = outs[static_cast<size_t>(k)];
+    if (reached) grad_inputs[i] = outs[static_cast<size_t>(k)];  // (undefined if none arrives)
   }
   return grad_inputs;
 }

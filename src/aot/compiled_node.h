@@ -3,7 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +41,20 @@ struct AotPlan {
   // back for what it cannot trace. `why` says what failed.
   bool eager_autograd = false;
   std::string why;
+
+  // The backward of a call in which the tangents `arrived` says are missing did not arrive
+  // (missing_tangents.h), compiled on first use by the backward compiler and kept.
+  struct PartialBackward {
+    CompiledGraph run;
+    std::vector<int32_t> output_of;     // per full backward output: its output here, or -1
+    std::vector<int32_t> runtime_kept;  // the runtime values it takes (indices into the full's)
+  };
+  const PartialBackward& backward_without(const std::vector<bool>& arrived) const;
+  Backend backward_compiler;
+
+ private:
+  mutable std::mutex partial_mutex_;
+  mutable std::map<std::vector<bool>, std::unique_ptr<PartialBackward>> partial_;
 };
 
 // Runs `graph` op by op through dispatch with autograd recording (ops recorded under no_grad
