@@ -606,6 +606,22 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
                          return operand_name.at({static_cast<int>(a.kind), a.index});
                        });
   };
+  // A row op's next input row, for prefetching: when it reads an input in place, rows up to
+  // `limit` long, as the eager kernel prefetches.
+  auto next_row = [&](const KernelOp& op, const char* limit) -> std::string {
+    if (op.args[0].kind != Operand::Kind::Input) return "nullptr";
+    const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
+    return detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
+                          " && cols <= ", limit, " ? reinterpret_cast<const ", ctype(op.dtype),
+                          "*>(next[", slot, "]) : nullptr");
+  };
+  // A per-row value that ops over the row read: kept as a block filled with it too.
+  auto broadcast_if_read = [&](size_t j) {
+    if (!read_broadcast[j]) return;
+    body << "    alignas(64) " << ctype(k.ops[j].dtype) << " " << result[j]
+         << "_b[inductor_rt::kBlock];\n    std::fill_n(" << result[j]
+         << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[j] << "[0]);\n";
+  };
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
     if (on_registers(k, j, op.dtype)) {
@@ -656,13 +672,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
           body << "    alignas(64) " << out_t << " " << result[s2] << "[1];\n";
         stats.push_back(result[s2]);
       }
-      std::string next = "nullptr";
-      if (op.args[0].kind == Operand::Kind::Input) {
-        const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
-        next = detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
-                              " && cols <= kernels::kPrefetchRow ? reinterpret_cast<const ", out_t,
-                              "*>(next[", slot, "]) : nullptr");
-      }
+      const std::string next = next_row(op, "kernels::kPrefetchRow");
       // The op's attributes: layer_norm [shape, eps, has_weight, has_bias], rms_norm [shape, eps,
       // has_weight]; its inputs x, then the weight and bias it has.
       const Attrs& attrs = graph.nodes[static_cast<size_t>(op.node)].attrs;
@@ -683,22 +693,13 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       for (const std::string& st : stats) body << ", " << st;
       body << ");\n";
       for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2)
-        if (read_broadcast[s2])
-          body << "    alignas(64) " << out_t << " " << result[s2] << "_b[inductor_rt::kBlock];\n"
-               << "    std::fill_n(" << result[s2]
-               << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[s2] << "[0]);\n";
+        broadcast_if_read(s2);
     } else if (op.row) {
       // The whole row at once, as the eager kernel; a large output streams past the caches.
       const bool log = op.op->name == "log_softmax";
       // An input read in place: the next row is prefetched while this one is summed, as the
       // eager kernel does (its first pass would otherwise wait on memory).
-      std::string next = "nullptr";
-      if (op.args[0].kind == Operand::Kind::Input) {
-        const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
-        next = detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
-                              " && cols <= kernels::kRowBuffer ? reinterpret_cast<const ", out_t,
-                              "*>(next[", slot, "]) : nullptr");
-      }
+      const std::string next = next_row(op, "kernels::kRowBuffer");
       body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
            << name_of(op.args[0]) << ", " << result[j] << ", cols, "
            << (is_output ? detail::concat("numel * ", itemsize(op.dtype),
@@ -724,10 +725,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       apply(j, args, "(" + result[j] + " + c)", "n", "      ");
       body << "    }\n";
     }
-    if (read_broadcast[j])
-      body << "    alignas(64) " << out_t << " " << result[j] << "_b[inductor_rt::kBlock];\n"
-           << "    std::fill_n(" << result[j]
-           << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[j] << "[0]);\n";
+    broadcast_if_read(j);
   }
   os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
      << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
