@@ -286,6 +286,29 @@ TEST(Inductor, FlipsAndRollsAreIndexArithmetic) {
   EXPECT_EQ(c.extern_calls_of("flip") + c.extern_calls_of("roll"), 0u);
 }
 
+TEST(Inductor, KernelsStayWithinTheLoopsOperandLimit) {
+  manual_seed(26);
+  // Nine 8-piece cats summed: one kernel would read 72 inputs, more than the block loop takes
+  // (64 operands); the chain splits into kernels that fit.
+  std::vector<Tensor> pieces;
+  for (int i = 0; i < 72; ++i) pieces.push_back(randn({2, 5}));
+  auto fn = [](std::vector<Tensor> p) {
+    Tensor total;
+    for (size_t c = 0; c < 9; ++c) {
+      Tensor joined = cat(std::vector<Tensor>(p.begin() + 8 * c, p.begin() + 8 * c + 8), 0);
+      total = c == 0 ? joined * 1.5 : total + joined;
+    }
+    return total;
+  };
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(pieces), f(pieces));
+  EXPECT_GE(c.kernels(), 2u);
+  EXPECT_EQ(c.extern_calls_of("cat"), 0u);
+  for (const inductor::Kernel& k : c.schedules[0].kernels)
+    EXPECT_LE(k.inputs.size() + k.outputs.size(), 64u);
+}
+
 TEST(Inductor, PadsTheGraphReturnsOrNonPointwiseOpsReadAreExternCalls) {
   manual_seed(24);
   Tensor x = randn({8, 12}), w = randn({14, 5});

@@ -218,12 +218,15 @@ std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile(
     if (st.kind == Step::Kind::Kernel) {
       const Kernel& k = schedule_.kernels[static_cast<size_t>(st.index)];
       std::string ops;
-      for (size_t j = 0; j < k.ops.size() && j < 4; ++j)
-        ops += detail::concat(j ? ", " : "",
-                              graph_.nodes[static_cast<size_t>(k.ops[j].node)].op->name);
-      if (k.ops.size() > 4) ops += ", …";
+      int64_t count = 0;  // nodes (a layer_norm's statistics are ops of their own)
+      for (const inductor::KernelOp& op : k.ops) {
+        if (op.output != 0) continue;
+        if (count < 4) ops += detail::concat(count ? ", " : "", op.op->name);
+        ++count;
+      }
+      if (count > 4) ops += ", …";
       steps.push_back(
-          {detail::concat(k.name, ": ", ops, " (", k.ops.size(), " ops) over ", IntList(k.ranges)),
+          {detail::concat(k.name, ": ", ops, " (", count, " ops) over ", IntList(k.ranges)),
            "generated kernels"});
     } else {
       const ir::Node& n = graph_.nodes[static_cast<size_t>(st.index)];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "capture/retrace.h"
 #include "capture/state.h"
@@ -48,7 +49,13 @@ struct Group {
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
   bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
+  // The values it reads from outside, and the kernel inputs they take (a cat: one per piece).
+  std::set<std::pair<int32_t, int32_t>> reads;
+  int64_t input_pieces = 0;
 };
+
+// At most this many operands (outputs and inputs) per kernel: block_loop_any's limit.
+constexpr int64_t kMaxKernelOperands = 64;
 
 // The shape of a row kernel's per-row values: its ranges with the row dim 1.
 Shape per_row_shape(Shape ranges) {
@@ -308,9 +315,36 @@ Schedule schedule_graph(const ir::Graph& g) {
     const RowOpKind row_kind = row_op_kind(g, n);
     const Shape& shape =
         row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
+    // The kernel inputs value v takes when read from outside a group (none for a constant).
+    auto pieces_of = [&](ir::ValueRef v) -> int64_t {
+      const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
+      if (p.kind == ir::NodeKind::Constant) return 0;
+      if (!windowed[static_cast<size_t>(v.node)] || p.op->name == "pad" || p.op->name == "flip")
+        return 1;
+      if (p.op->name == "roll") return int64_t{1} << roll_shifts(g, p).size();
+      return static_cast<int64_t>(p.inputs.size());  // cat
+    };
+    // The values n reads from outside group `grp` that it does not read yet, in kernel inputs.
+    auto new_pieces = [&](int32_t grp) {
+      int64_t count = 0;
+      std::set<std::pair<int32_t, int32_t>> seen;
+      for (ir::ValueRef v : n.inputs) {
+        if (group_of[static_cast<size_t>(root_of(g, v).node)] == grp && grp >= 0) continue;
+        if (group_at(grp).reads.count({v.node, v.output}) ||
+            !seen.insert({v.node, v.output}).second)
+          continue;
+        count += pieces_of(v);
+      }
+      return count;
+    };
     auto joinable = [&](int32_t grp) {
       if (grp < 0) return false;
       const Group& to = group_at(grp);
+      // (Every member may be an output: the bound is safe before outputs are known.)
+      if (static_cast<int64_t>(to.nodes.size()) + static_cast<int64_t>(n.outputs.size()) +
+              to.input_pieces + new_pieces(grp) >
+          kMaxKernelOperands)
+        return false;
       // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
       const bool once_per_row = row_kind == RowOpKind::None && to.row && to.ranges != shape &&
                                 !to.ranges.empty() && shape == per_row_shape(to.ranges);
@@ -370,6 +404,10 @@ Schedule schedule_graph(const ir::Graph& g) {
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
     group_of[i] = target;
     last_joined = target;
+    grp.input_pieces += new_pieces(target);
+    for (ir::ValueRef v : n.inputs)
+      if (group_of[static_cast<size_t>(root_of(g, v).node)] != target)
+        grp.reads.insert({v.node, v.output});
     for (ir::ValueRef v : n.inputs)
       if (group_of[static_cast<size_t>(v.node)] != target &&
           g.nodes[static_cast<size_t>(v.node)].kind != ir::NodeKind::Constant)
@@ -493,7 +531,8 @@ ScheduleSummary summarize(const ir::Graph& captured) {
       schedule_graph(capture::decompose_graph(captured, decomposed_in_generated_code));
   ScheduleSummary out;
   out.kernels = static_cast<int64_t>(s.kernels.size());
-  for (const Kernel& k : s.kernels) out.fused_ops += static_cast<int64_t>(k.ops.size());
+  for (const Kernel& k : s.kernels)
+    for (const KernelOp& op : k.ops) out.fused_ops += op.output == 0;  // (a node once)
   for (const Step& st : s.steps) out.extern_calls += st.kind == Step::Kind::Extern;
   return out;
 }
