@@ -309,6 +309,7 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
     for (const SavedTensor& s : saved_) inputs.push_back(s.unpack(nullptr, name()));
     const size_t first_tangent = inputs.size();
     inputs.resize(static_cast<size_t>(plan_->partition.backward.num_inputs()));
+    tangent_arrived.assign(inputs.size() - first_tangent, false);
     for (size_t slot = 0; slot < tangent_of_slot_.size(); ++slot) {
       const int32_t k = tangent_of_slot_[slot];
       const bool has_grad = slot < grads.size() && grads[slot].defined();
@@ -318,7 +319,6 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
         continue;
       }
       const TensorMeta& m = output_meta()[slot];
-      if (tangent_arrived.size() <= static_cast<size_t>(k)) tangent_arrived.resize(k + 1, false);
       tangent_arrived[static_cast<size_t>(k)] = has_grad;
       inputs[first_tangent + static_cast<size_t>(k)] = !has_grad ? zeros(m.sizes, m.dtype)
                                                        : grads[slot].is_contiguous()
@@ -328,8 +328,6 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
     std::vector<int64_t> values;
     for (int32_t k : plan_->partition.backward_runtime_index)
       values.push_back(runtime_values_[static_cast<size_t>(k)]);
-    const size_t num_tangents = inputs.size() - first_tangent;
-    tangent_arrived.resize(num_tangents, false);
     if (std::find(tangent_arrived.begin(), tangent_arrived.end(), false) == tangent_arrived.end()) {
       outs = plan_->backward(inputs, values);
     } else {
@@ -350,8 +348,7 @@ std::vector<Tensor> CompiledFunctionNode::apply(std::vector<Tensor>&& grads) {
     if (k < 0 || !next_edges_[i].valid()) continue;
     bool reached = false;
     for (int32_t t : plan_->tangents_of_input[i])
-      reached = reached || (static_cast<size_t>(t) < tangent_arrived.size() &&
-                            tangent_arrived[static_cast<size_t>(t)]);
+      reached = reached || tangent_arrived[static_cast<size_t>(t)];
     if (reached) grad_inputs[i] = outs[static_cast<size_t>(k)];  // (undefined if none arrives)
   }
   return grad_inputs;

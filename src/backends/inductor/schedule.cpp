@@ -49,9 +49,7 @@ struct Group {
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
   bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
-  // The values it reads from outside, and the kernel inputs they take (a cat: one per piece).
-  std::set<std::pair<int32_t, int32_t>> reads;
-  int64_t input_pieces = 0;
+  std::set<std::pair<int32_t, int32_t>> reads;  // the values it reads from outside
 };
 
 // At most this many operands (outputs and inputs) per kernel: block_loop_any's limit.
@@ -324,25 +322,21 @@ Schedule schedule_graph(const ir::Graph& g) {
       if (p.op->name == "roll") return int64_t{1} << roll_shifts(g, p).size();
       return static_cast<int64_t>(p.inputs.size());  // cat
     };
-    // The values n reads from outside group `grp` that it does not read yet, in kernel inputs.
-    auto new_pieces = [&](int32_t grp) {
+    // The kernel inputs group `grp` would take with n in it (a cat: one per piece).
+    auto input_pieces_with_n = [&](int32_t grp) {
+      std::set<std::pair<int32_t, int32_t>> reads = group_at(grp).reads;
+      for (ir::ValueRef v : n.inputs)
+        if (group_of[static_cast<size_t>(root_of(g, v).node)] != grp)
+          reads.insert({v.node, v.output});
       int64_t count = 0;
-      std::set<std::pair<int32_t, int32_t>> seen;
-      for (ir::ValueRef v : n.inputs) {
-        if (group_of[static_cast<size_t>(root_of(g, v).node)] == grp && grp >= 0) continue;
-        if (group_at(grp).reads.count({v.node, v.output}) ||
-            !seen.insert({v.node, v.output}).second)
-          continue;
-        count += pieces_of(v);
-      }
+      for (const auto& [node, output] : reads) count += pieces_of({node, output});
       return count;
     };
     auto joinable = [&](int32_t grp) {
       if (grp < 0) return false;
       const Group& to = group_at(grp);
       // (Every member may be an output: the bound is safe before outputs are known.)
-      if (static_cast<int64_t>(to.nodes.size()) + static_cast<int64_t>(n.outputs.size()) +
-              to.input_pieces + new_pieces(grp) >
+      if (static_cast<int64_t>(to.nodes.size() + n.outputs.size()) + input_pieces_with_n(grp) >
           kMaxKernelOperands)
         return false;
       // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
@@ -404,7 +398,6 @@ Schedule schedule_graph(const ir::Graph& g) {
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
     group_of[i] = target;
     last_joined = target;
-    grp.input_pieces += new_pieces(target);
     for (ir::ValueRef v : n.inputs)
       if (group_of[static_cast<size_t>(root_of(g, v).node)] != target)
         grp.reads.insert({v.node, v.output});

@@ -106,27 +106,25 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
     const int64_t window_stride = 1 + 2 * static_cast<int64_t>(nd);
     while (pos < end) {
       int64_t run = std::min(inner - idx[0], end - pos);
-      for (size_t k = 0; k < N; ++k) {
-        if (windows) {
-          const int64_t* w = windows + static_cast<int64_t>(k) * window_stride;
-          if (w[0] != -2) {
-            const int64_t* lo_hi = w + 1;
-            bool in = true;
-            for (int d = 1; d < nd; ++d)
-              in = in && idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
-            // Along the innermost dim: up to the next edge.
-            if (idx[0] < lo_hi[0]) {
-              run = std::min(run, lo_hi[0] - idx[0]);
-              in = false;
-            } else if (idx[0] < lo_hi[1]) {
-              run = std::min(run, lo_hi[1] - idx[0]);
-            } else {
-              in = false;
-            }
-            outside[k] = !in;
-            if (!in) continue;  // its row is never formed: it may lie outside the tensor
-          }
+      // Whether windowed operand k is outside its window here; shortens the run to the next
+      // edge along the innermost dim.
+      auto outside_window = [&](size_t k) {
+        const int64_t* w = windows + static_cast<int64_t>(k) * window_stride;
+        if (w[0] == -2) return false;  // not windowed
+        const int64_t* lo_hi = w + 1;
+        bool in = true;
+        for (int d = 1; d < nd; ++d) in = in && idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
+        if (idx[0] < lo_hi[0]) {
+          run = std::min(run, lo_hi[0] - idx[0]);
+          return true;
         }
+        if (idx[0] >= lo_hi[1]) return true;
+        run = std::min(run, lo_hi[1] - idx[0]);
+        return !in;
+      };
+      for (size_t k = 0; k < N; ++k) {
+        // (Outside its window an operand's row is never formed: it may lie outside the tensor.)
+        if (windows && (outside[k] = outside_window(k))) continue;
         int64_t off = 0;
         for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
         row[k] = base[k] + off;
