@@ -123,12 +123,12 @@ TEST(Inductor, PointwiseOpsFuseAcrossExternCallsTheyDoNotDependOn) {
 TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) {
   manual_seed(11);
   Tensor x = randn({32, 40});
-  // The sum (over columns: an extern call) reads u, so u's kernel must run before it; exp(u) * 3
-  // needs nothing the sum makes, so it is computed in that same kernel (u is read once).
-  // sigmoid(s) needs the sum: after.
+  // The max (over columns: an extern call) reads u, so u's kernel must run before it; exp(u) * 3
+  // needs nothing the max makes, so it is computed in that same kernel (u is read once).
+  // sigmoid(s) needs the max: after.
   auto fn = [](Tensor x) {
     Tensor u = x * 0.5 + 1;
-    Tensor s = u.sum({0}, true);
+    Tensor s = u.amax({0}, true);
     Tensor e = u.exp() * 3;
     return e * s.sigmoid();
   };
@@ -138,9 +138,9 @@ TEST(Inductor, AConsumerJoinsAKernelAlreadyReadByAnExternWhenItsInputsAreReady) 
   ASSERT_EQ(c.schedules.size(), 1u);
   const auto steps = step_names(c);
   ASSERT_EQ(steps.size(),
-            4u);  // K0 (mul, add, exp, mul), the sum, sigmoid's kernel, the last mul's
+            4u);  // K0 (mul, add, exp, mul), the max, sigmoid's kernel, the last mul's
   EXPECT_EQ(steps[0], "K0");
-  EXPECT_EQ(steps[1], "E:sum");
+  EXPECT_EQ(steps[1], "E:amax");
   EXPECT_EQ(c.schedules[0].kernels[0].ops.size(), 4u);
 }
 
@@ -462,6 +462,62 @@ TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
   expect_all_identical(standardise(x), h(x));
   expect_all_identical(standardise(d), h(d));
   EXPECT_EQ(c3.extern_calls_of("var"), 0u);
+}
+
+TEST(Inductor, ColumnSumsFoldAsEagerWithTheirPrologue) {
+  manual_seed(33);
+  // A bias's and a normalisation weight's gradients (sums over every dim but the last) and a
+  // column mean: one kernel folding all three, nothing stored between the multiply and its sum,
+  // bitwise equal to eager whichever way eager splits the work: one thread (small), threads
+  // over chunks of rows with partial sums merged (few columns), threads over blocks of columns
+  // (many columns), and with one thread. (float32 is summed in double: only float64 shows
+  // where the rows were split.)
+  auto gradients = [](Tensor g, Tensor x) {
+    return std::vector<Tensor>{g.sum({0, 1}), (g * x).sum({1, 0}), (x + 1).mean({0, 1}, true)};
+  };
+  struct Case {
+    Shape shape;
+    DType dtype;
+  };
+  const std::vector<Case> cases = {{{4, 8, 64}, DType::Float32},
+                                   {{64, 100, 96}, DType::Float32},
+                                   {{2, 10, 5000}, DType::Float32},
+                                   {{16, 50, 64}, DType::Float64},
+                                   {{2, 10, 5000}, DType::Float64}};
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(::testing::PrintToString(cs.shape));
+    Tensor g = randn(cs.shape, cs.dtype);
+    std::vector<float> values = (randn(cs.shape) * 100).to_vector<float>();
+    values[0] = std::nanf("");
+    values[7] = std::numeric_limits<float>::infinity();
+    values[14] = -0.0f;
+    Tensor x = tensor(values, cs.shape).to(cs.dtype);
+    Compiled c;
+    auto f = compile(gradients, c.options());
+    expect_all_identical(gradients(g, x), f(g, x));
+    EXPECT_EQ(c.kernels(), 1u);
+    EXPECT_EQ(c.externs(), 0u);
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    expect_all_identical(gradients(g, x), f(g, x));
+    set_num_threads(threads);
+  }
+  // What reads a column sum runs after its kernel, even when the sum has the kernel's shape (one
+  // row); a sum eager does not fold by columns (a transposed input) stays an extern call.
+  auto centred = [](Tensor x) { return x - x.sum({0}, true); };
+  Compiled c;
+  auto f = compile(centred, c.options());
+  for (const Shape& shape : {Shape{1, 40}, Shape{300, 40}}) {
+    Tensor x = randn(shape);
+    expect_identical(centred(x), f(x));
+  }
+  EXPECT_EQ(c.externs(), 0u);
+  auto transposed = [](Tensor x) { return x.t().sum({0}) * 2; };
+  Compiled c2;
+  auto h = compile(transposed, c2.options());
+  Tensor y = randn({40, 300});
+  expect_identical(transposed(y), h(y));
+  EXPECT_EQ(c2.extern_calls_of("sum"), 1u);
 }
 
 TEST(Inductor, LayerNormAndRmsNormAreRowOpsWithTheirPrologueAndEpilogue) {

@@ -146,6 +146,12 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
       byte_strides[o].push_back(0);
       continue;
     }
+    if (k.ops[static_cast<size_t>(k.outputs[o].op)].columns) {
+      // One element per column, written after the rows (the same place at every row).
+      byte_strides[o].assign(k.ranges.size() - 1, 0);
+      byte_strides[o].push_back(item[o]);
+      continue;
+    }
     for (int64_t s : contiguous) byte_strides[o].push_back(s * item[o]);
   }
   for (size_t i = 0; i < k.inputs.size(); ++i)
@@ -512,6 +518,8 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
   for (size_t o = 0; o < num_out; ++o)
     output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
   std::vector<std::string> result(k.ops.size());
+  int num_accumulators = 0;                           // a column kernel's, per column
+  std::vector<int> accumulator_of(k.ops.size(), -1);  // per column reduction
   auto name_of = [&](const Operand& a) {
     return a.kind == Operand::Kind::Input ? "in" + std::to_string(a.index)
                                           : result[static_cast<size_t>(a.index)];
@@ -635,6 +643,15 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     }
     if (op.output > 0) continue;  // a statistic its row op (just before) computed
     const char* out_t = ctype(op.dtype);
+    if (op.columns) {
+      // A column reduction: the row added to its accumulators (its result is written after the
+      // loop).
+      body << "    // " << op.op->name << " (into accumulators " << num_accumulators << ")\n"
+           << "    inductor_rt::fold_columns(acc + " << num_accumulators << " * acc_stride, "
+           << name_of(op.args[0]) << ", cols);\n";
+      accumulator_of[j] = num_accumulators++;
+      continue;
+    }
     const bool is_output = output_slot[j] >= 0;
     result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
     if (is_output) {
@@ -727,11 +744,36 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     }
     broadcast_if_read(j);
   }
-  os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
-     << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
-        "char* scratch, int64_t row_bytes) {\n"
-     << "    (void)next;\n    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
-     << body.str() << "  });\n}\n\n";
+  if (!k.folds_columns) {
+    os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
+       << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
+          "char* scratch, int64_t row_bytes) {\n"
+       << "    (void)next;\n    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
+       << body.str() << "  });\n}\n\n";
+    return;
+  }
+  // A column kernel: the rows folded into per-column accumulators, then each reduction's result
+  // made from them as the eager reduction finishes it (a mean divides by the rows' count).
+  os << "  const int64_t columns = shape[1];\n"
+     << "  std::unique_ptr<double[]> folded(new double[" << num_accumulators << " * columns]);\n"
+     << "  inductor_rt::column_loop<" << n << ">(shape, base, " << num_row_buffers << ", "
+     << num_accumulators << ", folded.get(), [&](char* const* p, const int64_t* row_stride, "
+     << "int64_t cols, char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride) {\n"
+     << "    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
+     << body.str() << "  });\n";
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    if (accumulator_of[j] < 0 || output_slot[j] < 0) continue;
+    const char* t = ctype(k.ops[j].dtype);
+    const bool mean = k.ops[j].op->name == "mean";
+    os << "  {  // " << k.ops[j].op->name << "\n"
+       << "    " << t << "* out = reinterpret_cast<" << t << "*>(buffers[" << output_slot[j]
+       << "]);\n"
+       << "    const double* a = folded.get() + " << accumulator_of[j] << " * columns;\n";
+    if (mean) os << "    const double count = static_cast<double>(numel / columns);\n";
+    os << "    for (int64_t c = 0; c < columns; ++c) out[c] = static_cast<" << t << ">(a[c]"
+       << (mean ? " / count" : "") << ");\n  }\n";
+  }
+  os << "}\n\n";
 }
 
 }  // namespace

@@ -145,8 +145,10 @@ class CompiledInductorGraph {
 
   // max-autotune. A kernel is tuned when it has kMinTunedElements or more; the choices are kept
   // in <module>.tune, one line per kernel: threads, elements, kernel name, grain.
+  // (A column kernel splits its work as the eager reduction does, whatever the grain.)
   bool needs_tuning(size_t kernel) const {
-    return kernel_shapes_[kernel][0] >= kMinTunedElements && get_num_threads() > 1;
+    return kernel_shapes_[kernel][0] >= kMinTunedElements && get_num_threads() > 1 &&
+           !schedule_.kernels[kernel].folds_columns;
   }
   std::string tuning_key(size_t kernel) const {
     return detail::concat(get_num_threads(), " ", kernel_shapes_[kernel][0], " ",

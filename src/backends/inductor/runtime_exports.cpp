@@ -45,58 +45,145 @@ extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, con
       fills);
 }
 
+namespace {
+
+// The rows of a row kernel's launch shape (see kiln_inductor_row_loop) walked in order: the
+// operands' pointers at a row, advanced like an odometer over the outer dims.
+class RowWalk {
+ public:
+  RowWalk(int num_operands, const int64_t* shape, char* const* base)
+      : n_(static_cast<size_t>(num_operands)),
+        nd_(shape[2]),
+        sizes_(shape + 3),
+        outer_strides_(sizes_ + nd_),
+        base_(base) {}
+  const int64_t* row_strides() const { return outer_strides_ + nd_ * static_cast<int64_t>(n_); }
+
+  // Points p (and the odometer) at row r.
+  void start(int64_t r, std::vector<char*>& p) {
+    idx_.assign(static_cast<size_t>(nd_), 0);
+    p.assign(base_, base_ + n_);
+    for (int64_t d = 0; d < nd_; ++d) {
+      idx_[static_cast<size_t>(d)] = r % sizes_[d];
+      r /= sizes_[d];
+      for (size_t o = 0; o < n_; ++o) p[o] += idx_[static_cast<size_t>(d)] * stride(o, d);
+    }
+  }
+  // Moves q (at the odometer's row) to the next row.
+  void advance(std::vector<char*>& q) {
+    for (int64_t d = 0; d < nd_; ++d) {
+      const auto du = static_cast<size_t>(d);
+      for (size_t o = 0; o < n_; ++o) q[o] += stride(o, d);
+      if (++idx_[du] < sizes_[d]) return;
+      for (size_t o = 0; o < n_; ++o) q[o] -= sizes_[d] * stride(o, d);
+      idx_[du] = 0;
+    }
+  }
+
+ private:
+  int64_t stride(size_t o, int64_t d) const {
+    return outer_strides_[o * static_cast<size_t>(nd_) + static_cast<size_t>(d)];
+  }
+  size_t n_;
+  int64_t nd_;
+  const int64_t* sizes_;
+  const int64_t* outer_strides_;
+  char* const* base_;
+  std::vector<int64_t> idx_;
+};
+
+// 64-byte aligned scratch of `bytes`, freed with the object.
+class Scratch {
+ public:
+  explicit Scratch(int64_t bytes) : storage_(new char[static_cast<size_t>(bytes) + 64]) {}
+  char* get() const {
+    return storage_.get() + (64 - reinterpret_cast<uintptr_t>(storage_.get()) % 64);
+  }
+
+ private:
+  std::unique_ptr<char[]> storage_;
+};
+
+}  // namespace
+
 extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, char* const* base,
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context) {
-  const int64_t numel = shape[0], cols = shape[1], nd = shape[2];
+  const int64_t numel = shape[0], cols = shape[1];
   if (numel == 0) return;
   const int64_t rows = numel / cols;
-  const int64_t* sizes = shape + 3;  // innermost first
-  const int64_t* outer_strides = sizes + nd;
-  const int64_t* row_strides = outer_strides + nd * num_operands;
   const int64_t row_bytes = (cols * 8 + 63) / 64 * 64;
   const int64_t tuned = kiln::inductor::tls_grain_override;
   const int64_t rows_grain = std::max<int64_t>(1, (tuned ? tuned : grain) / cols);
-  const auto n = static_cast<size_t>(num_operands);
   kiln::kernels::parallel_range(rows, rows_grain, [&](int64_t begin, int64_t end) {
-    const auto scratch_bytes = static_cast<size_t>(num_row_buffers * row_bytes + 64);
-    const std::unique_ptr<char[]> storage(new char[scratch_bytes]);
-    char* scratch = storage.get() + (64 - reinterpret_cast<uintptr_t>(storage.get()) % 64);
-    // The rows' pointers, advanced like an odometer over the outer dims.
-    std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
-    std::vector<char*> p(n);
-    int64_t rem = begin;
-    for (size_t o = 0; o < n; ++o) p[o] = base[o];
-    for (int64_t d = 0; d < nd; ++d) {
-      idx[static_cast<size_t>(d)] = rem % sizes[d];
-      rem /= sizes[d];
-      for (size_t o = 0; o < n; ++o)
-        p[o] += idx[static_cast<size_t>(d)] *
-                outer_strides[o * static_cast<size_t>(nd) + static_cast<size_t>(d)];
-    }
-    std::vector<char*> next(n);
-    auto advance = [&](std::vector<char*>& q) {  // the odometer's next row
-      for (int64_t d = 0; d < nd; ++d) {
-        const auto du = static_cast<size_t>(d);
-        for (size_t o = 0; o < n; ++o) q[o] += outer_strides[o * static_cast<size_t>(nd) + du];
-        if (++idx[du] < sizes[d]) return;
-        for (size_t o = 0; o < n; ++o)
-          q[o] -= sizes[d] * outer_strides[o * static_cast<size_t>(nd) + du];
-        idx[du] = 0;
-      }
-    };
+    const Scratch scratch(num_row_buffers * row_bytes);
+    RowWalk walk(num_operands, shape, base);
+    std::vector<char*> p, next;
+    walk.start(begin, p);
     for (int64_t r = begin; r < end; ++r) {
       if (r + 1 < end) {
         next = p;
-        advance(next);
+        walk.advance(next);
       } else {
-        std::fill(next.begin(), next.end(), nullptr);
+        next.assign(p.size(), nullptr);
       }
-      body(p.data(), next.data(), row_strides, cols, scratch, row_bytes, context);
+      body(p.data(), next.data(), walk.row_strides(), cols, scratch.get(), row_bytes, context);
       std::swap(p, next);
     }
     kiln::vec::stream_fence();  // softmax_row's streaming stores, before anything reads them
   });
+}
+
+extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape, char* const* base,
+                                          int num_row_buffers, int num_accumulators, double* result,
+                                          kiln::inductor_rt::ColumnBody body, void* context) {
+  namespace k = kiln::kernels;
+  const int64_t numel = shape[0], cols = shape[1];
+  const int64_t per_thread = num_accumulators * cols;
+  std::fill(result, result + per_thread, 0.0);
+  if (numel == 0) return;
+  const int64_t rows = numel / cols;
+  // Folds rows [r0, r1), columns [c0, c1), into acc (num_accumulators rows of cols).
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, double* acc) {
+    const int64_t row_bytes = ((c1 - c0) * 8 + 63) / 64 * 64;
+    const Scratch scratch(num_row_buffers * row_bytes);
+    RowWalk walk(num_operands, shape, base);
+    const int64_t* row_strides = walk.row_strides();
+    std::vector<char*> p, at(static_cast<size_t>(num_operands));
+    walk.start(r0, p);
+    for (int64_t r = r0; r < r1; ++r) {
+      for (size_t o = 0; o < at.size(); ++o) at[o] = p[o] + c0 * row_strides[o];
+      body(at.data(), row_strides, c1 - c0, scratch.get(), row_bytes, acc + c0, cols, context);
+      if (r + 1 < r1) walk.advance(p);
+    }
+  };
+  // The eager reduction's outer path (kernels::reduce_loop, run_units): blocks of kColumnBlock
+  // columns are its units; one thread, or threads over the blocks (each column folds every row
+  // in order), or, with too few blocks to go round, threads over chunks of rows with partial
+  // accumulators merged in thread order.
+  const int64_t units = (cols + k::kColumnBlock - 1) / k::kColumnBlock;
+  const int64_t nt = k::max_threads();
+  if (numel <= kiln::kParallelGrain || nt == 1) return fold(0, rows, 0, cols, result);
+  if (!k::splits_reduced_range(units, rows, numel, nt)) {
+    k::parallel_range(units, 0, [&](int64_t ub, int64_t ue) {
+      for (int64_t u = ub; u < ue; ++u)
+        fold(0, rows, u * k::kColumnBlock, std::min(cols, (u + 1) * k::kColumnBlock), result);
+    });
+    return;
+  }
+  std::vector<double> partial(static_cast<size_t>(nt * per_thread), 0.0);
+  const int threads = static_cast<int>(nt);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t nth = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t chunk = (rows + nth - 1) / nth;
+    const int64_t rb = std::min(rows, tid * chunk), re = std::min(rows, rb + chunk);
+    if (rb < re) fold(rb, re, 0, cols, partial.data() + tid * per_thread);
+  }
+  std::copy_n(partial.begin(), per_thread, result);
+  for (int64_t t = 1; t < nt; ++t)
+    for (int64_t j = 0; j < per_thread; ++j)
+      result[j] += partial[static_cast<size_t>(t * per_thread + j)];
 }
 
 namespace {

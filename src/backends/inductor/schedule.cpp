@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <span>
 
 #include "capture/retrace.h"
 #include "capture/state.h"
@@ -48,6 +49,7 @@ struct Group {
   int32_t pos = -1;       // where the group runs among the steps (a node index)
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
+  bool columns = false;   // holds a column reduction (then no other row op)
   bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
   std::set<std::pair<int32_t, int32_t>> reads;  // the values it reads from outside
 };
@@ -90,6 +92,29 @@ KernelInput read_shifted(const ir::Graph& g, ir::ValueRef x, const Shape& ranges
     in.offset -= shift[d] * in.strides[d];
   }
   return in;
+}
+
+// Whether a tensor's elements are in row-major order (strides of size-1 dims do not matter).
+bool laid_out_contiguously(const TensorMeta& m) {
+  int64_t expected = 1;
+  for (int64_t d = m.sizes.ssize() - 1; d >= 0; --d) {
+    if (m.sizes[d] == 1) continue;
+    if (m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
+
+// Whether reduction dims `dims` (negative: from the end) are every dim of a rank-`rank` tensor
+// but the last, each once.
+bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank) {
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t d : dims) {
+    d = d < 0 ? d + rank : d;
+    if (d < 0 || d >= rank - 1 || seen[static_cast<size_t>(d)]) return false;
+    seen[static_cast<size_t>(d)] = true;
+  }
+  return static_cast<int64_t>(dims.size()) == rank - 1;
 }
 
 // A roll's net shift of each rolled dim in (0, size), by dim (a dim listed twice rolls twice).
@@ -191,11 +216,17 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     const int64_t dim = n.attrs.i(0);
     return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
   }
+  if (name == "sum" && n.attrs.has(2)) return RowOpKind::None;  // dtype=
+  const auto dims = n.attrs.ints(0);
+  if ((name == "sum" || name == "mean") && rank >= 2 && reduces_all_but_last(dims, rank)) {
+    // A column reduction, of a tensor eager folds by its outer path (kept dim contiguous).
+    const bool ok =
+        cols >= kMinColumns && laid_out_contiguously(in) && checked_numel(in.sizes, "inductor") > 0;
+    return ok ? RowOpKind::Columns : RowOpKind::None;
+  }
   // sum / mean / amax / amin / var over the last dim alone (keepdim either way), of a row
   // eager reads in place and folds whole.
-  const auto dims = n.attrs.ints(0);
   if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
-  if (name == "sum" && n.attrs.has(2)) return RowOpKind::None;  // dtype=
   if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
   if (!kernels::folds_rows_whole(checked_numel(in.sizes, "inductor") / cols, cols))
     return RowOpKind::None;
@@ -263,10 +294,11 @@ Schedule schedule_graph(const ir::Graph& g) {
   std::vector<Group> groups;
   // Per value read by some group from outside: the latest such group (horizontal fusion's lead).
   std::map<std::pair<int32_t, int32_t>, int32_t> last_group_reading;
-  std::vector<int32_t> externs;                 // nodes run by their eager kernels
-  int32_t last_joined = -1;                     // the group the previous fusable node went to
-  std::vector<bool> per_row(num_nodes, false);  // computed once per row of a row kernel
-  std::vector<bool> row_op(num_nodes, false);   // a row op (row_op_kind), in a kernel
+  std::vector<int32_t> externs;                   // nodes run by their eager kernels
+  int32_t last_joined = -1;                       // the group the previous fusable node went to
+  std::vector<bool> per_row(num_nodes, false);    // computed once per row of a row kernel
+  std::vector<bool> row_op(num_nodes, false);     // a row op (row_op_kind), in a kernel
+  std::vector<bool> column_op(num_nodes, false);  // a column reduction, in a kernel
   // Whether value v has one element per row in its row kernel: a per-row node's result, or a
   // normalisation's statistics (its outputs after the first).
   auto value_per_row = [&](ir::ValueRef v) {
@@ -340,9 +372,13 @@ Schedule schedule_graph(const ir::Graph& g) {
           kMaxKernelOperands)
         return false;
       // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
-      const bool once_per_row = row_kind == RowOpKind::None && to.row && to.ranges != shape &&
-                                !to.ranges.empty() && shape == per_row_shape(to.ranges);
+      const bool once_per_row = row_kind == RowOpKind::None && to.row && !to.columns &&
+                                to.ranges != shape && !to.ranges.empty() &&
+                                shape == per_row_shape(to.ranges);
       if (to.ranges != shape && !once_per_row) return false;
+      // Column reductions share a kernel with pointwise ops only (a thread may see part of a row).
+      if (row_kind != RowOpKind::None && to.row && (row_kind == RowOpKind::Columns) != to.columns)
+        return false;
       // Windows are a plain loop's (block_loop_any's), not a row loop's.
       if ((to.row && reads_windows(n)) || (to.windowed && row_kind != RowOpKind::None))
         return false;
@@ -352,7 +388,8 @@ Schedule schedule_graph(const ir::Graph& g) {
         if (producer.kind != ir::NodeKind::Call) continue;  // graph inputs, constants
         const int32_t from = group_of[static_cast<size_t>(r.node)];
         if (from == grp) {
-          if (r != v) return false;  // a view of a member
+          // (A column reduction's result is complete only when the kernel ends.)
+          if (r != v || column_op[static_cast<size_t>(r.node)]) return false;
           const Shape& got = g.info(v).sizes;
           // A member read at the element being computed, or a per-row member read by a
           // pointwise op (a broadcast along the row: the value is complete by then).
@@ -390,9 +427,11 @@ Schedule schedule_graph(const ir::Graph& g) {
     }
     Group& grp = group_at(target);
     row_op[i] = row_kind != RowOpKind::None;
+    column_op[i] = row_kind == RowOpKind::Columns;
     per_row[i] = row_kind == RowOpKind::Reduction ||
                  (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
     grp.row = grp.row || row_kind != RowOpKind::None;
+    grp.columns = grp.columns || row_kind == RowOpKind::Columns;
     grp.windowed = grp.windowed || reads_windows(n);
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
@@ -472,7 +511,9 @@ Schedule schedule_graph(const ir::Graph& g) {
       for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
       op.row = row_op[static_cast<size_t>(node)];
       op.per_row = per_row[static_cast<size_t>(node)];
+      op.columns = column_op[static_cast<size_t>(node)];
       if (grp.row) kernel.row_size = kernel.ranges.back();
+      kernel.folds_columns = grp.columns;
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
         op.compute = promoted_dtype(g, n);
       s.fused_away[static_cast<size_t>(node)] = true;

@@ -59,6 +59,8 @@ struct KernelOp {
   // row, mean and rstd) is one op per output, in order: the first computes them all, the
   // others (no args) only name where the per-row statistics go.
   int32_t output = 0;
+  bool columns = false;  // a column reduction (RowOpKind::Columns; also a row op): folds each
+                         // row into one accumulator per column, its result written at the end
 };
 
 struct KernelConstant {
@@ -73,6 +75,10 @@ struct Kernel {
   // > 0 for a row kernel: the length of its rows (the last range), which it computes one at a
   // time, each op over the whole row before the next; 0: one pass over blocks of elements.
   int64_t row_size = 0;
+  // A row kernel holding column reductions (RowOpKind::Columns): its rows are folded into
+  // per-column accumulators, split across threads as the eager reduction splits them, so a
+  // thread may see a segment of each row only; it holds no other row op.
+  bool folds_columns = false;
   std::vector<KernelInput> inputs;
   std::vector<KernelConstant> constants;
   std::vector<KernelOp> ops;  // in dependency order
@@ -148,8 +154,16 @@ bool can_fuse(const ir::Graph& graph, const ir::Node& node);
 // eager reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place), and
 // layer_norm and rms_norm over the last dim (ops/kernels/norm_row.h; their statistics are
 // per-row outputs).
+//
+// Column reductions: sum and mean of a contiguous floating tensor over every dim but the last,
+// at least kMinColumns long (bias and normalisation-weight gradients). The kernel iterates over
+// the input's rows; each row is folded into one double accumulator per column, in row order,
+// the rows split across threads (with partial accumulators merged in thread order) exactly
+// where the eager reduction's outer path splits them (kernels::run_units), so the result is
+// eager's bit for bit. Their prologue fuses; what reads their result runs after the kernel.
 inline constexpr int64_t kMaxRowElements = 16384;
-enum class RowOpKind : uint8_t { None, Softmax, Reduction, Norm };
+inline constexpr int64_t kMinColumns = 32;
+enum class RowOpKind : uint8_t { None, Softmax, Reduction, Norm, Columns };
 RowOpKind row_op_kind(const ir::Graph& graph, const ir::Node& node);
 
 }  // namespace kiln::inductor

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -24,6 +25,9 @@ namespace kiln::inductor_rt {
 using BlockBody = void (*)(char* const* operands, int64_t n, void* context);
 using RowBody = void (*)(char* const* rows, char* const* next_rows, const int64_t* row_strides,
                          int64_t cols, char* scratch, int64_t row_bytes, void* context);
+using ColumnBody = void (*)(char* const* rows, const int64_t* row_strides, int64_t cols,
+                            char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride,
+                            void* context);
 }  // namespace kiln::inductor_rt
 
 // The eager engine's block loop (kernels::block_loop_any), compiled once in libkiln, which the
@@ -48,6 +52,15 @@ extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, con
 extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, char* const* base,
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context);
+
+// A column kernel's loop (the row loop's shape): calls body with each operand's row, or a
+// segment of `cols` columns of it, for the rows in order, and the segment's accumulators (acc[j]
+// is column j's first accumulator, acc[a * acc_stride + j] its a-th), splitting rows or columns
+// across threads exactly as the eager reduction's outer path does (kernels::run_units); leaves
+// the folded accumulators in result (num_accumulators rows of shape[1] columns).
+extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape, char* const* base,
+                                          int num_row_buffers, int num_accumulators, double* result,
+                                          kiln::inductor_rt::ColumnBody body, void* context);
 
 // The sum of a contiguous row, folded as the eager sum and mean fold it (in double).
 extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n);
@@ -112,6 +125,26 @@ void row_loop(const int64_t* shape, const std::array<char*, N>& base, int num_ro
   };
   kiln_inductor_row_loop(static_cast<int>(N), shape, base.data(), num_row_buffers,
                          kParallelGrain / 4, call, &body);
+}
+
+// A column kernel's loop (kiln_inductor_column_loop).
+template <size_t N, class Body>
+void column_loop(const int64_t* shape, const std::array<char*, N>& base, int num_row_buffers,
+                 int num_accumulators, double* result, Body&& body) {
+  using B = std::remove_reference_t<Body>;
+  auto call = [](char* const* rows, const int64_t* row_strides, int64_t cols, char* scratch,
+                 int64_t row_bytes, double* acc, int64_t acc_stride, void* context) {
+    (*static_cast<B*>(context))(rows, row_strides, cols, scratch, row_bytes, acc, acc_stride);
+  };
+  kiln_inductor_column_loop(static_cast<int>(N), shape, base.data(), num_row_buffers,
+                            num_accumulators, result, call, &body);
+}
+
+// Adds n elements to their columns' accumulators, as the eager sum's outer path folds them (in
+// double, one row after another).
+template <typename T>
+inline void fold_columns(double* acc, const T* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(x[j]);
 }
 
 // An operand's row as contiguous elements: in place when it is, else gathered into `buffer`
