@@ -7,23 +7,13 @@
 #include "kiln/core/random.h"
 #include "kiln/ops/factory.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/philox.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k[0] += kW0;
-      k[1] += kW1;
-    }
-    const uint64_t p0 = uint64_t{kM0} * c[0], p1 = uint64_t{kM1} * c[2];
-    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
-         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
-  }
-  return c;
+  return kernels::philox(c, k);
 }
 
 void Generator::manual_seed(uint64_t seed) {
@@ -59,16 +49,8 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 namespace ops {
 namespace {
 
-// The four random words of element `i` of a draw that starts at `offset`.
-inline std::array<uint32_t, 4> philox_at(uint64_t seed, uint64_t offset, int64_t i) {
-  const uint64_t ctr = offset + static_cast<uint64_t>(i);
-  return philox4x32_10({static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u},
-                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-}
-inline double u53(uint32_t hi, uint32_t lo) {  // [0, 1) with 53 random bits
-  return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * 0x1p-53;
-}
-inline float u24(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }  // [0, 1)
+using kernels::philox_at;
+using kernels::u53;
 
 // Writes f(words, i) into every element of the contiguous `out`, in parallel.
 template <typename T, typename F>
@@ -95,13 +77,9 @@ void uniform_kernel(const OpCall& c, std::span<Tensor> outs) {
   const double from = c.attrs.f(2), to = c.attrs.f(3);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
   KILN_DTYPE_SWITCH_FLOATING(outs[0].dtype(), "uniform_", [&]<typename T>() {
-    const T lo = static_cast<T>(from), hi = static_cast<T>(to);
-    const T top = hi > lo ? std::nextafter(hi, lo) : hi;  // keep results below `to`
-    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
-      double u = std::is_same_v<T, float> ? double(u24(r[0])) : u53(r[0], r[1]);
-      // fma: one rounding, whatever the compiler's contraction settings (docs/random.md).
-      T v = static_cast<T>(std::fma(u, to - from, from));
-      return v > top ? top : v;
+    T* o = outs[0].data_ptr<T>();
+    kernels::parallel_range(outs[0].numel(), 4096, [&](int64_t b, int64_t e) {
+      kernels::uniform_block(o + b, e - b, b, seed, offset, from, to);
     });
   });
 }
@@ -178,10 +156,7 @@ void bernoulli_kernel(const OpCall& c, std::span<Tensor> outs) {
                  "bernoulli: probabilities must be in [0, 1], got ", pp[i], " at element ", i);
     T* o = out.data_ptr<T>();
     kernels::parallel_range(out.numel(), 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        auto r = philox_at(seed, offset, i);
-        o[i] = u53(r[0], r[1]) < static_cast<double>(pp[i]) ? T(1) : T(0);
-      }
+      kernels::bernoulli_block(o + b, pp + b, e - b, b, seed, offset);
     });
   });
 }

@@ -520,6 +520,49 @@ TEST(Inductor, ColumnSumsFoldAsEagerWithTheirPrologue) {
   EXPECT_EQ(c2.extern_calls_of("sum"), 1u);
 }
 
+TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {
+  // dropout (a bernoulli mask of a constant probability, scaled, times x) and rand: drawn in
+  // the kernel that uses them with eager's Philox mapping, so each call gives eager's numbers
+  // for the same generator state, and the generator moves on as in eager.
+  auto dropped = [](Tensor x) { return dropout(x * 2, 0.3) + 1; };
+  auto noisy = [](Tensor x) { return x + rand(x.sizes(), x.dtype()) * 0.1; };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_info(dtype).name);
+    Tensor x = randn({37, 300}, dtype);
+    int which = 0;
+    for (auto* fn : {+dropped, +noisy}) {
+      SCOPED_TRACE(which++);
+      Compiled c;
+      auto f = compile(fn, c.options());
+      for (uint64_t seed : {7u, 8u}) {
+        manual_seed(seed);
+        const Tensor want = fn(x), want_next = fn(x);
+        manual_seed(seed);
+        const Tensor got = f(x), got_next = f(x);
+        expect_identical(want, got);
+        expect_identical(want_next, got_next);
+      }
+      EXPECT_EQ(c.kernels(), 1u);
+      EXPECT_EQ(c.externs(), 0u);
+    }
+  }
+  // A mask drawn before a row op: its own kernel (a row kernel does not draw). Probabilities
+  // given as a tensor are checked by the eager kernel, element by element: an extern call.
+  auto masked_softmax = [](Tensor x) { return softmax(x * bernoulli(x.sizes(), 0.5), -1); };
+  auto from_tensor = [](Tensor x) { return bernoulli(sigmoid(x)) * x; };
+  Tensor x = randn({16, 64});
+  Compiled c, c2;
+  auto f = compile(masked_softmax, c.options());
+  auto g = compile(from_tensor, c2.options());
+  manual_seed(3);
+  const Tensor want = masked_softmax(x), want2 = from_tensor(x);
+  manual_seed(3);
+  expect_identical(want, f(x));
+  expect_identical(want2, g(x));
+  EXPECT_EQ(c.externs(), 0u);
+  EXPECT_EQ(c2.extern_calls_of("bernoulli"), 1u);
+}
+
 TEST(Inductor, LayerNormAndRmsNormAreRowOpsWithTheirPrologueAndEpilogue) {
   manual_seed(31);
   // A transformer block's residual add, normalisation and activation: one row kernel, bitwise

@@ -157,6 +157,14 @@ const std::vector<OpSpec>& ops() {
         {"unsqueeze", 1, false, [](auto& a, auto&) { return a[0].unsqueeze(0); }},
         {"dropout", 1, false, [](auto& a, auto&) { return dropout(a[0], 0.3, true); }},
         {"add_noise", 1, false, [](auto& a, auto&) { return a[0] + randn_like(a[0]) * 0.1; }},
+        {"add_uniform", 1, false,
+         [](auto& a, auto&) { return a[0] + rand(a[0].sizes(), a[0].dtype()) * 0.1; }},
+        {"sum_leading", 1, false,  // over every dim but the last (a bias gradient)
+         [](auto& a, auto&) {
+           std::vector<int64_t> dims;
+           for (int64_t d = 0; d + 1 < a[0].dim(); ++d) dims.push_back(d);
+           return dims.empty() ? a[0].sum({}) : a[0].sum(dims);
+         }},
         {"detach", 1, false, [](auto& a, auto&) { return a[0].detach(); }},
         {"straight_through", 1, false,
          [](auto& a, auto&) { return a[0] + (a[0].tanh() - a[0]).detach(); }},
@@ -231,6 +239,8 @@ std::vector<Tensor> results(const std::vector<Tensor>& outs, const std::vector<T
 std::vector<int64_t> random_shape(Rng& rng) {
   std::vector<int64_t> shape(1 + rng.below(3));
   for (int64_t& d : shape) d = 1 + rng.below(4);
+  // Sometimes rows as long as the kernels that fold columns need (schedule.h's kMinColumns).
+  if (rng.below(3) == 0) shape.back() = 32 + rng.below(48);
   return shape;
 }
 

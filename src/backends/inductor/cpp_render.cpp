@@ -207,7 +207,7 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
     std::ostringstream& os, const Kernel& k) {
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
-    if (op.row) continue;  // row ops call their row function
+    if (op.row || op.random) continue;  // row ops call their row function, random ops theirs
     os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
        << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
   }
@@ -273,7 +273,7 @@ std::string scalar_loop(const Kernel& k, size_t j, const std::string& out, const
 // operands in t (constants are broadcast in t).
 bool on_registers(const Kernel& k, size_t j, DType t) {
   const KernelOp& op = k.ops[j];
-  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row ||
+  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row || op.random ||
       op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
     return false;
   for (const Operand& a : op.args)
@@ -361,7 +361,11 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
 // of each input read through a window when the kernel reads a pad, cat or roll.
 void render_loop_call(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
-  const char* body = "[&](char* const* p, int64_t n) {\n";
+  // (A kernel drawing random numbers also takes the flat index of the block's first element.)
+  const bool draws =
+      std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) { return op.random; });
+  const char* body = draws ? "[&](char* const* p, int64_t n, int64_t first) {\n"
+                           : "[&](char* const* p, int64_t n) {\n";
   if (!k.reads_windows()) {
     os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
     return;
@@ -417,6 +421,13 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
     return;
   }
   const auto constant_blocks = render_functors_and_constants(os, k);
+  // A random op's seed and offset: this call's (its runtime attributes).
+  for (size_t j = 0; j < k.ops.size(); ++j)
+    if (k.ops[j].random)
+      os << "  const uint64_t seed" << j << " = static_cast<uint64_t>(attrs[" << j << "]->i("
+         << static_cast<int>(k.ops[j].op->philox_attrs[0]) << ")), offset" << j
+         << " = static_cast<uint64_t>(attrs[" << j << "]->i("
+         << static_cast<int>(k.ops[j].op->philox_attrs[1]) << "));\n";
   render_loop_call(os, k);
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
@@ -471,7 +482,15 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
     }
     os << "    // " << op.op->name << "\n";
-    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
+    if (op.random) {
+      // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
+      if (op.op->name == "bernoulli")
+        os << "    kernels::bernoulli_block(" << result[j] << ", " << args[0] << ", n, first, seed"
+           << j << ", offset" << j << ");\n";
+      else  // uniform: attrs [size, dtype, from, to, seed, offset]
+        os << "    kernels::uniform_block(" << result[j] << ", n, first, seed" << j << ", offset"
+           << j << ", attrs[" << j << "]->f(2), attrs[" << j << "]->f(3));\n";
+    } else if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
       os << "    vec::map<" << out_t << ">(f" << j << ", "
          << (output_slot[j] >= 0
                  ? detail::concat("numel * ", itemsize(op.dtype), " >= ", kStreamingStoreBytes)

@@ -140,6 +140,8 @@ class CompiledInductorGraph {
   Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
   void run_extern(int32_t node, std::vector<Tensor>& slots,
                   std::span<const int64_t> runtime_values) const;
+  // Node's attributes with this call's runtime values (a random op's seed and offset).
+  Attrs attrs_this_call(int32_t node, std::span<const int64_t> runtime_values) const;
   std::vector<Tensor> run_steps(std::span<const Tensor> inputs,
                                 std::span<const int64_t> runtime_values, bool tune) const;
 
@@ -169,6 +171,7 @@ class CompiledInductorGraph {
   size_t num_slots_ = 0;
   std::vector<std::vector<size_t>> release_after_;       // per step: slots dead after it
   std::vector<std::vector<const Attrs*>> kernel_attrs_;  // per kernel, per op
+  std::vector<bool> kernel_draws_;                       // per kernel: holds a random op
   std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
   std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
   std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
@@ -278,6 +281,8 @@ void CompiledInductorGraph::plan() {
     for (const inductor::KernelOp& op : k.ops)
       attrs.push_back(&g.nodes[static_cast<size_t>(op.node)].attrs);
     kernel_attrs_.push_back(std::move(attrs));
+    kernel_draws_.push_back(std::any_of(k.ops.begin(), k.ops.end(),
+                                        [](const inductor::KernelOp& op) { return op.random; }));
     kernel_shapes_.push_back(inductor::launch_shape(k));
     std::vector<int64_t> offsets;
     for (const inductor::KernelInput& in : k.inputs)
@@ -414,6 +419,16 @@ Tensor CompiledInductorGraph::value(std::vector<Tensor>& slots, ir::ValueRef v) 
       m.strides, m.dtype));
 }
 
+Attrs CompiledInductorGraph::attrs_this_call(int32_t node,
+                                             std::span<const int64_t> runtime_values) const {
+  Attrs patched = graph_.nodes[static_cast<size_t>(node)].attrs;
+  for (size_t r = 0; r < graph_.runtime_attrs.size(); ++r)
+    if (graph_.runtime_attrs[r].node == node)
+      patched = ir::with_attr(patched, static_cast<size_t>(graph_.runtime_attrs[r].attr),
+                              runtime_values[r]);
+  return patched;
+}
+
 void CompiledInductorGraph::run_extern(int32_t node, std::vector<Tensor>& slots,
                                        std::span<const int64_t> runtime_values) const {
   const ir::Node& n = graph_.nodes[static_cast<size_t>(node)];
@@ -423,11 +438,7 @@ void CompiledInductorGraph::run_extern(int32_t node, std::vector<Tensor>& slots,
   const Attrs* attrs = &n.attrs;
   Attrs patched;
   if (!runtime_values.empty() && n.op->kind == OpKind::Random) {
-    patched = n.attrs;
-    for (size_t r = 0; r < graph_.runtime_attrs.size(); ++r)
-      if (graph_.runtime_attrs[r].node == node)
-        patched = ir::with_attr(patched, static_cast<size_t>(graph_.runtime_attrs[r].attr),
-                                runtime_values[r]);
+    patched = attrs_this_call(node, runtime_values);
     attrs = &patched;
   }
   Tensor* out = &slots[slot_of_[static_cast<size_t>(node)]];
@@ -608,7 +619,21 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
                           input_offsets_[ki][i]);
       if (tune && needs_tuning(ki)) tune_kernel(ki, buffers.data());
       KernelGrainScope grain(kernel_grain_[ki]);
-      kernel_fns_[ki](buffers.data(), kernel_attrs_[ki].data(), kernel_shapes_[ki].data());
+      const Attrs* const* attrs = kernel_attrs_[ki].data();
+      // A kernel drawing random numbers draws with this call's seeds and offsets.
+      std::vector<Attrs> random_attrs;
+      std::vector<const Attrs*> attrs_now;
+      if (!runtime_values.empty() && kernel_draws_[ki]) [[unlikely]] {
+        attrs_now = kernel_attrs_[ki];
+        random_attrs.reserve(kernel.ops.size());
+        for (size_t j = 0; j < kernel.ops.size(); ++j)
+          if (kernel.ops[j].random) {
+            random_attrs.push_back(attrs_this_call(kernel.ops[j].node, runtime_values));
+            attrs_now[j] = &random_attrs.back();
+          }
+        attrs = attrs_now.data();
+      }
+      kernel_fns_[ki](buffers.data(), attrs, kernel_shapes_[ki].data());
       if (autograd::inference_mode()) [[unlikely]]
         for (const Kernel::Output& o : kernel.outputs)
           slots[slot(o.value)].impl()->set_inference(true);

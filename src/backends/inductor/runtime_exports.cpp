@@ -28,9 +28,10 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
                                          char* const* base, const int64_t* isz, int64_t grain,
                                          kiln::inductor_rt::BlockBody body, void* context) {
   const int64_t tuned = kiln::inductor::tls_grain_override;
-  kiln::kernels::block_loop_any(static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs),
-                                shape, base, isz, tuned ? tuned : grain,
-                                [&](char* const* p, int64_t n) { body(p, n, context); });
+  kiln::kernels::block_loop_any(
+      static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs), shape, base, isz,
+      tuned ? tuned : grain,
+      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); });
 }
 
 extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, const int64_t* shape,
@@ -41,7 +42,8 @@ extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, con
   const int64_t* windows = shape + 2 + shape[1] * (1 + num_operands);  // after the strides
   kiln::kernels::block_loop_any(
       static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs), shape, base, isz,
-      tuned ? tuned : grain, [&](char* const* p, int64_t n) { body(p, n, context); }, windows,
+      tuned ? tuned : grain,
+      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); }, windows,
       fills);
 }
 

@@ -21,6 +21,14 @@ bool is_view(const ir::Node& n) {
   return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
 }
 
+bool is_full(const ir::Node& n) { return n.kind == ir::NodeKind::Call && n.op->name == "full"; }
+
+// What a kernel reads as the constant node n holds: a Constant node's or a full's value and dtype.
+KernelConstant constant_of_node(const ir::Node& n) {
+  return is_full(n) ? KernelConstant{n.attrs.scalar(1), n.attrs.dtype(2)}
+                    : KernelConstant{n.attrs.scalar(0), n.attrs.dtype(1)};
+}
+
 // The value a view chain starts from (v itself when it is not a view's result).
 ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
   while (is_view(g.nodes[static_cast<size_t>(v.node)]))
@@ -50,6 +58,7 @@ struct Group {
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
   bool columns = false;   // holds a column reduction (then no other row op)
+  bool random = false;    // draws random numbers (never a row kernel)
   bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
   std::set<std::pair<int32_t, int32_t>> reads;  // the values it reads from outside
 };
@@ -233,8 +242,20 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   return RowOpKind::Reduction;
 }
 
+bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
+  if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Random || n.outputs.size() != 1 ||
+      !is_floating(n.outputs[0].dtype))
+    return false;
+  if (n.op->name == "uniform") return true;
+  if (n.op->name != "bernoulli") return false;
+  const ir::Node& p = g.nodes[static_cast<size_t>(n.inputs[0].node)];
+  if (p.kind != ir::NodeKind::Constant && !is_full(p)) return false;
+  const double probability = constant_of_node(p).value.to<double>();
+  return probability >= 0 && probability <= 1;  // (NaN: no)
+}
+
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
-  if (row_op_kind(g, n) != RowOpKind::None) return true;
+  if (row_op_kind(g, n) != RowOpKind::None || draws_in_kernel(g, n)) return true;
   if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
   // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
@@ -249,6 +270,20 @@ bool can_fuse(const ir::Graph& g, const ir::Node& n) {
     if (r != v && g.nodes[static_cast<size_t>(r.node)].kind == ir::NodeKind::Constant) return false;
   }
   return true;
+}
+
+std::vector<bool> read_as_constant(const ir::Graph& g) {
+  std::vector<bool> constant(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) constant[i] = is_full(g.nodes[i]);
+  for (const ir::Node& n : g.nodes) {
+    if (n.kind != ir::NodeKind::Call) continue;
+    for (ir::ValueRef v : n.inputs)
+      if (constant[static_cast<size_t>(v.node)])
+        constant[static_cast<size_t>(v.node)] =
+            !is_view(n) && can_fuse(g, n) && row_op_kind(g, n) == RowOpKind::None;
+  }
+  for (ir::ValueRef v : g.outputs) constant[static_cast<size_t>(v.node)] = false;
+  return constant;
 }
 
 std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
@@ -306,6 +341,12 @@ Schedule schedule_graph(const ir::Graph& g) {
            (v.output > 0 && row_op[static_cast<size_t>(v.node)]);
   };
   const std::vector<bool> windowed = read_by_index_arithmetic(g);
+  const std::vector<bool> as_constant = read_as_constant(g);
+  // Whether value v is read as a constant (a Constant node, or a full read as one).
+  auto constant_value = [&](ir::ValueRef v) {
+    return g.nodes[static_cast<size_t>(v.node)].kind == ir::NodeKind::Constant ||
+           as_constant[static_cast<size_t>(v.node)];
+  };
   auto reads_windows = [&](const ir::Node& n) {
     return std::any_of(n.inputs.begin(), n.inputs.end(),
                        [&](ir::ValueRef v) { return windowed[static_cast<size_t>(v.node)]; });
@@ -328,10 +369,10 @@ Schedule schedule_graph(const ir::Graph& g) {
   for (size_t i = 0; i < num_nodes; ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call) continue;  // placeholders and constants: no step
-    if (is_view(n) || windowed[i]) {
+    if (is_view(n) || windowed[i] || as_constant[i]) {
       // Views are index arithmetic over their root, which must then be in memory: a later
       // node of the group could not read it at other positions of the same loop. So are pads
-      // and cats read through windows, over their pieces.
+      // and cats read through windows, over their pieces. (A full read as a constant: nothing.)
       for (ir::ValueRef v : n.inputs) seal_producer(v);
       continue;
     }
@@ -343,12 +384,13 @@ Schedule schedule_graph(const ir::Graph& g) {
     // A row op iterates over its input's rows (a reduction's result has one element per row);
     // a pointwise op over its output.
     const RowOpKind row_kind = row_op_kind(g, n);
+    const bool draws = draws_in_kernel(g, n);
     const Shape& shape =
         row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
     // The kernel inputs value v takes when read from outside a group (none for a constant).
     auto pieces_of = [&](ir::ValueRef v) -> int64_t {
       const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
-      if (p.kind == ir::NodeKind::Constant) return 0;
+      if (constant_value(v)) return 0;
       if (!windowed[static_cast<size_t>(v.node)] || p.op->name == "pad" || p.op->name == "flip")
         return 1;
       if (p.op->name == "roll") return int64_t{1} << roll_shifts(g, p).size();
@@ -379,13 +421,16 @@ Schedule schedule_graph(const ir::Graph& g) {
       // Column reductions share a kernel with pointwise ops only (a thread may see part of a row).
       if (row_kind != RowOpKind::None && to.row && (row_kind == RowOpKind::Columns) != to.columns)
         return false;
-      // Windows are a plain loop's (block_loop_any's), not a row loop's.
-      if ((to.row && reads_windows(n)) || (to.windowed && row_kind != RowOpKind::None))
+      // Windows and random draws (by element index) are a plain loop's (block_loop_any's), not
+      // a row loop's.
+      if ((to.row && (reads_windows(n) || draws)) ||
+          ((to.windowed || to.random) && row_kind != RowOpKind::None))
         return false;
       for (ir::ValueRef v : n.inputs) {
         const ir::ValueRef r = root_of(g, v);
         const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
-        if (producer.kind != ir::NodeKind::Call) continue;  // graph inputs, constants
+        if (producer.kind != ir::NodeKind::Call || constant_value(r))
+          continue;  // inputs, constants
         const int32_t from = group_of[static_cast<size_t>(r.node)];
         if (from == grp) {
           // (A column reduction's result is complete only when the kernel ends.)
@@ -432,6 +477,7 @@ Schedule schedule_graph(const ir::Graph& g) {
                  (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
     grp.row = grp.row || row_kind != RowOpKind::None;
     grp.columns = grp.columns || row_kind == RowOpKind::Columns;
+    grp.random = grp.random || draws;
     grp.windowed = grp.windowed || reads_windows(n);
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
@@ -441,8 +487,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       if (group_of[static_cast<size_t>(root_of(g, v).node)] != target)
         grp.reads.insert({v.node, v.output});
     for (ir::ValueRef v : n.inputs)
-      if (group_of[static_cast<size_t>(v.node)] != target &&
-          g.nodes[static_cast<size_t>(v.node)].kind != ir::NodeKind::Constant)
+      if (group_of[static_cast<size_t>(v.node)] != target && !constant_value(v))
         last_group_reading[{v.node, v.output}] = target;
   }
   // The steps, by position: each extern where its node stands, each kernel at its `pos`.
@@ -466,7 +511,9 @@ Schedule schedule_graph(const ir::Graph& g) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
     for (ir::ValueRef v : n.inputs) {
-      if (windowed[static_cast<size_t>(v.node)]) continue;  // its pieces are (it is not a group's)
+      // (A pad or cat read through windows: its pieces are. A full read as a constant: nothing.)
+      if (windowed[static_cast<size_t>(v.node)] || as_constant[static_cast<size_t>(v.node)])
+        continue;
       const ir::ValueRef r = root_of(g, v);
       const int32_t producer_group = group_of[static_cast<size_t>(r.node)];
       if (group_of[i] < 0 || producer_group != group_of[i] || r != v) realize(v);
@@ -490,10 +537,10 @@ Schedule schedule_graph(const ir::Graph& g) {
       const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
       if (auto it = op_of.find({v.node, v.output}); it != op_of.end())
         return {Operand::Kind::Op, it->second};
-      if (p.kind == ir::NodeKind::Constant) {
+      if (constant_value(v)) {
         auto [it, fresh] =
             constant_of.try_emplace(v.node, static_cast<int32_t>(kernel.constants.size()));
-        if (fresh) kernel.constants.push_back({p.attrs.scalar(0), p.attrs.dtype(1)});
+        if (fresh) kernel.constants.push_back(constant_of_node(p));
         return {Operand::Kind::Constant, it->second};
       }
       auto [it, fresh] =
@@ -512,6 +559,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       op.row = row_op[static_cast<size_t>(node)];
       op.per_row = per_row[static_cast<size_t>(node)];
       op.columns = column_op[static_cast<size_t>(node)];
+      op.random = draws_in_kernel(g, n);
       if (grp.row) kernel.row_size = kernel.ranges.back();
       kernel.folds_columns = grp.columns;
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
@@ -532,6 +580,8 @@ Schedule schedule_graph(const ir::Graph& g) {
     }
     s.kernels.push_back(std::move(kernel));
   }
+  for (size_t i = 0; i < num_nodes; ++i)
+    if (as_constant[i]) s.fused_away[i] = true;
   s.steps = std::move(order);
   return s;
 }

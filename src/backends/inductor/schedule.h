@@ -61,6 +61,7 @@ struct KernelOp {
   int32_t output = 0;
   bool columns = false;  // a column reduction (RowOpKind::Columns; also a row op): folds each
                          // row into one accumulator per column, its result written at the end
+  bool random = false;   // a random op (draws_in_kernel): element i is draw element i
 };
 
 struct KernelConstant {
@@ -136,6 +137,19 @@ ScheduleSummary summarize(const ir::Graph& captured);
 // which the graph does not return.
 inline constexpr size_t kMaxCatPieces = 8;
 std::vector<bool> read_by_index_arithmetic(const ir::Graph& graph);
+
+// Random ops generated code computes (in plain kernels only: element i of the kernel's
+// iteration space is element i of the draw), with the eager kernels' own Philox mapping
+// (ops/kernels/philox.h), so they draw the same numbers: `uniform`, and `bernoulli` whose
+// probabilities are a constant in [0, 1] (a `full` or a number: eager checks a tensor of them
+// element by element, with an error, which stays its kernel's job). Their seed and offset are
+// the call's (runtime attributes), as for an extern call.
+bool draws_in_kernel(const ir::Graph& graph, const ir::Node& node);
+
+// `full` nodes read by generated code as the constant they hold (never stored): those whose
+// every reader is an op a kernel computes elementwise (not a row op or a view), and which the
+// graph does not return.
+std::vector<bool> read_as_constant(const ir::Graph& graph);
 
 // Ops generated code computes through their decomposition: pointwise ops that have one — the
 // optimizers' multi-output updates (no functor of their own) and gelu (so that its erf is

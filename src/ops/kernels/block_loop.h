@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 namespace kiln::kernels {
 
@@ -59,7 +60,8 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
 // a pointer per operand to n contiguous elements (an input read with another stride arrives
 // gathered into a block buffer, a broadcast one filled; an output is scattered after the body
 // when not contiguous). The operand count is a runtime value, so that one compiled copy of this
-// loop (in libkiln) serves every generated kernel.
+// loop (in libkiln) serves every generated kernel. A body taking a third argument also gets the
+// flat index (row-major over the iteration space) of the block's first element.
 //
 // `windows` (generated code's pad and cat, read as index arithmetic; null: none) says, per
 // operand k, windows[k * (1 + 2 * nd)] = -2: an ordinary operand; else the operand holds
@@ -155,7 +157,10 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
             strided_copy(ptrs[k], isz[k], p, st[k][0], n, isz[k]);
           }
         }
-        body(static_cast<char* const*>(ptrs), n);
+        if constexpr (std::is_invocable_v<Body&, char* const*, int64_t, int64_t>)
+          body(static_cast<char* const*>(ptrs), n, pos + j);
+        else
+          body(static_cast<char* const*>(ptrs), n);
         for (size_t k = 0; k < num_outputs; ++k)
           if (ptrs[k] != row[k] + j * st[k][0])
             strided_copy(row[k] + j * st[k][0], st[k][0], ptrs[k], isz[k], n, isz[k]);

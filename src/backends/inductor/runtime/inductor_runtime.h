@@ -17,12 +17,14 @@
 
 #include "ops/kernels/block_loop.h"
 #include "ops/kernels/norm_row.h"
+#include "ops/kernels/philox.h"
 #include "ops/kernels/pointwise_math.h"
 #include "ops/kernels/softmax_row.h"
 #include "ops/kernels/vec.h"
 
 namespace kiln::inductor_rt {
-using BlockBody = void (*)(char* const* operands, int64_t n, void* context);
+// (first: the flat index of the block's first element in the kernel's iteration space.)
+using BlockBody = void (*)(char* const* operands, int64_t n, int64_t first, void* context);
 using RowBody = void (*)(char* const* rows, char* const* next_rows, const int64_t* row_strides,
                          int64_t cols, char* scratch, int64_t row_bytes, void* context);
 using ColumnBody = void (*)(char* const* rows, const int64_t* row_strides, int64_t cols,
@@ -92,13 +94,24 @@ inline double row_var(const double* x, int64_t n, int64_t correction) {
 }
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
+// A kernel body over one block: body(p, n), or body(p, n, first) when it draws random numbers
+// (element first + j of the iteration space is element j of the block).
+template <class Body>
+inline void call_block(Body& body, char* const* p, int64_t n, int64_t first) {
+  if constexpr (std::is_invocable_v<Body&, char* const*, int64_t, int64_t>)
+    body(p, n, first);
+  else
+    body(p, n);
+}
+
 // A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
 // function pointer per block (of up to kBlock elements), so only the body is compiled per kernel.
 template <size_t N, size_t NOut, class Body>
 void block_loop(const int64_t* shape, const std::array<char*, N>& base,
                 const std::array<int64_t, N>& isz, Body&& body) {
-  using B = std::remove_reference_t<Body>;
-  auto call = [](char* const* p, int64_t n, void* context) { (*static_cast<B*>(context))(p, n); };
+  auto call = [](char* const* p, int64_t n, int64_t first, void* context) {
+    call_block(*static_cast<std::remove_reference_t<Body>*>(context), p, n, first);
+  };
   kiln_inductor_block_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
                            isz.data(), kParallelGrain, call, &body);
 }
@@ -108,8 +121,9 @@ template <size_t N, size_t NOut, class Body>
 void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                  const std::array<int64_t, N>& isz, const std::array<char*, N>& fills,
                  Body&& body) {
-  using B = std::remove_reference_t<Body>;
-  auto call = [](char* const* p, int64_t n, void* context) { (*static_cast<B*>(context))(p, n); };
+  auto call = [](char* const* p, int64_t n, int64_t first, void* context) {
+    call_block(*static_cast<std::remove_reference_t<Body>*>(context), p, n, first);
+  };
   kiln_inductor_window_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
                             isz.data(), fills.data(), kParallelGrain, call, &body);
 }
