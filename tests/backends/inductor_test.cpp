@@ -286,6 +286,45 @@ TEST(Inductor, FlipsAndRollsAreIndexArithmetic) {
   EXPECT_EQ(c.extern_calls_of("flip") + c.extern_calls_of("roll"), 0u);
 }
 
+TEST(Inductor, RepeatsAreReadCopyByCopy) {
+  manual_seed(34);
+  // A repeat of at most 8 copies (as many repeats as its input has dims) is one windowed piece
+  // per copy, along one dim or several, of a strided input too; large enough for several
+  // threads. More copies stay an extern call.
+  auto fn = [](Tensor x, Tensor b) {
+    return std::vector<Tensor>{repeat(x, {2, 3}) * 2 + 1, repeat(x.t(), {1, 2}).exp(),
+                               repeat(b, {4, 1}) - x};
+  };
+  auto many = [](Tensor, Tensor b) { return repeat(b, {9, 1}) * 2; };
+  for (int64_t cols : {5, 9000}) {
+    Tensor x = randn({4, cols}), b = randn({1, cols});
+    Compiled c, c2;
+    auto f = compile(fn, c.options());
+    auto g = compile(many, c2.options());
+    expect_all_identical(fn(x, b), f(x, b));
+    expect_identical(many(x, b), g(x, b));
+    EXPECT_EQ(c.extern_calls_of("repeat"), 0u);
+    EXPECT_EQ(c2.extern_calls_of("repeat"), 1u);
+  }
+}
+
+TEST(Inductor, TrilAndTriuArePointwiseWithAnIndexCondition) {
+  manual_seed(35);
+  // Each element is its input's or zero by its row and column (from its flat index): below,
+  // on and above the diagonal, batched, transposed, bool; large enough for several threads.
+  auto fn = [](Tensor x, Tensor y) {
+    return std::vector<Tensor>{tril(x * 2, -1) + y, triu(x.transpose(1, 2), 2).exp(),
+                               logical_and(tril(gt(x, wrap_scalar(0)), 5), gt(y, wrap_scalar(0)))};
+  };
+  for (const Shape& shape : {Shape{3, 7, 9}, Shape{4, 300, 300}}) {
+    Tensor x = randn(shape), y = randn(shape);
+    Compiled c;
+    auto f = compile(fn, c.options());
+    expect_all_identical(fn(x, y), f(x, y));
+    EXPECT_EQ(c.externs(), 0u);
+  }
+}
+
 TEST(Inductor, KernelsStayWithinTheLoopsOperandLimit) {
   manual_seed(26);
   // Nine 8-piece cats summed: one kernel would read 72 inputs, more than the block loop takes

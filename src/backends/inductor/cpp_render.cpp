@@ -207,7 +207,7 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
     std::ostringstream& os, const Kernel& k) {
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
-    if (op.row || op.random) continue;  // row ops call their row function, random ops theirs
+    if (op.row || op.by_index) continue;  // these call functions of their own
     os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
        << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
   }
@@ -273,7 +273,7 @@ std::string scalar_loop(const Kernel& k, size_t j, const std::string& out, const
 // operands in t (constants are broadcast in t).
 bool on_registers(const Kernel& k, size_t j, DType t) {
   const KernelOp& op = k.ops[j];
-  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row || op.random ||
+  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row || op.by_index ||
       op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
     return false;
   for (const Operand& a : op.args)
@@ -361,11 +361,11 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
 // of each input read through a window when the kernel reads a pad, cat or roll.
 void render_loop_call(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
-  // (A kernel drawing random numbers also takes the flat index of the block's first element.)
-  const bool draws =
-      std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) { return op.random; });
-  const char* body = draws ? "[&](char* const* p, int64_t n, int64_t first) {\n"
-                           : "[&](char* const* p, int64_t n) {\n";
+  // (A kernel with ops computed by index also takes the flat index of the block's first element.)
+  const bool by_index =
+      std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) { return op.by_index; });
+  const char* body = by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
+                              : "[&](char* const* p, int64_t n) {\n";
   if (!k.reads_windows()) {
     os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
     return;
@@ -423,7 +423,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   const auto constant_blocks = render_functors_and_constants(os, k);
   // A random op's seed and offset: this call's (its runtime attributes).
   for (size_t j = 0; j < k.ops.size(); ++j)
-    if (k.ops[j].random)
+    if (k.ops[j].op->kind == OpKind::Random)
       os << "  const uint64_t seed" << j << " = static_cast<uint64_t>(attrs[" << j << "]->i("
          << static_cast<int>(k.ops[j].op->philox_attrs[0]) << ")), offset" << j
          << " = static_cast<uint64_t>(attrs[" << j << "]->i("
@@ -482,7 +482,12 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
     }
     os << "    // " << op.op->name << "\n";
-    if (op.random) {
+    if (op.by_index && (op.op->name == "tril" || op.op->name == "triu")) {
+      // Elements first .. first + n - 1: kept or zero by their row and column.
+      os << "    inductor_rt::triangle_block<" << (op.op->name == "tril" ? "true" : "false") << ">("
+         << result[j] << ", " << args[0] << ", n, first, " << k.ranges.end()[-2] << ", "
+         << k.ranges.back() << ", attrs[" << j << "]->i(0));\n";
+    } else if (op.by_index) {
       // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
       if (op.op->name == "bernoulli")
         os << "    kernels::bernoulli_block(" << result[j] << ", " << args[0] << ", n, first, seed"

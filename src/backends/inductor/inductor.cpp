@@ -281,8 +281,9 @@ void CompiledInductorGraph::plan() {
     for (const inductor::KernelOp& op : k.ops)
       attrs.push_back(&g.nodes[static_cast<size_t>(op.node)].attrs);
     kernel_attrs_.push_back(std::move(attrs));
-    kernel_draws_.push_back(std::any_of(k.ops.begin(), k.ops.end(),
-                                        [](const inductor::KernelOp& op) { return op.random; }));
+    kernel_draws_.push_back(
+        std::any_of(k.ops.begin(), k.ops.end(),
+                    [](const inductor::KernelOp& op) { return op.op->kind == OpKind::Random; }));
     kernel_shapes_.push_back(inductor::launch_shape(k));
     std::vector<int64_t> offsets;
     for (const inductor::KernelInput& in : k.inputs)
@@ -627,7 +628,7 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
         attrs_now = kernel_attrs_[ki];
         random_attrs.reserve(kernel.ops.size());
         for (size_t j = 0; j < kernel.ops.size(); ++j)
-          if (kernel.ops[j].random) {
+          if (kernel.ops[j].op->kind == OpKind::Random) {
             random_attrs.push_back(attrs_this_call(kernel.ops[j].node, runtime_values));
             attrs_now[j] = &random_attrs.back();
           }

@@ -58,8 +58,9 @@ struct Group {
   bool sealed = false;    // something outside reads it: pos is final
   bool row = false;       // holds a row op: a row kernel
   bool columns = false;   // holds a column reduction (then no other row op)
-  bool random = false;    // draws random numbers (never a row kernel)
-  bool windowed = false;  // reads a pad, cat, flip or roll as index arithmetic (never a row kernel)
+  bool by_index = false;  // computes ops by element index (never a row kernel)
+  bool windowed =
+      false;  // reads a pad, cat, flip, roll or repeat as index arithmetic (no row kernel)
   std::set<std::pair<int32_t, int32_t>> reads;  // the values it reads from outside
 };
 
@@ -140,8 +141,15 @@ std::map<int64_t, int64_t> roll_shifts(const ir::Graph& g, const ir::Node& n) {
   return net;
 }
 
-// The inputs of a kernel reading pad, cat, flip or roll node w as index arithmetic, appended
-// to its inputs (the first is the one ops read; a cat's or roll's other pieces follow it).
+// How many times a repeat copies its input (the product of its repeats).
+int64_t repeat_copies(const ir::Node& n) {
+  int64_t copies = 1;
+  for (int64_t r : n.attrs.ints(0)) copies *= r;
+  return copies;
+}
+
+// The inputs of a kernel reading pad, cat, flip, roll or repeat node w as index arithmetic,
+// appended to its inputs (the first is the one ops read; a cat's or roll's other pieces follow it).
 void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
   const ir::Node& n = g.nodes[static_cast<size_t>(w)];
   const Shape& ranges = n.outputs[0].sizes;
@@ -170,6 +178,25 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
       KernelInput in = read_shifted(g, n.inputs[0], ranges, shift);
       in.through = w;
       if (mask + 1 < pieces) in.otherwise = static_cast<int32_t>(kernel.inputs.size() + 1);
+      kernel.inputs.push_back(std::move(in));
+    }
+    return;
+  }
+  if (n.op->name == "repeat") {
+    // One piece per copy: the input shifted to the copy's place, windowed to it.
+    const auto reps = n.attrs.ints(0);
+    const Shape& sizes = g.info(n.inputs[0]).sizes;
+    const int64_t copies = repeat_copies(n);
+    for (int64_t c = 0; c < copies; ++c) {
+      Shape shift(static_cast<size_t>(rank), 0);
+      for (int64_t d = rank - 1, rest = c; d >= 0; --d) {
+        shift[d] = rest % reps[d] * sizes[d];
+        rest /= reps[d];
+      }
+      KernelInput in = read_shifted(g, n.inputs[0], ranges, shift);
+      in.fill = Scalar(0);  // (never read: the copies cover the result)
+      in.through = w;
+      if (c + 1 < copies) in.otherwise = static_cast<int32_t>(kernel.inputs.size() + 1);
       kernel.inputs.push_back(std::move(in));
     }
     return;
@@ -254,8 +281,14 @@ bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
   return probability >= 0 && probability <= 1;  // (NaN: no)
 }
 
+bool computed_by_index(const ir::Graph& g, const ir::Node& n) {
+  if (draws_in_kernel(g, n)) return true;
+  return n.kind == ir::NodeKind::Call && (n.op->name == "tril" || n.op->name == "triu") &&
+         n.outputs[0].sizes.size() >= 2;
+}
+
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
-  if (row_op_kind(g, n) != RowOpKind::None || draws_in_kernel(g, n)) return true;
+  if (row_op_kind(g, n) != RowOpKind::None || computed_by_index(g, n)) return true;
   if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Pointwise) return false;
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
   // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
@@ -301,8 +334,11 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
     if (n.kind != ir::NodeKind::Call || n.outputs.size() != 1) continue;
     const std::string_view name = n.op->name;
     const TensorMeta& out = n.outputs[0];
-    const bool handled = name == "pad" || name == "cat" || name == "flip" ||
-                         (name == "roll" && roll_shifts(g, n).size() <= 2);
+    const bool handled =
+        name == "pad" || name == "cat" || name == "flip" ||
+        (name == "roll" && roll_shifts(g, n).size() <= 2) ||
+        (name == "repeat" && n.attrs.ints(0).size() == g.info(n.inputs[0]).sizes.size() &&
+         repeat_copies(n) <= static_cast<int64_t>(kMaxCatPieces));
     if (!handled || out.sizes.empty() || checked_numel(out.sizes, "inductor") == 0) continue;
     if (name == "cat" && n.inputs.size() > kMaxCatPieces) continue;
     windowed[i] = std::all_of(n.inputs.begin(), n.inputs.end(),
@@ -384,7 +420,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     // A row op iterates over its input's rows (a reduction's result has one element per row);
     // a pointwise op over its output.
     const RowOpKind row_kind = row_op_kind(g, n);
-    const bool draws = draws_in_kernel(g, n);
+    const bool by_index = computed_by_index(g, n);
     const Shape& shape =
         row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
     // The kernel inputs value v takes when read from outside a group (none for a constant).
@@ -394,6 +430,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       if (!windowed[static_cast<size_t>(v.node)] || p.op->name == "pad" || p.op->name == "flip")
         return 1;
       if (p.op->name == "roll") return int64_t{1} << roll_shifts(g, p).size();
+      if (p.op->name == "repeat") return repeat_copies(p);
       return static_cast<int64_t>(p.inputs.size());  // cat
     };
     // The kernel inputs group `grp` would take with n in it (a cat: one per piece).
@@ -421,10 +458,10 @@ Schedule schedule_graph(const ir::Graph& g) {
       // Column reductions share a kernel with pointwise ops only (a thread may see part of a row).
       if (row_kind != RowOpKind::None && to.row && (row_kind == RowOpKind::Columns) != to.columns)
         return false;
-      // Windows and random draws (by element index) are a plain loop's (block_loop_any's), not
-      // a row loop's.
-      if ((to.row && (reads_windows(n) || draws)) ||
-          ((to.windowed || to.random) && row_kind != RowOpKind::None))
+      // Windows and ops computed by element index are a plain loop's (block_loop_any's), not a
+      // row loop's.
+      if ((to.row && (reads_windows(n) || by_index)) ||
+          ((to.windowed || to.by_index) && row_kind != RowOpKind::None))
         return false;
       for (ir::ValueRef v : n.inputs) {
         const ir::ValueRef r = root_of(g, v);
@@ -477,7 +514,7 @@ Schedule schedule_graph(const ir::Graph& g) {
                  (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
     grp.row = grp.row || row_kind != RowOpKind::None;
     grp.columns = grp.columns || row_kind == RowOpKind::Columns;
-    grp.random = grp.random || draws;
+    grp.by_index = grp.by_index || by_index;
     grp.windowed = grp.windowed || reads_windows(n);
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
@@ -559,7 +596,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       op.row = row_op[static_cast<size_t>(node)];
       op.per_row = per_row[static_cast<size_t>(node)];
       op.columns = column_op[static_cast<size_t>(node)];
-      op.random = draws_in_kernel(g, n);
+      op.by_index = computed_by_index(g, n);
       if (grp.row) kernel.row_size = kernel.ranges.back();
       kernel.folds_columns = grp.columns;
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)

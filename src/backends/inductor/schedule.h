@@ -29,11 +29,11 @@ struct Operand {
 // A tensor a kernel reads: element [i0, ..., ik] of the kernel's ranges is at
 // root + offset + Σ strides[d]·i_d (in elements; a stride of 0 broadcasts).
 //
-// A flip is read that way too (negated strides), and a pad, cat or roll as index arithmetic
-// with a condition (a *window*): the root holds elements only where window[d].first <= i_d <
-// window[d].second in every range d; elsewhere the input reads kernel input `otherwise` (a cat's
-// or roll's next piece, itself windowed) or, when that is -1, `fill`. A piece reached only
-// through `otherwise` is read by no op directly.
+// A flip is read that way too (negated strides), and a pad, cat, roll or repeat as index
+// arithmetic with a condition (a *window*): the root holds elements only where window[d].first
+// <= i_d < window[d].second in every range d; elsewhere the input reads kernel input `otherwise`
+// (a cat's, roll's or repeat's next piece, itself windowed) or, when that is -1, `fill`. A piece
+// reached only through `otherwise` is read by no op directly.
 struct KernelInput {
   ir::ValueRef root;  // a realized value: a graph input, an extern's result, another kernel's
   DType dtype;
@@ -42,7 +42,7 @@ struct KernelInput {
   std::vector<std::pair<int64_t, int64_t>> window;  // one per kernel range; empty: everywhere
   int32_t otherwise = -1;
   Scalar fill;
-  int32_t through = -1;  // the pad, cat, flip or roll node read this way (-1: none)
+  int32_t through = -1;  // the pad, cat, flip, roll or repeat node read this way (-1: none)
   bool windowed() const { return !window.empty(); }
 };
 
@@ -59,9 +59,10 @@ struct KernelOp {
   // row, mean and rstd) is one op per output, in order: the first computes them all, the
   // others (no args) only name where the per-row statistics go.
   int32_t output = 0;
-  bool columns = false;  // a column reduction (RowOpKind::Columns; also a row op): folds each
-                         // row into one accumulator per column, its result written at the end
-  bool random = false;   // a random op (draws_in_kernel): element i is draw element i
+  bool columns = false;   // a column reduction (RowOpKind::Columns; also a row op): folds each
+                          // row into one accumulator per column, its result written at the end
+  bool by_index = false;  // computed from the element's flat index in the iteration space
+                          // (computed_by_index: a random draw, tril, triu): plain kernels only
 };
 
 struct KernelConstant {
@@ -130,11 +131,12 @@ struct ScheduleSummary {
 };
 ScheduleSummary summarize(const ir::Graph& captured);
 
-// Pads, cats, flips and rolls read as index arithmetic (KernelInput::window, negated strides)
-// by the kernels of every node that reads them, never stored: a `pad` (constant value), a `cat`
-// of at most kMaxCatPieces non-empty pieces of its dtype, a `flip`, or a `roll` of at most two
-// dims, whose every reader is a pointwise op over the same shape outside a row kernel, and
-// which the graph does not return.
+// Pads, cats, flips, rolls and repeats read as index arithmetic (KernelInput::window, negated
+// strides) by the kernels of every node that reads them, never stored: a `pad` (constant
+// value), a `cat` of at most kMaxCatPieces non-empty pieces of its dtype, a `flip`, a `roll` of
+// at most two dims, or a `repeat` (as many repeats as its input has dims) of at most
+// kMaxCatPieces copies, whose every reader is a pointwise op over the same shape outside a row
+// kernel, and which the graph does not return.
 inline constexpr size_t kMaxCatPieces = 8;
 std::vector<bool> read_by_index_arithmetic(const ir::Graph& graph);
 
@@ -145,6 +147,12 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& graph);
 // element by element, with an error, which stays its kernel's job). Their seed and offset are
 // the call's (runtime attributes), as for an extern call.
 bool draws_in_kernel(const ir::Graph& graph, const ir::Node& node);
+
+// Ops generated code computes from each element's flat index in the kernel's iteration space
+// (plain kernels only, whose block loop hands the body the index of each block's first
+// element): the random ops of draws_in_kernel, and tril and triu (an element is its input's or
+// zero, by its row and column: a pointwise op with an index condition).
+bool computed_by_index(const ir::Graph& graph, const ir::Node& node);
 
 // `full` nodes read by generated code as the constant they hold (never stored): those whose
 // every reader is an op a kernel computes elementwise (not a row op or a view), and which the

@@ -161,6 +161,23 @@ inline void fold_columns(double* acc, const T* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(x[j]);
 }
 
+// tril (Lower) or triu over n elements of a kernel whose ranges end in [rows, cols], from its
+// flat element `first`: out[e] = x[e] where column - row <= diagonal (tril) or >= diagonal
+// (triu), else 0 — the eager kernel's elements.
+template <bool Lower, typename T>
+inline void triangle_block(T* out, const T* x, int64_t n, int64_t first, int64_t rows, int64_t cols,
+                           int64_t diagonal) {
+  int64_t col = first % cols, row = first / cols % rows;
+  for (int64_t e = 0; e < n; ++e) {
+    const bool keep = Lower ? col - row <= diagonal : col - row >= diagonal;
+    out[e] = keep ? x[e] : T(0);
+    if (++col == cols) {
+      col = 0;
+      if (++row == rows) row = 0;
+    }
+  }
+}
+
 // An operand's row as contiguous elements: in place when it is, else gathered into `buffer`
 // (a broadcast along the row, a transposed view).
 template <typename T>
