@@ -325,6 +325,46 @@ TEST(Inductor, TrilAndTriuArePointwiseWithAnIndexCondition) {
   }
 }
 
+TEST(Inductor, EmbeddingsAndIndexSelectsAreIndirectLoads) {
+  manual_seed(36);
+  // A token and a position embedding summed, an index_select of a transposed table by int32
+  // indices, a gather: kernels loading the table rows the indices pick (no extern call, nothing
+  // stored between the lookup and the add), bitwise eager's.
+  auto embed = [](Tensor w, Tensor pe, Tensor idx) {
+    return embedding(w, idx) * 2 + embedding(pe, arange(idx.size(-1)));
+  };
+  auto pick = [](Tensor x, Tensor idx) { return index_select(x.t(), 1, idx).exp() + 1; };
+  auto take = [](Tensor x, Tensor idx) { return gather(x, 0, idx) * x.narrow(0, 0, 3); };
+  Tensor w = randn({96, 128}), pe = randn({64, 128}), x = randn({40, 50});
+  Tensor idx = randint(0, 96, {32, 64}), idx32 = randint(0, 50, {7}, DType::Int32);
+  Compiled c, c2;
+  auto f = compile(embed, c.options());
+  auto g = compile(pick, c2.options());
+  expect_identical(embed(w, pe, idx), f(w, pe, idx));
+  expect_identical(pick(x, idx32), g(x, idx32));
+  Compiled c3;
+  auto h = compile(take, c3.options());
+  Tensor rows = randint(0, 40, {3, 50});
+  expect_identical(take(x, rows), h(x, rows));
+  EXPECT_EQ(c3.externs(), 0u);
+  EXPECT_EQ(c.extern_calls_of("embedding"), 0u);
+  EXPECT_EQ(c2.externs(), 0u);
+  EXPECT_EQ(c2.kernels(), 1u);
+  // An index out of range: eager's error, before the kernel writes anything.
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const IndexError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no IndexError");
+  };
+  Tensor bad = tensor(std::vector<int64_t>{3, 96, 1}, {1, 3});
+  const std::string want = message([&] { embed(w, pe.narrow(0, 0, 3), bad); });
+  EXPECT_NE(want.find("index 96 is out of bounds"), std::string::npos) << want;
+  EXPECT_EQ(message([&] { f(w, pe.narrow(0, 0, 3), bad); }), want);
+}
+
 TEST(Inductor, KernelsStayWithinTheLoopsOperandLimit) {
   manual_seed(26);
   // Nine 8-piece cats summed: one kernel would read 72 inputs, more than the block loop takes

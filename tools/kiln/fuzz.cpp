@@ -157,6 +157,14 @@ const std::vector<OpSpec>& ops() {
         {"unsqueeze", 1, false, [](auto& a, auto&) { return a[0].unsqueeze(0); }},
         {"dropout", 1, false, [](auto& a, auto&) { return dropout(a[0], 0.3, true); }},
         {"add_noise", 1, false, [](auto& a, auto&) { return a[0] + randn_like(a[0]) * 0.1; }},
+        {"select_rows", 1, false,  // index_select and embedding: rows in reverse order
+         [](auto& a, auto& p) {
+           const Tensor x = a[0].dim() == 0 ? a[0].unsqueeze(0) : a[0];
+           if (p[0] % 2 == 0) return index_select(x, 0, flip(arange(x.size(0)), {0}));
+           const Tensor table = x.reshape({-1, x.size(-1)});
+           return embedding(table, flip(arange(table.size(0)), {0}));
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(2)}; }},
         {"add_uniform", 1, false,
          [](auto& a, auto&) { return a[0] + rand(a[0].sizes(), a[0].dtype()) * 0.1; }},
         {"sum_leading", 1, false,  // over every dim but the last (a bias gradient)

@@ -155,8 +155,8 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
     for (int64_t s : contiguous) byte_strides[o].push_back(s * item[o]);
   }
   for (size_t i = 0; i < k.inputs.size(); ++i)
-    for (int64_t s : k.inputs[i].strides)
-      byte_strides[num_out + i].push_back(s * item[num_out + i]);
+    for (int64_t s : k.inputs[i].strides)  // (an indirect load's table: its op reads it whole)
+      byte_strides[num_out + i].push_back(k.inputs[i].index >= 0 ? 0 : s * item[num_out + i]);
   const int64_t numel = checked_numel(k.ranges, "inductor");
   if (k.row_size > 0) {
     // Rows: the outer ranges coalesced as a pointwise loop's, then each operand's stride along
@@ -328,7 +328,8 @@ void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first
 bool read_by_ops(const Kernel& k, size_t i) {
   for (const KernelOp& op : k.ops)
     for (const Operand& a : op.args)
-      if (a.kind == Operand::Kind::Input && a.index == static_cast<int32_t>(i)) return true;
+      if (a.kind == Operand::Kind::Input && a.index == static_cast<int32_t>(i))
+        return k.inputs[i].index < 0;  // (an indirect load's table: through `base`)
   return false;
 }
 
@@ -387,6 +388,35 @@ void render_loop_call(std::ostringstream& os, const Kernel& k) {
   for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
   os << "};\n  inductor_rt::window_loop<" << n << ", " << num_out << ">(shape, base, item, fills, "
      << body;
+}
+
+// Op j of plain kernel k, an indirect load (embedding, index_select: args [table, indices]),
+// over the block: each element's row of the table picked by its index, the rest of its position
+// from its flat index (inductor_rt::gather_block). Its result goes to output `slot`, or (slot
+// < 0) to a block named `result`, which this sets.
+void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int slot,
+                          std::string& result) {
+  const KernelOp& op = k.ops[j];
+  const auto table = static_cast<size_t>(op.args[0].index);
+  const KernelInput& rows = k.inputs[table];
+  const char* t = ctype(op.dtype);
+  if (slot >= 0) {
+    result = "out" + std::to_string(slot);
+    os << "    " << t << "* " << result << " = reinterpret_cast<" << t << "*>(p[" << slot
+       << "]);\n";
+  } else {
+    result = "v" + std::to_string(j);
+    os << "    alignas(64) " << t << " " << result << "[inductor_rt::kBlock];\n";
+  }
+  auto list = [](const Shape& values) {
+    std::string s = detail::concat("std::array<int64_t, ", values.size(), ">{");
+    for (size_t d = 0; d < values.size(); ++d) s += detail::concat(d ? ", " : "", values[d]);
+    return s + "}";
+  };
+  os << "    // " << op.op->name << " (an indirect load)\n"
+     << "    inductor_rt::gather_block(" << result << ", reinterpret_cast<const " << t << "*>(base["
+     << k.outputs.size() + table << "]), in" << op.args[1].index << ", n, first, " << list(k.ranges)
+     << ", " << list(rows.strides) << ", " << rows.index_stride << ");\n";
 }
 
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
@@ -466,6 +496,10 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   };
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
+    if (op.op->kind == OpKind::Indexing) {
+      render_indirect_load(os, k, j, output_slot[j], result[j]);
+      continue;
+    }
     std::vector<std::string> args;
     for (const Operand& a : op.args)
       args.push_back(block_of(

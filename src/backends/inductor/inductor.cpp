@@ -25,6 +25,7 @@
 #include "kiln/capture/compile.h"
 #include "kiln/core/parallel.h"
 #include "kiln/ops/pointwise.h"
+#include "ops/indexing_utils.h"
 #include "ops/op_utils.h"
 
 namespace kiln::backends {
@@ -140,6 +141,9 @@ class CompiledInductorGraph {
   Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
   void run_extern(int32_t node, std::vector<Tensor>& slots,
                   std::span<const int64_t> runtime_values) const;
+  // Throws the eager kernel's error unless every index of indirect load `node` (an embedding or
+  // index_select a kernel computes) picks a row of its table: before the kernel writes anything.
+  void check_indices(int32_t node, std::vector<Tensor>& slots) const;
   // Node's attributes with this call's runtime values (a random op's seed and offset).
   Attrs attrs_this_call(int32_t node, std::span<const int64_t> runtime_values) const;
   std::vector<Tensor> run_steps(std::span<const Tensor> inputs,
@@ -169,11 +173,12 @@ class CompiledInductorGraph {
   std::vector<KernelFn> kernel_fns_;
   std::vector<size_t> slot_of_;
   size_t num_slots_ = 0;
-  std::vector<std::vector<size_t>> release_after_;       // per step: slots dead after it
-  std::vector<std::vector<const Attrs*>> kernel_attrs_;  // per kernel, per op
-  std::vector<bool> kernel_draws_;                       // per kernel: holds a random op
-  std::vector<std::vector<int64_t>> kernel_shapes_;      // per kernel: its launch shape
-  std::vector<std::vector<int64_t>> input_offsets_;      // per kernel, per input: bytes
+  std::vector<std::vector<size_t>> release_after_;           // per step: slots dead after it
+  std::vector<std::vector<const Attrs*>> kernel_attrs_;      // per kernel, per op
+  std::vector<bool> kernel_draws_;                           // per kernel: holds a random op
+  std::vector<std::vector<int32_t>> kernel_indirect_loads_;  // per kernel: their nodes
+  std::vector<std::vector<int64_t>> kernel_shapes_;          // per kernel: its launch shape
+  std::vector<std::vector<int64_t>> input_offsets_;          // per kernel, per input: bytes
   std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
   // An output computed in the memory of the graph input it is written back to
   // (ir::InputWrite). Other inputs may be the same memory in a call (the tensor read before it
@@ -284,6 +289,10 @@ void CompiledInductorGraph::plan() {
     kernel_draws_.push_back(
         std::any_of(k.ops.begin(), k.ops.end(),
                     [](const inductor::KernelOp& op) { return op.op->kind == OpKind::Random; }));
+    std::vector<int32_t> indirect;
+    for (const inductor::KernelOp& op : k.ops)
+      if (op.op->kind == OpKind::Indexing) indirect.push_back(op.node);
+    kernel_indirect_loads_.push_back(std::move(indirect));
     kernel_shapes_.push_back(inductor::launch_shape(k));
     std::vector<int64_t> offsets;
     for (const inductor::KernelInput& in : k.inputs)
@@ -301,9 +310,10 @@ void CompiledInductorGraph::plan() {
 bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, const ir::Graph& g) {
   const inductor::KernelInput& in = kernel.inputs[i];
   const TensorMeta& root = g.info(in.root);
-  // (A pad, cat or roll read through a window reads its pieces elsewhere than where it writes.)
-  if (in.windowed() || root.strides != contiguous_strides(root.sizes) || in.offset != 0 ||
-      in.strides != contiguous_strides(kernel.ranges))
+  // (A pad, cat or roll read through a window reads its pieces elsewhere than where it writes;
+  // an indirect load, anywhere.)
+  if (in.windowed() || in.index >= 0 || root.strides != contiguous_strides(root.sizes) ||
+      in.offset != 0 || in.strides != contiguous_strides(kernel.ranges))
     return false;
   for (size_t other = 0; other < kernel.inputs.size(); ++other)
     if (other != i && kernel.inputs[other].root == in.root) return false;
@@ -418,6 +428,16 @@ Tensor CompiledInductorGraph::value(std::vector<Tensor>& slots, ir::ValueRef v) 
   return Tensor(std::make_shared<TensorImpl>(
       root.impl()->storage(), root.storage_offset() + m.storage_offset - rm.storage_offset, m.sizes,
       m.strides, m.dtype));
+}
+
+void CompiledInductorGraph::check_indices(int32_t node, std::vector<Tensor>& slots) const {
+  const ir::Node& n = graph_.nodes[static_cast<size_t>(node)];
+  const Shape& table = graph_.info(n.inputs[0]).sizes;
+  const int64_t dim = n.op->name == "embedding"
+                          ? 0
+                          : (n.attrs.i(0) < 0 ? n.attrs.i(0) + table.ssize() : n.attrs.i(0));
+  ops::check_index_bounds(n.op->name.data(), value(slots, n.inputs[1]).contiguous(),
+                          table[static_cast<size_t>(dim)], dim);
 }
 
 Attrs CompiledInductorGraph::attrs_this_call(int32_t node,
@@ -618,6 +638,8 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
       for (size_t i = 0; i < kernel.inputs.size(); ++i)
         buffers.push_back(static_cast<char*>(slots[slot(kernel.inputs[i].root)].data_ptr()) +
                           input_offsets_[ki][i]);
+      // (Before the kernel runs, tuned or not: it must not read outside a table.)
+      for (int32_t node : kernel_indirect_loads_[ki]) check_indices(node, slots);
       if (tune && needs_tuning(ki)) tune_kernel(ki, buffers.data());
       KernelGrainScope grain(kernel_grain_[ki]);
       const Attrs* const* attrs = kernel_attrs_[ki].data();

@@ -141,6 +141,57 @@ std::map<int64_t, int64_t> roll_shifts(const ir::Graph& g, const ir::Node& n) {
   return net;
 }
 
+// Whether n (an embedding, an index_select of a 1-d index, or a gather, along a dim of a tensor
+// with dims) can load its rows indirectly in a kernel: int32 or int64 indices, a table that is
+// not a constant.
+bool reads_indirectly(const ir::Graph& g, const ir::Node& n) {
+  const TensorMeta& table = g.info(n.inputs[0]);
+  const TensorMeta& index = g.info(n.inputs[1]);
+  if (index.dtype != DType::Int64 && index.dtype != DType::Int32) return false;
+  if (g.nodes[static_cast<size_t>(root_of(g, n.inputs[0]).node)].kind == ir::NodeKind::Constant ||
+      g.nodes[static_cast<size_t>(root_of(g, n.inputs[1]).node)].kind == ir::NodeKind::Constant)
+    return false;
+  if (n.op->name == "embedding") return table.sizes.size() == 2;
+  if (n.op->name == "gather") return !table.sizes.empty() && index.sizes == n.outputs[0].sizes;
+  return !table.sizes.empty() && index.sizes.size() == 1;
+}
+
+// The two inputs of a kernel reading embedding, index_select or gather node n by an indirect
+// load over the node's output shape: the indices (an embedding's and an index_select's broadcast
+// over the rows they pick, a gather's one per element), then the table.
+void add_indirect_inputs(const ir::Graph& g, const ir::Node& n, Kernel& kernel) {
+  const Shape& ranges = n.outputs[0].sizes;
+  const auto rank = static_cast<size_t>(ranges.size());
+  const bool embedding = n.op->name == "embedding";
+  const TensorMeta& table = g.info(n.inputs[0]);
+  const TensorMeta& index = g.info(n.inputs[1]);
+  const int64_t dim =
+      embedding ? 0 : (n.attrs.i(0) < 0 ? n.attrs.i(0) + table.sizes.ssize() : n.attrs.i(0));
+  // Indices: embedding's over the leading ranges, index_select's along `dim`, gather's everywhere.
+  const ir::ValueRef index_root = root_of(g, n.inputs[1]);
+  const bool gather = n.op->name == "gather";
+  KernelInput idx = gather ? read_at(g, n.inputs[1], static_cast<int64_t>(rank))
+                           : KernelInput{index_root, index.dtype,
+                                         index.storage_offset - g.info(index_root).storage_offset,
+                                         Shape(rank, 0)};
+  for (size_t d = 0; d < index.sizes.size() && !gather; ++d)
+    if (index.sizes[d] != 1)
+      idx.strides[embedding ? d : static_cast<size_t>(dim)] = index.strides[d];
+  // The table: its rows picked by the indices, its other dims read at the element's position.
+  const ir::ValueRef table_root = root_of(g, n.inputs[0]);
+  KernelInput rows{table_root, table.dtype,
+                   table.storage_offset - g.info(table_root).storage_offset, Shape(rank, 0)};
+  for (int64_t d = 0; d < table.sizes.ssize(); ++d) {
+    if (d == dim) continue;
+    const size_t at = embedding ? rank - 1 : static_cast<size_t>(d);  // embedding: the last range
+    if (table.sizes[d] != 1) rows.strides[at] = table.strides[d];
+  }
+  rows.index_stride = table.strides[dim];
+  rows.index = static_cast<int32_t>(kernel.inputs.size());
+  kernel.inputs.push_back(std::move(idx));
+  kernel.inputs.push_back(std::move(rows));
+}
+
 // How many times a repeat copies its input (the product of its repeats).
 int64_t repeat_copies(const ir::Node& n) {
   int64_t copies = 1;
@@ -283,8 +334,12 @@ bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
 
 bool computed_by_index(const ir::Graph& g, const ir::Node& n) {
   if (draws_in_kernel(g, n)) return true;
-  return n.kind == ir::NodeKind::Call && (n.op->name == "tril" || n.op->name == "triu") &&
-         n.outputs[0].sizes.size() >= 2;
+  if (n.kind != ir::NodeKind::Call) return false;
+  const std::string_view name = n.op->name;
+  if (name == "tril" || name == "triu") return n.outputs[0].sizes.size() >= 2;
+  if (name == "embedding" || name == "index_select" || name == "gather")
+    return reads_indirectly(g, n);
+  return false;
 }
 
 bool can_fuse(const ir::Graph& g, const ir::Node& n) {
@@ -312,8 +367,9 @@ std::vector<bool> read_as_constant(const ir::Graph& g) {
     if (n.kind != ir::NodeKind::Call) continue;
     for (ir::ValueRef v : n.inputs)
       if (constant[static_cast<size_t>(v.node)])
-        constant[static_cast<size_t>(v.node)] =
-            !is_view(n) && can_fuse(g, n) && row_op_kind(g, n) == RowOpKind::None;
+        constant[static_cast<size_t>(v.node)] = !is_view(n) && n.op->kind != OpKind::Indexing &&
+                                                can_fuse(g, n) &&
+                                                row_op_kind(g, n) == RowOpKind::None;
   }
   for (ir::ValueRef v : g.outputs) constant[static_cast<size_t>(v.node)] = false;
   return constant;
@@ -351,8 +407,8 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
     for (ir::ValueRef v : n.inputs) {
       const auto w = static_cast<size_t>(v.node);
       if (!windowed[w]) continue;
-      windowed[w] = !is_view(n) && can_fuse(g, n) && row_op_kind(g, n) == RowOpKind::None &&
-                    n.outputs[0].sizes == g.info(v).sizes;
+      windowed[w] = !is_view(n) && n.op->kind != OpKind::Indexing && can_fuse(g, n) &&
+                    row_op_kind(g, n) == RowOpKind::None && n.outputs[0].sizes == g.info(v).sizes;
     }
   }
   for (ir::ValueRef v : g.outputs) windowed[static_cast<size_t>(v.node)] = false;
@@ -421,6 +477,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     // a pointwise op over its output.
     const RowOpKind row_kind = row_op_kind(g, n);
     const bool by_index = computed_by_index(g, n);
+    const bool indirect = by_index && n.op->kind == OpKind::Indexing;
     const Shape& shape =
         row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
     // The kernel inputs value v takes when read from outside a group (none for a constant).
@@ -470,8 +527,9 @@ Schedule schedule_graph(const ir::Graph& g) {
           continue;  // inputs, constants
         const int32_t from = group_of[static_cast<size_t>(r.node)];
         if (from == grp) {
-          // (A column reduction's result is complete only when the kernel ends.)
-          if (r != v || column_op[static_cast<size_t>(r.node)]) return false;
+          // (A column reduction's result is complete only when the kernel ends; an indirect
+          // load reads its table and indices whole.)
+          if (r != v || column_op[static_cast<size_t>(r.node)] || indirect) return false;
           const Shape& got = g.info(v).sizes;
           // A member read at the element being computed, or a per-row member read by a
           // pointwise op (a broadcast along the row: the value is complete by then).
@@ -592,7 +650,14 @@ Schedule schedule_graph(const ir::Graph& g) {
     for (int32_t node : grp.nodes) {
       const ir::Node& n = g.nodes[static_cast<size_t>(node)];
       KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
-      for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
+      if (n.op->kind == OpKind::Indexing) {
+        // An indirect load: its own two inputs (indices, then the table), read by it alone.
+        add_indirect_inputs(g, n, kernel);
+        const auto rows = static_cast<int32_t>(kernel.inputs.size() - 1);
+        op.args = {{Operand::Kind::Input, rows}, {Operand::Kind::Input, rows - 1}};
+      } else {
+        for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
+      }
       op.row = row_op[static_cast<size_t>(node)];
       op.per_row = per_row[static_cast<size_t>(node)];
       op.columns = column_op[static_cast<size_t>(node)];

@@ -43,6 +43,12 @@ struct KernelInput {
   int32_t otherwise = -1;
   Scalar fill;
   int32_t through = -1;  // the pad, cat, flip, roll or repeat node read this way (-1: none)
+  // An indirect load (embedding, index_select, gather; >= 0): element [i...] is at root + offset +
+  // Σ strides[d]·i_d + index_stride · (element [i...] of kernel input `index`, the indices,
+  // which the scheduler has checked nothing else in the kernel computes). Read by its op with
+  // the element's flat index, never through the block loop.
+  int32_t index = -1;
+  int64_t index_stride = 0;
   bool windowed() const { return !window.empty(); }
 };
 
@@ -150,8 +156,10 @@ bool draws_in_kernel(const ir::Graph& graph, const ir::Node& node);
 
 // Ops generated code computes from each element's flat index in the kernel's iteration space
 // (plain kernels only, whose block loop hands the body the index of each block's first
-// element): the random ops of draws_in_kernel, and tril and triu (an element is its input's or
-// zero, by its row and column: a pointwise op with an index condition).
+// element): the random ops of draws_in_kernel, tril and triu (an element is its input's or
+// zero, by its row and column: a pointwise op with an index condition), and embedding,
+// index_select and gather (indirect loads: KernelInput::index; the indices are checked against
+// the bound before the kernel runs, with the eager kernel's error).
 bool computed_by_index(const ir::Graph& graph, const ir::Node& node);
 
 // `full` nodes read by generated code as the constant they hold (never stored): those whose

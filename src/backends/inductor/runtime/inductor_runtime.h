@@ -178,6 +178,31 @@ inline void triangle_block(T* out, const T* x, int64_t n, int64_t first, int64_t
   }
 }
 
+// An indirect load over n elements of a kernel over `sizes`, from its flat element `first`:
+// out[e] = table[Σ strides[d]·i_d + index_stride · index[e]] at the element's position i (the
+// indices were checked against the table before the kernel ran).
+template <typename T, typename I, size_t R>
+inline void gather_block(T* out, const T* table, const I* index, int64_t n, int64_t first,
+                         const std::array<int64_t, R>& sizes, const std::array<int64_t, R>& strides,
+                         int64_t index_stride) {
+  std::array<int64_t, R> at;
+  int64_t offset = 0;
+  for (size_t d = R, rest = static_cast<size_t>(first); d-- > 0;) {
+    at[d] = static_cast<int64_t>(rest % static_cast<size_t>(sizes[d]));
+    rest /= static_cast<size_t>(sizes[d]);
+    offset += at[d] * strides[d];
+  }
+  for (int64_t e = 0; e < n; ++e) {
+    out[e] = table[offset + static_cast<int64_t>(index[e]) * index_stride];
+    for (size_t d = R; d-- > 0;) {  // the next position, as an odometer
+      offset += strides[d];
+      if (++at[d] < sizes[d]) break;
+      offset -= sizes[d] * strides[d];
+      at[d] = 0;
+    }
+  }
+}
+
 // An operand's row as contiguous elements: in place when it is, else gathered into `buffer`
 // (a broadcast along the row, a transposed view).
 template <typename T>
