@@ -59,9 +59,9 @@ struct Group {
   bool row = false;       // holds a row op: a row kernel
   bool columns = false;   // holds a column reduction (then no other row op)
   bool by_index = false;  // computes ops by element index (never a row kernel)
-  bool windowed =
-      false;  // reads a pad, cat, flip, roll or repeat as index arithmetic (no row kernel)
+  bool windowed = false;  // reads a pad, cat, flip, roll or repeat by index arithmetic
   std::set<std::pair<int32_t, int32_t>> reads;  // the values it reads from outside
+  int64_t indirect_loads = 0;  // each takes two inputs of its own (not shared with other ops)
 };
 
 // At most this many operands (outputs and inputs) per kernel: block_loop_any's limit.
@@ -496,7 +496,7 @@ Schedule schedule_graph(const ir::Graph& g) {
       for (ir::ValueRef v : n.inputs)
         if (group_of[static_cast<size_t>(root_of(g, v).node)] != grp)
           reads.insert({v.node, v.output});
-      int64_t count = 0;
+      int64_t count = 2 * (group_at(grp).indirect_loads + (indirect ? 1 : 0));
       for (const auto& [node, output] : reads) count += pieces_of({node, output});
       return count;
     };
@@ -573,6 +573,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     grp.row = grp.row || row_kind != RowOpKind::None;
     grp.columns = grp.columns || row_kind == RowOpKind::Columns;
     grp.by_index = grp.by_index || by_index;
+    grp.indirect_loads += indirect ? 1 : 0;
     grp.windowed = grp.windowed || reads_windows(n);
     grp.nodes.push_back(static_cast<int32_t>(i));
     if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
