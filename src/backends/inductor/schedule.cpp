@@ -192,10 +192,15 @@ void add_indirect_inputs(const ir::Graph& g, const ir::Node& n, Kernel& kernel) 
   kernel.inputs.push_back(std::move(rows));
 }
 
-// How many times a repeat copies its input (the product of its repeats).
+// How many times a repeat copies its input (the product of its repeats; any number above
+// kMaxCatPieces counts as kMaxCatPieces + 1, so huge repeats cannot overflow).
 int64_t repeat_copies(const ir::Node& n) {
   int64_t copies = 1;
-  for (int64_t r : n.attrs.ints(0)) copies *= r;
+  for (int64_t r : n.attrs.ints(0)) {
+    if (r == 0) return 0;
+    copies = std::min<int64_t>(copies * std::max<int64_t>(r, 1),
+                               static_cast<int64_t>(kMaxCatPieces) + 1);
+  }
   return copies;
 }
 
