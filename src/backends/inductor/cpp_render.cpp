@@ -390,7 +390,8 @@ void render_loop_call(std::ostringstream& os, const Kernel& k) {
      << body;
 }
 
-// Op j of plain kernel k, an indirect load (embedding, index_select: args [table, indices]),
+// Op j of plain kernel k, an indirect load (embedding, index_select, gather: args [table,
+// indices]),
 // over the block: each element's row of the table picked by its index, the rest of its position
 // from its flat index (inductor_rt::gather_block). Its result goes to output `slot`, or (slot
 // < 0) to a block named `result`, which this sets.
@@ -802,7 +803,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     }
     broadcast_if_read(j);
   }
-  if (!k.folds_columns) {
+  if (!k.folds_columns()) {
     os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
        << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
           "char* scratch, int64_t row_bytes) {\n"

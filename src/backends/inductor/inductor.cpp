@@ -56,18 +56,6 @@ ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
   return v;
 }
 
-// Whether a tensor of `sizes` laid out with strides a is addressed as with strides b: a
-// dimension of size 1 is never stepped along, so its stride does not matter (AOT autograd's
-// metadata and the tensors a compiled forward returns may disagree there), and an empty tensor
-// is not addressed at all (a gradient of one may come with strides of 0).
-bool same_addressing(IntList sizes, IntList a, IntList b) {
-  if (a.size() != b.size() || a.size() != sizes.size()) return false;
-  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] != 1 && a[d] != b[d]) return false;
-  return true;
-}
-
 // Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
 bool exclusively_owned(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 &&
@@ -141,8 +129,9 @@ class CompiledInductorGraph {
   Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
   void run_extern(int32_t node, std::vector<Tensor>& slots,
                   std::span<const int64_t> runtime_values) const;
-  // Throws the eager kernel's error unless every index of indirect load `node` (an embedding or
-  // index_select a kernel computes) picks a row of its table: before the kernel writes anything.
+  // Throws the eager kernel's error unless every index of indirect load `node` (an embedding,
+  // index_select or gather a kernel computes) picks a row of its table: before the kernel writes
+  // anything.
   void check_indices(int32_t node, std::vector<Tensor>& slots) const;
   // Node's attributes with this call's runtime values (a random op's seed and offset).
   Attrs attrs_this_call(int32_t node, std::span<const int64_t> runtime_values) const;
@@ -154,7 +143,7 @@ class CompiledInductorGraph {
   // (A column kernel splits its work as the eager reduction does, whatever the grain.)
   bool needs_tuning(size_t kernel) const {
     return kernel_shapes_[kernel][0] >= kMinTunedElements && get_num_threads() > 1 &&
-           !schedule_.kernels[kernel].folds_columns;
+           !schedule_.kernels[kernel].folds_columns();
   }
   std::string tuning_key(size_t kernel) const {
     return detail::concat(get_num_threads(), " ", kernel_shapes_[kernel][0], " ",
@@ -435,9 +424,7 @@ void CompiledInductorGraph::check_indices(int32_t node, std::vector<Tensor>& slo
   // (An empty result reads no row: eager does not check its indices either.)
   if (checked_numel(n.outputs[0].sizes, "inductor") == 0) return;
   const Shape& table = graph_.info(n.inputs[0]).sizes;
-  const int64_t dim = n.op->name == "embedding"
-                          ? 0
-                          : (n.attrs.i(0) < 0 ? n.attrs.i(0) + table.ssize() : n.attrs.i(0));
+  const int64_t dim = inductor::indexed_dim(graph_, n);
   ops::check_index_bounds(n.op->name.data(), value(slots, n.inputs[1]).contiguous(),
                           table[static_cast<size_t>(dim)], dim);
 }
@@ -595,7 +582,7 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
     const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
     const TensorMeta& want = n.outputs[0];
     KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes &&
-                   same_addressing(want.sizes, t.strides(), want.strides),
+                   inductor::same_addressing(want.sizes, t.strides(), want.strides),
                Error, "inductor: input ", n.input_index, " is ",
                t.defined()
                    ? detail::concat(t.dtype(), t.shape_str(), " strides ", IntList(t.strides()))

@@ -104,17 +104,6 @@ KernelInput read_shifted(const ir::Graph& g, ir::ValueRef x, const Shape& ranges
   return in;
 }
 
-// Whether a tensor's elements are in row-major order (strides of size-1 dims do not matter).
-bool laid_out_contiguously(const TensorMeta& m) {
-  int64_t expected = 1;
-  for (int64_t d = m.sizes.ssize() - 1; d >= 0; --d) {
-    if (m.sizes[d] == 1) continue;
-    if (m.strides[d] != expected) return false;
-    expected *= m.sizes[d];
-  }
-  return true;
-}
-
 // Whether reduction dims `dims` (negative: from the end) are every dim of a rank-`rank` tensor
 // but the last, each once.
 bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank) {
@@ -165,8 +154,7 @@ void add_indirect_inputs(const ir::Graph& g, const ir::Node& n, Kernel& kernel) 
   const bool embedding = n.op->name == "embedding";
   const TensorMeta& table = g.info(n.inputs[0]);
   const TensorMeta& index = g.info(n.inputs[1]);
-  const int64_t dim =
-      embedding ? 0 : (n.attrs.i(0) < 0 ? n.attrs.i(0) + table.sizes.ssize() : n.attrs.i(0));
+  const int64_t dim = indexed_dim(g, n);
   // Indices: embedding's over the leading ranges, index_select's along `dim`, gather's everywhere.
   const ir::ValueRef index_root = root_of(g, n.inputs[1]);
   const bool gather = n.op->name == "gather";
@@ -312,8 +300,8 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   const auto dims = n.attrs.ints(0);
   if ((name == "sum" || name == "mean") && rank >= 2 && reduces_all_but_last(dims, rank)) {
     // A column reduction, of a tensor eager folds by its outer path (kept dim contiguous).
-    const bool ok =
-        cols >= kMinColumns && laid_out_contiguously(in) && checked_numel(in.sizes, "inductor") > 0;
+    const bool ok = cols >= kMinColumns && checked_numel(in.sizes, "inductor") > 0 &&
+                    same_addressing(in.sizes, in.strides, contiguous_strides(in.sizes));
     return ok ? RowOpKind::Columns : RowOpKind::None;
   }
   // sum / mean / amax / amin / var over the last dim alone (keepdim either way), of a row
@@ -335,6 +323,20 @@ bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
   if (p.kind != ir::NodeKind::Constant && !is_full(p)) return false;
   const double probability = constant_of_node(p).value.to<double>();
   return probability >= 0 && probability <= 1;  // (NaN: no)
+}
+
+int64_t indexed_dim(const ir::Graph& g, const ir::Node& n) {
+  if (n.op->name == "embedding") return 0;
+  const int64_t dim = n.attrs.i(0);
+  return dim < 0 ? dim + g.info(n.inputs[0]).sizes.ssize() : dim;
+}
+
+bool same_addressing(IntList sizes, IntList a, IntList b) {
+  if (a.size() != b.size() || a.size() != sizes.size()) return false;
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && a[d] != b[d]) return false;
+  return true;
 }
 
 bool computed_by_index(const ir::Graph& g, const ir::Node& n) {
@@ -669,7 +671,6 @@ Schedule schedule_graph(const ir::Graph& g) {
       op.columns = column_op[static_cast<size_t>(node)];
       op.by_index = computed_by_index(g, n);
       if (grp.row) kernel.row_size = kernel.ranges.back();
-      kernel.folds_columns = grp.columns;
       if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
         op.compute = promoted_dtype(g, n);
       s.fused_away[static_cast<size_t>(node)] = true;

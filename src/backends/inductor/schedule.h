@@ -83,10 +83,6 @@ struct Kernel {
   // > 0 for a row kernel: the length of its rows (the last range), which it computes one at a
   // time, each op over the whole row before the next; 0: one pass over blocks of elements.
   int64_t row_size = 0;
-  // A row kernel holding column reductions (RowOpKind::Columns): its rows are folded into
-  // per-column accumulators, split across threads as the eager reduction splits them, so a
-  // thread may see a segment of each row only; it holds no other row op.
-  bool folds_columns = false;
   std::vector<KernelInput> inputs;
   std::vector<KernelConstant> constants;
   std::vector<KernelOp> ops;  // in dependency order
@@ -99,6 +95,14 @@ struct Kernel {
   bool reads_windows() const {
     for (const KernelInput& in : inputs)
       if (in.windowed()) return true;
+    return false;
+  }
+  // A row kernel holding column reductions (RowOpKind::Columns): its rows are folded into
+  // per-column accumulators, split across threads as the eager reduction splits them, so a
+  // thread may see a segment of each row only; it holds no other row op.
+  bool folds_columns() const {
+    for (const KernelOp& op : ops)
+      if (op.columns) return true;
     return false;
   }
 };
@@ -161,6 +165,15 @@ bool draws_in_kernel(const ir::Graph& graph, const ir::Node& node);
 // index_select and gather (indirect loads: KernelInput::index; the indices are checked against
 // the bound before the kernel runs, with the eager kernel's error).
 bool computed_by_index(const ir::Graph& graph, const ir::Node& node);
+
+// The dim of its table an indirect load's indices pick along (embedding: 0; index_select and
+// gather: their dim attribute, wrapped).
+int64_t indexed_dim(const ir::Graph& graph, const ir::Node& node);
+
+// Whether a tensor of `sizes` laid out with strides a is addressed as with strides b: a
+// dimension of size 1 is never stepped along, so its stride does not matter, and an empty
+// tensor is not addressed at all.
+bool same_addressing(IntList sizes, IntList a, IntList b);
 
 // `full` nodes read by generated code as the constant they hold (never stored): those whose
 // every reader is an op a kernel computes elementwise (not a row op or a view), and which the

@@ -94,8 +94,9 @@ inline double row_var(const double* x, int64_t n, int64_t correction) {
 }
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
-// A kernel body over one block: body(p, n), or body(p, n, first) when it draws random numbers
-// (element first + j of the iteration space is element j of the block).
+// A kernel body over one block: body(p, n), or body(p, n, first) when it computes ops by element
+// index (random draws, tril/triu, indirect loads: element first + j of the iteration space is
+// element j of the block).
 template <class Body>
 inline void call_block(Body& body, char* const* p, int64_t n, int64_t first) {
   if constexpr (std::is_invocable_v<Body&, char* const*, int64_t, int64_t>)
