@@ -49,18 +49,6 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 namespace ops {
 namespace {
 
-using kernels::philox_at;
-using kernels::u53;
-
-// Writes f(words, i) into every element of the contiguous `out`, in parallel.
-template <typename T, typename F>
-void generate(const Tensor& out, uint64_t seed, uint64_t offset, F f) {
-  T* p = out.data_ptr<T>();
-  kernels::parallel_range(out.numel(), 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = f(philox_at(seed, offset, i));
-  });
-}
-
 // attrs of every random op end with [seed, offset] (the generator state the draw used).
 uint64_t seed_of(const OpCall& c, size_t k) { return static_cast<uint64_t>(c.attrs.i(k)); }
 
@@ -97,17 +85,9 @@ void normal_kernel(const OpCall& c, std::span<Tensor> outs) {
   const double mean = c.attrs.f(2), stdev = c.attrs.f(3);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
   KILN_DTYPE_SWITCH_FLOATING(outs[0].dtype(), "normal_", [&]<typename T>() {
-    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
-      double u1, u2;
-      if constexpr (std::is_same_v<T, float>) {
-        u1 = (static_cast<double>(r[0] >> 8) + 1.0) * 0x1p-24;  // (0, 1]
-        u2 = static_cast<double>(r[1] >> 8) * 0x1p-24;
-      } else {
-        u1 = u53(r[0], r[1]) + 0x1p-53;
-        u2 = u53(r[2], r[3]);
-      }
-      double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-      return static_cast<T>(std::fma(stdev, z, mean));
+    T* o = outs[0].data_ptr<T>();
+    kernels::parallel_range(outs[0].numel(), 4096, [&](int64_t b, int64_t e) {
+      kernels::normal_block(o + b, e - b, b, seed, offset, mean, stdev);
     });
   });
 }
@@ -132,9 +112,9 @@ void randint_kernel(const OpCall& c, std::span<Tensor> outs) {
   const uint64_t range = static_cast<uint64_t>(c.attrs.i(3)) - static_cast<uint64_t>(low);
   const uint64_t seed = seed_of(c, 4), offset = seed_of(c, 5);
   KILN_DTYPE_SWITCH_NUMERIC(outs[0].dtype(), "randint", [&]<typename T>() {
-    generate<T>(outs[0], seed, offset, [&](const std::array<uint32_t, 4>& r) {
-      uint64_t w = (uint64_t{r[0]} << 32) | r[1];
-      return static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + w % range));
+    T* o = outs[0].data_ptr<T>();
+    kernels::parallel_range(outs[0].numel(), 4096, [&](int64_t b, int64_t e) {
+      kernels::randint_block(o + b, e - b, b, seed, offset, low, range);
     });
   });
 }

@@ -549,6 +549,45 @@ TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
   EXPECT_EQ(c3.extern_calls_of("var"), 0u);
 }
 
+TEST(Inductor, RowProductsAndArgExtremesAreRowReductions) {
+  // prod folds a row as eager's does (in double); argmax and argmin give where the row's
+  // extreme first occurs (the first NaN, the first of equal zeros), one index per row, which
+  // pointwise ops of the same kernel then read: compared with the labels, and converted.
+  auto accuracy_and_more = [](Tensor x, Tensor labels) {
+    Tensor scaled = x * 0.25 + 1;
+    return std::vector<Tensor>{prod(scaled, {-1}), eq(argmax(scaled, -1, true), labels),
+                               argmin(x, -1, true).to(x.dtype()) + x.sum({-1}, true), argmax(x, 1)};
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_info(dtype).name);
+    std::vector<double> values = randn({9, 40}, DType::Float64).to_vector<double>();
+    values[2 * 40 + 3] = std::nan("");
+    values[2 * 40 + 30] = std::nan("");
+    values[4 * 40 + 5] = std::numeric_limits<double>::infinity();
+    values[4 * 40 + 25] = std::numeric_limits<double>::infinity();
+    for (int c = 0; c < 40; ++c) values[6 * 40 + c] = c % 3 == 1 ? 0.0 : -0.0;
+    Tensor x = tensor(values, {9, 40}).to(dtype);
+    std::vector<int64_t> label_values = argmax(x * 0.25 + 1, -1).to_vector<int64_t>();
+    label_values[0] = label_values[1] = 7;  // (where those rows' argmax is not 7: a miss)
+    Tensor labels = tensor(label_values, {9, 1});
+    Compiled c;
+    auto f = compile(accuracy_and_more, c.options());
+    expect_all_identical(accuracy_and_more(x, labels), f(x, labels));
+    EXPECT_EQ(c.kernels(), 1u);
+    EXPECT_EQ(c.externs(), 0u);
+  }
+  // Over all elements, or along another dim: the eager kernels, as extern calls.
+  auto elsewhere = [](Tensor x) {
+    return std::vector<Tensor>{argmax(x), argmin(x, 0), prod(x, {0})};
+  };
+  Tensor x = randn({6, 10});
+  Compiled c;
+  auto g = compile(elsewhere, c.options());
+  expect_all_identical(elsewhere(x), g(x));
+  EXPECT_EQ(c.extern_calls_of("argmax") + c.extern_calls_of("argmin") + c.extern_calls_of("prod"),
+            3u);
+}
+
 TEST(Inductor, ColumnSumsFoldAsEagerWithTheirPrologue) {
   manual_seed(33);
   // A bias's and a normalisation weight's gradients (sums over every dim but the last) and a
@@ -646,6 +685,43 @@ TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {
   expect_identical(want2, g(x));
   EXPECT_EQ(c.externs(), 0u);
   EXPECT_EQ(c2.extern_calls_of("bernoulli"), 1u);
+}
+
+TEST(Inductor, NormalAndRandintAreDrawnInsideKernelsAsEagerDrawsThem) {
+  // randn (Box-Muller through libm's log, cos and sqrt, as in eager), normal_ with a mean and a
+  // std, and randint over a range: drawn in the kernels that use them, eager's numbers for the
+  // same generator state.
+  auto jitter = [](Tensor x) { return x + randn(x.sizes(), x.dtype()) * 0.5; };
+  auto shifted = [](Tensor x) {
+    Tensor noise = empty(x.sizes(), x.dtype());
+    normal_(noise, 3.0, 2.0);
+    return x * noise;
+  };
+  auto tokens = [](Tensor x) {
+    return std::vector<Tensor>{randint(-5, 1000, x.sizes()) * 2,
+                               x + randint(0, 7, x.sizes(), DType::Int32)};
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_info(dtype).name);
+    Tensor x = randn({37, 300}, dtype);
+    for (auto* fn : {+jitter, +shifted}) {
+      Compiled c;
+      auto f = compile(fn, c.options());
+      manual_seed(11);
+      const Tensor want = fn(x), want_next = fn(x);
+      manual_seed(11);
+      expect_identical(want, f(x));
+      expect_identical(want_next, f(x));
+      EXPECT_EQ(c.externs(), 0u);
+    }
+    Compiled c;
+    auto f = compile(tokens, c.options());
+    manual_seed(12);
+    const auto want = tokens(x);
+    manual_seed(12);
+    expect_all_identical(want, f(x));
+    EXPECT_EQ(c.externs(), 0u);
+  }
 }
 
 TEST(Inductor, LayerNormAndRmsNormAreRowOpsWithTheirPrologueAndEpilogue) {

@@ -78,9 +78,9 @@ std::vector<OpSpec> registry_ops() {
   return out;
 }
 
-// Ops whose results are deterministic and comparable: argmax-style ties and data-dependent
-// shapes are left out (a tie may resolve differently after fusion). Random ops are in: both
-// runs start from the program's seed, and compiled code must draw what eager draws.
+// Ops whose results are deterministic and comparable: data-dependent shapes are left out.
+// (argmax is in: every backend must resolve ties as eager does, to the first.) Random ops are in:
+// both runs start from the program's seed, and compiled code must draw what eager draws.
 const std::vector<OpSpec>& ops() {
   static const std::vector<OpSpec> all = [] {
     std::vector<OpSpec> table = {
@@ -173,6 +173,10 @@ const std::vector<OpSpec>& ops() {
            for (int64_t d = 0; d + 1 < a[0].dim(); ++d) dims.push_back(d);
            return dims.empty() ? a[0].sum({}) : a[0].sum(dims);
          }},
+        {"prod_last", 1, false,  // (tanh keeps the factors in [0.5, 1.5]: no overflow)
+         [](auto& a, auto&) { return prod(a[0].tanh() * 0.5 + 1, {-1}, true); }},
+        {"scale_by_argmax", 1, false,  // an index per row (eager's, ties included) as a factor
+         [](auto& a, auto&) { return a[0] * (argmax(a[0], -1, true).to(a[0].dtype()) + 1); }},
         {"detach", 1, false, [](auto& a, auto&) { return a[0].detach(); }},
         {"straight_through", 1, false,
          [](auto& a, auto&) { return a[0] + (a[0].tanh() - a[0]).detach(); }},

@@ -524,12 +524,20 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
          << k.ranges.back() << ", attrs[" << j << "]->i(0));\n";
     } else if (op.by_index) {
       // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
-      if (op.op->name == "bernoulli")
+      // (uniform, normal, randint: attrs [size, dtype, a, b, seed, offset], a and b their
+      // from and to, mean and std, low and high.)
+      const std::string_view name = op.op->name;
+      const std::string draw = detail::concat(result[j], ", n, first, seed", j, ", offset", j);
+      if (name == "bernoulli")
         os << "    kernels::bernoulli_block(" << result[j] << ", " << args[0] << ", n, first, seed"
            << j << ", offset" << j << ");\n";
-      else  // uniform: attrs [size, dtype, from, to, seed, offset]
-        os << "    kernels::uniform_block(" << result[j] << ", n, first, seed" << j << ", offset"
-           << j << ", attrs[" << j << "]->f(2), attrs[" << j << "]->f(3));\n";
+      else if (name == "randint")
+        os << "    kernels::randint_block(" << draw << ", attrs[" << j
+           << "]->i(2), static_cast<uint64_t>(attrs[" << j
+           << "]->i(3)) - static_cast<uint64_t>(attrs[" << j << "]->i(2)));\n";
+      else
+        os << "    kernels::" << (name == "normal" ? "normal_block(" : "uniform_block(") << draw
+           << ", attrs[" << j << "]->f(2), attrs[" << j << "]->f(3));\n";
     } else if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
       os << "    vec::map<" << out_t << ">(f" << j << ", "
          << (output_slot[j] >= 0
@@ -726,10 +734,13 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       // A row reduction: the row folded as the eager reduction folds it.
       const std::string_view name = op.op->name;
       const bool mean = name == "mean";
-      const char* fold = name == "amax"   ? "row_max"
-                         : name == "amin" ? "row_min"
-                         : name == "var"  ? "row_var"
-                                          : "row_sum";
+      const char* fold = name == "amax"     ? "row_max"
+                         : name == "amin"   ? "row_min"
+                         : name == "var"    ? "row_var"
+                         : name == "prod"   ? "row_prod"
+                         : name == "argmax" ? "row_argmax"
+                         : name == "argmin" ? "row_argmin"
+                                            : "row_sum";
       body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold
            << "(" << name_of(op.args[0]) << ", cols"
            << (name == "var" ? detail::concat(", attrs[", j, "]->i(2)") : std::string()) << ")"

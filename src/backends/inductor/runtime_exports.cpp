@@ -201,6 +201,17 @@ double row_sum(const T* x, int64_t n) {
   return acc;
 }
 
+// The product of one contiguous row as the eager prod folds it (as row_sum, from 1).
+template <typename T>
+double row_prod(const T* x, int64_t n) {
+  const auto r = kiln::kernels::make_reducer<T, T>(
+      1.0, kiln::kernels::IdentityMap{}, kiln::kernels::fold::Mul{},
+      [](double a, int64_t) { return static_cast<T>(a); });
+  double acc = r.identity;
+  r.row(acc, x, n, 0);
+  return acc;
+}
+
 // The largest (smallest) element of a contiguous row, folded as the eager amax (amin) folds it
 // (NaN wins; which of -0 and 0 depends on the order, so the order is eager's).
 template <bool IsMax, typename T>
@@ -212,6 +223,14 @@ T row_extreme(const T* x, int64_t n) {
   T acc = r.identity;
   r.row(acc, x, n, 0);
   return acc;
+}
+
+// Where the largest (smallest) element of a contiguous row first occurs (the first NaN, if
+// any), as the eager argmax (argmin) finds it: whichever way eager splits a row across threads,
+// the answer is this one.
+template <bool IsMax, typename T>
+int64_t row_arg_extreme(const T* x, int64_t n) {
+  return kiln::kernels::find_first(x, n, row_extreme<IsMax>(x, n));
 }
 
 // The variance of a contiguous row as the eager var computes it: the mean (in double), then the
@@ -258,4 +277,20 @@ extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n) {
 }
 extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n) {
   return row_extreme<false>(x, n);
+}
+extern "C" double kiln_inductor_row_prod_float(const float* x, int64_t n) { return row_prod(x, n); }
+extern "C" double kiln_inductor_row_prod_double(const double* x, int64_t n) {
+  return row_prod(x, n);
+}
+extern "C" int64_t kiln_inductor_row_argmax_float(const float* x, int64_t n) {
+  return row_arg_extreme<true>(x, n);
+}
+extern "C" int64_t kiln_inductor_row_argmax_double(const double* x, int64_t n) {
+  return row_arg_extreme<true>(x, n);
+}
+extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n) {
+  return row_arg_extreme<false>(x, n);
+}
+extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n) {
+  return row_arg_extreme<false>(x, n);
 }

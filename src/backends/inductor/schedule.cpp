@@ -282,9 +282,20 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     return ok ? RowOpKind::Norm : RowOpKind::None;
   }
   if (n.inputs.size() != 1 || n.outputs.size() != 1) return RowOpKind::None;
+  if (name == "argmax" || name == "argmin") {
+    // Along the last dim (attributes: dim, keepdim) of a floating tensor whose rows are read in
+    // place; an index per row, the same however eager splits the row across threads.
+    const TensorMeta& in = g.info(n.inputs[0]);
+    const int64_t rank = in.sizes.ssize();
+    if (rank == 0 || !is_floating(in.dtype) || !n.attrs.has(0)) return RowOpKind::None;
+    const int64_t dim = n.attrs.i(0), cols = in.sizes.back();
+    const bool ok = (dim == rank - 1 || dim == -1) && cols >= 1 && cols <= kMaxRowElements &&
+                    (cols == 1 || in.strides.back() == 1);
+    return ok ? RowOpKind::Reduction : RowOpKind::None;
+  }
   const bool softmax = name == "softmax" || name == "log_softmax";
-  if (!softmax && name != "sum" && name != "mean" && name != "amax" && name != "amin" &&
-      name != "var")
+  if (!softmax && name != "sum" && name != "mean" && name != "prod" && name != "amax" &&
+      name != "amin" && name != "var")
     return RowOpKind::None;
   const TensorMeta& in = g.info(n.inputs[0]);
   const TensorMeta& out = n.outputs[0];
@@ -296,7 +307,7 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     const int64_t dim = n.attrs.i(0);
     return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
   }
-  if (name == "sum" && n.attrs.has(2)) return RowOpKind::None;  // dtype=
+  if ((name == "sum" || name == "prod") && n.attrs.has(2)) return RowOpKind::None;  // dtype=
   const auto dims = n.attrs.ints(0);
   if ((name == "sum" || name == "mean") && rank >= 2 && reduces_all_but_last(dims, rank)) {
     // A column reduction, of a tensor eager folds by its outer path (kept dim contiguous).
@@ -304,7 +315,7 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
                     same_addressing(in.sizes, in.strides, contiguous_strides(in.sizes));
     return ok ? RowOpKind::Columns : RowOpKind::None;
   }
-  // sum / mean / amax / amin / var over the last dim alone (keepdim either way), of a row
+  // sum / mean / prod / amax / amin / var over the last dim alone (keepdim either way), of a row
   // eager reads in place and folds whole.
   if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
   if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
@@ -314,10 +325,11 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
 }
 
 bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
-  if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Random || n.outputs.size() != 1 ||
-      !is_floating(n.outputs[0].dtype))
+  if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Random || n.outputs.size() != 1)
     return false;
-  if (n.op->name == "uniform") return true;
+  if (n.op->name == "randint") return true;  // (its meta checked the dtype and the range)
+  if (!is_floating(n.outputs[0].dtype)) return false;
+  if (n.op->name == "uniform" || n.op->name == "normal") return true;
   if (n.op->name != "bernoulli") return false;
   const ir::Node& p = g.nodes[static_cast<size_t>(n.inputs[0].node)];
   if (p.kind != ir::NodeKind::Constant && !is_full(p)) return false;

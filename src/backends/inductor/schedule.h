@@ -152,7 +152,8 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& graph);
 
 // Random ops generated code computes (in plain kernels only: element i of the kernel's
 // iteration space is element i of the draw), with the eager kernels' own Philox mapping
-// (ops/kernels/philox.h), so they draw the same numbers: `uniform`, and `bernoulli` whose
+// (ops/kernels/philox.h), so they draw the same numbers: `uniform`, `normal` (libm's log, cos
+// and sqrt in both), `randint`, and `bernoulli` whose
 // probabilities are a constant in [0, 1] (a `full` or a number: eager checks a tensor of them
 // element by element, with an error, which stays its kernel's job). Their seed and offset are
 // the call's (runtime attributes), as for an extern call.
@@ -193,8 +194,9 @@ bool can_fuse(const ir::Graph& graph, const ir::Node& node);
 // Row ops: ops along the last dim of a floating tensor whose rows are at most kMaxRowElements
 // long, which generated code computes a row at a time with the eager kernel's row function,
 // so that they stay bitwise equal to eager: softmax and log_softmax (ops/kernels/softmax_row.h),
-// sum, mean, amax, amin and var over the last dim alone (reduce.h's MapFold::row; only where the
-// eager reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place), and
+// sum, mean, prod, amax, amin and var over the last dim alone (reduce.h's MapFold::row; only where
+// the eager reduction also folds each row whole, kernels::folds_rows_whole, and reads it in place),
+// argmax and argmin over the last dim (an int64 index per row; read in place), and
 // layer_norm and rms_norm over the last dim (ops/kernels/norm_row.h; their statistics are
 // per-row outputs).
 //

@@ -1,8 +1,8 @@
-// Philox 4x32-10 and the draws of the random ops that generated code computes too (bernoulli,
-// uniform): element i of a draw that starts at `offset` is a pure function of (seed, offset + i)
-// — docs/random.md — so the eager kernels (ops/random_ops.cpp) and fused loops (the inductor
-// backend's runtime header) call the same functions here and give the same numbers, bit for bit.
-// Depends only on the standard library, so generated code can include it.
+// Philox 4x32-10 and the draws of the random ops, which generated code computes too (uniform,
+// normal, randint, bernoulli): element i of a draw that starts at `offset` is a pure function of
+// (seed, offset + i) — docs/random.md — so the eager kernels (ops/random_ops.cpp) and fused loops
+// (the inductor backend's runtime header) call the same functions here and give the same numbers,
+// bit for bit. Depends only on the standard library, so generated code can include it.
 #pragma once
 
 #include <array>
@@ -60,6 +60,40 @@ void uniform_block(T* out, int64_t n, int64_t first, uint64_t seed, uint64_t off
     const double u = std::is_same_v<T, float> ? double(u24(r[0])) : u53(r[0], r[1]);
     const T v = static_cast<T>(std::fma(u, to - from, from));
     out[j] = v > top ? top : v;
+  }
+}
+
+// normal(mean, stdev): out[j] from element first + j of the draw, by Box-Muller's cosine branch
+// (u1 in (0, 1] so that its log is finite; 24 random bits each for float, 53 for double), in
+// double, scaled with one rounding.
+template <typename T>
+void normal_block(T* out, int64_t n, int64_t first, uint64_t seed, uint64_t offset, double mean,
+                  double stdev) {
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  for (int64_t j = 0; j < n; ++j) {
+    const auto r = philox_at(seed, offset, first + j);
+    double u1, u2;
+    if constexpr (std::is_same_v<T, float>) {
+      u1 = (static_cast<double>(r[0] >> 8) + 1.0) * 0x1p-24;
+      u2 = static_cast<double>(r[1] >> 8) * 0x1p-24;
+    } else {
+      u1 = u53(r[0], r[1]) + 0x1p-53;
+      u2 = u53(r[2], r[3]);
+    }
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+    out[j] = static_cast<T>(std::fma(stdev, z, mean));
+  }
+}
+
+// randint on [low, low + range) (range = high - low in unsigned arithmetic, >= 1): out[j] from
+// element first + j of the draw, 64 random bits modulo the range.
+template <typename T>
+void randint_block(T* out, int64_t n, int64_t first, uint64_t seed, uint64_t offset, int64_t low,
+                   uint64_t range) {
+  for (int64_t j = 0; j < n; ++j) {
+    const auto r = philox_at(seed, offset, first + j);
+    const uint64_t w = (uint64_t{r[0]} << 32) | r[1];
+    out[j] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + w % range));
   }
 }
 

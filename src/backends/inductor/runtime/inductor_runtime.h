@@ -67,11 +67,19 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
 // The sum of a contiguous row, folded as the eager sum and mean fold it (in double).
 extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n);
 extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n);
+// Its product, folded as the eager prod folds it (in double).
+extern "C" double kiln_inductor_row_prod_float(const float* x, int64_t n);
+extern "C" double kiln_inductor_row_prod_double(const double* x, int64_t n);
 // Its largest and smallest element, folded as the eager amax and amin fold it.
 extern "C" float kiln_inductor_row_max_float(const float* x, int64_t n);
 extern "C" double kiln_inductor_row_max_double(const double* x, int64_t n);
 extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n);
 extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n);
+// Where its largest and smallest element first occur, as the eager argmax and argmin find it.
+extern "C" int64_t kiln_inductor_row_argmax_float(const float* x, int64_t n);
+extern "C" int64_t kiln_inductor_row_argmax_double(const double* x, int64_t n);
+extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n);
+extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n);
 // Its variance, computed as the eager var computes it (two passes, divided by n - correction).
 extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction);
 extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction);
@@ -82,10 +90,24 @@ using kernels::kBlock;
 
 inline double row_sum(const float* x, int64_t n) { return kiln_inductor_row_sum_float(x, n); }
 inline double row_sum(const double* x, int64_t n) { return kiln_inductor_row_sum_double(x, n); }
+inline double row_prod(const float* x, int64_t n) { return kiln_inductor_row_prod_float(x, n); }
+inline double row_prod(const double* x, int64_t n) { return kiln_inductor_row_prod_double(x, n); }
 inline float row_max(const float* x, int64_t n) { return kiln_inductor_row_max_float(x, n); }
 inline double row_max(const double* x, int64_t n) { return kiln_inductor_row_max_double(x, n); }
 inline float row_min(const float* x, int64_t n) { return kiln_inductor_row_min_float(x, n); }
 inline double row_min(const double* x, int64_t n) { return kiln_inductor_row_min_double(x, n); }
+inline int64_t row_argmax(const float* x, int64_t n) {
+  return kiln_inductor_row_argmax_float(x, n);
+}
+inline int64_t row_argmax(const double* x, int64_t n) {
+  return kiln_inductor_row_argmax_double(x, n);
+}
+inline int64_t row_argmin(const float* x, int64_t n) {
+  return kiln_inductor_row_argmin_float(x, n);
+}
+inline int64_t row_argmin(const double* x, int64_t n) {
+  return kiln_inductor_row_argmin_double(x, n);
+}
 inline float row_var(const float* x, int64_t n, int64_t correction) {
   return kiln_inductor_row_var_float(x, n, correction);
 }
