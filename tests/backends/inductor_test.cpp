@@ -644,6 +644,35 @@ TEST(Inductor, ColumnSumsFoldAsEagerWithTheirPrologue) {
   EXPECT_EQ(c2.extern_calls_of("sum"), 1u);
 }
 
+TEST(Inductor, ColumnSumsOfAFlattenedValueFoldInTheKernelComputingIt) {
+  // A linear layer's bias gradient sums the [B * T, C] view of a [B, T, C] gradient over its
+  // rows: read as the value itself over its leading dims, the sum (and a mean) fold columns in
+  // the kernel computing the gradient, while the view stays what the matrix product reads.
+  auto bias_and_weight_grads = [](Tensor x, Tensor w) {
+    Tensor g = (x * 2).tanh();
+    Tensor rows = g.view({-1, g.size(-1)});
+    return std::vector<Tensor>{rows.sum({0}, true), rows.mean({0}), matmul(rows.t(), w)};
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int64_t t : {5, 300}) {  // (300: rows split across threads)
+      SCOPED_TRACE(std::string(dtype_info(dtype).name) + " T=" + std::to_string(t));
+      Tensor x = randn({4, t, 40}, dtype), w = randn({4 * t, 3}, dtype);
+      Compiled c;
+      auto f = compile(bias_and_weight_grads, c.options());
+      expect_all_identical(bias_and_weight_grads(x, w), f(x, w));
+      EXPECT_EQ(c.kernels(), 1u);
+      EXPECT_EQ(c.extern_calls_of("sum") + c.extern_calls_of("mean"), 0u);
+    }
+  }
+  // A view that does not flatten leading dims (the last dim changes) is summed as it is.
+  auto regrouped = [](Tensor x) { return (x * 2).tanh().view({-1, 20}).sum({0}); };
+  Tensor x = randn({4, 6, 40});
+  Compiled c;
+  auto f = compile(regrouped, c.options());
+  expect_identical(regrouped(x), f(x));
+  EXPECT_EQ(c.kernels(), 1u);
+}
+
 TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {
   // dropout (a bernoulli mask of a constant probability, scaled, times x) and rand: drawn in
   // the kernel that uses them with eager's Philox mapping, so each call gives eager's numbers

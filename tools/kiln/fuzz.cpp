@@ -173,6 +173,11 @@ const std::vector<OpSpec>& ops() {
            for (int64_t d = 0; d + 1 < a[0].dim(); ++d) dims.push_back(d);
            return dims.empty() ? a[0].sum({}) : a[0].sum(dims);
          }},
+        {"sum_rows_of_flattened", 1, false,  // a bias gradient: [B, T, C] seen as [B * T, C]
+         [](auto& a, auto&) {
+           const int64_t last = a[0].dim() ? a[0].size(-1) : 1;
+           return a[0].reshape({-1, last}).sum({0}, true);
+         }},
         {"prod_last", 1, false,  // (tanh keeps the factors in [0.5, 1.5]: no overflow)
          [](auto& a, auto&) { return prod(a[0].tanh() * 0.5 + 1, {-1}, true); }},
         {"scale_by_argmax", 1, false,  // an index per row (eager's, ties included) as a factor

@@ -7,6 +7,7 @@
 #include <set>
 #include <span>
 
+#include "backends/inductor/graph_rewrites.h"
 #include "capture/retrace.h"
 #include "capture/state.h"
 #include "kiln/ir/passes.h"
@@ -720,6 +721,7 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
   LoweredGraph out;
   auto t0 = Clock::now();
   out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
+  read_column_reductions_through_flattening(out.graph);
   // What decompositions share with the rest of the graph (gelu's erf with its derivative's)
   // is computed once.
   ir::eliminate_common_subexpressions(out.graph);
@@ -732,8 +734,9 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
 }
 
 ScheduleSummary summarize(const ir::Graph& captured) {
-  const Schedule s =
-      schedule_graph(capture::decompose_graph(captured, decomposed_in_generated_code));
+  ir::Graph lowered = capture::decompose_graph(captured, decomposed_in_generated_code);
+  read_column_reductions_through_flattening(lowered);
+  const Schedule s = schedule_graph(lowered);
   ScheduleSummary out;
   out.kernels = static_cast<int64_t>(s.kernels.size());
   for (const Kernel& k : s.kernels)
