@@ -549,7 +549,7 @@ TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
   EXPECT_EQ(c3.extern_calls_of("var"), 0u);
 }
 
-TEST(Inductor, RowProductsAndArgExtremesAreRowReductions) {
+TEST(Inductor, RowProductsArgExtremesAndLogSumExpsAreRowReductions) {
   // prod folds a row as eager's does (in double); argmax and argmin give where the row's
   // extreme first occurs (the first NaN, the first of equal zeros), one index per row, which
   // pointwise ops of the same kernel then read: compared with the labels, and converted.
@@ -573,6 +573,20 @@ TEST(Inductor, RowProductsAndArgExtremesAreRowReductions) {
     Compiled c;
     auto f = compile(accuracy_and_more, c.options());
     expect_all_identical(accuracy_and_more(x, labels), f(x, labels));
+    EXPECT_EQ(c.kernels(), 1u);
+    EXPECT_EQ(c.externs(), 0u);
+  }
+  // logsumexp (the row's max, then the sum of exps, as eager's two passes), read by the ops
+  // after it: a log_softmax written out. Rows of -inf and with +inf check the unshifted cases.
+  auto log_probabilities = [](Tensor x) { return x * 2 - logsumexp(x * 2, {-1}, true); };
+  std::vector<float> rows = randn({5, 70}).to_vector<float>();
+  for (int c = 0; c < 70; ++c) rows[70 + c] = -std::numeric_limits<float>::infinity();
+  rows[3 * 70 + 9] = std::numeric_limits<float>::infinity();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Tensor x = tensor(rows, {5, 70}).to(dtype);
+    Compiled c;
+    auto f = compile(log_probabilities, c.options());
+    expect_identical(log_probabilities(x), f(x));
     EXPECT_EQ(c.kernels(), 1u);
     EXPECT_EQ(c.externs(), 0u);
   }

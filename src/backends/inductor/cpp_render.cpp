@@ -734,13 +734,14 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       // A row reduction: the row folded as the eager reduction folds it.
       const std::string_view name = op.op->name;
       const bool mean = name == "mean";
-      const char* fold = name == "amax"     ? "row_max"
-                         : name == "amin"   ? "row_min"
-                         : name == "var"    ? "row_var"
-                         : name == "prod"   ? "row_prod"
-                         : name == "argmax" ? "row_argmax"
-                         : name == "argmin" ? "row_argmin"
-                                            : "row_sum";
+      const char* fold = name == "amax"        ? "row_max"
+                         : name == "amin"      ? "row_min"
+                         : name == "var"       ? "row_var"
+                         : name == "prod"      ? "row_prod"
+                         : name == "argmax"    ? "row_argmax"
+                         : name == "argmin"    ? "row_argmin"
+                         : name == "logsumexp" ? "row_logsumexp"
+                                               : "row_sum";
       body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold
            << "(" << name_of(op.args[0]) << ", cols"
            << (name == "var" ? detail::concat(", attrs[", j, "]->i(2)") : std::string()) << ")"

@@ -6,7 +6,9 @@
 #include "backends/inductor/runtime/inductor_runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -233,6 +235,26 @@ int64_t row_arg_extreme(const T* x, int64_t n) {
   return kiln::kernels::find_first(x, n, row_extreme<IsMax>(x, n));
 }
 
+// log(sum(exp(x))) of a contiguous row as the eager logsumexp computes it: the row's max (in
+// double; an infinite max is not subtracted), then the sum of exp(x - max) (exp in the row's
+// dtype, summed in double), whose log the max is added to.
+template <typename T>
+T row_logsumexp(const T* x, int64_t n) {
+  namespace k = kiln::kernels;
+  const auto max_of = k::make_reducer<T, double>(
+      -std::numeric_limits<double>::infinity(), k::IdentityMap{}, k::fold::Max{},
+      [](double m, int64_t) { return std::isinf(m) ? 0.0 : m; });
+  double m = max_of.identity;
+  max_of.row(m, x, n, 0);
+  const double shift = max_of.finish(m, 0);
+  const auto sum_of_exp = k::make_reducer_in<T, T, T>(
+      0.0, [](auto v, auto s) { return k::exp_any(v - s); }, k::fold::Add{},
+      [shift](double a, int64_t) { return static_cast<T>(std::log(a) + shift); }, &shift);
+  auto acc = sum_of_exp.identity;
+  sum_of_exp.row(acc, x, n, 0);
+  return sum_of_exp.finish(acc, 0);
+}
+
 // The variance of a contiguous row as the eager var computes it: the mean (in double), then the
 // sum of squared deviations from it, divided by max(0, n - correction).
 template <typename T>
@@ -293,4 +315,10 @@ extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n) {
 }
 extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n) {
   return row_arg_extreme<false>(x, n);
+}
+extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n) {
+  return row_logsumexp(x, n);
+}
+extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n) {
+  return row_logsumexp(x, n);
 }

@@ -296,7 +296,7 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   }
   const bool softmax = name == "softmax" || name == "log_softmax";
   if (!softmax && name != "sum" && name != "mean" && name != "prod" && name != "amax" &&
-      name != "amin" && name != "var")
+      name != "amin" && name != "var" && name != "logsumexp")
     return RowOpKind::None;
   const TensorMeta& in = g.info(n.inputs[0]);
   const TensorMeta& out = n.outputs[0];
@@ -316,8 +316,8 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
                     same_addressing(in.sizes, in.strides, contiguous_strides(in.sizes));
     return ok ? RowOpKind::Columns : RowOpKind::None;
   }
-  // sum / mean / prod / amax / amin / var over the last dim alone (keepdim either way), of a row
-  // eager reads in place and folds whole.
+  // sum / mean / prod / amax / amin / var / logsumexp over the last dim alone (keepdim either way),
+  // of a row eager reads in place and folds whole.
   if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
   if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
   if (!kernels::folds_rows_whole(checked_numel(in.sizes, "inductor") / cols, cols))

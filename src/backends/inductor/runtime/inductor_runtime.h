@@ -80,6 +80,9 @@ extern "C" int64_t kiln_inductor_row_argmax_float(const float* x, int64_t n);
 extern "C" int64_t kiln_inductor_row_argmax_double(const double* x, int64_t n);
 extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n);
 extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n);
+// log(sum(exp(x))), computed as the eager logsumexp computes it (the max, then the sum of exps).
+extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n);
+extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n);
 // Its variance, computed as the eager var computes it (two passes, divided by n - correction).
 extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction);
 extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction);
@@ -107,6 +110,12 @@ inline int64_t row_argmin(const float* x, int64_t n) {
 }
 inline int64_t row_argmin(const double* x, int64_t n) {
   return kiln_inductor_row_argmin_double(x, n);
+}
+inline float row_logsumexp(const float* x, int64_t n) {
+  return kiln_inductor_row_logsumexp_float(x, n);
+}
+inline double row_logsumexp(const double* x, int64_t n) {
+  return kiln_inductor_row_logsumexp_double(x, n);
 }
 inline float row_var(const float* x, int64_t n, int64_t correction) {
   return kiln_inductor_row_var_float(x, n, correction);
