@@ -549,10 +549,11 @@ TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
   EXPECT_EQ(c3.extern_calls_of("var"), 0u);
 }
 
-TEST(Inductor, RowProductsArgExtremesAndLogSumExpsAreRowReductions) {
-  // prod folds a row as eager's does (in double); argmax and argmin give where the row's
-  // extreme first occurs (the first NaN, the first of equal zeros), one index per row, which
-  // pointwise ops of the same kernel then read: compared with the labels, and converted.
+TEST(Inductor, RowProductsExtremesAndLogSumExpsAreRowReductions) {
+  // prod folds a row as eager's does (in double); argmax and argmin (and max(dim), min(dim))
+  // give where the row's extreme first occurs (the first NaN, the first of equal zeros), one index
+  // per row, which pointwise ops of the same kernel then read: compared with the labels, and
+  // converted.
   auto accuracy_and_more = [](Tensor x, Tensor labels) {
     Tensor scaled = x * 0.25 + 1;
     return std::vector<Tensor>{prod(scaled, {-1}), eq(argmax(scaled, -1, true), labels),
@@ -575,6 +576,16 @@ TEST(Inductor, RowProductsArgExtremesAndLogSumExpsAreRowReductions) {
     expect_all_identical(accuracy_and_more(x, labels), f(x, labels));
     EXPECT_EQ(c.kernels(), 1u);
     EXPECT_EQ(c.externs(), 0u);
+    // max(dim) and min(dim): the value and where it first occurs, both per row.
+    auto extremes = [](Tensor x) {
+      auto [top, at] = max(x * 2, -1, true);
+      auto [bottom, where] = min(x, 1);
+      return std::vector<Tensor>{top - x, at, bottom, where * 3};
+    };
+    Compiled c2;
+    auto g = compile(extremes, c2.options());
+    expect_all_identical(extremes(x), g(x));
+    EXPECT_EQ(c2.extern_calls_of("max_dim") + c2.extern_calls_of("min_dim"), 0u);
   }
   // logsumexp (the row's max, then the sum of exps, as eager's two passes), read by the ops
   // after it: a log_softmax written out. Rows of -inf and with +inf check the unshifted cases.

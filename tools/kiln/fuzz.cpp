@@ -178,6 +178,8 @@ const std::vector<OpSpec>& ops() {
            const int64_t last = a[0].dim() ? a[0].size(-1) : 1;
            return a[0].reshape({-1, last}).sum({0}, true);
          }},
+        {"max_last", 1, false,  // max(dim): the value where the index first reaches it
+         [](auto& a, auto&) { return max(a[0], -1, true).first * 2; }},
         {"prod_last", 1, false,  // (tanh keeps the factors in [0.5, 1.5]: no overflow)
          [](auto& a, auto&) { return prod(a[0].tanh() * 0.5 + 1, {-1}, true); }},
         {"scale_by_argmax", 1, false,  // an index per row (eager's, ties included) as a factor

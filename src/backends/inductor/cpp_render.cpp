@@ -730,7 +730,24 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       body << "    " << out_t << "* " << result[j] << " = " << row_buffer(op.dtype) << ";\n";
     }
     body << "    // " << op.op->name << "\n";
-    if (op.row && op.per_row) {
+    if (op.row && op.per_row && (op.op->name == "max_dim" || op.op->name == "min_dim")) {
+      // Values and indices (the next op): where the row's extreme first occurs, and the element
+      // there (so -0 or 0 as the row has it), as the eager max(dim) and min(dim) give them.
+      const size_t at = j + 1;
+      const bool index_out = output_slot[at] >= 0;
+      result[at] = index_out ? "out" + std::to_string(output_slot[at]) : "v" + std::to_string(at);
+      if (index_out)
+        body << "    int64_t* " << result[at] << " = reinterpret_cast<int64_t*>(p["
+             << output_slot[at] << "]);\n";
+      else
+        body << "    alignas(64) int64_t " << result[at] << "[1];\n";
+      body << "    " << result[at]
+           << "[0] = inductor_rt::" << (op.op->name == "max_dim" ? "row_argmax(" : "row_argmin(")
+           << name_of(op.args[0]) << ", cols);\n"
+           << "    " << result[j] << "[0] = " << name_of(op.args[0]) << "[" << result[at]
+           << "[0]];\n";
+      broadcast_if_read(at);
+    } else if (op.row && op.per_row) {
       // A row reduction: the row folded as the eager reduction folds it.
       const std::string_view name = op.op->name;
       const bool mean = name == "mean";

@@ -282,10 +282,11 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
                     cols <= kMaxRowElements && n.outputs[0].dtype == x.dtype;
     return ok ? RowOpKind::Norm : RowOpKind::None;
   }
-  if (n.inputs.size() != 1 || n.outputs.size() != 1) return RowOpKind::None;
-  if (name == "argmax" || name == "argmin") {
+  if (n.inputs.size() != 1) return RowOpKind::None;
+  if (name == "argmax" || name == "argmin" || name == "max_dim" || name == "min_dim") {
     // Along the last dim (attributes: dim, keepdim) of a floating tensor whose rows are read in
-    // place; an index per row, the same however eager splits the row across threads.
+    // place; an index per row (and max_dim's, min_dim's values: the element there), the same
+    // however eager splits the row across threads.
     const TensorMeta& in = g.info(n.inputs[0]);
     const int64_t rank = in.sizes.ssize();
     if (rank == 0 || !is_floating(in.dtype) || !n.attrs.has(0)) return RowOpKind::None;
@@ -294,6 +295,7 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
                     (cols == 1 || in.strides.back() == 1);
     return ok ? RowOpKind::Reduction : RowOpKind::None;
   }
+  if (n.outputs.size() != 1) return RowOpKind::None;
   const bool softmax = name == "softmax" || name == "log_softmax";
   if (!softmax && name != "sum" && name != "mean" && name != "prod" && name != "amax" &&
       name != "amin" && name != "var" && name != "logsumexp")
