@@ -2,6 +2,7 @@
 #include "capture/retrace.h"
 
 #include "capture/tracer.h"
+#include "ir/graph_rebuild.h"
 #include "ops/op_utils.h"
 
 namespace kiln::ops {
@@ -67,37 +68,17 @@ ir::Graph trace_graph(std::span<const TensorMeta> inputs, const TracedFn& fn,
 
 ir::Graph decompose_graph(const ir::Graph& g,
                           const std::function<bool(const ir::Node&)>& decompose) {
-  ir::Graph out;
-  std::vector<std::vector<ir::ValueRef>> value_of(g.nodes.size());
-  auto mapped = [&](ir::ValueRef v) {
-    return value_of[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
-  };
-  auto all_outputs = [](ir::ValueRef first, size_t n) {
-    std::vector<ir::ValueRef> refs;
-    for (size_t k = 0; k < n; ++k) refs.push_back({first.node, static_cast<int32_t>(k)});
-    return refs;
-  };
+  ir::GraphRebuild rebuild(g);
+  ir::Graph& out = rebuild.out();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (n.kind == ir::NodeKind::Placeholder) {
-      KILN_CHECK(n.input_index == out.num_inputs(), Error,
-                 "internal error: decompose_graph: placeholders out of order");
-      value_of[i] = {out.add_placeholder(n.outputs[0])};
-      continue;
-    }
-    if (n.kind == ir::NodeKind::Constant) {
-      value_of[i] = {out.add_constant(n.attrs.scalar(0), n.attrs.dtype(1))};
-      continue;
-    }
-    std::vector<ir::ValueRef> ins;
-    for (ir::ValueRef v : n.inputs) ins.push_back(mapped(v));
-    if (!decompose(n)) {
-      value_of[i] =
-          all_outputs(out.add_call(*n.op, ins, n.attrs, n.outputs, n.loc), n.outputs.size());
+    if (n.kind != ir::NodeKind::Call || !decompose(n)) {
+      rebuild.copy(i);
       continue;
     }
     KILN_CHECK(n.op->has_decomposition(n.attrs), Error, "internal error: '", n.op->name,
                "' has no decomposition for these attributes");
+    const std::vector<ir::ValueRef> ins = rebuild.mapped_inputs(n);
     // Re-trace the decomposition on stand-ins for the node's inputs.
     std::vector<TensorMeta> metas;
     for (ir::ValueRef v : n.inputs) metas.push_back(g.info(v));
@@ -136,6 +117,7 @@ ir::Graph decompose_graph(const ir::Graph& g,
         sub_value[j] = out.add_call(*s.op, std::move(sub_ins), s.attrs, s.outputs, n.loc);
       }
     }
+    std::vector<ir::ValueRef> values;
     for (size_t k = 0; k < num_outputs; ++k) {
       const ir::ValueRef v = spliced(sub.outputs[k]);
       const TensorMeta& got = out.info(v);
@@ -143,18 +125,11 @@ ir::Graph decompose_graph(const ir::Graph& g,
                  "the decomposition of '", n.op->name, "' returns output ", k, " as ", got.dtype,
                  " ", IntList(got.sizes), " but the op's is ", n.outputs[k].dtype, " ",
                  IntList(n.outputs[k].sizes));
-      value_of[i].push_back(v);
+      values.push_back(v);
     }
+    rebuild.replace(i, std::move(values));
   }
-  for (ir::ValueRef v : g.outputs) out.outputs.push_back(mapped(v));
-  out.input_writes = g.input_writes;  // outputs and inputs keep their positions
-  for (const ir::RuntimeAttr& r : g.runtime_attrs) {
-    const ir::Node& n = g.nodes[static_cast<size_t>(r.node)];
-    KILN_CHECK(!decompose(n), Error, "internal error: a random op '", n.op->name,
-               "' was decomposed");
-    out.runtime_attrs.push_back({value_of[static_cast<size_t>(r.node)][0].node, r.attr});
-  }
-  return out;
+  return rebuild.finish();
 }
 
 }  // namespace kiln::capture

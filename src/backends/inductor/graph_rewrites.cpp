@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/graph_rebuild.h"
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
 
@@ -54,28 +55,13 @@ int64_t read_column_reductions_through_flattening(ir::Graph& graph) {
                    [&](const ir::Node& n) { return rewritable(g, n); }))
     return 0;
   static const OpDef& view = *find_op("view");
-  ir::Graph out;
-  std::vector<std::vector<ir::ValueRef>> value_of(g.nodes.size());
-  auto mapped = [&](ir::ValueRef v) {
-    return value_of[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
-  };
+  ir::GraphRebuild rebuild(g);
+  ir::Graph& out = rebuild.out();
   int64_t rewritten = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (n.kind == ir::NodeKind::Placeholder) {
-      value_of[i] = {out.add_placeholder(n.outputs[0])};
-      continue;
-    }
-    if (n.kind == ir::NodeKind::Constant) {
-      value_of[i] = {out.add_constant(n.attrs.scalar(0), n.attrs.dtype(1))};
-      continue;
-    }
-    std::vector<ir::ValueRef> ins;
-    for (ir::ValueRef v : n.inputs) ins.push_back(mapped(v));
     if (!rewritable(g, n)) {
-      const ir::ValueRef first = out.add_call(*n.op, std::move(ins), n.attrs, n.outputs, n.loc);
-      for (int32_t k = 0; k < static_cast<int32_t>(n.outputs.size()); ++k)
-        value_of[i].push_back({first.node, k});
+      rebuild.copy(i);
       continue;
     }
     // sum / mean (attributes: dims, keepdim[, dtype]) of the flattened value itself.
@@ -87,22 +73,17 @@ int64_t read_column_reductions_through_flattening(ir::Graph& graph) {
     Attrs attrs;
     for (size_t k = 0; k < n.attrs.size(); ++k)
       attrs.push_back(k == 0 ? ops::ints_attr(dims) : n.attrs[k]);
-    const bool keepdim = n.attrs.b(1);
     const TensorMeta& result = n.outputs[0];
-    Shape sizes(keepdim ? static_cast<size_t>(rank) : 1, 1);
+    Shape sizes(n.attrs.b(1) ? static_cast<size_t>(rank) : 1, 1);  // keepdim or not
     sizes.back() = whole.sizes.back();
-    ir::ValueRef folded = out.add_call(*n.op, {mapped(r)}, std::move(attrs),
+    ir::ValueRef folded = out.add_call(*n.op, {rebuild.mapped(r)}, std::move(attrs),
                                        {TensorMeta::contiguous(result.dtype, sizes)}, n.loc);
     if (sizes != result.sizes)
       folded = out.add_call(view, {folded}, {ops::ints_attr(result.sizes)}, {result}, n.loc);
-    value_of[i] = {folded};
+    rebuild.replace(i, {folded});
     ++rewritten;
   }
-  for (ir::ValueRef v : g.outputs) out.outputs.push_back(mapped(v));
-  out.input_writes = g.input_writes;  // outputs and inputs keep their positions
-  for (const ir::RuntimeAttr& r : g.runtime_attrs)
-    out.runtime_attrs.push_back({value_of[static_cast<size_t>(r.node)][0].node, r.attr});
-  graph = std::move(out);
+  graph = rebuild.finish();
   return rewritten;
 }
 
