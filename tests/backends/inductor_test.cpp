@@ -549,7 +549,7 @@ TEST(Inductor, RowMaxAndMinFuseAsEagerFoldsThem) {
   EXPECT_EQ(c3.extern_calls_of("var"), 0u);
 }
 
-TEST(Inductor, RowProductsExtremesAndLogSumExpsAreRowReductions) {
+TEST(Inductor, RowProductsExtremesNormsAndLogSumExpsAreRowReductions) {
   // prod folds a row as eager's does (in double); argmax and argmin (and max(dim), min(dim))
   // give where the row's extreme first occurs (the first NaN, the first of equal zeros), one index
   // per row, which pointwise ops of the same kernel then read: compared with the labels, and
@@ -600,6 +600,21 @@ TEST(Inductor, RowProductsExtremesAndLogSumExpsAreRowReductions) {
     expect_identical(log_probabilities(x), f(x));
     EXPECT_EQ(c.kernels(), 1u);
     EXPECT_EQ(c.externs(), 0u);
+  }
+  // 2-, 1- and inf-norms of rows (x / ||x||: a normalisation), as eager folds them; other p
+  // are the eager kernel's.
+  auto normalised = [](Tensor x) {
+    return std::vector<Tensor>{x / norm(x, 2, {-1}, true), norm(x * 3, 1, {-1}),
+                               norm(x, std::numeric_limits<double>::infinity(), {-1}),
+                               norm(x, -std::numeric_limits<double>::infinity(), {-1}) + 1,
+                               norm(x, 3, {-1})};
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Tensor x = nan_to_num(tensor(rows, {5, 70}).to(dtype), 0, 50, -50);
+    Compiled c;
+    auto f = compile(normalised, c.options());
+    expect_all_identical(normalised(x), f(x));
+    EXPECT_EQ(c.extern_calls_of("norm"), 1u);  // p = 3
   }
   // Over all elements, or along another dim: the eager kernels, as extern calls.
   auto elsewhere = [](Tensor x) {

@@ -180,6 +180,8 @@ const std::vector<OpSpec>& ops() {
          }},
         {"max_last", 1, false,  // max(dim): the value where the index first reaches it
          [](auto& a, auto&) { return max(a[0], -1, true).first * 2; }},
+        {"normalise_rows", 1, false,  // x / (||x||_2 + 1) along the last dim
+         [](auto& a, auto&) { return a[0] / (norm(a[0], 2, {-1}, true) + 1); }},
         {"prod_last", 1, false,  // (tanh keeps the factors in [0.5, 1.5]: no overflow)
          [](auto& a, auto&) { return prod(a[0].tanh() * 0.5 + 1, {-1}, true); }},
         {"scale_by_argmax", 1, false,  // an index per row (eager's, ties included) as a factor

@@ -758,11 +758,14 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
                          : name == "argmax"    ? "row_argmax"
                          : name == "argmin"    ? "row_argmin"
                          : name == "logsumexp" ? "row_logsumexp"
+                         : name == "norm"      ? "row_norm"
                                                : "row_sum";
       body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold
            << "(" << name_of(op.args[0]) << ", cols"
-           << (name == "var" ? detail::concat(", attrs[", j, "]->i(2)") : std::string()) << ")"
-           << (mean ? " / static_cast<double>(cols)" : "") << ");\n";
+           << (name == "var"    ? detail::concat(", attrs[", j, "]->i(2)")
+               : name == "norm" ? detail::concat(", attrs[", j, "]->f(2)")
+                                : std::string())
+           << ")" << (mean ? " / static_cast<double>(cols)" : "") << ");\n";
     } else if (op.row && (op.op->name == "layer_norm" || op.op->name == "rms_norm")) {
       // The eager kernel's row function; its statistics (the ops after it) are per-row values.
       const bool layer = op.op->name == "layer_norm";

@@ -255,6 +255,29 @@ T row_logsumexp(const T* x, int64_t n) {
   return sum_of_exp.finish(acc, 0);
 }
 
+// The p-norm of a contiguous row (p = 2, 1, inf or -inf) as the eager norm folds it: squares
+// summed in double then the root, magnitudes summed, or the largest (smallest) magnitude.
+template <typename T>
+T row_norm(const T* x, int64_t n, double p) {
+  namespace k = kiln::kernels;
+  auto fold_row = [&](double identity, auto map, auto fold, auto finish) {
+    const auto r = k::make_reducer<T, T>(identity, map, fold, finish);
+    auto acc = r.identity;
+    r.row(acc, x, n, 0);
+    return r.finish(acc, 0);
+  };
+  auto as_out = [](double a, int64_t) { return static_cast<T>(a); };
+  auto magnitude = [](auto v, auto) { return k::abs_any(v); };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (p == 2)
+    return fold_row(
+        0.0, [](auto v, auto) { return v * v; }, k::fold::Add{},
+        [](double a, int64_t) { return static_cast<T>(std::sqrt(a)); });
+  if (p == 1) return fold_row(0.0, magnitude, k::fold::Add{}, as_out);
+  if (p == kInf) return fold_row(0.0, magnitude, k::fold::Max{}, as_out);
+  return fold_row(kInf, magnitude, k::fold::Min{}, as_out);  // p = -inf
+}
+
 // The variance of a contiguous row as the eager var computes it: the mean (in double), then the
 // sum of squared deviations from it, divided by max(0, n - correction).
 template <typename T>
@@ -321,4 +344,10 @@ extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n) {
 }
 extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n) {
   return row_logsumexp(x, n);
+}
+extern "C" float kiln_inductor_row_norm_float(const float* x, int64_t n, double p) {
+  return row_norm(x, n, p);
+}
+extern "C" double kiln_inductor_row_norm_double(const double* x, int64_t n, double p) {
+  return row_norm(x, n, p);
 }

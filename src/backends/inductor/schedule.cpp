@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <span>
@@ -298,8 +299,12 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   if (n.outputs.size() != 1) return RowOpKind::None;
   const bool softmax = name == "softmax" || name == "log_softmax";
   if (!softmax && name != "sum" && name != "mean" && name != "prod" && name != "amax" &&
-      name != "amin" && name != "var" && name != "logsumexp")
+      name != "amin" && name != "var" && name != "logsumexp" && name != "norm")
     return RowOpKind::None;
+  if (name == "norm") {  // attributes: dims, keepdim, p; the 2-, 1- and inf-norms
+    const double p = n.attrs.f(2);
+    if (p != 2 && p != 1 && !std::isinf(p)) return RowOpKind::None;
+  }
   const TensorMeta& in = g.info(n.inputs[0]);
   const TensorMeta& out = n.outputs[0];
   const int64_t rank = in.sizes.ssize();
@@ -318,8 +323,8 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
                     same_addressing(in.sizes, in.strides, contiguous_strides(in.sizes));
     return ok ? RowOpKind::Columns : RowOpKind::None;
   }
-  // sum / mean / prod / amax / amin / var / logsumexp over the last dim alone (keepdim either way),
-  // of a row eager reads in place and folds whole.
+  // sum / mean / prod / amax / amin / var / logsumexp / norm over the last dim alone (keepdim
+  // either way), of a row eager reads in place and folds whole.
   if (dims.size() != 1 || (dims[0] != rank - 1 && dims[0] != -1)) return RowOpKind::None;
   if (cols > 1 && in.strides.back() != 1) return RowOpKind::None;
   if (!kernels::folds_rows_whole(checked_numel(in.sizes, "inductor") / cols, cols))

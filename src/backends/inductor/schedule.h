@@ -194,8 +194,8 @@ bool can_fuse(const ir::Graph& graph, const ir::Node& node);
 // Row ops: ops along the last dim of a floating tensor whose rows are at most kMaxRowElements
 // long, which generated code computes a row at a time with the eager kernel's row function,
 // so that they stay bitwise equal to eager: softmax and log_softmax (ops/kernels/softmax_row.h),
-// sum, mean, prod, amax, amin, var and logsumexp over the last dim alone (reduce.h's
-// MapFold::row; only where the eager reduction also folds each row whole,
+// sum, mean, prod, amax, amin, var, norm (p = 2, 1, ±inf) and logsumexp over the last dim alone
+// (reduce.h's MapFold::row; only where the eager reduction also folds each row whole,
 // kernels::folds_rows_whole, and reads it in place), argmax, argmin, max_dim and min_dim over
 // the last dim (an int64 index per row, and the element there; read in place), and layer_norm
 // and rms_norm over the last dim (ops/kernels/norm_row.h; their statistics are per-row

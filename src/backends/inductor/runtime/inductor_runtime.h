@@ -83,6 +83,9 @@ extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n);
 // log(sum(exp(x))), computed as the eager logsumexp computes it (the max, then the sum of exps).
 extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n);
 extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n);
+// Its 2-, 1-, inf- or -inf-norm, folded as the eager norm folds it.
+extern "C" float kiln_inductor_row_norm_float(const float* x, int64_t n, double p);
+extern "C" double kiln_inductor_row_norm_double(const double* x, int64_t n, double p);
 // Its variance, computed as the eager var computes it (two passes, divided by n - correction).
 extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction);
 extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction);
@@ -116,6 +119,12 @@ inline float row_logsumexp(const float* x, int64_t n) {
 }
 inline double row_logsumexp(const double* x, int64_t n) {
   return kiln_inductor_row_logsumexp_double(x, n);
+}
+inline float row_norm(const float* x, int64_t n, double p) {
+  return kiln_inductor_row_norm_float(x, n, p);
+}
+inline double row_norm(const double* x, int64_t n, double p) {
+  return kiln_inductor_row_norm_double(x, n, p);
 }
 inline float row_var(const float* x, int64_t n, int64_t correction) {
   return kiln_inductor_row_var_float(x, n, correction);
