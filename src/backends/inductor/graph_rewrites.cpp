@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/inductor/schedule.h"
 #include "ir/graph_rebuild.h"
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
@@ -10,7 +11,7 @@ namespace kiln::inductor {
 namespace {
 
 bool contiguous(const TensorMeta& m) {
-  return m.strides == TensorMeta::contiguous(m.dtype, m.sizes).strides;
+  return same_addressing(m.sizes, m.strides, contiguous_strides(m.sizes));
 }
 
 // The value whose leading dims view v flattens (v = view(r, [N, C]) or any shape with r's last
@@ -27,24 +28,13 @@ ir::ValueRef flattened_from(const ir::Graph& g, ir::ValueRef v) {
   return r;
 }
 
-// Whether `dims` (negative: from the end) are every dim of a rank-`rank` tensor but the last.
-bool all_but_last(IntList dims, int64_t rank) {
-  if (static_cast<int64_t>(dims.size()) != rank - 1) return false;
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t d : dims) {
-    d = d < 0 ? d + rank : d;
-    if (d < 0 || d >= rank - 1 || seen[static_cast<size_t>(d)]) return false;
-    seen[static_cast<size_t>(d)] = true;
-  }
-  return true;
-}
-
 bool rewritable(const ir::Graph& g, const ir::Node& n) {
   if (n.kind != ir::NodeKind::Call || (n.op->name != "sum" && n.op->name != "mean") ||
       n.inputs.size() != 1)
     return false;
   const ir::ValueRef v = n.inputs[0];
-  return flattened_from(g, v) != v && all_but_last(n.attrs.ints(0), g.info(v).sizes.ssize());
+  return flattened_from(g, v) != v &&
+         reduces_all_but_last(n.attrs.ints(0), g.info(v).sizes.ssize());
 }
 
 }  // namespace

@@ -106,18 +106,6 @@ KernelInput read_shifted(const ir::Graph& g, ir::ValueRef x, const Shape& ranges
   return in;
 }
 
-// Whether reduction dims `dims` (negative: from the end) are every dim of a rank-`rank` tensor
-// but the last, each once.
-bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank) {
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t d : dims) {
-    d = d < 0 ? d + rank : d;
-    if (d < 0 || d >= rank - 1 || seen[static_cast<size_t>(d)]) return false;
-    seen[static_cast<size_t>(d)] = true;
-  }
-  return static_cast<int64_t>(dims.size()) == rank - 1;
-}
-
 // A roll's net shift of each rolled dim in (0, size), by dim (a dim listed twice rolls twice).
 std::map<int64_t, int64_t> roll_shifts(const ir::Graph& g, const ir::Node& n) {
   const Shape& sizes = g.info(n.inputs[0]).sizes;
@@ -349,6 +337,16 @@ int64_t indexed_dim(const ir::Graph& g, const ir::Node& n) {
   if (n.op->name == "embedding") return 0;
   const int64_t dim = n.attrs.i(0);
   return dim < 0 ? dim + g.info(n.inputs[0]).sizes.ssize() : dim;
+}
+
+bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank) {
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t d : dims) {
+    d = d < 0 ? d + rank : d;
+    if (d < 0 || d >= rank - 1 || seen[static_cast<size_t>(d)]) return false;
+    seen[static_cast<size_t>(d)] = true;
+  }
+  return static_cast<int64_t>(dims.size()) == rank - 1;
 }
 
 bool same_addressing(IntList sizes, IntList a, IntList b) {

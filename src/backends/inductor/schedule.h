@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -175,6 +176,10 @@ int64_t indexed_dim(const ir::Graph& graph, const ir::Node& node);
 // dimension of size 1 is never stepped along, so its stride does not matter, and an empty
 // tensor is not addressed at all.
 bool same_addressing(IntList sizes, IntList a, IntList b);
+
+// Whether reduction dims `dims` (negative: from the end) are every dim of a rank-`rank` tensor
+// but the last, each once (a column reduction's).
+bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank);
 
 // `full` nodes read by generated code as the constant they hold (never stored): those whose
 // every reader is an op a kernel computes elementwise (not a row op or a view), and which the
