@@ -55,10 +55,31 @@ TEST_P(MathAccuracy, Float32WithinUlpBound) {
   EXPECT_TRUE(std::isnan(special.item<float>())) << c.name << "(nan)";
 }
 
+// Far below the subnormals e^x is +0 (an attention mask's -inf and -1e30 scores), and the
+// float just above where it becomes 0 still gives the smallest subnormal.
+TEST(MathAccuracy, ExpOfVeryNegativeIsPositiveZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float last_nonzero = std::nextafter(-103.972084f, 0.0f);
+  std::vector<float> xs = {-inf,     -1e30f,       std::numeric_limits<float>::lowest(),
+                           -1000.0f, -103.972084f, last_nonzero};
+  for (int i = 0; i < 10; ++i) xs.push_back(i % 2 ? -inf : 1.0f);  // vector lanes mixed
+  const std::vector<float> got = exp(tensor(xs)).to_vector<float>();
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got[i], 0.0f) << "exp(" << xs[i] << ")";
+    EXPECT_FALSE(std::signbit(got[i])) << "exp(" << xs[i] << ")";
+  }
+  EXPECT_EQ(got[5], std::numeric_limits<float>::denorm_min());
+  for (size_t i = 6; i < xs.size(); ++i)
+    EXPECT_NEAR(got[i], xs[i] == 1.0f ? std::exp(1.0f) : 0.0f, 1e-6) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Vectorised, MathAccuracy,
     ::testing::Values(MathCase{"exp", [](const Tensor& x) { return exp(x); },
                                [](double x) { return std::exp(x); }, -104, 89, 1.5},
+                      // Through the subnormal results down to where exp takes every float to 0.
+                      MathCase{"exp_underflow", [](const Tensor& x) { return exp(x); },
+                               [](double x) { return std::exp(x); }, -110, -85, 1.5},
                       MathCase{"exp2", [](const Tensor& x) { return exp2(x); },
                                [](double x) { return std::exp2(x); }, -100, 100, 1.5},
                       MathCase{"expm1", [](const Tensor& x) { return expm1(x); },
