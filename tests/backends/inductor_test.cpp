@@ -226,7 +226,37 @@ TEST(Inductor, PadsSummedAreOneKernelReadingThroughWindows) {
   for (const inductor::KernelInput& in : kernel.inputs) EXPECT_TRUE(in.windowed());
   const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
   EXPECT_NE(source.find("= pad as index arithmetic"), std::string::npos) << source;
-  EXPECT_NE(source.find("window_loop"), std::string::npos) << source;
+  // (Its innermost range, a head's 8 elements, is short: the kernel walks the runs itself.)
+  EXPECT_NE(source.find("short_run_loop"), std::string::npos) << source;
+}
+
+TEST(Inductor, ShortInnermostRangesRunInTheKernelsOwnLoop) {
+  manual_seed(24);
+  // Runs of one head's D elements: pads read through windows along an outer dim, an input
+  // transposed along the run (gathered), one broadcast along it, a tril computed from each
+  // element's index, and sizes large enough to split the runs across threads mid-odometer. A
+  // long innermost range keeps the shared block loop.
+  auto fn = [](Tensor q, Tensor kt, Tensor v, Tensor scale) {
+    auto slot = [](Tensor g, int64_t before, int64_t after) {
+      return pad(g.permute({0, 2, 1, 3}).unsqueeze(2), {0, 0, 0, 0, before, after}, 0);
+    };
+    Tensor k = kt.transpose(-1, -2);
+    Tensor sum = slot(q, 0, 2) + slot(k, 1, 1) + slot(v, 2, 0) * scale;
+    return std::vector<Tensor>{sum, tril(sum.exp())};
+  };
+  for (auto [b, d, loop] :
+       {std::tuple{3, 8, "short_run_loop"}, std::tuple{64, 32, "short_run_loop"},
+        std::tuple{2, 300, "window_loop"}}) {
+    SCOPED_TRACE(detail::concat("B ", b, ", D ", d));
+    const int64_t t = 17, h = 3;
+    Tensor q = randn({b, h, t, d}), kt = randn({b, h, d, t}), v = randn({b, h, t, d});
+    Tensor scale = randn({b, t, 1, h, 1});
+    Compiled c;
+    auto f = compile(fn, c.options());
+    expect_all_identical(fn(q, kt, v, scale), f(q, kt, v, scale));
+    const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+    EXPECT_NE(source.find(loop), std::string::npos) << source;
+  }
 }
 
 TEST(Inductor, PadsCropFillAndCrossThreadChunksAsEagerDoes) {

@@ -15,6 +15,7 @@ namespace kiln::inductor {
 namespace {
 
 constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;  // as the eager engine
+constexpr int64_t kShortRun = 256;                          // inductor_rt::kShortRun
 constexpr int kMaxDims = 64;                                // kernels::kMaxDims
 
 const char* ctype(DType d) {
@@ -358,8 +359,29 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
                      });
 }
 
+// Whether plain kernel k runs in short_run_loop (runtime/inductor_runtime.h): its innermost
+// coalesced range is shorter than kShortRun with outer ranges around it, no window cuts it, and
+// its outputs are contiguous along it.
+bool runs_short(const Kernel& k) {
+  const std::vector<int64_t> shape = launch_shape(k);
+  const int64_t nd = shape[1];
+  if (shape[0] == 0 || nd < 2 || shape[2] >= kShortRun) return false;
+  const std::vector<int64_t> item = operand_itemsizes(k);
+  const size_t num_out = k.outputs.size(), n = item.size();
+  for (size_t o = 0; o < num_out; ++o)
+    if (shape[static_cast<size_t>(2 + nd + static_cast<int64_t>(o) * nd)] != item[o]) return false;
+  if (!k.reads_windows()) return true;
+  for (size_t o = 0; o < n; ++o) {
+    const int64_t* w = shape.data() + 2 + nd + static_cast<int64_t>(n) * nd +
+                       static_cast<int64_t>(o) * (1 + 2 * nd);
+    if (w[0] != -2 && (w[1] != 0 || w[2] != shape[2])) return false;
+  }
+  return true;
+}
+
 // Opens the loop a plain kernel's body runs in: block_loop, or window_loop with the fill block
-// of each input read through a window when the kernel reads a pad, cat or roll.
+// of each input read through a window when the kernel reads a pad, cat or roll, or
+// short_run_loop (with or without fills) when its innermost range is short (runs_short).
 void render_loop_call(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
   // (A kernel with ops computed by index also takes the flat index of the block's first element.)
@@ -367,8 +389,13 @@ void render_loop_call(std::ostringstream& os, const Kernel& k) {
       std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) { return op.by_index; });
   const char* body = by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
                               : "[&](char* const* p, int64_t n) {\n";
+  const bool short_runs = runs_short(k);
   if (!k.reads_windows()) {
-    os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
+    if (short_runs)
+      os << "  inductor_rt::short_run_loop<" << n << ", " << num_out
+         << ">(shape, base, item, nullptr, " << body;
+    else
+      os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
     return;
   }
   std::vector<std::string> fills(n, "nullptr");
@@ -386,8 +413,8 @@ void render_loop_call(std::ostringstream& os, const Kernel& k) {
   }
   os << "  const std::array<char*, " << n << "> fills = {";
   for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
-  os << "};\n  inductor_rt::window_loop<" << n << ", " << num_out << ">(shape, base, item, fills, "
-     << body;
+  os << "};\n  inductor_rt::" << (short_runs ? "short_run_loop<" : "window_loop<") << n << ", "
+     << num_out << ">(shape, base, item, " << (short_runs ? "fills.data(), " : "fills, ") << body;
 }
 
 // Op j of plain kernel k, an indirect load (embedding, index_select, gather: args [table,

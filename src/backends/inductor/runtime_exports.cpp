@@ -49,6 +49,14 @@ extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, con
       fills);
 }
 
+extern "C" void kiln_inductor_parallel_runs(int64_t runs, int64_t run_length, int64_t grain,
+                                            kiln::inductor_rt::RunsBody body, void* context) {
+  const int64_t tuned = kiln::inductor::tls_grain_override;
+  const int64_t runs_grain = std::max<int64_t>(1, (tuned ? tuned : grain) / run_length);
+  kiln::kernels::parallel_range(runs, runs_grain,
+                                [&](int64_t begin, int64_t end) { body(begin, end, context); });
+}
+
 namespace {
 
 // The rows of a row kernel's launch shape (see kiln_inductor_row_loop) walked in order: the

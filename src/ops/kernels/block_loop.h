@@ -83,6 +83,25 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
   const int64_t* st[kMaxOperands];  // st[k][d]: operand k's byte stride in dim d
   for (size_t k = 0; k < N; ++k) st[k] = shape + 2 + nd + static_cast<int64_t>(k) * nd;
   if (numel == 0) return;
+  // Operand offsets follow the index like an odometer: a run of n elements moves operand k's
+  // byte offset by n * inner_stride[k]; when dim d wraps to 0 and dim d + 1 steps, it changes by
+  // wrap[d * N + k]. Both laid out by operand, computed once: recomputing each offset from the
+  // index (through the per-operand stride rows, which compilers vectorise into gathers) cost
+  // more than a short run's body, and innermost runs of 32 elements are common (attention heads).
+  constexpr size_t kStackWraps = 256;
+  int64_t stack_wraps[kStackWraps];
+  std::unique_ptr<int64_t[]> heap_wraps;
+  int64_t* wrap = stack_wraps;
+  if (N * static_cast<size_t>(nd) > kStackWraps) {
+    heap_wraps.reset(new int64_t[N * static_cast<size_t>(nd)]);
+    wrap = heap_wraps.get();
+  }
+  int64_t inner_stride[kMaxOperands];
+  for (size_t k = 0; k < N; ++k) {
+    inner_stride[k] = st[k][0];
+    for (int d = 0; d + 1 < nd; ++d)
+      wrap[static_cast<size_t>(d) * N + k] = st[k][d + 1] - sizes[d] * st[k][d];
+  }
   parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
     constexpr int64_t kBufferBytes = kBlock * 8;
     alignas(64) char stack_buffers[kStackOperands][kBufferBytes];
@@ -100,6 +119,13 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
       idx[d] = rem % sizes[d];
       rem /= sizes[d];
     }
+    // Byte offset of each operand's element at idx. (An integer, not a pointer: outside its
+    // window an operand's offset may lie outside the tensor, and its row is never formed.)
+    int64_t off[kMaxOperands];
+    for (size_t k = 0; k < N; ++k) {
+      off[k] = 0;
+      for (int d = 0; d < nd; ++d) off[k] += idx[d] * st[k][d];
+    }
     const int64_t inner = sizes[0];
     int64_t pos = begin;
     char* row[kMaxOperands];
@@ -115,7 +141,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
         if (w[0] == -2) return false;  // not windowed
         const int64_t* lo_hi = w + 1;
         bool in = true;
-        for (int d = 1; d < nd; ++d) in = in && idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
+        for (int d = 1; d < nd && in; ++d) in = idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
         if (idx[0] < lo_hi[0]) {
           run = std::min(run, lo_hi[0] - idx[0]);
           return true;
@@ -127,9 +153,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
       for (size_t k = 0; k < N; ++k) {
         // (Outside its window an operand's row is never formed: it may lie outside the tensor.)
         if (windows && (outside[k] = outside_window(k))) continue;
-        int64_t off = 0;
-        for (int d = 0; d < nd; ++d) off += idx[d] * st[k][d];
-        row[k] = base[k] + off;
+        row[k] = base[k] + off[k];
       }
       for (int64_t j = 0; j < run; j += kBlock) {
         const int64_t n = std::min(kBlock, run - j);
@@ -140,21 +164,21 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
             ptrs[k] = other >= 0 ? ptrs[other] : fills[k];
             continue;
           }
-          char* p = row[k] + j * st[k][0];
-          if (st[k][0] == isz[k]) {
+          char* p = row[k] + j * inner_stride[k];
+          if (inner_stride[k] == isz[k]) {
             ptrs[k] = p;
             continue;
           }
           ptrs[k] = buffers + k * kBufferBytes;
           if (k < num_outputs) continue;  // outputs are scattered after the body
-          if (st[k][0] == 0) {
+          if (inner_stride[k] == 0) {
             if (filled_from[k] != p || filled_n[k] < n) {
               strided_copy(ptrs[k], isz[k], p, 0, n, isz[k]);
               filled_from[k] = p;
               filled_n[k] = n;
             }
           } else {
-            strided_copy(ptrs[k], isz[k], p, st[k][0], n, isz[k]);
+            strided_copy(ptrs[k], isz[k], p, inner_stride[k], n, isz[k]);
           }
         }
         if constexpr (std::is_invocable_v<Body&, char* const*, int64_t, int64_t>)
@@ -162,14 +186,17 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
         else
           body(static_cast<char* const*>(ptrs), n);
         for (size_t k = 0; k < num_outputs; ++k)
-          if (ptrs[k] != row[k] + j * st[k][0])
-            strided_copy(row[k] + j * st[k][0], st[k][0], ptrs[k], isz[k], n, isz[k]);
+          if (ptrs[k] != row[k] + j * inner_stride[k])
+            strided_copy(row[k] + j * inner_stride[k], inner_stride[k], ptrs[k], isz[k], n, isz[k]);
       }
       pos += run;
       idx[0] += run;
+      for (size_t k = 0; k < N; ++k) off[k] += run * inner_stride[k];
       for (int d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
         idx[d] = 0;
         ++idx[d + 1];
+        const int64_t* w = wrap + static_cast<size_t>(d) * N;
+        for (size_t k = 0; k < N; ++k) off[k] += w[k];
       }
     }
   });

@@ -30,6 +30,7 @@ using RowBody = void (*)(char* const* rows, char* const* next_rows, const int64_
 using ColumnBody = void (*)(char* const* rows, const int64_t* row_strides, int64_t cols,
                             char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride,
                             void* context);
+using RunsBody = void (*)(int64_t begin, int64_t end, void* context);
 }  // namespace kiln::inductor_rt
 
 // The eager engine's block loop (kernels::block_loop_any), compiled once in libkiln, which the
@@ -45,6 +46,12 @@ extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, con
                                           char* const* base, const int64_t* isz, char* const* fills,
                                           int64_t grain, kiln::inductor_rt::BlockBody body,
                                           void* context);
+
+// Splits runs [0, runs) of run_length elements each across the OpenMP threads as the block
+// loop splits elements (more than grain elements, or the max-autotune choice for the kernel
+// being called): body(begin, end, context) per thread's share.
+extern "C" void kiln_inductor_parallel_runs(int64_t runs, int64_t run_length, int64_t grain,
+                                            kiln::inductor_rt::RunsBody body, void* context);
 
 // A row kernel's loop (shape: numel, cols, nd, the outer sizes and, per operand, its outer byte
 // strides, then per operand its byte stride along the row): calls body once per row with each
@@ -167,6 +174,75 @@ void window_loop(const int64_t* shape, const std::array<char*, N>& base,
   };
   kiln_inductor_window_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
                             isz.data(), fills.data(), kParallelGrain, call, &body);
+}
+
+// Innermost ranges shorter than this run in short_run_loop.
+inline constexpr int64_t kShortRun = 256;
+
+// A plain kernel's loop when its innermost (coalesced) range is short, e.g. an attention head's
+// 32 elements: the shared block loop's bookkeeping per run would cost more than the body, so
+// the runs are walked here, compiled with the kernel: each operand's offset follows an odometer
+// over the outer dims, and the body gets one whole innermost range at a time. Same arguments
+// and operand conventions as block_loop (fills null) and window_loop; the renderer picks it
+// only when no window cuts the innermost range and the outputs are contiguous along it.
+template <size_t N, size_t NOut, class Body>
+void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
+                    const std::array<int64_t, N>& isz, const char* const* fills, Body&& body) {
+  struct Loop {
+    const int64_t* shape;
+    const std::array<char*, N>* base;
+    const std::array<int64_t, N>* isz;
+    const char* const* fills;
+    std::remove_reference_t<Body>* body;
+  } loop{shape, &base, &isz, fills, &body};
+  auto runs = [](int64_t begin, int64_t end, void* context) {
+    const Loop& l = *static_cast<const Loop*>(context);
+    const int nd = static_cast<int>(l.shape[1]);
+    const int64_t* sizes = l.shape + 2;
+    const int64_t* strides = sizes + nd;  // operand k's byte strides: strides[k * nd + d]
+    const int64_t* windows = l.fills ? strides + N * static_cast<size_t>(nd) : nullptr;
+    const int64_t inner = sizes[0];
+    int64_t idx[kernels::kMaxDims] = {};
+    std::array<int64_t, N> off{};
+    for (int64_t d = 1, rest = begin; d < nd; ++d) {
+      idx[d] = rest % sizes[d];
+      rest /= sizes[d];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k * nd + d];
+    }
+    alignas(64) char staged[N][kShortRun * 8];  // inputs read with another stride along the run
+    for (int64_t r = begin; r < end; ++r) {
+      std::array<char*, N> p;
+      for (size_t k = N; k-- > 0;) {  // (last first: outside its window, k reads a later one)
+        if (windows) {
+          const int64_t* w = windows + k * (1 + 2 * static_cast<size_t>(nd));
+          bool inside = true;
+          for (int d = 1; d < nd && inside; ++d)
+            inside = idx[d] >= w[1 + 2 * d] && idx[d] < w[2 + 2 * d];
+          if (!inside) {
+            p[k] = w[0] >= 0 ? p[static_cast<size_t>(w[0])] : const_cast<char*>(l.fills[k]);
+            continue;
+          }
+        }
+        char* at = (*l.base)[k] + off[k];
+        const int64_t stride = strides[k * nd];
+        if (k < NOut || stride == (*l.isz)[k]) {
+          p[k] = at;
+        } else {
+          p[k] = staged[k];
+          kernels::strided_copy(staged[k], (*l.isz)[k], at, stride, inner, (*l.isz)[k]);
+        }
+      }
+      call_block(*l.body, p.data(), inner, r * inner);
+      for (int d = 1; d < nd; ++d) {  // the next run's offsets, as an odometer
+        for (size_t k = 0; k < N; ++k) off[k] += strides[k * nd + d];
+        if (++idx[d] < sizes[d]) break;
+        for (size_t k = 0; k < N; ++k) off[k] -= sizes[d] * strides[k * nd + d];
+        idx[d] = 0;
+      }
+    }
+  };
+  if (shape[0] > 0)
+    kiln_inductor_parallel_runs(shape[0] / shape[2], shape[2], kParallelGrain, runs, &loop);
 }
 
 // A row kernel's loop (kiln_inductor_row_loop): the body is compiled per kernel, the loop once.
