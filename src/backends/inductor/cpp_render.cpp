@@ -10,12 +10,13 @@
 #include <optional>
 #include <sstream>
 
+#include "ops/kernels/block_loop.h"
+
 namespace kiln::inductor {
 
 namespace {
 
 constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;  // as the eager engine
-constexpr int64_t kShortRun = 256;                          // inductor_rt::kShortRun
 constexpr int kMaxDims = 64;                                // kernels::kMaxDims
 
 const char* ctype(DType d) {
@@ -365,7 +366,7 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
 bool runs_short(const Kernel& k) {
   const std::vector<int64_t> shape = launch_shape(k);
   const int64_t nd = shape[1];
-  if (shape[0] == 0 || nd < 2 || shape[2] >= kShortRun) return false;
+  if (shape[0] == 0 || nd < 2 || shape[2] >= kernels::kShortRun) return false;
   const std::vector<int64_t> item = operand_itemsizes(k);
   const size_t num_out = k.outputs.size(), n = item.size();
   for (size_t o = 0; o < num_out; ++o)

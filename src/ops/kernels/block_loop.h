@@ -18,6 +18,9 @@ namespace kiln::kernels {
 
 inline constexpr int64_t kBlock = 512;  // elements per contiguous block
 inline constexpr int kMaxDims = 64;     // dims after coalescing (more are not mergeable)
+// Generated kernels whose innermost range is shorter run in their own loop
+// (inductor_rt::short_run_loop): per run, this loop's bookkeeping would cost more than the body.
+inline constexpr int64_t kShortRun = 256;
 
 // Splits [0, n) across the OpenMP threads when n is large; f(begin, end) per piece.
 template <typename F>
@@ -33,6 +36,14 @@ void parallel_range(int64_t n, int64_t grain, F&& f) {
     const int64_t b = tid * chunk, e = std::min(n, b + chunk);
     if (b < e) f(b, e);
   }
+}
+
+// Whether index idx (nd dims, innermost first) lies inside a window's bounds lo_hi (lo, hi per
+// dim) in every dim but the innermost (a run along it is split at the window's edges instead).
+inline bool inside_window_outer(const int64_t* lo_hi, const int64_t* idx, int nd) {
+  for (int d = 1; d < nd; ++d)
+    if (idx[d] < lo_hi[2 * d] || idx[d] >= lo_hi[2 * d + 1]) return false;
+  return true;
 }
 
 inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
@@ -140,8 +151,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
         const int64_t* w = windows + static_cast<int64_t>(k) * window_stride;
         if (w[0] == -2) return false;  // not windowed
         const int64_t* lo_hi = w + 1;
-        bool in = true;
-        for (int d = 1; d < nd && in; ++d) in = idx[d] >= lo_hi[2 * d] && idx[d] < lo_hi[2 * d + 1];
+        const bool in = inside_window_outer(lo_hi, idx, nd);
         if (idx[0] < lo_hi[0]) {
           run = std::min(run, lo_hi[0] - idx[0]);
           return true;

@@ -100,6 +100,7 @@ extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64
 namespace kiln::inductor_rt {
 
 using kernels::kBlock;
+using kernels::kShortRun;
 
 inline double row_sum(const float* x, int64_t n) { return kiln_inductor_row_sum_float(x, n); }
 inline double row_sum(const double* x, int64_t n) { return kiln_inductor_row_sum_double(x, n); }
@@ -176,15 +177,13 @@ void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                             isz.data(), fills.data(), kParallelGrain, call, &body);
 }
 
-// Innermost ranges shorter than this run in short_run_loop.
-inline constexpr int64_t kShortRun = 256;
-
-// A plain kernel's loop when its innermost (coalesced) range is short, e.g. an attention head's
-// 32 elements: the shared block loop's bookkeeping per run would cost more than the body, so
-// the runs are walked here, compiled with the kernel: each operand's offset follows an odometer
-// over the outer dims, and the body gets one whole innermost range at a time. Same arguments
-// and operand conventions as block_loop (fills null) and window_loop; the renderer picks it
-// only when no window cuts the innermost range and the outputs are contiguous along it.
+// A plain kernel's loop when its innermost (coalesced) range is short (below kShortRun), e.g.
+// an attention head's 32 elements: the shared block loop's bookkeeping per run would cost more
+// than the body, so the runs are walked here, compiled with the kernel: each operand's offset
+// follows an odometer over the outer dims, and the body gets one whole innermost range at a
+// time. Same arguments and operand conventions as block_loop (fills null) and window_loop; the
+// renderer picks it only when no window cuts the innermost range and the outputs are
+// contiguous along it.
 template <size_t N, size_t NOut, class Body>
 void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
                     const std::array<int64_t, N>& isz, const char* const* fills, Body&& body) {
@@ -215,10 +214,7 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
       for (size_t k = N; k-- > 0;) {  // (last first: outside its window, k reads a later one)
         if (windows) {
           const int64_t* w = windows + k * (1 + 2 * static_cast<size_t>(nd));
-          bool inside = true;
-          for (int d = 1; d < nd && inside; ++d)
-            inside = idx[d] >= w[1 + 2 * d] && idx[d] < w[2 + 2 * d];
-          if (!inside) {
+          if (!kernels::inside_window_outer(w + 1, idx, nd)) {
             p[k] = w[0] >= 0 ? p[static_cast<size_t>(w[0])] : const_cast<char*>(l.fills[k]);
             continue;
           }
