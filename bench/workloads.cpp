@@ -180,6 +180,35 @@ std::function<void()> w7_step(const std::string& backend, const char* name) {
   return [compiled] { (*compiled)(); };
 }
 
+// A1: one W7 layer's attention core, forward and backward, in isolation: the qkv projection's
+// output [32, 64, 384] split into q, k, v of 4 heads of 32 (views, as CausalSelfAttention
+// does), causal scaled_dot_product_attention, then the gradient of sum(y * g) back to the
+// projection. Besides its batched products, it holds the kernels that dominated W7's generated
+// code: the causal (masked) softmax forward and backward, and the q/k/v gradients written into
+// one [32, 64, 3, 4, 32] gradient (three pads summed, one of them read transposed).
+std::function<void()> attention_core(const std::string& backend, const char* name) {
+  manual_seed(11);
+  auto h = std::make_shared<Tensor>(randn({32, 64, 384}));
+  h->requires_grad_();
+  auto g = std::make_shared<Tensor>(randn({32, 64, 128}));
+  auto step = [h, g] {
+    h->set_grad(Tensor());
+    Tensor parts = h->view({32, 64, 3, 4, 32});
+    Tensor q = parts.select(2, 0).transpose(1, 2);
+    Tensor k = parts.select(2, 1).transpose(1, 2);
+    Tensor v = parts.select(2, 2).transpose(1, 2);
+    Tensor y = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, /*is_causal=*/true);
+    Tensor loss = (y.transpose(1, 2).reshape({32, 64, 128}) * *g).sum();
+    loss.backward();
+    return loss;
+  };
+  if (backend.empty()) return [step] { step(); };
+  auto compiled = std::make_shared<decltype(compile(step))>(
+      compile(step, CompileOptions{.backend = backend, .name = name}));
+  (*compiled)();
+  return [compiled] { (*compiled)(); };
+}
+
 // ---- the same workloads through kiln::compile with the code-generating backend ----
 // The first call (made here, in setup) compiles, so the timed calls are cache hits; compile
 // time is reported apart by `kiln bench` from compile_times().
@@ -370,6 +399,10 @@ const std::vector<Workload>& workloads() {
        [] { return w7_step("eager", "W7c"); }},
       {"W7i", "W7's whole step through kiln::compile (inductor)", "n/a",
        [] { return w7_step("inductor", "W7i"); }},
+      {"A1", "W7's attention core fwd+bwd: qkv [32,64,384] split, causal SDPA, 4 heads of 32",
+       "n/a", [] { return attention_core("", "A1"); }},
+      {"A1i", "A1 through kiln::compile (inductor)", "n/a",
+       [] { return attention_core("inductor", "A1i"); }},
   };
   return all;
 }

@@ -1,5 +1,5 @@
-// The benchmark workloads (W1-W6 of the project's issues), shared by the Google Benchmark
-// binary and the `kiln bench` command so both time exactly the same code.
+// The benchmark workloads (W1-W7 of the project's issues; A1, a piece of W7), shared by the
+// Google Benchmark binary and the `kiln bench` command so both time exactly the same code.
 #pragma once
 
 #include <functional>

@@ -160,28 +160,36 @@ Tensor& Tensor::requires_grad_(bool r) const {
 }
 
 namespace {
-// Reads element `linear` (row-major order) of t as T.
+// Copies t's elements, in row-major order, into out as T: one dtype dispatch for the whole
+// tensor, the innermost dim walked with its stride, the outer dims as an odometer (tests compare
+// every compiled result through this; a dispatch per element made it a third of their time
+// under the sanitizers).
 template <typename T>
 void gather_elements(const Tensor& t, std::vector<T>& out) {
   out.resize(static_cast<size_t>(t.numel()));
   if (t.numel() == 0) return;
-  const char* base = static_cast<const char*>(t.data_ptr());
   const int64_t nd = t.dim();
   const auto& sizes = t.sizes();
   const auto& strides = t.strides();
-  const int64_t isz = itemsize(t.dtype());
-  Shape idx(static_cast<size_t>(nd), 0);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < nd; ++d) off += idx[d] * strides[d];
-    KILN_DTYPE_SWITCH_ALL(t.dtype(), "to_vector", [&]<typename S>() {
-      out[i] = static_cast<T>(*reinterpret_cast<const S*>(base + off * isz));
-    });
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      if (++idx[d] < sizes[d]) break;
-      idx[d] = 0;
+  const int64_t inner = nd > 0 ? sizes[static_cast<size_t>(nd - 1)] : 1;
+  const int64_t inner_stride = nd > 0 ? strides[static_cast<size_t>(nd - 1)] : 0;
+  KILN_DTYPE_SWITCH_ALL(t.dtype(), "to_vector", [&]<typename S>() {
+    const S* base = static_cast<const S*>(t.data_ptr());
+    Shape idx(static_cast<size_t>(nd), 0);
+    int64_t offset = 0;  // of the current run's first element, in elements
+    size_t at = 0;  // (an index: out may be a std::vector<bool>)
+    for (int64_t done = 0; done < t.numel(); done += inner) {
+      const S* src = base + offset;
+      for (int64_t j = 0; j < inner; ++j) out[at++] = static_cast<T>(src[j * inner_stride]);
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        const auto du = static_cast<size_t>(d);
+        offset += strides[du];
+        if (++idx[du] < sizes[du]) break;
+        offset -= sizes[du] * strides[du];
+        idx[du] = 0;
+      }
     }
-  }
+  });
 }
 }  // namespace
 

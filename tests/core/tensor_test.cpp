@@ -97,6 +97,17 @@ TEST(Tensor, ToVectorAndItemConvert) {
   EXPECT_EQ(full({}, 0.5).item_scalar().to_double(), 0.5);
   EXPECT_FALSE(static_cast<bool>(zeros({})));
   EXPECT_TRUE(zeros({0}).to_vector<float>().empty());
+  // Any layout reads in row-major order: a storage offset with outer strides, a broadcast
+  // (stride 0) dim, a permutation of three dims, a 0-d tensor, a zero-size dim.
+  Tensor base = arange(24).view({2, 3, 4});
+  EXPECT_EQ(base.slice(1, 1, 3).slice(2, 1, 3).to_vector<int64_t>(),
+            (std::vector<int64_t>{5, 6, 9, 10, 17, 18, 21, 22}));
+  EXPECT_EQ(arange(3).view({3, 1}).expand({3, 2}).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(base.permute({2, 0, 1}).slice(0, 3, 4).to_vector<int32_t>(),
+            (std::vector<int32_t>{3, 7, 11, 15, 19, 23}));
+  EXPECT_EQ(full({}, 1.5).to_vector<double>(), (std::vector<double>{1.5}));
+  EXPECT_TRUE(zeros({2, 0, 3}).to_vector<float>().empty());
 }
 
 TEST(Tensor, RequiresGradOnlyForFloats) {
