@@ -209,27 +209,15 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
       for (size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k * nd + d];
     }
     alignas(64) char staged[N][kShortRun * 8];  // inputs read with another stride along the run
-    // A window's status changes only where the odometer moves a dim the window cuts: statuses
-    // are re-tested after a move reached the lowest such dim (`moved`: the highest dim the last
-    // step changed), not every run.
-    auto window_of = [&](size_t k) { return windows + k * (1 + 2 * static_cast<size_t>(nd)); };
-    int lowest_cut = nd;
-    for (size_t k = 0; windows && k < N; ++k)
-      for (int d = 1; d < lowest_cut; ++d)
-        if (window_of(k)[1 + 2 * d] > 0 || window_of(k)[2 + 2 * d] < sizes[d]) lowest_cut = d;
-    std::array<bool, N> inside;
-    inside.fill(true);
-    int moved = nd;
     for (int64_t r = begin; r < end; ++r) {
-      if (windows && moved >= lowest_cut)
-        for (size_t k = 0; k < N; ++k)
-          inside[k] = kernels::inside_window_outer(window_of(k) + 1, idx, nd);
       std::array<char*, N> p;
       for (size_t k = N; k-- > 0;) {  // (last first: outside its window, k reads a later one)
-        if (!inside[k]) {
-          const int64_t* w = window_of(k);
-          p[k] = w[0] >= 0 ? p[static_cast<size_t>(w[0])] : const_cast<char*>(l.fills[k]);
-          continue;
+        if (windows) {
+          const int64_t* w = windows + k * (1 + 2 * static_cast<size_t>(nd));
+          if (!kernels::inside_window_outer(w + 1, idx, nd)) {
+            p[k] = w[0] >= 0 ? p[static_cast<size_t>(w[0])] : const_cast<char*>(l.fills[k]);
+            continue;
+          }
         }
         char* at = (*l.base)[k] + off[k];
         const int64_t stride = strides[k * nd];
@@ -242,7 +230,6 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
       }
       call_block(*l.body, p.data(), inner, r * inner);
       for (int d = 1; d < nd; ++d) {  // the next run's offsets, as an odometer
-        moved = d;
         for (size_t k = 0; k < N; ++k) off[k] += strides[k * nd + d];
         if (++idx[d] < sizes[d]) break;
         for (size_t k = 0; k < N; ++k) off[k] -= sizes[d] * strides[k * nd + d];
