@@ -177,7 +177,7 @@ void gather_elements(const Tensor& t, std::vector<T>& out) {
     const S* base = static_cast<const S*>(t.data_ptr());
     Shape idx(static_cast<size_t>(nd), 0);
     int64_t offset = 0;  // of the current run's first element, in elements
-    size_t at = 0;  // (an index: out may be a std::vector<bool>)
+    size_t at = 0;       // (an index: out may be a std::vector<bool>)
     for (int64_t done = 0; done < t.numel(); done += inner) {
       const S* src = base + offset;
       for (int64_t j = 0; j < inner; ++j) out[at++] = static_cast<T>(src[j * inner_stride]);
