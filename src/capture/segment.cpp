@@ -401,7 +401,16 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
   std::vector<Tensor> saved;
   for (const aot::SavedValue& s : plan->partition.saved) {
     if (!s.is_input) {
-      saved.push_back(results[static_cast<size_t>(s.index)]);
+      // The backward graph takes a saved value as a fresh contiguous tensor (aot::extract);
+      // a backend may hand one back as a view into another of its buffers (inductor: a slice
+      // of an intermediate, read as index arithmetic).
+      const Tensor& value = results[static_cast<size_t>(s.index)];
+      if (value.is_contiguous()) {
+        saved.push_back(value);
+      } else {
+        PauseCapture pause;
+        saved.push_back(value.contiguous());
+      }
       continue;
     }
     // An input whose memory this graph writes holds its old value only until the write-back

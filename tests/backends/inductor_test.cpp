@@ -1119,6 +1119,31 @@ TEST(Inductor, EmptyTensorsAreAcceptedWhateverTheirStrides) {
   for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
 }
 
+TEST(Inductor, SavedSlicesOfIntermediatesReachTheBackward) {
+  // Found by `kiln fuzz --seed 20062 --ops-per-program 12`: a training graph saved a slice of
+  // an intermediate for softmax's backward; inductor returned it as a view into its buffer
+  // (strides [128, 32, 1]) where the backward graph takes saved values contiguous ([72, 18,
+  // 1]), and the backward failed. Saved values that are not contiguous are now copied.
+  auto fn = [](Tensor x, Tensor y) {
+    Tensor s = softmax((x * 2).unsqueeze(0).narrow(2, 3, 18), 1).sum();
+    Tensor t = (roll(y, {1}, {1}).t().narrow(0, 1, 5) * 3).exp().sum();
+    graph_break();
+    Tensor loss = s + t;
+    loss.backward();
+    return loss;
+  };
+  auto make = [] {
+    manual_seed(25);
+    std::vector<Tensor> in{randn({4, 32}), randn({6, 7})};
+    for (Tensor& t : in) t.requires_grad_();
+    return in;
+  };
+  auto want = make(), got = make();
+  auto f = compile(fn, {.backend = std::string("inductor")});
+  expect_identical(fn(want[0], want[1]), f(got[0], got[1]));
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+}
+
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
   auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
   auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };
