@@ -1091,6 +1091,22 @@ TEST(Inductor, SavedTensorsMayDifferFromTheirMetadataInStridesOfSizeOneDims) {
   for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
 }
 
+// A training step of two inputs (randn of shapes a and b, seeded, requiring grad) run eagerly
+// and through inductor: the same result and the same gradients.
+void expect_step_identical(const std::function<Tensor(Tensor, Tensor)>& fn, uint64_t seed, Shape a,
+                           Shape b) {
+  auto make = [&] {
+    manual_seed(seed);
+    std::vector<Tensor> in{randn(a), randn(b)};
+    for (Tensor& t : in) t.requires_grad_();
+    return in;
+  };
+  auto want = make(), got = make();
+  auto f = compile(fn, {.backend = std::string("inductor")});
+  expect_identical(fn(want[0], want[1]), f(got[0], got[1]));
+  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+}
+
 TEST(Inductor, EmptyTensorsAreAcceptedWhateverTheirStrides) {
   // Found by `kiln fuzz --seed 30227 --ops-per-program 8`: an empty pad result's gradient
   // reached the compiled backward with strides [0, 0] where the graph recorded [6, 1]. An empty
@@ -1107,16 +1123,7 @@ TEST(Inductor, EmptyTensorsAreAcceptedWhateverTheirStrides) {
     loss.backward();
     return loss;
   };
-  auto make = [] {
-    manual_seed(3);
-    std::vector<Tensor> in{randn({4}), randn({4})};
-    for (Tensor& t : in) t.requires_grad_();
-    return in;
-  };
-  auto want = make(), got = make();
-  auto f = compile(fn, {.backend = std::string("inductor")});
-  expect_identical(fn(want[0], want[1]), f(got[0], got[1]));
-  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+  expect_step_identical(fn, 3, {4}, {4});
 }
 
 TEST(Inductor, SavedSlicesOfIntermediatesReachTheBackward) {
@@ -1132,16 +1139,7 @@ TEST(Inductor, SavedSlicesOfIntermediatesReachTheBackward) {
     loss.backward();
     return loss;
   };
-  auto make = [] {
-    manual_seed(25);
-    std::vector<Tensor> in{randn({4, 32}), randn({6, 7})};
-    for (Tensor& t : in) t.requires_grad_();
-    return in;
-  };
-  auto want = make(), got = make();
-  auto f = compile(fn, {.backend = std::string("inductor")});
-  expect_identical(fn(want[0], want[1]), f(got[0], got[1]));
-  for (size_t k = 0; k < want.size(); ++k) expect_identical(want[k].grad(), got[k].grad());
+  expect_step_identical(fn, 25, {4, 32}, {6, 7});
 }
 
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
