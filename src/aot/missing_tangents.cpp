@@ -4,15 +4,31 @@
 #include "kiln/ir/passes.h"
 #include "ops/op_utils.h"
 
+namespace kiln::ops {
+extern const OpDef& to_copy_op;
+}  // namespace kiln::ops
+
 namespace kiln::aot {
+
+namespace {
+
+bool same_layout(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides &&
+         a.storage_offset == b.storage_offset;
+}
+
+bool is_contiguous_meta(const TensorMeta& m) {
+  return m.storage_offset == 0 && m.strides == contiguous_strides(m.sizes);
+}
+
+}  // namespace
 
 BackwardWithoutTangents backward_without_tangents(const ir::Graph& backward, int64_t num_saved,
                                                   const std::vector<bool>& arrived) {
   const ir::Graph& g = backward;
   BackwardWithoutTangents out;
   ir::Graph& h = out.graph;
-  const OpDef* full = find_op("full");
-  KILN_CHECK(full, Error, "internal error: the op 'full' is not registered");
+  static const OpDef& full = *find_op("full");
   // Per value of g: its value in h (node -1: absent), and whether a tangent reaches it.
   std::vector<std::vector<ir::ValueRef>> value_of(g.nodes.size());
   std::vector<std::vector<bool>> from_tangent(g.nodes.size());
@@ -67,12 +83,17 @@ BackwardWithoutTangents backward_without_tangents(const ir::Graph& backward, int
         for (size_t o = 0; o < n.outputs.size(); ++o) from_tangent[i][o] = true;
         continue;
       }
-      const TensorMeta& kept = g.info(a_absent ? n.inputs[1] : n.inputs[0]);
-      const bool passes_on = kept.dtype == n.outputs[0].dtype && kept.sizes == n.outputs[0].sizes &&
+      const ir::ValueRef part = a_absent ? n.inputs[1] : n.inputs[0];
+      const TensorMeta& kept = g.info(part);
+      const TensorMeta& sum = n.outputs[0];
+      const bool passes_on = kept.dtype == sum.dtype && kept.sizes == sum.sizes &&
                              (b_absent || (unit && name == "add"));
-      if (passes_on) {
-        const ir::ValueRef part = a_absent ? n.inputs[1] : n.inputs[0];
-        value_of[i][0] = value_of[static_cast<size_t>(part.node)][static_cast<size_t>(part.output)];
+      // The part stands for the sum only in the sum's layout (or copied into it, contiguous).
+      if (passes_on && (same_layout(kept, sum) || is_contiguous_meta(sum))) {
+        ir::ValueRef v = value_of[static_cast<size_t>(part.node)][static_cast<size_t>(part.output)];
+        if (!same_layout(kept, sum))
+          v = h.add_call(ops::to_copy_op, {v}, Attrs{sum.dtype}, {sum}, n.loc);
+        value_of[i][0] = v;
         from_tangent[i][0] = tangential(part);
         continue;
       }
@@ -87,8 +108,12 @@ BackwardWithoutTangents backward_without_tangents(const ir::Graph& backward, int
         inputs.push_back(value_of[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
         continue;
       }
+      // Zeros, contiguous whatever the absent value's layout: an absent value is either a
+      // tangent (contiguous) or computed from one (op outputs are contiguous; its views are
+      // absent too), and the ops that take a part of zeros (cat, index_add, sub) compute fresh
+      // outputs, so no recorded layout depends on it.
       const TensorMeta& m = g.info(v);
-      inputs.push_back(h.add_call(*full, {}, Attrs{ops::ints_attr(m.sizes), Scalar(0), m.dtype},
+      inputs.push_back(h.add_call(full, {}, Attrs{ops::ints_attr(m.sizes), Scalar(0), m.dtype},
                                   {TensorMeta::contiguous(m.dtype, m.sizes)}));
     }
     const ir::ValueRef r = h.add_call(*n.op, std::move(inputs), n.attrs, n.outputs, n.loc);

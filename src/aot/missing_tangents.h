@@ -3,7 +3,9 @@
 // eager autograd's engine sees them: every value computed only from absent tangents is absent
 // too and is not computed, and a sum of gradient parts keeps only the parts that exist. With
 // zeros instead, a derivative multiplying the tangent by an infinite saved value (rsqrt at 0)
-// gave NaN in a gradient eager computes finite.
+// gave NaN in a gradient eager computes finite. Every node kept is recorded over its inputs'
+// layouts (a view's strides are its input's, rearranged), so a part passed on for its sum has
+// the sum's layout, or is copied into it.
 #pragma once
 
 #include <vector>

@@ -3,6 +3,8 @@
 
 #include <unordered_map>
 
+#include "kiln/core/error.h"
+
 namespace kiln::ir {
 
 namespace {
@@ -83,6 +85,50 @@ int64_t eliminate_common_subexpressions(Graph& g) {
   }
   if (merged) rebuild(g, std::vector<bool>(g.nodes.size(), true), replace);
   return merged;
+}
+
+namespace {
+// Whether two layouts of the same sizes address the same elements: strides of dims of size 1
+// and everything of an empty tensor address nothing.
+bool addresses_alike(const TensorMeta& a, const TensorMeta& b) {
+  if (a.dtype != b.dtype || a.sizes != b.sizes) return false;
+  int64_t numel = 1;
+  for (int64_t s : a.sizes) numel *= s;
+  if (numel == 0) return true;
+  if (a.storage_offset != b.storage_offset || a.strides.size() != b.strides.size()) return false;
+  for (size_t d = 0; d < a.sizes.size(); ++d)
+    if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  return true;
+}
+std::string layout_text(const TensorMeta& m) {
+  return detail::concat(IntList(m.sizes), " strides ", IntList(m.strides), " offset ",
+                        m.storage_offset);
+}
+}  // namespace
+
+void check_view_layouts(const Graph& g, std::string_view who) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.kind != NodeKind::Call || n.op->kind != OpKind::View) continue;
+    const TensorMeta& in = g.info(n.inputs[0]);
+    TensorMeta want;
+    if (n.op->name == "as_strided") {
+      // Laid out by its attributes (the storage bounds were checked when it was recorded).
+      want = TensorMeta(in.dtype, n.attrs.ints(0), n.attrs.ints(1),
+                        n.attrs.has(2) ? n.attrs.i(2) : in.storage_offset, false);
+    } else {
+      // The view built over a tensor with the input's layout and no storage (nothing is read).
+      const Tensor base(std::make_shared<TensorImpl>(nullptr, in.storage_offset, in.sizes,
+                                                     in.strides, in.dtype));
+      const Tensor view = n.op->view(OpCall{*n.op, std::span<const Tensor>(&base, 1), n.attrs});
+      want = TensorMeta(view.dtype(), view.sizes().vec(), view.strides().vec(),
+                        view.storage_offset(), false);
+    }
+    KILN_CHECK(addresses_alike(n.outputs[0], want), Error, "internal error: ", who, ": node %", i,
+               " (", n.op->name, ") is recorded as ", layout_text(n.outputs[0]),
+               " but viewing its input (", layout_text(in), ") gives ", layout_text(want),
+               "; please report it");
+  }
 }
 
 }  // namespace kiln::ir

@@ -1142,6 +1142,25 @@ TEST(Inductor, SavedSlicesOfIntermediatesReachTheBackward) {
   expect_step_identical(fn, 25, {4, 32}, {6, 7});
 }
 
+TEST(Inductor, GradientsPassedOnKeepTheirLayout) {
+  // Found by `kiln fuzz --seed 21195 --ops-per-program 12`: v4 and v8 stay alive across the
+  // break but receive no gradient, so the backward ran without their tangents. The sum `v8's
+  // tangent + the broadcast gradient of s` then passed on its one part, an expand (strides
+  // [0, 1]), where the graph's later permute was recorded over the sum's contiguous result:
+  // inductor addressed the gradient as [1, 4] and read past it. A part passed on must have the
+  // sum's layout; otherwise it is copied into it.
+  auto fn = [](Tensor x, Tensor y) {
+    Tensor v4 = y - x;
+    Tensor v8 = x.matmul(v4.transpose(-1, -2));
+    Tensor s = v8.sum({0});
+    graph_break();
+    Tensor total = scalar_tensor(0.0).add(s.sum());
+    total.backward();
+    return total;
+  };
+  expect_step_identical(fn, 21195, {4, 4}, {4});
+}
+
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
   auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
   auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };

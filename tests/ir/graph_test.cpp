@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/ir/interpreter.h"
+#include "kiln/ir/passes.h"
 #include "kiln/kiln.h"
 
 namespace kiln::ir {
@@ -198,6 +199,38 @@ TEST(Interpreter, ChecksRecordedMetadataOnItsFirstRunThenRunsKernelsDirectly) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("node 2 (add)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Graph, ViewLayoutsAreCheckedAgainstTheirInputs) {
+  // permute of an expand ([4, 4] strides [0, 1]): strides [1, 0]. Recorded as if over a
+  // contiguous input ([1, 4]), a backend addressing it by its record would read past the data.
+  Graph g;
+  ValueRef x = g.add_placeholder({DType::Float32, {4}, {1}, 0, false});
+  ValueRef e = g.add_call(op("expand"), {x}, Attrs{std::vector<int64_t>{4, 4}},
+                          {{DType::Float32, {4, 4}, {0, 1}, 0, false}});
+  ValueRef p = g.add_call(op("permute"), {e}, Attrs{std::vector<int64_t>{1, 0}},
+                          {{DType::Float32, {4, 4}, {1, 0}, 0, false}});
+  g.outputs = {p};
+  check_view_layouts(g, "the test graph");
+  // Strides of a dim of size 1 address nothing: either is accepted.
+  Graph unit;
+  ValueRef y = unit.add_placeholder({DType::Float32, {4}, {1}, 0, false});
+  ValueRef u = unit.add_call(op("unsqueeze"), {y}, Attrs{int64_t{0}},
+                             {{DType::Float32, {1, 4}, {99, 1}, 0, false}});
+  unit.outputs = {u};
+  check_view_layouts(unit, "the test graph");
+
+  g.nodes[2].outputs[0].strides = {1, 4};
+  try {
+    check_view_layouts(g, "the test graph");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the test graph: node %2 (permute) is recorded as [4, 4] strides [1, 4]"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("gives [4, 4] strides [1, 0]"), std::string::npos) << what;
   }
 }
 

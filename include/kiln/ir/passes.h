@@ -1,5 +1,6 @@
 // Small graph passes, each separate: dead-code elimination and common-subexpression
-// elimination. Both keep placeholders (the calling convention) and renumber the rest.
+// elimination. Both keep placeholders (the calling convention) and renumber the rest. And a
+// check of the views' recorded layouts, which backends that address memory rely on.
 #pragma once
 
 #include "kiln/ir/graph.h"
@@ -11,5 +12,11 @@ int64_t eliminate_dead_code(Graph& g);
 // Merges call nodes with the same op, inputs and attributes (random ops never merge: two draws
 // differ), and constants with the same value. Returns the number merged.
 int64_t eliminate_common_subexpressions(Graph& g);
+
+// Throws kiln::Error (an internal error, naming `who`, the node and both layouts) unless every
+// view node's recorded output layout is what its op makes of its input's recorded layout. A
+// backend that addresses a view through its recorded strides (inductor) would otherwise read
+// the wrong elements; the eager interpreter re-runs views, so a wrong record passes there.
+void check_view_layouts(const Graph& g, std::string_view who);
 
 }  // namespace kiln::ir

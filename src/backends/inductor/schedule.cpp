@@ -725,12 +725,16 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
   };
   LoweredGraph out;
   auto t0 = Clock::now();
+  // Kernels address views through their recorded layouts: a wrong one is an error here, never
+  // a wrong read (checked as handed over, and after inductor's own rewrites).
+  ir::check_view_layouts(captured, "the graph handed to inductor");
   out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
   read_column_reductions_through_flattening(out.graph);
   // What decompositions share with the rest of the graph (gelu's erf with its derivative's)
   // is computed once.
   ir::eliminate_common_subexpressions(out.graph);
   ir::eliminate_dead_code(out.graph);
+  ir::check_view_layouts(out.graph, "inductor's lowered graph");
   capture::add_compile_time("inductor_decompose", seconds_since(t0));
   t0 = Clock::now();
   out.schedule = schedule_graph(out.graph);
