@@ -118,8 +118,8 @@ void check_view_layouts(const Graph& g, std::string_view who) {
                         n.attrs.has(2) ? n.attrs.i(2) : in.storage_offset, false);
     } else {
       // The view built over a tensor with the input's layout and no storage (nothing is read).
-      const Tensor base(std::make_shared<TensorImpl>(nullptr, in.storage_offset, in.sizes,
-                                                     in.strides, in.dtype));
+      const Tensor base(
+          std::make_shared<TensorImpl>(nullptr, in.storage_offset, in.sizes, in.strides, in.dtype));
       const Tensor view = n.op->view(OpCall{*n.op, std::span<const Tensor>(&base, 1), n.attrs});
       want = TensorMeta(view.dtype(), view.sizes().vec(), view.strides().vec(),
                         view.storage_offset(), false);
