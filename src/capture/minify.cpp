@@ -60,9 +60,9 @@ Case rebuild(const Case& c, const std::vector<std::vector<Tensor>>& values,
       map[i].push_back(out.graph.add_constant(node.attrs.scalar(0), node.attrs.dtype(1)));
     } else if (cut[i]) {
       for (size_t k = 0; k < node.outputs.size(); ++k) {
-        const Tensor& value = values[i][k];
-        map[i].push_back(
-            out.graph.add_placeholder(TensorMeta::contiguous(value.dtype(), value.sizes())));
+        // Laid out as recorded: the nodes after the cut were recorded over that layout.
+        const Tensor value = laid_out_as(values[i][k], node.outputs[k]);
+        map[i].push_back(out.graph.add_placeholder(TensorMeta::of(value)));
         out.inputs.push_back(value);
       }
     } else {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "ir/attr_utils.h"
+#include "kiln/autograd/autograd.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/ops/factory.h"
 
@@ -134,6 +135,30 @@ Failure check_backend(const ir::Graph& graph, std::span<const Tensor> inputs,
   return {true, FailureKind::Accuracy, diff};
 }
 
+Tensor laid_out_as(const Tensor& value, const TensorMeta& m) {
+  KILN_CHECK(value.sizes() == m.sizes, ShapeError, "laid_out_as: a value of shape ", value.sizes(),
+             " for a graph value of shape ", IntList(m.sizes));
+  if (m.strides.empty() || (m.storage_offset == 0 && m.strides == contiguous_strides(m.sizes)))
+    return value.contiguous();
+  int64_t extent = m.storage_offset + 1;  // the elements the layout reaches
+  for (size_t d = 0; d < m.sizes.size(); ++d) {
+    if (m.sizes[d] == 0) return value.contiguous();
+    extent += (m.sizes[d] - 1) * m.strides[d];
+  }
+  NoGradGuard no_grad;
+  const Tensor out =
+      zeros({extent}, value.dtype()).as_strided(m.sizes, m.strides, m.storage_offset);
+  // A broadcast dim (stride 0) holds one slice: written once, from the value's first.
+  Tensor dst = out, src = value;
+  for (size_t d = 0; d < m.sizes.size(); ++d)
+    if (m.strides[d] == 0 && m.sizes[d] > 1) {
+      dst = dst.narrow(static_cast<int64_t>(d), 0, 1);
+      src = src.narrow(static_cast<int64_t>(d), 0, 1);
+    }
+  dst.copy_(src);
+  return out;
+}
+
 std::vector<Tensor> example_inputs(const ir::Graph& graph, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
@@ -155,7 +180,7 @@ std::vector<Tensor> example_inputs(const ir::Graph& graph, uint64_t seed) {
                  ? v
                  : std::floor(std::fabs(v) * 2);
     }
-    out.push_back(t.to(m.dtype));
+    out.push_back(laid_out_as(t.to(m.dtype), m));
   }
   return out;
 }
@@ -215,6 +240,13 @@ ReproCase load_repro(const std::string& folder) {
                Error, "load_repro: unexpected tensor '", name, "' in inputs.safetensors");
     c.inputs[index] = t;
   }
+  // Saved contiguous; the graph may take an input strided (a view, an expand).
+  for (const ir::Node& n : c.graph.nodes)
+    if (n.kind == ir::NodeKind::Placeholder) {
+      Tensor& t = c.inputs[static_cast<size_t>(n.input_index)];
+      KILN_CHECK(t.defined(), Error, "load_repro: inputs.safetensors lacks input_", n.input_index);
+      t = laid_out_as(t, n.outputs[0]);
+    }
   bool have_backend = false, have_failure = false;
   std::istringstream info(read_file(dir / "repro.txt"));
   std::string line;

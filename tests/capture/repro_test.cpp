@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "capture/test_utils.h"
+#include "kiln/ir/passes.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -246,6 +247,49 @@ TEST(Minify, Shrinks100NodeAccuracyFailureToTheOffendingNode) {
   const std::string folder = repro::write_repro(r.minimal, dir.string());
   std::ostringstream out;
   EXPECT_EQ(repro::run_repro(folder, out), 1) << out.str();
+  fs::remove_all(dir);
+}
+
+TEST(Minify, ACutValueKeepsItsRecordedLayoutThroughTheRepro) {
+  // The nodes after a cut were recorded over the cut value's layout (here a broadcast, strides
+  // [0, 1], then its transpose): the new input must have it, in the minimal case and after a
+  // round trip through the repro folder (saved contiguous), or a backend that addresses views
+  // by their record would read other elements than the original graph did.
+  register_test_backends();
+  const Tensor x = tensor({0.1, 0.2, 0.3, 0.4});
+  repro::ReproCase c;
+  c.graph = capture_graph(
+      [](Tensor t) {
+        Tensor e = (t * 2).exp().unsqueeze(0).expand({4, 4});
+        return tanh(e.t()) * 3;
+      },
+      x);
+  c.inputs = {x};
+  c.backend = "test_wrong_tanh";
+  c.kind = repro::FailureKind::Accuracy;
+  repro::MinifyResult r = repro::minify(c, lookup_backend(c.backend));
+  ASSERT_TRUE(has_op(r.minimal.graph, "tanh"));
+  ir::check_view_layouts(r.minimal.graph, "the minimal graph");
+  ASSERT_EQ(r.minimal.inputs.size(), 1u);  // the transpose, cut: tanh's operand
+  EXPECT_EQ(r.minimal.inputs[0].strides(), Shape({1, 0})) << r.minimal.graph;
+  auto expect_inputs_as_recorded = [](const repro::ReproCase& m) {
+    for (const ir::Node& n : m.graph.nodes)
+      if (n.kind == ir::NodeKind::Placeholder) {
+        const Tensor& in = m.inputs[static_cast<size_t>(n.input_index)];
+        EXPECT_EQ(in.sizes(), n.outputs[0].sizes);
+        EXPECT_EQ(in.strides(), n.outputs[0].strides) << m.graph;
+      }
+  };
+  expect_inputs_as_recorded(r.minimal);
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_minify_layout_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const repro::ReproCase loaded = repro::load_repro(repro::write_repro(r.minimal, dir.string()));
+  expect_inputs_as_recorded(loaded);
+  const std::vector<Tensor> want = ir::interpret(r.minimal.graph, r.minimal.inputs);
+  const std::vector<Tensor> got = ir::interpret(loaded.graph, loaded.inputs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(equal(want[k], got[k]));
   fs::remove_all(dir);
 }
 

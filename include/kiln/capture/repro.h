@@ -56,6 +56,10 @@ ReproCase load_repro(const std::string& folder);
 // Random inputs (seeded, deterministic) matching the placeholders of `graph`: used when a
 // backend fails at compile time, before any real input was seen.
 std::vector<Tensor> example_inputs(const ir::Graph& graph, uint64_t seed = 0);
+// `value` in a fresh buffer laid out as `m` (sizes, strides, offset): what a graph input with
+// that recorded layout must be (nodes after it were recorded over it). A broadcast dim (stride
+// 0) takes the value's first slice.
+Tensor laid_out_as(const Tensor& value, const TensorMeta& m);
 
 struct MinifyResult {
   ReproCase minimal;
