@@ -68,12 +68,28 @@ std::vector<std::vector<int32_t>> tangents_reached(const ir::Graph& forward,
 }
 }  // namespace
 
+CompiledGraph AotPlan::compile_part(const std::string& part, const std::string& missing,
+                                    const Backend& compiler, const ir::Graph& graph) const {
+  if (!observer) return compiler(graph, placeholder_metas(graph));
+  capture::GraphCompileCollector collector;
+  CompiledGraph compiled;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    capture::CollectingInto collecting(&collector);
+    compiled = compiler(graph, placeholder_metas(graph));
+  }
+  collector.seconds["backend_compile"] += seconds_since(t0);
+  observer(part, missing, graph, std::move(collector.outputs), std::move(collector.seconds));
+  return compiled;
+}
+
 std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const ir::ValueRef> values,
-                                            const Backend& fw_compiler,
-                                            const Backend& bw_compiler) {
+                                            const Backend& fw_compiler, const Backend& bw_compiler,
+                                            AotPartObserver observer) {
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<AotPlan>();
+  plan->observer = std::move(observer);
   JointGraph joint;
   try {
     joint = trace_joint(forward, values);
@@ -97,10 +113,10 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
   capture::add_compile_time("aot_autograd", seconds_since(t0));
   auto t1 = std::chrono::steady_clock::now();
-  plan->forward = fw_compiler(plan->partition.forward, placeholder_metas(plan->partition.forward));
+  plan->forward = plan->compile_part("forward", "", fw_compiler, plan->partition.forward);
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
   plan->backward_compiler = bw;
-  plan->backward = bw(plan->partition.backward, placeholder_metas(plan->partition.backward));
+  plan->backward = plan->compile_part("backward", "", bw, plan->partition.backward);
   KILN_CHECK(plan->forward && plan->backward, Error,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
   capture::add_compile_time("backend_compile", seconds_since(t1));
@@ -116,7 +132,10 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
     BackwardWithoutTangents pruned =
         backward_without_tangents(partition.backward, num_saved, arrived);
     auto made = std::make_unique<PartialBackward>();
-    made->run = backward_compiler(pruned.graph, placeholder_metas(pruned.graph));
+    std::string missing;
+    for (size_t t = 0; t < arrived.size(); ++t)
+      if (!arrived[t]) missing += detail::concat(missing.empty() ? "" : ", ", t);
+    made->run = compile_part("backward_partial", missing, backward_compiler, pruned.graph);
     made->output_of = std::move(pruned.output_of);
     made->runtime_kept = std::move(pruned.runtime_kept);
     capture::add_compile_time("backend_compile", seconds_since(t0));

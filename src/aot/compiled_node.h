@@ -16,9 +16,18 @@
 
 namespace kiln::capture {
 class Tracer;
+struct BackendOutput;
 }
 
 namespace kiln::aot {
+
+// Told of each graph compiled for a plan, with what its compiler produced (a debug dump
+// writes them): `part` "forward", "backward" or "backward_partial" (then `missing` lists the
+// tangents that did not arrive). Called on the compiling thread, after the compiler returned.
+using AotPartObserver =
+    std::function<void(const std::string& part, const std::string& missing, const ir::Graph& graph,
+                       std::vector<capture::BackendOutput> outputs,
+                       std::map<std::string, double> seconds)>;
 
 // A forward graph differentiated at some of its values, partitioned and compiled.
 struct AotPlan {
@@ -51,6 +60,11 @@ struct AotPlan {
   };
   const PartialBackward& backward_without(const std::vector<bool>& arrived) const;
   Backend backward_compiler;
+  AotPartObserver observer;  // empty: nobody is looking
+
+  // `compiler` on `graph`, what it produced collected for `observer` (when there is one).
+  CompiledGraph compile_part(const std::string& part, const std::string& missing,
+                             const Backend& compiler, const ir::Graph& graph) const;
 
  private:
   mutable std::mutex partial_mutex_;
@@ -65,10 +79,11 @@ std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
                                                          std::span<const int64_t> runtime_values);
 
 // Traces the joint graph of `forward` at `values`, partitions it with the min-cut and compiles
-// both halves (`fw_compiler`, `bw_compiler`).
+// both halves (`fw_compiler`, `bw_compiler`), telling `observer` (may be empty) of each.
 std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const ir::ValueRef> values,
-                                            const Backend& fw_compiler, const Backend& bw_compiler);
+                                            const Backend& fw_compiler, const Backend& bw_compiler,
+                                            AotPartObserver observer = {});
 
 // The autograd node of one run of a captured graph ("CompiledFunctionBackward", as torch names
 // it). While the graph is being captured its outputs that require grad are its outputs (one

@@ -142,6 +142,9 @@ void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int
 void notify_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record) {
   each_observer([&](Observer* o) { o->on_compiled(fn, record); });
 }
+void notify_aot_compiled(const detail::CompiledState& fn, const AotGraphRecord& record) {
+  each_observer([&](Observer* o) { o->on_aot_compiled(fn, record); });
+}
 void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
                           const ir::Graph& graph, const std::string& what) {
   each_observer([&](Observer* o) { o->on_compile_error(fn, graph_index, graph, what); });

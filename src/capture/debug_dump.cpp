@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "capture/state.h"
 #include "kiln/io/json.h"
@@ -140,6 +141,7 @@ class DebugDump final : public Observer {
     run_dir_.clear();
     functions_.clear();
     versions_.clear();
+    aot_numbers_.clear();
     breaks_seen_.clear();
     failed_ = false;
     if (dir.empty()) return;
@@ -188,18 +190,37 @@ class DebugDump final : public Observer {
           .field("listing_file", stem + ".listing.txt")
           .field("dot_file", stem + ".dot")
           .field("guards_file", stem + ".guards.txt");
-      for (size_t k = 0; k < rec.backend_outputs.size(); ++k) {
-        const BackendOutput& out = rec.backend_outputs[k];
-        const std::string file = stem + "." + file_safe(out.kind);
-        write_file(file, out.text);
-        // The first output is "the code"; a backend rarely makes more than one.
-        const std::string prefix = k == 0 ? "code" : detail::concat("code", k);
-        line.field(prefix + "_file", file).field(prefix + "_kind", out.kind);
-        if (!out.path.empty()) line.field(prefix + "_module", out.path);
-      }
-      for (const auto& [phase, seconds] : rec.seconds) line.field("seconds_" + phase, seconds);
-      append_index(line);
-      write_file("compile_times.txt", compile_times_str());
+      write_backend_outputs(stem, rec.backend_outputs, rec.seconds, line);
+    });
+  }
+
+  // AOT autograd's graphs of a captured one, compiled when a call first needs them:
+  // graph<G>_forward<N>, graph<G>_backward<N>, graph<G>_backward_partial<N>.
+  void on_aot_compiled(const detail::CompiledState& fn, const AotGraphRecord& rec) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active()) return;
+    guarded("writing an AOT graph of '" + fn.name + "'", [&] {
+      const std::string folder = function_folder(fn);
+      const int number = aot_numbers_[{fn.id, rec.graph_index, rec.part}]++;
+      const std::string stem =
+          detail::concat(folder, "/graph", rec.graph_index, "_", rec.part, number);
+      JsonLine line("aot_graph");
+      line.field("function", static_cast<int64_t>(fn.id))
+          .field("name", fn.name)
+          .field("graph", static_cast<int64_t>(rec.graph_index))
+          .field("part", rec.part)
+          .field("number", number);
+      if (!rec.missing.empty()) line.field("missing_tangents", rec.missing);
+      line.field("ops", rec.graph.num_calls())
+          .field("inputs", rec.graph.num_inputs())
+          .field("outputs", static_cast<int64_t>(rec.graph.outputs.size()));
+      write_file(stem + ".kgraph", rec.graph.serialize());
+      write_file(stem + ".listing.txt", rec.graph.to_string());
+      write_file(stem + ".dot", graph_to_dot(rec.graph));
+      line.field("graph_file", stem + ".kgraph")
+          .field("listing_file", stem + ".listing.txt")
+          .field("dot_file", stem + ".dot");
+      write_backend_outputs(stem, rec.backend_outputs, rec.seconds, line);
     });
   }
 
@@ -275,6 +296,24 @@ class DebugDump final : public Observer {
 
   bool active() const { return !run_dir_.empty() && !failed_; }
 
+  // A graph's backend outputs (files named stem.<kind>) and phase times into its index line,
+  // which is then appended; and the process's compile times so far.
+  void write_backend_outputs(const std::string& stem, const std::vector<BackendOutput>& outputs,
+                             const std::map<std::string, double>& seconds, JsonLine& line) {
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const BackendOutput& out = outputs[k];
+      const std::string file = stem + "." + file_safe(out.kind);
+      write_file(file, out.text);
+      // The first output is "the code"; a backend rarely makes more than one.
+      const std::string prefix = k == 0 ? "code" : detail::concat("code", k);
+      line.field(prefix + "_file", file).field(prefix + "_kind", out.kind);
+      if (!out.path.empty()) line.field(prefix + "_module", out.path);
+    }
+    for (const auto& [phase, s] : seconds) line.field("seconds_" + phase, s);
+    append_index(line);
+    write_file("compile_times.txt", compile_times_str());
+  }
+
   // Runs `write`; any failure warns once and stops the dump (never reaches the user's code).
   template <class F>
   void guarded(const std::string& what, F&& write) {
@@ -337,6 +376,8 @@ class DebugDump final : public Observer {
   bool failed_ = false;
   std::map<uint64_t, std::string> functions_;            // function id -> folder
   std::map<std::pair<uint64_t, size_t>, int> versions_;  // (function, graph) -> graphs written
+  // (function, graph, AOT part) -> graphs written
+  std::map<std::tuple<uint64_t, size_t, std::string>, int> aot_numbers_;
   std::set<std::string> breaks_seen_;
   int failures_ = 0;
 };

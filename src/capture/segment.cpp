@@ -69,10 +69,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
                                           bool plain_now) {
   std::optional<GraphCompileCollector> collector;
   if (has_observers()) collector.emplace();
-  struct Collecting {
-    explicit Collecting(GraphCompileCollector* c) { tls_compile_collector = c; }
-    ~Collecting() { tls_compile_collector = nullptr; }
-  } collecting(collector ? &*collector : nullptr);
+  CollectingInto collecting(collector ? &*collector : nullptr);
   auto entry = std::make_shared<CacheEntry>();
   entry->graph = raw;
   auto t0 = std::chrono::steady_clock::now();
@@ -345,7 +342,18 @@ Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
 std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                               const GradRequest& request) {
   auto compile = [&] {
-    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler);
+    aot::AotPartObserver observer;
+    if (has_observers())
+      // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).
+      observer = [state = std::weak_ptr(state_), segment = segment_index_](
+                     const std::string& part, const std::string& missing, const ir::Graph& g,
+                     std::vector<BackendOutput> outputs, std::map<std::string, double> seconds) {
+        if (const auto fn = state.lock())
+          notify_aot_compiled(*fn, AotGraphRecord{segment, part, missing, g, std::move(outputs),
+                                                  std::move(seconds)});
+      };
+    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler,
+                             std::move(observer));
   };
   std::shared_ptr<const aot::AotPlan> plan;
   if (entry) {

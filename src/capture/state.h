@@ -111,12 +111,24 @@ struct CompiledGraphRecord {
   std::map<std::string, double> seconds;  // this graph's compile time per phase
 };
 
+// A graph AOT autograd made from a captured one and compiled: its forward, its backward, or a
+// backward without some tangents (aot/missing_tangents.h), compiled when first needed.
+struct AotGraphRecord {
+  size_t graph_index;       // the captured graph's position in a call
+  std::string part;         // "forward", "backward", "backward_partial"
+  std::string missing;      // backward_partial: the tangents that did not arrive ("0, 2")
+  const ir::Graph& graph;   // what the AOT compiler was given
+  std::vector<BackendOutput> backend_outputs;
+  std::map<std::string, double> seconds;
+};
+
 // Observers that see every event (explain, CompileProfiler, debug dumps): registered globally.
 // Callbacks run one at a time (under the observer lock) and must not add or remove observers.
 struct Observer {
   virtual ~Observer() = default;
   virtual void on_graph(const detail::CompiledState& fn, const ir::Graph& graph) {}
   virtual void on_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record) {}
+  virtual void on_aot_compiled(const detail::CompiledState& fn, const AotGraphRecord& record) {}
   // The backend threw while compiling `graph` (after the passes).
   virtual void on_compile_error(const detail::CompiledState& fn, size_t graph_index,
                                 const ir::Graph& graph, const std::string& what) {}
@@ -134,6 +146,7 @@ void remove_observer(Observer* o);
 bool has_observers();
 void notify_graph(const detail::CompiledState& fn, const ir::Graph& graph);
 void notify_compiled(const detail::CompiledState& fn, const CompiledGraphRecord& record);
+void notify_aot_compiled(const detail::CompiledState& fn, const AotGraphRecord& record);
 void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
                           const ir::Graph& graph, const std::string& what);
 // One line per guarded input of a graph: what a cache hit requires of it.
@@ -151,6 +164,19 @@ struct GraphCompileCollector {
   std::map<std::string, double> seconds;
 };
 extern thread_local GraphCompileCollector* tls_compile_collector;
+// Collects into `c` (none: stops collecting) for the scope's life, then restores the previous.
+class CollectingInto {
+ public:
+  explicit CollectingInto(GraphCompileCollector* c) : previous_(tls_compile_collector) {
+    tls_compile_collector = c;
+  }
+  ~CollectingInto() { tls_compile_collector = previous_; }
+  CollectingInto(const CollectingInto&) = delete;
+  CollectingInto& operator=(const CollectingInto&) = delete;
+
+ private:
+  GraphCompileCollector* previous_;
+};
 // Whether someone (a debug dump) will look at backend outputs: backends skip making them
 // otherwise.
 inline bool wants_backend_output() { return tls_compile_collector != nullptr; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -177,6 +178,47 @@ TEST_F(DebugDump, InductorWritesItsGeneratedSource) {
   EXPECT_NE(logged[0].find("(headers from " KILN_TEST_SOURCE_DIR "/src)"), std::string::npos)
       << logged[0].substr(0, 300);
   EXPECT_FALSE(field(graphs[0], "seconds_inductor_codegen").empty()) << graphs[0];
+}
+
+TEST_F(DebugDump, TrainingWritesAotAutogradsGraphsAndTheirCode) {
+  // A training step through inductor compiles AOT autograd's forward and backward when the
+  // call first needs them, and, since `v` is alive but gets no gradient, a backward without
+  // its tangent: each is written with its generated code.
+  set_debug_dir(root_.string());
+  auto step = [](Tensor x, Tensor w) {
+    Tensor v = (x * w).tanh();
+    Tensor s = (v * 3).sum();
+    graph_break();
+    Tensor loss = s * 2;
+    loss.backward();
+    return loss;
+  };
+  auto f = compile(step, {.backend = std::string("inductor"), .name = "train_step"});
+  Tensor x = randn({16}), w = randn({16}).requires_grad_();
+  Tensor xe = x.clone(), we = w.detach().clone().requires_grad_();
+  expect_equal(f(x, w), step(xe, we));
+  expect_equal(w.grad(), we.grad());
+
+  const fs::path run = debug_run_dir();
+  const auto aot = events(index_lines(run), "aot_graph");
+  std::map<std::string, std::string> by_part;
+  for (const std::string& line : aot)
+    if (field(line, "graph") == "0") by_part[field(line, "part")] = line;
+  ASSERT_TRUE(by_part.count("forward") && by_part.count("backward") &&
+              by_part.count("backward_partial"))
+      << ::testing::PrintToString(aot);
+  for (const auto& [part, line] : by_part) {
+    const ir::Graph g = ir::parse_graph(read_text(run / field(line, "graph_file")));
+    EXPECT_EQ(field(line, "ops"), std::to_string(g.num_calls())) << line;
+    EXPECT_TRUE(fs::exists(run / field(line, "listing_file"))) << line;
+    EXPECT_EQ(field(line, "code_kind"), "inductor.cpp") << line;
+    EXPECT_TRUE(fs::exists(run / field(line, "code_file"))) << line;
+    EXPECT_FALSE(field(line, "seconds_inductor_codegen").empty()) << line;
+  }
+  // The partial backward names the tangent that did not arrive: v's (the graph's outputs that
+  // require grad are v and s, in that order).
+  EXPECT_EQ(field(by_part["backward_partial"], "missing_tangents"), "0") << by_part["backward_partial"];
+  EXPECT_EQ(field(by_part["forward"], "number"), "0");
 }
 
 TEST_F(DebugDump, InductorWithNothingToFuseWritesItsExternSchedule) {

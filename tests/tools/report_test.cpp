@@ -151,6 +151,35 @@ TEST_F(Report, ATruncatedIndexLineIsShownAsAProblem) {
   EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 5u);  // the good lines still count
 }
 
+TEST(ReportAot, TrainingShowsAotAutogradsForwardAndBackward) {
+  const fs::path root = kiln::testing::fresh_test_folder("kiln-report-aot-test");
+  set_debug_dir(root.string());
+  const fs::path run_dir = debug_run_dir();
+  auto step = kiln::compile(
+      [](Tensor w) {
+        Tensor loss = (w * w).sum();
+        graph_break();  // graph 0 then runs with AOT autograd (a backward in a graph is traced)
+        loss.backward();
+        return loss;
+      },
+      {.backend = std::string("aot_eager"), .name = "train"});
+  step(ones({3}).requires_grad_());
+  set_debug_dir("");
+  const fs::path page = root / "report.html";
+  ASSERT_EQ(run({"report", run_dir.string(), "-o", page.string()}).status, kExitOk);
+  const std::string html = read_text(page);
+  // The captured graphs, then AOT autograd's forward and backward of the first, with code.
+  EXPECT_EQ(occurrences(html, "<article class=\"graph\""), 2u);
+  EXPECT_EQ(occurrences(html, "<article class=\"graph aot\""), 2u);
+  EXPECT_NE(html.find("id=\"aot-f"), std::string::npos);
+  EXPECT_NE(html.find("graph 0, AOT autograd&#39;s forward 0"), std::string::npos);
+  EXPECT_NE(html.find("graph 0, AOT autograd&#39;s backward 0"), std::string::npos);
+  EXPECT_NE(html.find("<b>2</b> AOT autograd graphs"), std::string::npos);
+  EXPECT_NE(html.find("Backend output (eager_plan.txt)"), std::string::npos);
+  EXPECT_EQ(html.find(": missing</p>"), std::string::npos);  // every file found
+  fs::remove_all(root);
+}
+
 TEST(ReportIndex, ParsesEscapesAndRejectsMalformedLines) {
   report::Event e = report::parse_event(
       R"({"event":"break","reason":"a \"q\" \\ b\nc \u00e9 →","line":12,"x":-1.5e-06})");

@@ -174,8 +174,18 @@ DotResult run_dot(const std::string& dot, const fs::path& file) {
   return r;
 }
 
+// A captured graph's (`graph` event) or one AOT autograd made of it (`aot_graph`).
+bool is_aot(const Event& g) { return get(g, "event") == "aot_graph"; }
 std::string anchor(const Event& g) {
+  if (is_aot(g))
+    return "aot-f" + get(g, "function") + "-g" + get(g, "graph") + "-" + get(g, "part") +
+           get(g, "number");
   return "graph-f" + get(g, "function") + "-g" + get(g, "graph") + "-v" + get(g, "version");
+}
+// How a graph is named in links and tables: "0.1" (graph 0, recompile 1), "0 backward0".
+std::string label(const Event& g) {
+  if (is_aot(g)) return get(g, "graph") + " " + get(g, "part") + get(g, "number");
+  return get(g, "graph") + "." + get(g, "version");
 }
 
 std::string seconds_text(double s) {
@@ -266,6 +276,8 @@ class Page {
           functions_.push_back(e);
         else if (kind == "graph")
           graphs_.push_back(e);
+        else if (kind == "aot_graph")
+          aot_graphs_.push_back(e);
         else if (kind == "break")
           breaks_.push_back(e);
         else if (kind == "recompile")
@@ -300,6 +312,7 @@ class Page {
   void summary(std::ostream& os) {
     double total = 0;
     for (const Event& g : graphs_) total += graph_seconds(g);
+    for (const Event& g : aot_graphs_) total += graph_seconds(g);
     os << "<header id=\"summary\">\n<h1><span>Kiln</span> compile report</h1>\n"
        << "<p class=\"meta\">run <code>" << html_escape(run_.string()) << "</code>";
     if (!get(run_event_, "program").empty())
@@ -311,6 +324,9 @@ class Page {
     os << "</p>\n<ul class=\"stats\">"
        << "<li><b>" << functions_.size() << "</b> compiled functions</li>"
        << "<li><b>" << graphs_.size() << "</b> graphs</li>"
+       << (aot_graphs_.empty() ? std::string()
+                               : "<li><b>" + std::to_string(aot_graphs_.size()) +
+                                     "</b> AOT autograd graphs</li>")
        << "<li><b>" << breaks_.size() << "</b> graph breaks</li>"
        << "<li><b>" << recompiles_.size() << "</b> recompiles</li>"
        << "<li><b>" << errors_.size() << "</b> compile errors</li>"
@@ -338,12 +354,13 @@ class Page {
       const std::string id = get(f, "function");
       double seconds = 0;
       std::string links;
-      for (const Event& g : graphs_)
-        if (get(g, "function") == id) {
-          seconds += graph_seconds(g);
-          links += " <a href=\"#" + html_escape(anchor(g)) + "\">" +
-                   html_escape(get(g, "graph") + "." + get(g, "version")) + "</a>";
-        }
+      for (const std::vector<Event>* events : {&graphs_, &aot_graphs_})
+        for (const Event& g : *events)
+          if (get(g, "function") == id) {
+            seconds += graph_seconds(g);
+            links += " <a href=\"#" + html_escape(anchor(g)) + "\">" + html_escape(label(g)) +
+                     "</a>";
+          }
       os << "<tr class=\"function\" id=\"function-" << html_escape(id) << "\"><td>"
          << html_escape(id) << "</td><td><code>" << html_escape(get(f, "name"))
          << "</code></td><td>" << html_escape(get(f, "backend")) << "</td><td>"
@@ -459,42 +476,55 @@ class Page {
   void graphs(std::ostream& os) {
     os << "<section id=\"graphs\">\n<h2>Graphs</h2>\n";
     if (graphs_.empty()) os << "<p class=\"empty\">No graphs were compiled.</p>\n";
-    for (const Event& g : graphs_) {
-      os << "<article class=\"graph\" id=\"" << html_escape(anchor(g)) << "\">\n<h3><code>"
-         << html_escape(get(g, "name")) << "</code> &middot; graph " << html_escape(get(g, "graph"))
-         << (get(g, "version") != "0" ? " (recompile " + html_escape(get(g, "version")) + ")" : "")
-         << "</h3>\n<p class=\"meta\">" << html_escape(get(g, "ops")) << " ops, "
-         << html_escape(get(g, "inputs")) << " inputs, " << html_escape(get(g, "outputs"))
-         << " outputs &middot; compile " << seconds_text(graph_seconds(g)) << " &middot; text "
-         << "form <code>" << html_escape(get(g, "graph_file")) << "</code></p>\n";
-      picture(os, g);
-      file_block(os, "Listing", get(g, "listing_file"), "listing", true);
-      file_block(os, "Guards", get(g, "guards_file"), "guards", false);
-      for (const std::string prefix : {"code", "code1", "code2"}) {
-        if (get(g, prefix + "_file").empty()) continue;
-        const std::string module = get(g, prefix + "_module");
-        file_block(os, "Backend output (" + get(g, prefix + "_kind") + ")",
-                   get(g, prefix + "_file"), "code", false,
-                   module.empty()
-                       ? ""
-                       : "<p class=\"meta\">module <code>" + html_escape(module) + "</code></p>");
-      }
-      os << "</article>\n";
-    }
+    for (const Event& g : graphs_) graph_article(os, g);
+    // What AOT autograd made of them for training, compiled when a call first needed it.
+    for (const Event& g : aot_graphs_) graph_article(os, g);
     os << "</section>\n";
+  }
+
+  void graph_article(std::ostream& os, const Event& g) {
+    std::string title = "graph " + get(g, "graph");
+    if (is_aot(g)) {
+      title += ", AOT autograd's " + get(g, "part") + " " + get(g, "number");
+      if (!get(g, "missing_tangents").empty())
+        title += " (without tangents " + get(g, "missing_tangents") + ")";
+    } else if (get(g, "version") != "0") {
+      title += " (recompile " + get(g, "version") + ")";
+    }
+    os << "<article class=\"graph" << (is_aot(g) ? " aot" : "") << "\" id=\""
+       << html_escape(anchor(g)) << "\">\n<h3><code>" << html_escape(get(g, "name"))
+       << "</code> &middot; " << html_escape(title) << "</h3>\n<p class=\"meta\">"
+       << html_escape(get(g, "ops")) << " ops, " << html_escape(get(g, "inputs")) << " inputs, "
+       << html_escape(get(g, "outputs")) << " outputs &middot; compile "
+       << seconds_text(graph_seconds(g)) << " &middot; text form <code>"
+       << html_escape(get(g, "graph_file")) << "</code></p>\n";
+    picture(os, g);
+    file_block(os, "Listing", get(g, "listing_file"), "listing", true);
+    if (!is_aot(g)) file_block(os, "Guards", get(g, "guards_file"), "guards", false);
+    for (const std::string prefix : {"code", "code1", "code2"}) {
+      if (get(g, prefix + "_file").empty()) continue;
+      const std::string module = get(g, prefix + "_module");
+      file_block(os, "Backend output (" + get(g, prefix + "_kind") + ")", get(g, prefix + "_file"),
+                 "code", false,
+                 module.empty()
+                     ? ""
+                     : "<p class=\"meta\">module <code>" + html_escape(module) + "</code></p>");
+    }
+    os << "</article>\n";
   }
 
   void compile_times(std::ostream& os) {
     os << "<section id=\"compile-times\">\n<h2>Compile times</h2>\n";
     if (!graphs_.empty()) {
       os << "<table>\n<tr><th>graph</th><th>phase</th><th>seconds</th></tr>\n";
-      for (const Event& g : graphs_)
-        for (const auto& [key, value] : g)
-          if (key.rfind("seconds_", 0) == 0)
-            os << "<tr><td><a href=\"#" << html_escape(anchor(g)) << "\"><code>"
-               << html_escape(get(g, "name")) << "</code> " << html_escape(get(g, "graph")) << "."
-               << html_escape(get(g, "version")) << "</a></td><td>" << html_escape(key.substr(8))
-               << "</td><td>" << html_escape(value) << "</td></tr>\n";
+      for (const std::vector<Event>* events : {&graphs_, &aot_graphs_})
+        for (const Event& g : *events)
+          for (const auto& [key, value] : g)
+            if (key.rfind("seconds_", 0) == 0)
+              os << "<tr><td><a href=\"#" << html_escape(anchor(g)) << "\"><code>"
+                 << html_escape(get(g, "name")) << "</code> " << html_escape(label(g))
+                 << "</a></td><td>" << html_escape(key.substr(8)) << "</td><td>"
+                 << html_escape(value) << "</td></tr>\n";
       os << "</table>\n";
     }
     std::string totals;
@@ -506,7 +536,7 @@ class Page {
   fs::path run_;
   Options options_;
   Event run_event_;
-  std::vector<Event> functions_, graphs_, breaks_, recompiles_, errors_, limits_;
+  std::vector<Event> functions_, graphs_, aot_graphs_, breaks_, recompiles_, errors_, limits_;
   std::vector<std::string> problems_;
   bool dot_missing_ = false;
 };
