@@ -17,10 +17,6 @@ bool same_layout(const TensorMeta& a, const TensorMeta& b) {
          a.storage_offset == b.storage_offset;
 }
 
-bool is_contiguous_meta(const TensorMeta& m) {
-  return m.storage_offset == 0 && m.strides == contiguous_strides(m.sizes);
-}
-
 }  // namespace
 
 BackwardWithoutTangents backward_without_tangents(const ir::Graph& backward, int64_t num_saved,
@@ -89,7 +85,7 @@ BackwardWithoutTangents backward_without_tangents(const ir::Graph& backward, int
       const bool passes_on = kept.dtype == sum.dtype && kept.sizes == sum.sizes &&
                              (b_absent || (unit && name == "add"));
       // The part stands for the sum only in the sum's layout (or copied into it, contiguous).
-      if (passes_on && (same_layout(kept, sum) || is_contiguous_meta(sum))) {
+      if (passes_on && (same_layout(kept, sum) || ops::is_contiguous_layout(sum))) {
         ir::ValueRef v = value_of[static_cast<size_t>(part.node)][static_cast<size_t>(part.output)];
         if (!same_layout(kept, sum))
           v = h.add_call(ops::to_copy_op, {v}, Attrs{sum.dtype}, {sum}, n.loc);

@@ -19,6 +19,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/ops/factory.h"
+#include "ops/op_utils.h"
 
 namespace kiln::repro {
 
@@ -138,8 +139,7 @@ Failure check_backend(const ir::Graph& graph, std::span<const Tensor> inputs,
 Tensor laid_out_as(const Tensor& value, const TensorMeta& m) {
   KILN_CHECK(value.sizes() == m.sizes, ShapeError, "laid_out_as: a value of shape ", value.sizes(),
              " for a graph value of shape ", IntList(m.sizes));
-  if (m.strides.empty() || (m.storage_offset == 0 && m.strides == contiguous_strides(m.sizes)))
-    return value.contiguous();
+  if (ops::is_contiguous_layout(m)) return value.contiguous();
   int64_t extent = m.storage_offset + 1;  // the elements the layout reaches
   for (size_t d = 0; d < m.sizes.size(); ++d) {
     if (m.sizes[d] == 0) return value.contiguous();

@@ -25,10 +25,6 @@ std::shared_ptr<detail::CompiledState> retrace_state() {
   return st;
 }
 
-bool is_contiguous_meta(const TensorMeta& m) {
-  return m.storage_offset == 0 && (m.strides.empty() || m.strides == contiguous_strides(m.sizes));
-}
-
 // Whether a view op in `sub` reads placeholder `index` directly: its recorded layout assumed a
 // contiguous input.
 bool views_placeholder(const ir::Graph& sub, int32_t index) {
@@ -103,7 +99,7 @@ ir::Graph decompose_graph(const ir::Graph& g,
       if (s.kind == ir::NodeKind::Placeholder) {
         ir::ValueRef in = ins[static_cast<size_t>(s.input_index)];
         // A view in the decomposition was traced over a contiguous stand-in: give it one.
-        if (!is_contiguous_meta(out.info(in)) && views_placeholder(sub, s.input_index)) {
+        if (!ops::is_contiguous_layout(out.info(in)) && views_placeholder(sub, s.input_index)) {
           const TensorMeta& m = out.info(in);
           in = out.add_call(ops::to_copy_op, {in}, Attrs{m.dtype},
                             {TensorMeta::contiguous(m.dtype, m.sizes)}, n.loc);

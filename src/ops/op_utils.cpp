@@ -111,6 +111,10 @@ Tensor unreduce(const Tensor& grad, IntList in_sizes, IntList dims, bool keepdim
   return g.expand(in_sizes);
 }
 
+bool is_contiguous_layout(const TensorMeta& m) {
+  return m.storage_offset == 0 && (m.strides.empty() || m.strides == contiguous_strides(m.sizes));
+}
+
 int64_t reduced_count(IntList in_sizes, IntList dims) {
   int64_t n = 1;
   for (int64_t d : reduction_dims(dims, in_sizes.ssize(), "reduced_count"))

@@ -33,6 +33,9 @@ std::string describe(const Tensor& t);
 Tensor unreduce(const Tensor& grad, IntList in_sizes, IntList dims, bool keepdim);
 // Number of elements a reduction over `dims` (empty = all) of `in_sizes` combines.
 int64_t reduced_count(IntList in_sizes, IntList dims);
+// Whether `m` is laid out contiguously from offset 0 (empty strides, a meta function's output,
+// count as contiguous). Exact: a dim of size 1 must have its contiguous stride too.
+bool is_contiguous_layout(const TensorMeta& m);
 
 // Fills meta slot 0 and returns 1 (the common single-output case).
 inline int one_output(std::span<TensorMeta, kMaxOpOutputs> out, DType dtype, Shape sizes) {
