@@ -1161,6 +1161,27 @@ TEST(Inductor, GradientsPassedOnKeepTheirLayout) {
   expect_step_identical(fn, 21195, {4, 4}, {4});
 }
 
+TEST(Inductor, ALeafGradientIsNotCopiedOutOfItsKernelsBuffer) {
+  // A graph that traces its own backward ends a leaf's gradient with autograd's copy (its
+  // memory could be shared, as far as autograd knows); here nothing else reads the buffer, so
+  // the gradient is that buffer, and the values are eager's.
+  auto fn = [](Tensor x, Tensor w) {
+    Tensor loss = ((x * w).tanh() * x).sum();
+    loss.backward();
+    return loss;
+  };
+  manual_seed(8);
+  Tensor x = randn({64, 32}), w = randn({64, 32}).requires_grad_();
+  Tensor we = w.detach().clone().requires_grad_();
+  Compiled c;
+  auto f = compile(fn, c.options());
+  expect_identical(fn(x, we), f(x, w));
+  expect_identical(we.grad(), w.grad());
+  ASSERT_EQ(c.graphs.size(), 1u);
+  for (const ir::Node& n : c.graphs[0].nodes)
+    EXPECT_FALSE(n.op && n.op->name == "to_copy") << c.graphs[0];
+}
+
 TEST(Inductor, IdenticalKernelsAreCompiledOnce) {
   auto chain = [](const Tensor& t) { return (t * 2 + 1).tanh(); };
   auto fn = [&](Tensor a, Tensor b) { return chain(a).sum() + chain(b).sum(); };

@@ -1,6 +1,7 @@
 #include "backends/inductor/graph_rewrites.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "backends/inductor/schedule.h"
 #include "ir/graph_rebuild.h"
@@ -75,6 +76,73 @@ int64_t read_column_reductions_through_flattening(ir::Graph& graph) {
   }
   graph = rebuild.finish();
   return rewritten;
+}
+
+namespace {
+
+// The copy node i elides, as the value it copies, or nullopt. `readers[n][o]`: how many inputs
+// (and graph outputs) read output o of node n.
+std::optional<ir::ValueRef> elidable_copy_source(const ir::Graph& g, size_t i,
+                                                 const std::vector<std::vector<int>>& readers) {
+  static const OpDef& to_copy = *find_op("to_copy");
+  const ir::Node& c = g.nodes[i];
+  if (c.kind != ir::NodeKind::Call || c.op != &to_copy) return std::nullopt;
+  const ir::ValueRef v = c.inputs[0];
+  const TensorMeta& m = g.info(v);
+  if (m.dtype != c.outputs[0].dtype || !ops::is_contiguous_layout(m)) return std::nullopt;
+  auto read_once = [&](ir::ValueRef x) {
+    return readers[static_cast<size_t>(x.node)][static_cast<size_t>(x.output)] == 1;
+  };
+  // Down the views to the buffer: each link read only by the next, the copy the only reader.
+  ir::ValueRef at = v;
+  while (true) {
+    if (!read_once(at)) return std::nullopt;
+    const ir::Node& n = g.nodes[static_cast<size_t>(at.node)];
+    if (n.kind != ir::NodeKind::Call) return std::nullopt;  // a graph input or a constant
+    if (n.op->kind != OpKind::View) {
+      // A kernel's fresh buffer (an extern call's result might share memory with its inputs),
+      // copied whole.
+      if (n.op->kind == OpKind::Extern || n.outputs.size() != 1) return std::nullopt;
+      int64_t whole = 1, copied = 1;
+      for (int64_t s : n.outputs[0].sizes) whole *= s;
+      for (int64_t s : m.sizes) copied *= s;
+      if (whole != copied) return std::nullopt;
+      return v;
+    }
+    at = n.inputs[0];
+  }
+}
+
+}  // namespace
+
+int64_t elide_copies_of_unshared_values(ir::Graph& graph) {
+  const ir::Graph& g = graph;
+  std::vector<std::vector<int>> readers(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) readers[i].assign(g.nodes[i].outputs.size(), 0);
+  for (const ir::Node& n : g.nodes)
+    for (ir::ValueRef v : n.inputs)
+      ++readers[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
+  for (ir::ValueRef v : g.outputs)
+    ++readers[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
+  std::vector<std::optional<ir::ValueRef>> source(g.nodes.size());
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    source[i] = elidable_copy_source(g, i, readers);
+    any = any || source[i].has_value();
+  }
+  if (!any) return 0;
+  ir::GraphRebuild rebuild(g);
+  int64_t elided = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!source[i]) {
+      rebuild.copy(i);
+      continue;
+    }
+    rebuild.replace(i, {rebuild.mapped(*source[i])});
+    ++elided;
+  }
+  graph = rebuild.finish();
+  return elided;
 }
 
 }  // namespace kiln::inductor

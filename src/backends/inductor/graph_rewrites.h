@@ -15,4 +15,12 @@ namespace kiln::inductor {
 // path, which generated column kernels reproduce). Returns the number rewritten.
 int64_t read_column_reductions_through_flattening(ir::Graph& graph);
 
+// A copy (`to_copy` to the same dtype) of a contiguous value that nothing else reads, of a
+// buffer a kernel of this graph computes, is that value: the copy goes, and its readers (a
+// graph output, typically) take the value itself. The common case is a leaf's gradient in a
+// graph that traced its own backward: autograd's accumulation copies a gradient whose memory
+// could be shared, and here nothing else can see it. Exact (a copy changes no bits). Returns
+// the number of copies removed.
+int64_t elide_copies_of_unshared_values(ir::Graph& graph);
+
 }  // namespace kiln::inductor

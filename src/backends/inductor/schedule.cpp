@@ -730,6 +730,7 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
   ir::check_view_layouts(captured, "the graph handed to inductor");
   out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
   read_column_reductions_through_flattening(out.graph);
+  elide_copies_of_unshared_values(out.graph);
   // What decompositions share with the rest of the graph (gelu's erf with its derivative's)
   // is computed once.
   ir::eliminate_common_subexpressions(out.graph);
@@ -745,6 +746,7 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
 ScheduleSummary summarize(const ir::Graph& captured) {
   ir::Graph lowered = capture::decompose_graph(captured, decomposed_in_generated_code);
   read_column_reductions_through_flattening(lowered);
+  elide_copies_of_unshared_values(lowered);
   const Schedule s = schedule_graph(lowered);
   ScheduleSummary out;
   out.kernels = static_cast<int64_t>(s.kernels.size());
