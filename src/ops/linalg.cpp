@@ -116,12 +116,25 @@ inline void tiny_gemm_rows(int64_t i0, int64_t k, T alpha, const T* a, int64_t a
 
 // c (contiguous [n, m]) = alpha * a @ b + beta * c for b with contiguous rows and m = NV
 // vectors: each row of c accumulates a(i, p) * row p of b.
+// Rows of c computed at once: as many as keep R x NV accumulators, b's NV vectors and a's
+// broadcast in registers (32 vector registers with AVX-512VL, else 16).
+template <int NV>
+constexpr int tiny_gemm_rows_at_once() {
+#ifdef __AVX512VL__
+  return NV == 8 ? 2 : NV == 4 ? 6 : 8;
+#else
+  return NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+#endif
+}
+
 template <typename T, int NV>
 void tiny_gemm(int64_t n, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs, const T* b,
                int64_t brs, T beta, T* c) {
-  constexpr int R = NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+  constexpr int R = tiny_gemm_rows_at_once<NV>();
   int64_t i = 0;
   for (; i + R <= n; i += R) tiny_gemm_rows<T, NV, R>(i, k, alpha, a, ars, acs, b, brs, beta, c);
+  if constexpr (R > 2)
+    for (; i + 2 <= n; i += 2) tiny_gemm_rows<T, NV, 2>(i, k, alpha, a, ars, acs, b, brs, beta, c);
   for (; i < n; ++i) tiny_gemm_rows<T, NV, 1>(i, k, alpha, a, ars, acs, b, brs, beta, c);
 }
 

@@ -107,6 +107,8 @@ std::vector<Sample> matmul_samples(DType dt) {
        {mk({3, 7, 4}, dt, T), mk({3, 4, 8}, dt)}},
       {"tiny kernel, wide [2, 4, 16] @ [2, 16, 64]", {mk({2, 4, 16}, dt), mk({2, 16, 64}, dt)}},
       {"tiny kernel, 32 columns [2, 9, 5] @ [2, 5, 32]", {mk({2, 9, 5}, dt), mk({2, 5, 32}, dt)}},
+      {"small batch, register-blocked rows and their tails [4, 13, 40] @ [4, 40, 32]",
+       {mk({4, 13, 40}, dt), mk({4, 40, 32}, dt, T)}},
       {"small batch (parallel over batch) [40, 8, 8] @ [40, 8, 8]",
        {mk({40, 8, 8}, dt), mk({40, 8, 8}, dt, T)}},
       {"large (BLAS threads) [96, 128] @ [128, 80]", {mk({96, 128}, dt), mk({128, 80}, dt, T)}},
