@@ -231,8 +231,10 @@ std::function<void()> w1_inductor() {
 // W7g: the matrix products of one W7 step alone (eager matmul, as the step runs them): each
 // Linear's forward, input gradient and weight gradient, and attention's batched products.
 // What the rest of a W7 step costs is W7 (or W7i) minus this. bench/w7_gemms.py times the
-// same products in PyTorch.
-std::function<void()> w7_gemms() {
+// same products in PyTorch. W7gl / W7ga: only the Linear products / only attention's (OpenBLAS
+// / Kiln's own register-blocked kernel), as `w7_gemms.py --products linear|attention`.
+enum class W7Products { All, Linear, Attention };
+std::function<void()> w7_gemms(W7Products which = W7Products::All) {
   struct Linear {
     int64_t in, out, count;
   };
@@ -240,6 +242,7 @@ std::function<void()> w7_gemms() {
   std::vector<std::function<void()>> products;
   for (Linear l : {Linear{128, 384, 4}, Linear{128, 128, 4}, Linear{128, 512, 4},
                    Linear{512, 128, 4}, Linear{128, 96, 1}}) {
+    if (which == W7Products::Attention) break;
     auto x = std::make_shared<Tensor>(randn({tokens, l.in}));
     auto w = std::make_shared<Tensor>(randn({l.out, l.in}));
     auto g = std::make_shared<Tensor>(randn({tokens, l.out}));
@@ -252,7 +255,7 @@ std::function<void()> w7_gemms() {
   // Per layer: scores q kᵀ, weights @ v; backward: two products of each shape.
   auto q = std::make_shared<Tensor>(randn({128, 64, 32}));
   auto a = std::make_shared<Tensor>(randn({128, 64, 64}));
-  for (int layer = 0; layer < 4; ++layer) {
+  for (int layer = 0; layer < (which == W7Products::Linear ? 0 : 4); ++layer) {
     products.push_back([q] { Tensor y = matmul(*q, q->transpose(1, 2)); });
     products.push_back([a, q] { Tensor y = matmul(*a, *q); });
     for (int k = 0; k < 2; ++k) {
@@ -397,7 +400,12 @@ const std::vector<Workload>& workloads() {
       {"W6sp", "W6s through kiln::compile (inductor, pure mode)", "n/a", w6_single_pure},
       {"W7", "char-GPT training step (kiln train's model) V96 L4 C128 H4 T64 B32, AdamW", "n/a",
        [] { return w7_step("", "W7"); }},
-      {"W7g", "W7's matrix products alone (forward and backward shapes)", "n/a", w7_gemms},
+      {"W7g", "W7's matrix products alone (forward and backward shapes)", "n/a",
+       [] { return w7_gemms(); }},
+      {"W7gl", "W7g's Linear products alone (OpenBLAS)", "n/a",
+       [] { return w7_gemms(W7Products::Linear); }},
+      {"W7ga", "W7g's attention products alone (batched, Kiln's small-product kernel)", "n/a",
+       [] { return w7_gemms(W7Products::Attention); }},
       {"W7c", "W7's whole step through kiln::compile (eager backend)", "n/a",
        [] { return w7_step("eager", "W7c"); }},
       {"W7i", "W7's whole step through kiln::compile (inductor)", "n/a",
