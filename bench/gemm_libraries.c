@@ -3,8 +3,9 @@
  * without rebuilding Kiln (docs/performance.md, 2026-11-27). Not part of the build:
  *
  *   gcc -O2 bench/gemm_libraries.c -o /tmp/gemm_libraries -ldl
- *   OMP_NUM_THREADS=2 /tmp/gemm_libraries /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0
- *   BLIS_NUM_THREADS=2 /tmp/gemm_libraries /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4
+ *   L=/usr/lib/x86_64-linux-gnu
+ *   OMP_NUM_THREADS=2 /tmp/gemm_libraries $L/openblas-openmp/libopenblas.so.0
+ *   BLIS_NUM_THREADS=2 /tmp/gemm_libraries $L/blis-openmp/libblis.so.4
  *
  * Prints the median and minimum of 15 timed steps (after 3 warm-up steps). */
 #include <dlfcn.h>
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
   }
   enum { kTokens = 2048, kMaxWidth = 512, kWarmUp = 3, kTimed = 15 };
   /* (fan in, fan out, how many) of W7's Linear layers */
-  const int layers[5][3] = {{128, 384, 4}, {128, 128, 4}, {128, 512, 4}, {512, 128, 4}, {128, 96, 1}};
+  const int layers[5][3] = {
+      {128, 384, 4}, {128, 128, 4}, {128, 512, 4}, {512, 128, 4}, {128, 96, 1}};
   float* x = malloc(sizeof(float) * kTokens * kMaxWidth);
   float* w = malloc(sizeof(float) * kMaxWidth * kMaxWidth);
   float* g = malloc(sizeof(float) * kTokens * kMaxWidth);
@@ -53,9 +55,10 @@ int main(int argc, char** argv) {
     for (int l = 0; l < 5; ++l) {
       const int in = layers[l][0], fo = layers[l][1];
       for (int c = 0; c < layers[l][2]; ++c) {
-        sgemm(kRowMajor, kNoTrans, kTrans, kTokens, fo, in, 1, x, in, w, in, 0, out, fo);  /* x wᵀ */
-        sgemm(kRowMajor, kNoTrans, kNoTrans, kTokens, in, fo, 1, g, fo, w, in, 0, out, in); /* g w */
-        sgemm(kRowMajor, kTrans, kNoTrans, fo, in, kTokens, 1, g, fo, x, in, 0, out, in);   /* gᵀ x */
+        sgemm(kRowMajor, kNoTrans, kTrans, kTokens, fo, in, 1, x, in, w, in, 0, out, fo); /* x wᵀ */
+        sgemm(kRowMajor, kNoTrans, kNoTrans, kTokens, in, fo, 1, g, fo, w, in, 0, out,
+              in);                                                                        /* g w */
+        sgemm(kRowMajor, kTrans, kNoTrans, fo, in, kTokens, 1, g, fo, x, in, 0, out, in); /* gᵀ x */
       }
     }
     if (step >= kWarmUp) times[step - kWarmUp] = now_ms() - start;
