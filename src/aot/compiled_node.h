@@ -17,17 +17,16 @@
 namespace kiln::capture {
 class Tracer;
 struct BackendOutput;
-}
+}  // namespace kiln::capture
 
 namespace kiln::aot {
 
 // Told of each graph compiled for a plan, with what its compiler produced (a debug dump
 // writes them): `part` "forward", "backward" or "backward_partial" (then `missing` lists the
 // tangents that did not arrive). Called on the compiling thread, after the compiler returned.
-using AotPartObserver =
-    std::function<void(const std::string& part, const std::string& missing, const ir::Graph& graph,
-                       std::vector<capture::BackendOutput> outputs,
-                       std::map<std::string, double> seconds)>;
+using AotPartObserver = std::function<void(
+    const std::string& part, const std::string& missing, const ir::Graph& graph,
+    std::vector<capture::BackendOutput> outputs, std::map<std::string, double> seconds)>;
 
 // A forward graph differentiated at some of its values, partitioned and compiled.
 struct AotPlan {

@@ -114,10 +114,10 @@ struct CompiledGraphRecord {
 // A graph AOT autograd made from a captured one and compiled: its forward, its backward, or a
 // backward without some tangents (aot/missing_tangents.h), compiled when first needed.
 struct AotGraphRecord {
-  size_t graph_index;       // the captured graph's position in a call
-  std::string part;         // "forward", "backward", "backward_partial"
-  std::string missing;      // backward_partial: the tangents that did not arrive ("0, 2")
-  const ir::Graph& graph;   // what the AOT compiler was given
+  size_t graph_index;      // the captured graph's position in a call
+  std::string part;        // "forward", "backward", "backward_partial"
+  std::string missing;     // backward_partial: the tangents that did not arrive ("0, 2")
+  const ir::Graph& graph;  // what the AOT compiler was given
   std::vector<BackendOutput> backend_outputs;
   std::map<std::string, double> seconds;
 };

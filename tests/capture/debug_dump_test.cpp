@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <unistd.h>
@@ -217,7 +217,8 @@ TEST_F(DebugDump, TrainingWritesAotAutogradsGraphsAndTheirCode) {
   }
   // The partial backward names the tangent that did not arrive: v's (the graph's outputs that
   // require grad are v and s, in that order).
-  EXPECT_EQ(field(by_part["backward_partial"], "missing_tangents"), "0") << by_part["backward_partial"];
+  EXPECT_EQ(field(by_part["backward_partial"], "missing_tangents"), "0")
+      << by_part["backward_partial"];
   EXPECT_EQ(field(by_part["forward"], "number"), "0");
 }
 

@@ -324,9 +324,9 @@ class Page {
     os << "</p>\n<ul class=\"stats\">"
        << "<li><b>" << functions_.size() << "</b> compiled functions</li>"
        << "<li><b>" << graphs_.size() << "</b> graphs</li>"
-       << (aot_graphs_.empty() ? std::string()
-                               : "<li><b>" + std::to_string(aot_graphs_.size()) +
-                                     "</b> AOT autograd graphs</li>")
+       << (aot_graphs_.empty()
+               ? std::string()
+               : "<li><b>" + std::to_string(aot_graphs_.size()) + "</b> AOT autograd graphs</li>")
        << "<li><b>" << breaks_.size() << "</b> graph breaks</li>"
        << "<li><b>" << recompiles_.size() << "</b> recompiles</li>"
        << "<li><b>" << errors_.size() << "</b> compile errors</li>"
@@ -358,8 +358,8 @@ class Page {
         for (const Event& g : *events)
           if (get(g, "function") == id) {
             seconds += graph_seconds(g);
-            links += " <a href=\"#" + html_escape(anchor(g)) + "\">" + html_escape(label(g)) +
-                     "</a>";
+            links +=
+                " <a href=\"#" + html_escape(anchor(g)) + "\">" + html_escape(label(g)) + "</a>";
           }
       os << "<tr class=\"function\" id=\"function-" << html_escape(id) << "\"><td>"
          << html_escape(id) << "</td><td><code>" << html_escape(get(f, "name"))
