@@ -284,7 +284,13 @@ vec::Vec<C> load_as(const T* p) {
   using V = vec::Vec<C>;
   if constexpr (std::is_same_v<C, T>) {
     return V::load(p);
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
+    return V(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
+  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
+    return V(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                                _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1));
+#elif defined(KILN_VEC_AVX2)
   } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
     return V(_mm256_cvtps_pd(_mm_loadu_ps(p)));
   } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
@@ -311,7 +317,10 @@ template <typename Acc, typename C>
 vec::Vec<Acc> part(vec::Vec<C> v, int k) {
   if constexpr (std::is_same_v<C, Acc>) {
     return v;
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+  } else {
+    return _mm512_cvtps_pd(k == 0 ? _mm512_castps512_ps256(v.v) : _mm512_extractf32x8_ps(v.v, 1));
+#elif defined(KILN_VEC_AVX2)
   } else {
     return _mm256_cvtps_pd(k == 0 ? _mm256_castps256_ps128(v.v) : _mm256_extractf128_ps(v.v, 1));
 #endif
@@ -380,13 +389,21 @@ struct Mul {
   }
 };
 // max and min propagate NaN.
-// (On AVX2, max_ps(a, b) gives b when either is NaN, so only a NaN in a needs a blend.)
+// (On AVX2 and AVX-512, max_ps(a, b) gives b when either is NaN, so only a NaN in a needs a
+// blend.)
 struct Max {
   template <typename A>
   A operator()(A a, A b) const {
     if constexpr (std::is_arithmetic_v<A>) {
       return (a > b || a != a) ? a : b;
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+    } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
+      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q),
+                                  _mm512_max_ps(a.v, b.v), a.v);
+    } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
+      return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a.v, a.v, _CMP_UNORD_Q),
+                                  _mm512_max_pd(a.v, b.v), a.v);
+#elif defined(KILN_VEC_AVX2)
     } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
       return _mm256_blendv_ps(_mm256_max_ps(a.v, b.v), a.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
     } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
@@ -402,7 +419,14 @@ struct Min {
   A operator()(A a, A b) const {
     if constexpr (std::is_arithmetic_v<A>) {
       return (a < b || a != a) ? a : b;
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+    } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
+      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q),
+                                  _mm512_min_ps(a.v, b.v), a.v);
+    } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
+      return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a.v, a.v, _CMP_UNORD_Q),
+                                  _mm512_min_pd(a.v, b.v), a.v);
+#elif defined(KILN_VEC_AVX2)
     } else if constexpr (std::is_same_v<A, vec::Vec<float>>) {
       return _mm256_blendv_ps(_mm256_min_ps(a.v, b.v), a.v, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q));
     } else if constexpr (std::is_same_v<A, vec::Vec<double>>) {
@@ -529,7 +553,16 @@ int64_t find_first(const T* p, int64_t n, T m) {
     const V mv(m);
     for (; i + V::width <= n; i += V::width) {
       const V x = V::load(p + i);
-      int bits;
+      unsigned bits;
+#if defined(KILN_VEC_AVX512)
+      if constexpr (std::is_same_v<T, float>) {
+        bits = m != m ? _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q)
+                      : _mm512_cmp_ps_mask(x.v, mv.v, _CMP_EQ_OQ);
+      } else {
+        bits = m != m ? _mm512_cmp_pd_mask(x.v, x.v, _CMP_UNORD_Q)
+                      : _mm512_cmp_pd_mask(x.v, mv.v, _CMP_EQ_OQ);
+      }
+#else
       if constexpr (std::is_same_v<T, float>) {
         bits = _mm256_movemask_ps(m != m ? _mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q)
                                          : _mm256_cmp_ps(x.v, mv.v, _CMP_EQ_OQ));
@@ -537,7 +570,8 @@ int64_t find_first(const T* p, int64_t n, T m) {
         bits = _mm256_movemask_pd(m != m ? _mm256_cmp_pd(x.v, x.v, _CMP_UNORD_Q)
                                          : _mm256_cmp_pd(x.v, mv.v, _CMP_EQ_OQ));
       }
-      if (bits) return i + __builtin_ctz(static_cast<unsigned>(bits));
+#endif
+      if (bits) return i + __builtin_ctz(bits);
     }
   }
 #endif

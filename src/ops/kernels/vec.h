@@ -1,6 +1,8 @@
 // Vec<T>: a SIMD register of T with arithmetic and vectorised math (SLEEF), used by the
-// pointwise loops. On AVX2+FMA hosts float and double are 8- and 4-wide; everything else is a
-// one-element "vector" with the same interface, so each op's functor is written once.
+// pointwise loops. On AVX-512 hosts float and double are 16- and 8-wide, on AVX2+FMA hosts 8-
+// and 4-wide; everything else is a one-element "vector" with the same interface, so each op's
+// functor is written once. The library and generated code are both compiled for the host
+// (-march=native), so eager kernels and compiled graphs always use the same width.
 // Internal to the kernels: never included by public headers.
 #pragma once
 
@@ -11,9 +13,19 @@
 #include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
+// GCC 12 warns (-W[maybe-]uninitialized) inside many AVX-512 intrinsics once they are inlined:
+// a false positive on their undefined pass-through registers (fixed in GCC 13 by this same
+// pragma inside its headers). A warning's state is taken where its text is, i.e. here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #include <sleef.h>
-#define KILN_VEC_AVX2 1
+#define KILN_VEC_AVX2 1  // a SIMD Vec<float> and Vec<double> (256 or 512 bits)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#define KILN_VEC_AVX512 1  // ... of 512 bits
+#endif
 #endif
 
 namespace kiln::vec {
@@ -136,7 +148,11 @@ Vec<T> atan2(Vec<T> a, Vec<T> b) {
   return static_cast<T>(std::atan2(a.v, b.v));
 }
 
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+}  // namespace kiln::vec
+#include "ops/kernels/vec_avx512.h"
+namespace kiln::vec {
+#elif defined(KILN_VEC_AVX2)
 // ---- float x 8 ----
 template <>
 struct Vec<float> {
@@ -340,7 +356,7 @@ inline Vec<double> round_even(Vec<double> a) {
 inline Vec<double> abs(Vec<double> a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v); }
 inline Vec<double> pow(Vec<double> a, Vec<double> b) { return Sleef_powd4_u10(a.v, b.v); }
 inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u10(a.v, b.v); }
-#endif  // KILN_VEC_AVX2
+#endif  // KILN_VEC_AVX512, KILN_VEC_AVX2
 
 // max/min that propagate NaN (as torch.maximum), and treat the comparison the same in every lane.
 template <typename V>
@@ -354,10 +370,18 @@ V min_nan(V a, V b) {
 
 // ---- non-temporal ("streaming") stores, for outputs far larger than the caches ----
 
-// Stores a full vector to 32-byte aligned `p`, bypassing the caches where the target allows.
+// Stores a full vector to vector-aligned `p`, bypassing the caches where the target allows.
 template <typename T>
 inline void store_stream(Vec<T> v, T* p) {
-#ifdef KILN_VEC_AVX2
+#if defined(KILN_VEC_AVX512)
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_stream_ps(p, v.v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    _mm512_stream_pd(p, v.v);
+  } else {
+    v.store(p);
+  }
+#elif defined(KILN_VEC_AVX2)
   if constexpr (std::is_same_v<T, float>) {
     _mm256_stream_ps(p, v.v);
   } else if constexpr (std::is_same_v<T, double>) {
@@ -370,7 +394,14 @@ inline void store_stream(Vec<T> v, T* p) {
 #endif
 }
 
-inline bool stream_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
+#ifdef KILN_VEC_AVX512
+inline constexpr uintptr_t kVectorBytes = 64;
+#else
+inline constexpr uintptr_t kVectorBytes = 32;
+#endif
+inline bool stream_aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0;
+}
 
 // Orders this thread's streaming stores before whatever it does next.
 inline void stream_fence() {
@@ -383,7 +414,7 @@ inline void stream_fence() {
 // vector, so an element's value never depends on where it sits in the array.
 //
 // Streaming (`stream` = true, for outputs much larger than the caches): full vectors are
-// written with non-temporal stores when `out` is 32-byte aligned, which skips reading the
+// written with non-temporal stores when `out` is vector aligned, which skips reading the
 // destination's cache lines before overwriting them (a third of a binary op's memory traffic).
 template <typename T, typename F, typename... In>
 inline void map(F&& f, T* out, int64_t n, const In*... in) {
