@@ -2,13 +2,24 @@
 // normal, randint, bernoulli): element i of a draw that starts at `offset` is a pure function of
 // (seed, offset + i) — docs/random.md — so the eager kernels (ops/random_ops.cpp) and fused loops
 // (the inductor backend's runtime header) call the same functions here and give the same numbers,
-// bit for bit. Depends only on the standard library, so generated code can include it.
+// bit for bit. Depends only on the standard library (and, on AVX-512 hosts, its intrinsics), so
+// generated code can include it.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// (GCC 12's false -W[maybe-]uninitialized inside inlined AVX-512 intrinsics: see vec.h.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#define KILN_PHILOX_X16 1
+#endif
 
 namespace kiln::kernels {
 
@@ -38,10 +49,89 @@ inline double u53(uint32_t hi, uint32_t lo) {  // [0, 1) with 53 random bits
 }
 inline float u24(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }  // [0, 1)
 
+#ifdef KILN_PHILOX_X16
+// Philox 4x32-10 of 16 consecutive elements at once: lane l of word w is philox_at(seed, offset,
+// i + l)[w]. The same integer arithmetic as philox(), so the same bits.
+struct Philox16 {
+  __m512i w[4];
+};
+// (hi, lo) halves of the 32 x 32 -> 64-bit products m * a in every lane.
+inline void mul_hi_lo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
+  const __m512i mv = _mm512_set1_epi64(m);
+  const __m512i even = _mm512_mul_epu32(a, mv);                        // lanes 0, 2, ...
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);  // lanes 1, 3, ...
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+inline Philox16 philox16_at(uint64_t seed, uint64_t offset, int64_t i) {
+  const uint64_t ctr = offset + static_cast<uint64_t>(i);
+  const __m512i first = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(ctr)),
+                                         _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i second = _mm512_add_epi64(first, _mm512_set1_epi64(8));
+  // The counters' low and high words, element order kept.
+  const __m512i low_words =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  __m512i c0 = _mm512_permutex2var_epi32(first, low_words, second);
+  __m512i c1 =
+      _mm512_permutex2var_epi32(first, _mm512_add_epi32(low_words, _mm512_set1_epi32(1)), second);
+  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    __m512i hi0, lo0, hi1, lo1;
+    mul_hi_lo(c0, 0xD2511F53u, hi0, lo0);
+    mul_hi_lo(c2, 0xCD9E8D57u, hi1, lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+  }
+  return {{c0, c1, c2, c3}};
+}
+// u53(hi, lo) of lanes [8 half, 8 half + 8) of two words, as doubles (exact: 53-bit integers).
+inline __m512d u53_x8(__m512i hi, __m512i lo, int half) {
+  const __m256i h = half ? _mm512_extracti64x4_epi64(hi, 1) : _mm512_castsi512_si256(hi);
+  const __m256i l = half ? _mm512_extracti64x4_epi64(lo, 1) : _mm512_castsi512_si256(lo);
+  const __m512i bits =
+      _mm512_or_si512(_mm512_slli_epi64(_mm512_cvtepu32_epi64(h), 32), _mm512_cvtepu32_epi64(l));
+  return _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(bits, 11)), _mm512_set1_pd(0x1p-53));
+}
+// Element j's probability as a double, for lanes [8 half, 8 half + 8).
+template <typename T>
+__m512d probabilities_x8(const T* p, int half) {
+  if constexpr (std::is_same_v<T, float>)
+    return _mm512_cvtps_pd(_mm256_loadu_ps(p + 8 * half));
+  else
+    return _mm512_loadu_pd(p + 8 * half);
+}
+#endif
+
 // bernoulli: out[j] = 1 where u53 < p[j] (element first + j of the draw), else 0.
 template <typename T>
 void bernoulli_block(T* out, const T* p, int64_t n, int64_t first, uint64_t seed, uint64_t offset) {
-  for (int64_t j = 0; j < n; ++j) {
+  int64_t j = 0;
+#ifdef KILN_PHILOX_X16
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    for (; j + 16 <= n; j += 16) {
+      const Philox16 r = philox16_at(seed, offset, first + j);
+      const __mmask8 lower =
+          _mm512_cmp_pd_mask(u53_x8(r.w[0], r.w[1], 0), probabilities_x8(p + j, 0), _CMP_LT_OQ);
+      const __mmask8 upper =
+          _mm512_cmp_pd_mask(u53_x8(r.w[0], r.w[1], 1), probabilities_x8(p + j, 1), _CMP_LT_OQ);
+      if constexpr (std::is_same_v<T, float>) {
+        const __mmask16 ones = static_cast<__mmask16>(lower | (upper << 8));
+        _mm512_storeu_ps(out + j, _mm512_maskz_mov_ps(ones, _mm512_set1_ps(1.0f)));
+      } else {
+        _mm512_storeu_pd(out + j, _mm512_maskz_mov_pd(lower, _mm512_set1_pd(1.0)));
+        _mm512_storeu_pd(out + j + 8, _mm512_maskz_mov_pd(upper, _mm512_set1_pd(1.0)));
+      }
+    }
+  }
+#endif
+  for (; j < n; ++j) {
     const auto r = philox_at(seed, offset, first + j);
     out[j] = u53(r[0], r[1]) < static_cast<double>(p[j]) ? T(1) : T(0);
   }
@@ -55,7 +145,28 @@ void uniform_block(T* out, int64_t n, int64_t first, uint64_t seed, uint64_t off
                    double to) {
   const T lo = static_cast<T>(from), hi = static_cast<T>(to);
   const T top = hi > lo ? std::nextafter(hi, lo) : hi;
-  for (int64_t j = 0; j < n; ++j) {
+  int64_t j = 0;
+#ifdef KILN_PHILOX_X16
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512d width = _mm512_set1_pd(to - from), start = _mm512_set1_pd(from);
+    for (; j + 16 <= n; j += 16) {
+      const Philox16 r = philox16_at(seed, offset, first + j);
+      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r.w[0], 8)),
+                                     _mm512_set1_ps(0x1p-24f));  // u24, exact
+      const __m256 v0 = _mm512_cvtpd_ps(
+          _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(u)), width, start));
+      const __m256 v1 = _mm512_cvtpd_ps(_mm512_fmadd_pd(
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1))), width,
+          start));
+      const __m512 v = _mm512_insertf32x8(_mm512_castps256_ps512(v0), v1, 1);
+      // v > top ? top : v (min would differ only for a NaN v, which a finite range never gives)
+      _mm512_storeu_ps(
+          out + j, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(top), _CMP_GT_OQ), v,
+                                        _mm512_set1_ps(top)));
+    }
+  }
+#endif
+  for (; j < n; ++j) {
     const auto r = philox_at(seed, offset, first + j);
     const double u = std::is_same_v<T, float> ? double(u24(r[0])) : u53(r[0], r[1]);
     const T v = static_cast<T>(std::fma(u, to - from, from));
