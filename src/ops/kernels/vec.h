@@ -148,6 +148,45 @@ Vec<T> atan2(Vec<T> a, Vec<T> b) {
   return static_cast<T>(std::atan2(a.v, b.v));
 }
 
+// Coefficients of the float exp, tanh and erf below (fitted by tools/mathfit: fit_float_exp.py,
+// fit_float_erf_tanh.py), shared by the AVX2 and AVX-512 sections, which compute the same
+// polynomials lane for lane.
+namespace fitted {
+// exp: e^r = 1 + r + r^2 Q(r) on |r| <= ln2 / 2.
+inline constexpr float kExpQ[] = {4.999998860e-01f, 1.666651846e-01f, 4.166953311e-02f,
+                                  8.368916341e-03f, 1.375140790e-03f};
+// tanh: x + x^3 P(x^2) for |x| < 0.625.
+inline constexpr float kTanhP[] = {-3.333333135e-01f, 1.333288997e-01f, -5.386392027e-02f,
+                                   2.104570158e-02f, -6.155215669e-03f};
+// erf: on |x| in [k/2, (k+1)/2), sum_d kErfCoefficients[d][k] u^d with u = |x| - k/2.
+alignas(32) inline constexpr float kErfCoefficients[8][8] = {
+    {0.000000000e+00f, 5.204998851e-01f, 8.427007794e-01f, 9.661051631e-01f, 9.953222871e-01f,
+     9.995930195e-01f, 9.999778867e-01f, 9.999992847e-01f},
+    {1.128379226e+00f, 8.787826896e-01f, 4.151073098e-01f, 1.189303026e-01f, 2.066701837e-02f,
+     2.178282244e-03f, 1.392504200e-04f, 5.399042493e-06f},
+    {-1.567211143e-06f, -4.393952787e-01f, -4.151001871e-01f, -1.783960313e-01f, -4.133534059e-02f,
+     -5.445629358e-03f, -4.176474758e-04f, -1.888146471e-05f},
+    {-3.760776222e-01f, -1.463955492e-01f, 1.382515579e-01f, 1.387603283e-01f, 4.824527353e-02f,
+     8.348903619e-03f, 7.872835267e-04f, 4.202240962e-05f},
+    {-5.635012058e-04f, 1.824944615e-01f, 7.011342794e-02f, -4.465005174e-02f, -3.462458774e-02f,
+     -8.614395745e-03f, -1.029789564e-03f, -6.547313387e-05f},
+    {1.158746034e-01f, 1.013186853e-02f, -7.316770405e-02f, -1.474296208e-02f, 1.388240326e-02f,
+     6.092574447e-03f, 9.521118482e-04f, 7.187109441e-05f},
+    {-8.001619950e-03f, -5.788244680e-02f, 1.404379308e-02f, 1.943241805e-02f, -1.516892808e-03f,
+     -2.780527342e-03f, -5.775522441e-04f, -5.069561303e-05f},
+    {-1.797866449e-02f, 1.788549498e-02f, 3.745110473e-03f, -5.933099426e-03f, -7.215270307e-04f,
+     6.358153187e-04f, 1.735964470e-04f, 1.714467908e-05f}};
+}  // namespace fitted
+inline constexpr float kExpZeroFrom = -103.972084f;  // the largest float the float exp takes to 0
+
+// Horner's rule for a polynomial in z with float coefficients c[0] + c[1] z + ...
+template <typename V, size_t N>
+inline V horner(V z, const float (&c)[N]) {
+  V r(c[N - 1]);
+  for (int k = static_cast<int>(N) - 2; k >= 0; --k) r = fmadd(r, z, V(c[k]));
+  return r;
+}
+
 #if defined(KILN_VEC_AVX512)
 }  // namespace kiln::vec
 #include "ops/kernels/vec_avx512.h"
@@ -211,12 +250,6 @@ inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f8_u10(a
 // polynomial around 0 and expf elsewhere, erf piecewise polynomials. SLEEF's u10 versions cost
 // 4-6x its expf here; these measure <= 1 ulp (tanh) and <= 2.3 ulp (erf) on a dense grid,
 // checked by vec_math_test.
-template <size_t N>
-inline Vec<float> horner(Vec<float> z, const float (&c)[N]) {
-  Vec<float> r(c[N - 1]);
-  for (int k = static_cast<int>(N) - 2; k >= 0; --k) r = fmadd(r, z, Vec<float>(c[k]));
-  return r;
-}
 inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
   return _mm256_or_ps(magnitude.v, _mm256_and_ps(x.v, _mm256_set1_ps(-0.0f)));
 }
@@ -226,10 +259,7 @@ inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
 // Lanes whose result is 0 (x <= kExpZeroFrom, masked attention scores among them) are computed
 // from 0 and zeroed after: computing them underflows through the subnormals, which Intel cores
 // finish in microcode, ~100 cycles a vector (it made a causal softmax 3x slower).
-inline constexpr float kExpZeroFrom = -103.972084f;  // the largest float this exp takes to 0
 inline Vec<float> exp(Vec<float> x) {
-  static constexpr float kQ[] = {4.999998860e-01f, 1.666651846e-01f, 4.166953311e-02f,
-                                 8.368916341e-03f, 1.375140790e-03f};
   const __m256 zero_lanes = _mm256_cmp_ps(x.v, _mm256_set1_ps(kExpZeroFrom), _CMP_LE_OQ);
   // Clamp (a NaN in the second operand of min/max is kept): beyond these e^x is inf or 0.
   const __m256 xc = _mm256_andnot_ps(
@@ -240,7 +270,7 @@ inline Vec<float> exp(Vec<float> x) {
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606820e-06f), r);
   const Vec<float> rv(r);
-  const Vec<float> p = fmadd(rv * rv, horner(rv, kQ), rv) + Vec<float>(1.0f);
+  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + Vec<float>(1.0f);
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1);
   const __m256i n2 = _mm256_sub_epi32(ni, n1);
@@ -253,10 +283,8 @@ inline Vec<float> exp(Vec<float> x) {
 inline Vec<float> tanh(Vec<float> x) {
   // |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (exp(2|x|) + 1), with |x| capped at 10 (beyond which
   // tanh rounds to 1 in float; min keeps a NaN in its second operand).
-  static constexpr float kP[] = {-3.333333135e-01f, 1.333288997e-01f, -5.386392027e-02f,
-                                 2.104570158e-02f, -6.155215669e-03f};
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
-  const Vec<float> small = fmadd(x * z, horner(z, kP), x);
+  const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
   const Vec<float> e =
       exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
@@ -264,27 +292,10 @@ inline Vec<float> tanh(Vec<float> x) {
 }
 inline Vec<float> erf(Vec<float> x) {
   // |x| in 8 intervals of width 0.5 on [0, 4): a degree-7 polynomial in the offset u into the
-  // interval, its coefficients picked per lane from 8-entry tables (kC[k][interval]); no exp and
-  // no second branch. |x| >= 4 gives +-1 (erf rounds to 1 in float from 3.84); a NaN goes
-  // through the polynomial. Interval 0 has no constant term, so erf(x) ~ 1.128 x stays
-  // accurate for tiny x (and erf(-0) = -0).
-  alignas(32) static constexpr float kC[8][8] = {
-      {0.000000000e+00f, 5.204998851e-01f, 8.427007794e-01f, 9.661051631e-01f, 9.953222871e-01f,
-       9.995930195e-01f, 9.999778867e-01f, 9.999992847e-01f},
-      {1.128379226e+00f, 8.787826896e-01f, 4.151073098e-01f, 1.189303026e-01f, 2.066701837e-02f,
-       2.178282244e-03f, 1.392504200e-04f, 5.399042493e-06f},
-      {-1.567211143e-06f, -4.393952787e-01f, -4.151001871e-01f, -1.783960313e-01f,
-       -4.133534059e-02f, -5.445629358e-03f, -4.176474758e-04f, -1.888146471e-05f},
-      {-3.760776222e-01f, -1.463955492e-01f, 1.382515579e-01f, 1.387603283e-01f, 4.824527353e-02f,
-       8.348903619e-03f, 7.872835267e-04f, 4.202240962e-05f},
-      {-5.635012058e-04f, 1.824944615e-01f, 7.011342794e-02f, -4.465005174e-02f, -3.462458774e-02f,
-       -8.614395745e-03f, -1.029789564e-03f, -6.547313387e-05f},
-      {1.158746034e-01f, 1.013186853e-02f, -7.316770405e-02f, -1.474296208e-02f, 1.388240326e-02f,
-       6.092574447e-03f, 9.521118482e-04f, 7.187109441e-05f},
-      {-8.001619950e-03f, -5.788244680e-02f, 1.404379308e-02f, 1.943241805e-02f, -1.516892808e-03f,
-       -2.780527342e-03f, -5.775522441e-04f, -5.069561303e-05f},
-      {-1.797866449e-02f, 1.788549498e-02f, 3.745110473e-03f, -5.933099426e-03f, -7.215270307e-04f,
-       6.358153187e-04f, 1.735964470e-04f, 1.714467908e-05f}};
+  // interval, its coefficients picked per lane from 8-entry tables
+  // (fitted::kErfCoefficients[k][interval]); no exp and no second branch. |x| >= 4 gives +-1 (erf
+  // rounds to 1 in float from 3.84); a NaN goes through the polynomial. Interval 0 has no constant
+  // term, so erf(x) ~ 1.128 x stays accurate for tiny x (and erf(-0) = -0).
   const __m256 a = abs(x).v;
   // The interval: trunc(2|x|) in [0, 7] (a NaN or huge |x| converts to INT_MIN, hence the max).
   const __m256i interval = _mm256_min_epi32(
@@ -292,9 +303,10 @@ inline Vec<float> erf(Vec<float> x) {
       _mm256_max_epi32(_mm256_setzero_si256(), _mm256_cvttps_epi32(_mm256_add_ps(a, a))));
   const __m256 u =
       _mm256_fnmadd_ps(_mm256_cvtepi32_ps(interval), _mm256_set1_ps(0.5f), a);  // exact
-  __m256 r = _mm256_permutevar8x32_ps(_mm256_load_ps(kC[7]), interval);
+  __m256 r = _mm256_permutevar8x32_ps(_mm256_load_ps(fitted::kErfCoefficients[7]), interval);
   for (int k = 6; k >= 0; --k)
-    r = _mm256_fmadd_ps(r, u, _mm256_permutevar8x32_ps(_mm256_load_ps(kC[k]), interval));
+    r = _mm256_fmadd_ps(
+        r, u, _mm256_permutevar8x32_ps(_mm256_load_ps(fitted::kErfCoefficients[k]), interval));
   r = _mm256_blendv_ps(r, _mm256_set1_ps(1.0f), _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_GE_OQ));
   return copy_sign_of(Vec<float>(r), x);
 }

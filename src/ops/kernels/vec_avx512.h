@@ -65,21 +65,12 @@ inline Vec<float> abs(Vec<float> a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.
 inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf16_u10(a.v, b.v); }
 inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f16_u10(a.v, b.v); }
 
-// exp, tanh and erf for float: the AVX2 section's algorithms and coefficients (see there),
-// written for 16 lanes.
-template <size_t N>
-inline Vec<float> horner(Vec<float> z, const float (&c)[N]) {
-  Vec<float> r(c[N - 1]);
-  for (int k = static_cast<int>(N) - 2; k >= 0; --k) r = fmadd(r, z, Vec<float>(c[k]));
-  return r;
-}
+// exp, tanh and erf for float: the AVX2 section's algorithms (see vec.h), with the same
+// coefficients (vec::fitted), written for 16 lanes.
 inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
   return _mm512_or_ps(magnitude.v, _mm512_and_ps(x.v, _mm512_set1_ps(-0.0f)));
 }
-inline constexpr float kExpZeroFrom = -103.972084f;  // the largest float this exp takes to 0
 inline Vec<float> exp(Vec<float> x) {
-  static constexpr float kQ[] = {4.999998860e-01f, 1.666651846e-01f, 4.166953311e-02f,
-                                 8.368916341e-03f, 1.375140790e-03f};
   const __mmask16 kept = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(kExpZeroFrom), _CMP_NLE_UQ);
   // max/min return their second operand when either is NaN, as on AVX2: a NaN x is kept.
   const __m512 xc = _mm512_maskz_mov_ps(
@@ -89,7 +80,7 @@ inline Vec<float> exp(Vec<float> x) {
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820e-06f), r);
   const Vec<float> rv(r);
-  const Vec<float> p = fmadd(rv * rv, horner(rv, kQ), rv) + Vec<float>(1.0f);
+  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + Vec<float>(1.0f);
   const __m512i ni = _mm512_cvtps_epi32(n);
   const __m512i n1 = _mm512_srai_epi32(ni, 1);
   const __m512i n2 = _mm512_sub_epi32(ni, n1);
@@ -99,33 +90,14 @@ inline Vec<float> exp(Vec<float> x) {
   return _mm512_maskz_mov_ps(kept, _mm512_mul_ps(_mm512_mul_ps(p.v, s1), s2));
 }
 inline Vec<float> tanh(Vec<float> x) {
-  static constexpr float kP[] = {-3.333333135e-01f, 1.333288997e-01f, -5.386392027e-02f,
-                                 2.104570158e-02f, -6.155215669e-03f};
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
-  const Vec<float> small = fmadd(x * z, horner(z, kP), x);
+  const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
   const Vec<float> e =
       exp(Vec<float>(_mm512_min_ps(_mm512_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
   return select(a < Vec<float>(0.625f), small, big);
 }
 inline Vec<float> erf(Vec<float> x) {
-  alignas(32) static constexpr float kC[8][8] = {
-      {0.000000000e+00f, 5.204998851e-01f, 8.427007794e-01f, 9.661051631e-01f, 9.953222871e-01f,
-       9.995930195e-01f, 9.999778867e-01f, 9.999992847e-01f},
-      {1.128379226e+00f, 8.787826896e-01f, 4.151073098e-01f, 1.189303026e-01f, 2.066701837e-02f,
-       2.178282244e-03f, 1.392504200e-04f, 5.399042493e-06f},
-      {-1.567211143e-06f, -4.393952787e-01f, -4.151001871e-01f, -1.783960313e-01f,
-       -4.133534059e-02f, -5.445629358e-03f, -4.176474758e-04f, -1.888146471e-05f},
-      {-3.760776222e-01f, -1.463955492e-01f, 1.382515579e-01f, 1.387603283e-01f, 4.824527353e-02f,
-       8.348903619e-03f, 7.872835267e-04f, 4.202240962e-05f},
-      {-5.635012058e-04f, 1.824944615e-01f, 7.011342794e-02f, -4.465005174e-02f, -3.462458774e-02f,
-       -8.614395745e-03f, -1.029789564e-03f, -6.547313387e-05f},
-      {1.158746034e-01f, 1.013186853e-02f, -7.316770405e-02f, -1.474296208e-02f, 1.388240326e-02f,
-       6.092574447e-03f, 9.521118482e-04f, 7.187109441e-05f},
-      {-8.001619950e-03f, -5.788244680e-02f, 1.404379308e-02f, 1.943241805e-02f, -1.516892808e-03f,
-       -2.780527342e-03f, -5.775522441e-04f, -5.069561303e-05f},
-      {-1.797866449e-02f, 1.788549498e-02f, 3.745110473e-03f, -5.933099426e-03f, -7.215270307e-04f,
-       6.358153187e-04f, 1.735964470e-04f, 1.714467908e-05f}};
   const __m512 a = abs(x).v;
   const __m512i interval = _mm512_min_epi32(
       _mm512_set1_epi32(7),
@@ -133,7 +105,9 @@ inline Vec<float> erf(Vec<float> x) {
   const __m512 u =
       _mm512_fnmadd_ps(_mm512_cvtepi32_ps(interval), _mm512_set1_ps(0.5f), a);  // exact
   // An 8-entry table in both halves of a register; the interval (0..7) picks the entry.
-  const auto table = [&](int k) { return _mm512_broadcast_f32x8(_mm256_load_ps(kC[k])); };
+  const auto table = [&](int k) {
+    return _mm512_broadcast_f32x8(_mm256_load_ps(fitted::kErfCoefficients[k]));
+  };
   __m512 r = _mm512_permutexvar_ps(interval, table(7));
   for (int k = 6; k >= 0; --k) r = _mm512_fmadd_ps(r, u, _mm512_permutexvar_ps(interval, table(k)));
   r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ), r,

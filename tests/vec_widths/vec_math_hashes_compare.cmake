@@ -1,0 +1,10 @@
+# Runs the two builds of vec_math_hashes (NATIVE, AVX2) and fails unless they print the same.
+execute_process(COMMAND ${NATIVE} OUTPUT_VARIABLE native RESULT_VARIABLE native_rc)
+execute_process(COMMAND ${AVX2} OUTPUT_VARIABLE avx2 RESULT_VARIABLE avx2_rc)
+message(STATUS "host build: ${native}AVX2 build: ${avx2}")
+if(NOT native_rc EQUAL 0 OR NOT avx2_rc EQUAL 0)
+  message(FATAL_ERROR "vec_math_hashes failed (host ${native_rc}, AVX2 ${avx2_rc})")
+endif()
+if(NOT native STREQUAL avx2)
+  message(FATAL_ERROR "float exp/tanh/erf differ between the host's vector width and AVX2's")
+endif()
