@@ -2,8 +2,7 @@
 // normal, randint, bernoulli): element i of a draw that starts at `offset` is a pure function of
 // (seed, offset + i) — docs/random.md — so the eager kernels (ops/random_ops.cpp) and fused loops
 // (the inductor backend's runtime header) call the same functions here and give the same numbers,
-// bit for bit. Depends only on the standard library (and, on AVX-512 hosts, its intrinsics), so
-// generated code can include it.
+// bit for bit. Depends only on the standard library and vec.h, so generated code can include it.
 #pragma once
 
 #include <array>
@@ -11,13 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-// (GCC 12's false -W[maybe-]uninitialized inside inlined AVX-512 intrinsics: see vec.h.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "ops/kernels/vec.h"  // the host's SIMD intrinsics (KILN_VEC_AVX512)
+
+#ifdef KILN_VEC_AVX512
 #define KILN_PHILOX_X16 1
 #endif
 
