@@ -18,6 +18,7 @@
 #include "kiln/ops/pointwise.h"
 #include "ops/kernels/loops.h"
 #include "ops/op_utils.h"
+#include "ops/sgemm.h"
 
 namespace kiln {
 namespace ops {
@@ -57,6 +58,10 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const auto bi = [](int64_t v) { return static_cast<blasint>(v); };
   if constexpr (std::is_same_v<T, float>) {
+    if (own_sgemm_applies(n, m, k)) {
+      own_sgemm(trans_a, trans_b, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, ta, tb, bi(n), bi(m), bi(k), alpha, a, bi(lda), b, bi(ldb), beta, c,
                 bi(ldc));
   } else {

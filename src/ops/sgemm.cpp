@@ -1,0 +1,301 @@
+// Kiln's own float32 matrix product for AVX-512 hosts (see sgemm.h for when it is used).
+//
+// Why not OpenBLAS everywhere: for a Linear layer's products on a 2-core AVX-512 machine
+// (2048 tokens against weights of 96..512 columns, sums of 96..2048) OpenBLAS 0.3.21 reached
+// ~40% of the two cores' FMA peak, MKL (inside PyTorch) and this loop ~50%
+// (docs/performance.md, "Kiln's own sgemm"). It is the classic blocked scheme:
+//   - a micro-kernel keeps a 12 x 32 tile of c in 24 vector registers and, for each step of
+//     the sum, loads 32 floats of b and broadcasts 12 of a: 24 FMAs per 14 loads;
+//   - b is packed once per 256-long block of the sum into 32-column strips (32 KiB, in L1 while
+//     the kernel walks down a's rows);
+//   - a is read in place when its rows are contiguous (a packed copy cost more than it saved,
+//     even for row strides of whole pages), and packed into 12-row panels when it is
+//     transposed (a weight gradient: its rows would be columns);
+//   - threads split c's rows (or, when that balances better, its columns) and never share a
+//     write, so each element is one ascending sum whatever the thread count.
+#include "ops/sgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/error.h"
+#include "ops/kernels/vec.h"
+
+namespace kiln::ops {
+
+#if defined(KILN_VEC_AVX512)
+namespace {
+
+constexpr int kTileRows = 12;       // rows of c per micro-kernel call
+constexpr int kTileCols = 32;       // columns of c per call: two vectors of 16
+constexpr int64_t kSumBlock = 256;  // length of the sum per packed block of b
+constexpr int64_t kRowBlock = 48;   // rows of a walked per strip of b (48 x 256 floats in L2)
+constexpr int64_t kWorkPerThread = int64_t{1} << 21;  // multiply-adds that pay for a thread
+
+// How a micro-kernel call finishes its tile: c = alpha * sum + beta * c on the columns the
+// masks select (beta == 0: c is not read).
+struct TileStore {
+  float alpha, beta;
+  __mmask16 lo, hi;
+};
+
+// The R x 32 tile of c at `c` += the product of R rows of a and a packed strip `bp` of b
+// (kc rows of 32 floats). a(r, p) is a[p * R + r] when Packed, else a[r * lda + p].
+template <int R, bool Packed>
+void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict bp,
+                  float* c, int64_t ldc, TileStore s) {
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    lo[r] = hi[r] = _mm512_setzero_ps();
+    // The tile's lines are written at the end: fetch them now, while the sum runs.
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_ET0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_ET0);
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(bp + p * kTileCols);
+    const __m512 b1 = _mm512_load_ps(bp + p * kTileCols + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(Packed ? a[p * R + r] : a[r * lda + p]);
+      lo[r] = _mm512_fmadd_ps(ar, b0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(ar, b1, hi[r]);
+    }
+  }
+  const __m512 alpha = _mm512_set1_ps(s.alpha), beta = _mm512_set1_ps(s.beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    __m512 x0 = lo[r], x1 = hi[r];
+    if (s.alpha != 1.0f) {
+      x0 = _mm512_mul_ps(x0, alpha);
+      x1 = _mm512_mul_ps(x1, alpha);
+    }
+    if (s.beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.lo, row), x0);
+      x1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.hi, row + 16), x1);
+    }
+    _mm512_mask_storeu_ps(row, s.lo, x0);
+    _mm512_mask_storeu_ps(row + 16, s.hi, x1);
+  }
+}
+
+using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t,
+                             TileStore);
+template <bool Packed, size_t... R>
+constexpr std::array<MicroKernel, sizeof...(R)> kernels_for(std::index_sequence<R...>) {
+  return {&micro_kernel<static_cast<int>(R) + 1, Packed>...};
+}
+// [rows - 1]: a kernel for every tile height, so a's last rows need no padding or copies.
+constexpr auto kDirectKernels = kernels_for<false>(std::make_index_sequence<kTileRows>());
+constexpr auto kPackedKernels = kernels_for<true>(std::make_index_sequence<kTileRows>());
+
+struct Problem {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float beta;
+  float* c;
+  int64_t ldc;
+};
+
+// Grows on demand, 64-byte aligned, one per thread: packing buffers are reused across calls.
+float* scratch(std::vector<float>& buffer, size_t floats) {
+  if (buffer.size() < floats + 16) buffer.resize(floats + 16);
+  auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return reinterpret_cast<float*>((address + 63) & ~uintptr_t{63});
+}
+
+__mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
+}
+
+// Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of 32 floats,
+// columns past width zero).
+void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t width,
+                  float* strip) {
+  if (!P.trans_b) {
+    const __mmask16 lo = first_lanes(width), hi = first_lanes(width - 16);
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* row = P.b + (p0 + p) * P.ldb + j;
+      _mm512_store_ps(strip + p * kTileCols, _mm512_maskz_loadu_ps(lo, row));
+      _mm512_store_ps(strip + p * kTileCols + 16, _mm512_maskz_loadu_ps(hi, row + 16));
+    }
+    return;
+  }
+  if (P.ldb > std::numeric_limits<int32_t>::max() / 16) {  // beyond the gather's offsets
+    std::memset(strip, 0, sizeof(float) * kc * kTileCols);
+    for (int64_t jj = 0; jj < width; ++jj)
+      for (int64_t p = 0; p < kc; ++p) strip[p * kTileCols + jj] = P.b[(j + jj) * P.ldb + p0 + p];
+    return;
+  }
+  // b holds op(b)'s columns as rows: gather 16 of them at a time for each step of the sum.
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (int half = 0; half < 2; ++half) {
+    const int64_t first = j + 16 * half;
+    const __mmask16 live = first_lanes(width - 16 * half);
+    const __m512i columns = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(P.ldb)));
+    const float* base = P.b + first * P.ldb + p0;
+    for (int64_t p = 0; p < kc; ++p)
+      _mm512_store_ps(strip + p * kTileCols + 16 * half,
+                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, columns, base + p, 4));
+  }
+}
+
+// Rows [i, i + rows) of columns [p0, p0 + kc) of op(a) = a transposed into `panel` as
+// panel[p * rows + r]: op(a)'s column p is a row of a, `rows` (<= 16) contiguous floats.
+void pack_a_panel(const Problem& P, int64_t i, int rows, int64_t p0, int64_t kc, float* panel) {
+  const __mmask16 live = first_lanes(rows);
+  for (int64_t p = 0; p < kc; ++p)
+    _mm512_mask_storeu_ps(panel + p * rows, live,
+                          _mm512_maskz_loadu_ps(live, P.a + (p0 + p) * P.lda + i));
+}
+
+// Rows [i0, i1) x columns [j0, j1) of c += the sum's block [p0, p0 + kc), with op(b)'s block
+// already packed into strips of 32 columns from column j0 on.
+void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_b, int64_t i0,
+                  int64_t i1, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> a_buffer;
+  float* packed_a =
+      P.trans_a ? scratch(a_buffer, static_cast<size_t>(kRowBlock * kSumBlock)) : nullptr;
+  // The first block of the sum applies beta; later ones add to what it stored.
+  const float beta = p0 == 0 ? P.beta : 1.0f;
+  const int64_t strips = (j1 - j0 + kTileCols - 1) / kTileCols;
+  for (int64_t ib = i0; ib < i1; ib += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, i1 - ib);
+    if (packed_a)
+      for (int64_t i = 0; i < rows; i += kTileRows)
+        pack_a_panel(P, ib + i, static_cast<int>(std::min<int64_t>(kTileRows, rows - i)), p0, kc,
+                     packed_a + i * kc);
+    for (int64_t s = 0; s < strips; ++s) {
+      const int64_t j = j0 + s * kTileCols, width = std::min<int64_t>(kTileCols, j1 - j);
+      const TileStore store{P.alpha, beta, first_lanes(width), first_lanes(width - 16)};
+      const float* strip = packed_b + s * kc * kTileCols;
+      for (int64_t i = 0; i < rows; i += kTileRows) {
+        const int height = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
+        float* tile = P.c + (ib + i) * P.ldc + j;
+        if (packed_a)
+          kPackedKernels[height - 1](kc, packed_a + i * kc, 0, strip, tile, P.ldc, store);
+        else
+          kDirectKernels[height - 1](kc, P.a + (ib + i) * P.lda + p0, P.lda, strip, tile, P.ldc,
+                                     store);
+      }
+    }
+  }
+}
+
+int64_t strip_count(int64_t columns) { return (columns + kTileCols - 1) / kTileCols; }
+
+// Rows [i0, i1) x columns [j0, j1) of c by one thread, packing its own strips of b.
+void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  thread_local std::vector<float> b_buffer;
+  const int64_t strips = strip_count(j1 - j0);
+  float* packed_b = scratch(b_buffer, static_cast<size_t>(strips * kTileCols * kSumBlock));
+  for (int64_t p0 = 0; p0 < P.k; p0 += kSumBlock) {
+    const int64_t kc = std::min(kSumBlock, P.k - p0);
+    for (int64_t s = 0; s < strips; ++s) {
+      const int64_t j = j0 + s * kTileCols;
+      pack_b_strip(P, p0, kc, j, std::min<int64_t>(kTileCols, j1 - j),
+                   packed_b + s * kc * kTileCols);
+    }
+    compute_rows(P, p0, kc, packed_b, i0, i1, j0, j1);
+  }
+}
+
+// ceil(units / threads) * threads / units: how much longer the slowest thread works than an
+// even share would take.
+double imbalance(int64_t units, int64_t threads) {
+  return static_cast<double>((units + threads - 1) / threads * threads) / units;
+}
+
+bool disabled_by_environment() {
+  const char* choice = std::getenv("KILN_SGEMM");
+  return choice && std::string_view(choice) == "openblas";
+}
+
+}  // namespace
+
+// Where it measured at least as fast as OpenBLAS with 2 threads (docs/performance.md): 128 or
+// more rows; 16 to 1024 columns, above 512 only with sums of at most 512 (a packed block of b
+// then outgrows L2); not the smallest products, which other kernels or BLAS handle.
+bool own_sgemm_applies(int64_t m, int64_t n, int64_t k) {
+  static const bool disabled = disabled_by_environment();
+  return !disabled && m >= 128 && n >= 16 && k >= 16 && m * n * k >= (int64_t{1} << 18) &&
+         (n <= 512 || (n <= 1024 && k <= 512));
+}
+
+void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: only the beta term remains
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const Problem P{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  threads = std::clamp<int64_t>(m * n * k / kWorkPerThread, 1, threads);
+  if (threads == 1) {
+    compute_block(P, 0, m, 0, n);
+    return;
+  }
+  // Split c's rows in whole tiles, or its columns in whole strips when that balances better
+  // (a weight gradient: few rows of c, a long sum).
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows, strips = (n + kTileCols - 1) / kTileCols;
+  const bool split_columns =
+      strips >= threads && imbalance(strips, threads) < imbalance(tiles, threads);
+  if (split_columns) {
+#pragma omp parallel num_threads(static_cast <int>(threads))
+    {
+      const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+      const int64_t first = strips * t / count, last = strips * (t + 1) / count;
+      compute_block(P, 0, m, first * kTileCols, std::min(n, last * kTileCols));
+    }
+    return;
+  }
+  // Split rows: every thread needs all of b, so the threads pack its strips together into one
+  // buffer, a block of the sum at a time.
+  thread_local std::vector<float> b_buffer;
+  float* packed_b = scratch(b_buffer, static_cast<size_t>(strips * kTileCols * kSumBlock));
+#pragma omp parallel num_threads(static_cast <int>(threads))
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    const int64_t first = tiles * t / count, last = tiles * (t + 1) / count;
+    for (int64_t p0 = 0; p0 < k; p0 += kSumBlock) {
+      const int64_t kc = std::min(kSumBlock, k - p0);
+      for (int64_t s = t; s < strips; s += count)
+        pack_b_strip(P, p0, kc, s * kTileCols, std::min<int64_t>(kTileCols, n - s * kTileCols),
+                     packed_b + s * kc * kTileCols);
+#pragma omp barrier
+      compute_rows(P, p0, kc, packed_b, first * kTileRows, std::min(m, last * kTileRows), 0, n);
+#pragma omp barrier  // before the next block's packing overwrites this one
+    }
+  }
+}
+
+#else  // no AVX-512: OpenBLAS computes every product
+
+bool own_sgemm_applies(int64_t, int64_t, int64_t) { return false; }
+
+void own_sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+               int64_t, float, float*, int64_t) {
+  KILN_CHECK(false, NotImplementedError,
+             "own_sgemm: this build has no AVX-512 kernel (own_sgemm_applies is false here)");
+}
+
+#endif
+
+}  // namespace kiln::ops
