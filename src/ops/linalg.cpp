@@ -441,14 +441,32 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
   KILN_DTYPE_SWITCH_FLOATING(out.dtype(), "addmm", [&]<typename T>() {
     const T beta = c.attrs.scalar(0).to<T>(), alpha = c.attrs.scalar(1).to<T>();
     T* o = out.data_ptr<T>();
-    const int64_t n = out.size(0), m = out.size(1);
-    if (beta != T(0)) {  // out = self (broadcast); gemm then scales it by beta
+    const int64_t n = out.size(0), m = out.size(1), k = c.in(1).size(1);
+    if (beta != T(0)) {
       const T* s = self.data_ptr<T>();
       const int64_t nd = self.dim();
       const int64_t rs = nd == 2 && self.size(0) > 1 ? self.stride(0) : 0;
       const int64_t cs = nd >= 1 && self.size(-1) > 1 ? self.stride(-1) : 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < m; ++j) o[i * m + j] = s[i * rs + j * cs];
+      if constexpr (std::is_same_v<T, float>) {
+        // A Linear layer's bias (one row for every row of out): added as the product's tiles
+        // are stored, instead of written into out first and read back.
+        if (rs == 0 && cs == 1 && own_sgemm_applies(n, m, k)) {
+          Operand<T> a = operand<T>(c.in(1)), b = operand<T>(c.in(2));
+          if (!a.layout()) a.pack();
+          if (!b.layout()) b.pack();
+          own_sgemm(a.layout()->transposed, b.layout()->transposed, n, m, k, alpha, a.data,
+                    a.layout()->ld, b.data, b.layout()->ld, beta, o, m, s);
+          return;
+        }
+      }
+      // out = self (broadcast); gemm then scales it by beta
+      for (int64_t i = 0; i < n; ++i) {
+        if (cs == 1) {
+          std::copy(s + i * rs, s + i * rs + m, o + i * m);
+        } else {
+          for (int64_t j = 0; j < m; ++j) o[i * m + j] = s[i * rs + j * cs];
+        }
+      }
     }  // beta == 0 ignores self entirely (NaN included), as in BLAS and PyTorch
     batched_gemm<T>(o, {}, operand<T>(c.in(1)), operand<T>(c.in(2)), alpha, beta);
   });

@@ -41,10 +41,11 @@ constexpr int64_t kRowBlock = 48;   // rows of a walked per strip of b (48 x 256
 constexpr int64_t kWorkPerThread = int64_t{1} << 21;  // multiply-adds that pay for a thread
 
 // How a micro-kernel call finishes its tile: c = alpha * sum + beta * c on the columns the
-// masks select (beta == 0: c is not read).
+// masks select (beta == 0: c is not read), or + beta * bias[column] when there is a bias.
 struct TileStore {
   float alpha, beta;
   __mmask16 lo, hi;
+  const float* bias;  // the tile's first column of the row bias, or null
 };
 
 // The R x 32 tile of c at `c` += the product of R rows of a and a packed strip `bp` of b
@@ -79,7 +80,10 @@ void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const floa
       x0 = _mm512_mul_ps(x0, alpha);
       x1 = _mm512_mul_ps(x1, alpha);
     }
-    if (s.beta != 0.0f) {
+    if (s.bias) {
+      x0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.lo, s.bias), x0);
+      x1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.hi, s.bias + 16), x1);
+    } else if (s.beta != 0.0f) {
       x0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.lo, row), x0);
       x1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.hi, row + 16), x1);
     }
@@ -109,6 +113,7 @@ struct Problem {
   float beta;
   float* c;
   int64_t ldc;
+  const float* row_bias;
 };
 
 // Grows on demand, 64-byte aligned, one per thread: packing buffers are reused across calls.
@@ -170,8 +175,10 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
   thread_local std::vector<float> a_buffer;
   float* packed_a =
       P.trans_a ? scratch(a_buffer, static_cast<size_t>(kRowBlock * kSumBlock)) : nullptr;
-  // The first block of the sum applies beta; later ones add to what it stored.
+  // The first block of the sum applies beta (to c or the bias); later ones add to what it
+  // stored.
   const float beta = p0 == 0 ? P.beta : 1.0f;
+  const float* bias = p0 == 0 ? P.row_bias : nullptr;
   const int64_t strips = (j1 - j0 + kTileCols - 1) / kTileCols;
   for (int64_t ib = i0; ib < i1; ib += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, i1 - ib);
@@ -181,7 +188,8 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
                      packed_a + i * kc);
     for (int64_t s = 0; s < strips; ++s) {
       const int64_t j = j0 + s * kTileCols, width = std::min<int64_t>(kTileCols, j1 - j);
-      const TileStore store{P.alpha, beta, first_lanes(width), first_lanes(width - 16)};
+      const TileStore store{P.alpha, beta, first_lanes(width), first_lanes(width - 16),
+                            bias ? bias + j : nullptr};
       const float* strip = packed_b + s * kc * kTileCols;
       for (int64_t i = 0; i < rows; i += kTileRows) {
         const int height = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
@@ -238,14 +246,17 @@ bool own_sgemm_applies(int64_t m, int64_t n, int64_t k) {
 
 void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-               int64_t ldc) {
+               int64_t ldc, const float* row_bias) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: only the beta term remains
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (int64_t j = 0; j < n; ++j) {
+        float& out = c[i * ldc + j];
+        out = beta == 0.0f ? 0.0f : beta * (row_bias ? row_bias[j] : out);
+      }
     return;
   }
-  const Problem P{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+  const Problem P{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, row_bias};
   int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   threads = std::clamp<int64_t>(m * n * k / kWorkPerThread, 1, threads);
   if (threads == 1) {
@@ -291,7 +302,7 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 bool own_sgemm_applies(int64_t, int64_t, int64_t) { return false; }
 
 void own_sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-               int64_t, float, float*, int64_t) {
+               int64_t, float, float*, int64_t, const float*) {
   KILN_CHECK(false, NotImplementedError,
              "own_sgemm: this build has no AVX-512 kernel (own_sgemm_applies is false here)");
 }

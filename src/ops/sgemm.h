@@ -14,11 +14,12 @@ bool own_sgemm_applies(int64_t m, int64_t n, int64_t k);
 
 // c (row-major [m, n], row stride ldc) = alpha * op(a) @ op(b) + beta * c, where op(a) is
 // a ([m, k], row stride lda) or, with trans_a, the transpose of a ([k, m]); likewise b. With
-// beta == 0, c is only written (it may hold anything, NaN included). Threads: OpenMP's count,
-// or one inside a parallel region. Each element is summed over k in ascending order by one
-// thread, so results do not depend on the thread count.
+// beta == 0, c is only written (it may hold anything, NaN included). With a `row_bias` (n
+// floats), beta scales row_bias[j] in every row instead of c (addmm's bias, fused: c is only
+// written). Threads: OpenMP's count, or one inside a parallel region. Each element is summed
+// over k in ascending order by one thread, so results do not depend on the thread count.
 void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-               int64_t ldc);
+               int64_t ldc, const float* row_bias = nullptr);
 
 }  // namespace kiln::ops

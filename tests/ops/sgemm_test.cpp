@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -20,12 +21,13 @@ struct Case {
   int64_t m, n, k;
   bool trans_a, trans_b;
   float alpha, beta;
-  int64_t pad = 3;  // extra floats per row of a, b and c
+  int64_t pad = 3;    // extra floats per row of a, b and c
+  bool bias = false;  // beta scales a row bias instead of c
 };
 
 struct Operands {
   int64_t lda, ldb, ldc;
-  std::vector<float> a, b, c;
+  std::vector<float> a, b, c, bias;
 };
 
 // op(a)(i, p), op(b)(p, j) as stored with the case's layout.
@@ -48,14 +50,19 @@ Operands make_operands(const Case& s, unsigned seed) {
   o.c.resize(s.m * o.ldc);
   for (float& x : o.a) x = dist(rng);
   for (float& x : o.b) x = dist(rng);
-  // beta == 0 must not read c: fill it with NaN so that any read shows.
-  for (float& x : o.c) x = s.beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+  // c is not read when beta == 0 or a bias replaces it: fill it with NaN so that any read shows.
+  const bool c_unread = s.beta == 0.0f || s.bias;
+  for (float& x : o.c) x = c_unread ? std::numeric_limits<float>::quiet_NaN() : dist(rng);
+  if (s.bias) {
+    o.bias.resize(s.n);
+    for (float& x : o.bias) x = dist(rng);
+  }
   return o;
 }
 
 void run(const Case& s, Operands& o) {
   kiln::ops::own_sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, s.alpha, o.a.data(), o.lda, o.b.data(),
-                       o.ldb, s.beta, o.c.data(), o.ldc);
+                       o.ldb, s.beta, o.c.data(), o.ldc, s.bias ? o.bias.data() : nullptr);
 }
 
 // Compares with the float64 product; the bound is float32 summation error over k terms.
@@ -73,7 +80,7 @@ void expect_matches_reference(const Case& s, unsigned seed) {
         sum += term;
         magnitude += std::abs(term);
       }
-      const double old = s.beta == 0.0f ? 0.0 : before[i * o.ldc + j];
+      const double old = s.beta == 0.0f ? 0.0 : s.bias ? o.bias[j] : before[i * o.ldc + j];
       const double want = s.alpha * sum + s.beta * old;
       const double bound =
           (s.k + 4) * eps * (std::abs(s.alpha) * magnitude + std::abs(s.beta * old));
@@ -82,7 +89,7 @@ void expect_matches_reference(const Case& s, unsigned seed) {
         ADD_FAILURE() << "c(" << i << ", " << j << ") = " << got << ", want " << want << " (bound "
                       << bound << ") for m=" << s.m << " n=" << s.n << " k=" << s.k
                       << " trans_a=" << s.trans_a << " trans_b=" << s.trans_b
-                      << " alpha=" << s.alpha << " beta=" << s.beta;
+                      << " alpha=" << s.alpha << " beta=" << s.beta << " bias=" << s.bias;
     }
     // The padding past each row of c is never written.
     for (int64_t j = s.n; j < o.ldc; ++j)
@@ -118,6 +125,15 @@ TEST_F(OwnSgemm, MatchesFloat64OnEveryLayoutAndTail) {
         expect_matches_reference(
             {shape[0], shape[1], shape[2], (layout & 1) != 0, (layout & 2) != 0, alpha, beta},
             seed++);
+}
+
+TEST_F(OwnSgemm, ARowBiasReplacesC) {
+  unsigned seed = 100;
+  for (const auto& shape : {std::array<int64_t, 3>{130, 100, 257}, {48, 17, 64}})
+    for (int layout = 0; layout < 4; ++layout)
+      expect_matches_reference({shape[0], shape[1], shape[2], (layout & 1) != 0, (layout & 2) != 0,
+                                0.5f, -2.0f, 3, true},
+                               seed++);
 }
 
 TEST_F(OwnSgemm, RowsAWholePageApart) {
@@ -172,6 +188,14 @@ TEST_F(OwnSgemm, LinearThroughMatmulMatchesFloat64) {
        kiln::matmul(g64.reshape({320, 160}).t(), x64.reshape({320, 70}))}};
   for (const auto& [got, want] : products)
     EXPECT_TRUE(kiln::allclose(got.to(kiln::DType::Float64), want, 1e-4, 1e-3));
+  // Linear with a bias: addmm adds it as the tiles are stored.
+  auto bias = kiln::randn({160});
+  EXPECT_TRUE(kiln::allclose(kiln::linear(x, w, bias).to(kiln::DType::Float64),
+                             kiln::linear(x64, w64, bias.to(kiln::DType::Float64)), 1e-4, 1e-3));
+  EXPECT_TRUE(kiln::allclose(
+      kiln::addmm(bias, x.reshape({320, 70}), w.t(), 0.5, -2.0).to(kiln::DType::Float64),
+      kiln::addmm(bias.to(kiln::DType::Float64), x64.reshape({320, 70}), w64.t(), 0.5, -2.0), 1e-4,
+      1e-3));
 }
 
 }  // namespace
