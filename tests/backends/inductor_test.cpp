@@ -376,6 +376,9 @@ TEST(Inductor, EmbeddingsAndIndexSelectsAreIndirectLoads) {
   auto h = compile(take, c3.options());
   Tensor rows = randint(0, 40, {3, 50});
   expect_identical(take(x, rows), h(x, rows));
+  // Rows of 300 (not short runs): blocks of the loop start and end inside table rows.
+  Tensor wide = randn({10, 300}), few = randint(0, 10, {4, 5});
+  expect_identical(embed(wide, wide, few), f(wide, wide, few));
   EXPECT_EQ(c3.externs(), 0u);
   EXPECT_EQ(c.extern_calls_of("embedding"), 0u);
   EXPECT_EQ(c2.externs(), 0u);

@@ -65,6 +65,23 @@ inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t
   }
 }
 
+// n copies of the element at src (an operand broadcast along the run) into dst.
+inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
+  auto typed = [&]<typename T>() {
+    std::fill_n(reinterpret_cast<T*>(dst), n, *reinterpret_cast<const T*>(src));
+  };
+  switch (isz) {
+    case 1:
+      return typed.template operator()<uint8_t>();
+    case 2:
+      return typed.template operator()<uint16_t>();
+    case 4:
+      return typed.template operator()<uint32_t>();
+    default:
+      return typed.template operator()<uint64_t>();
+  }
+}
+
 // The loop over a strided iteration space that eager pointwise kernels and generated kernels
 // share. `shape` = {numel, nd, sizes[nd] innermost first (coalesced), then per operand its byte
 // strides[nd]}. Operands [0, num_outputs) are written (outputs), the rest read. body(p, n) gets
@@ -183,7 +200,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
           if (k < num_outputs) continue;  // outputs are scattered after the body
           if (inner_stride[k] == 0) {
             if (filled_from[k] != p || filled_n[k] < n) {
-              strided_copy(ptrs[k], isz[k], p, 0, n, isz[k]);
+              broadcast_fill(ptrs[k], p, n, isz[k]);
               filled_from[k] = p;
               filled_n[k] = n;
             }

@@ -30,11 +30,6 @@ inline Shape broadcast_byte_strides(const Tensor& t, IntList sizes) {
   return s;
 }
 
-// Writes n copies of the element at src into dst.
-inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
-  strided_copy(dst, isz, src, 0, n, isz);
-}
-
 // N operands of one shape, the first NOut of them outputs (written), the rest inputs (read,
 // broadcast to the outputs' shape). `body(std::array<char*, N> ptrs, int64_t n)` receives
 // contiguous arrays of n elements of each operand's dtype (an input broadcast along the block

@@ -209,6 +209,7 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
       for (size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k * nd + d];
     }
     alignas(64) char staged[N][kShortRun * 8];  // inputs read with another stride along the run
+    const char* filled_from[N] = {};  // per broadcast input: the element staged[k] repeats
     for (int64_t r = begin; r < end; ++r) {
       std::array<char*, N> p;
       for (size_t k = N; k-- > 0;) {  // (last first: outside its window, k reads a later one)
@@ -223,6 +224,10 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
         const int64_t stride = strides[k * nd];
         if (k < NOut || stride == (*l.isz)[k]) {
           p[k] = at;
+        } else if (stride == 0) {  // (an indirect load's table is filled once and never read)
+          p[k] = staged[k];
+          if (filled_from[k] != at) kernels::broadcast_fill(staged[k], at, inner, (*l.isz)[k]);
+          filled_from[k] = at;
         } else {
           p[k] = staged[k];
           kernels::strided_copy(staged[k], (*l.isz)[k], at, stride, inner, (*l.isz)[k]);
@@ -305,13 +310,30 @@ inline void gather_block(T* out, const T* table, const I* index, int64_t n, int6
     rest /= static_cast<size_t>(sizes[d]);
     offset += at[d] * strides[d];
   }
-  for (int64_t e = 0; e < n; ++e) {
-    out[e] = table[offset + static_cast<int64_t>(index[e]) * index_stride];
-    for (size_t d = R; d-- > 0;) {  // the next position, as an odometer
-      offset += strides[d];
-      if (++at[d] < sizes[d]) break;
+  const int64_t inner_size = sizes[R - 1], inner_stride = strides[R - 1];
+  for (int64_t e = 0; e < n;) {
+    // A stretch along the innermost dim: the position's offset only steps by its stride.
+    const int64_t run = std::min(n - e, inner_size - at[R - 1]);
+    const T* from = table + offset;
+    // An embedding's run: one index for a whole row of the table (a copy, vectorised).
+    I differs = 0;
+    for (int64_t j = 0; j < run; ++j) differs |= index[e + j] ^ index[e];
+    if (inner_stride == 1 && differs == 0) {
+      std::copy_n(from + static_cast<int64_t>(index[e]) * index_stride, run, out + e);
+    } else {
+      for (int64_t j = 0; j < run; ++j)
+        out[e + j] = from[j * inner_stride + static_cast<int64_t>(index[e + j]) * index_stride];
+    }
+    e += run;
+    offset += run * inner_stride;
+    at[R - 1] += run;
+    for (size_t d = R; d-- > 0 && at[d] == sizes[d];) {  // carry into the outer dims
       offset -= sizes[d] * strides[d];
       at[d] = 0;
+      if (d > 0) {
+        offset += strides[d - 1];
+        ++at[d - 1];
+      }
     }
   }
 }
