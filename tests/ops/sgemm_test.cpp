@@ -143,10 +143,13 @@ TEST_F(OwnSgemm, RowsAWholePageApart) {
 }
 
 TEST_F(OwnSgemm, ResultsDoNotDependOnTheThreadCount) {
-  // Rows split (many tiles) and columns split (5 tiles of rows, 2 strips of columns: the
-  // columns balance better), each against one thread, bit for bit.
+  // Rows split (many tiles), columns split (5 tiles of rows, 2 strips of columns: the columns
+  // balance better), rows split unevenly (the same with a transposed a, whose packing every
+  // thread would repeat) and columns split with a transposed a (16 strips against 11 tiles),
+  // each against one thread, bit for bit.
   for (const Case& s :
-       {Case{300, 96, 700, false, true, 1.0f, 0.0f}, Case{60, 64, 2048, true, false, 1.0f, 1.0f}}) {
+       {Case{300, 96, 700, false, true, 1.0f, 0.0f}, Case{60, 64, 2048, false, false, 1.0f, 1.0f},
+        Case{60, 64, 2048, true, false, 1.0f, 1.0f}, Case{128, 128, 600, true, true, 1.0f, 0.0f}}) {
     omp_set_num_threads(1);
     Operands one = make_operands(s, 11);
     run(s, one);
