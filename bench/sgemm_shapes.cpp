@@ -6,6 +6,7 @@
 //       -Lbuild/release/src -lkiln -lopenblas -Wl,-rpath,$PWD/build/release/src
 //   OMP_NUM_THREADS=2 /tmp/sgemm_shapes            # W7's and W5's products and a grid
 //   OMP_NUM_THREADS=2 /tmp/sgemm_shapes 2048 128 384 # one shape: m n k
+//   OMP_NUM_THREADS=2 /tmp/sgemm_shapes --cold ...   # caches flushed before every call
 //
 // Prints, per shape and layout (N: as stored, T: transposed; a then b), the median time of
 // Kiln's kernel over OpenBLAS's (below 1: Kiln's is faster) and OpenBLAS's median in ms.
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "ops/sgemm.h"
@@ -26,6 +28,17 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// --cold: 64 MiB written before every call, so the operands come from memory as in a training
+// step (where the previous kernel wrote other data since) rather than hot from the last call.
+bool cold = false;
+std::vector<float> evict;
+
+void flush_caches() {
+  if (!cold) return;
+  evict.resize(size_t{16} << 20);
+  for (float& x : evict) x += 1.0f;
 }
 
 void compare(long m, long n, long k) {
@@ -42,6 +55,7 @@ void compare(long m, long n, long k) {
     std::vector<double> times[2];
     for (int r = 0; r < reps; ++r) {
       for (int own = 0; own < 2; ++own) {
+        flush_caches();
         const double start = now_ms();
         if (own)
           kiln::ops::own_sgemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
@@ -62,6 +76,11 @@ void compare(long m, long n, long k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "--cold") {
+    cold = true;
+    --argc;
+    ++argv;
+  }
   if (argc == 4) {
     compare(std::atol(argv[1]), std::atol(argv[2]), std::atol(argv[3]));
     return 0;
