@@ -46,40 +46,36 @@ inline bool inside_window_outer(const int64_t* lo_hi, const int64_t* idx, int nd
   return true;
 }
 
+// Calls f.template operator()<U>() with U the unsigned integer of isz bytes (1, 2, 4 or 8):
+// copies of elements by their bits, whatever their dtype.
+template <class F>
+inline void with_element_bits(int64_t isz, F&& f) {
+  switch (isz) {
+    case 1:
+      return f.template operator()<uint8_t>();
+    case 2:
+      return f.template operator()<uint16_t>();
+    case 4:
+      return f.template operator()<uint32_t>();
+    default:
+      return f.template operator()<uint64_t>();
+  }
+}
+
 inline void strided_copy(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
                          int64_t n, int64_t isz) {
-  auto typed = [&]<typename T>() {
+  with_element_bits(isz, [&]<typename T>() {
     for (int64_t i = 0; i < n; ++i)
       *reinterpret_cast<T*>(dst + i * dst_stride) =
           *reinterpret_cast<const T*>(src + i * src_stride);
-  };
-  switch (isz) {
-    case 1:
-      return typed.template operator()<uint8_t>();
-    case 2:
-      return typed.template operator()<uint16_t>();
-    case 4:
-      return typed.template operator()<uint32_t>();
-    default:
-      return typed.template operator()<uint64_t>();
-  }
+  });
 }
 
 // n copies of the element at src (an operand broadcast along the run) into dst.
 inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
-  auto typed = [&]<typename T>() {
+  with_element_bits(isz, [&]<typename T>() {
     std::fill_n(reinterpret_cast<T*>(dst), n, *reinterpret_cast<const T*>(src));
-  };
-  switch (isz) {
-    case 1:
-      return typed.template operator()<uint8_t>();
-    case 2:
-      return typed.template operator()<uint16_t>();
-    case 4:
-      return typed.template operator()<uint32_t>();
-    default:
-      return typed.template operator()<uint64_t>();
-  }
+  });
 }
 
 // The loop over a strided iteration space that eager pointwise kernels and generated kernels
