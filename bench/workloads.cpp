@@ -231,8 +231,9 @@ std::function<void()> w1_inductor() {
 // W7g: the matrix products of one W7 step alone (eager matmul, as the step runs them): each
 // Linear's forward, input gradient and weight gradient, and attention's batched products.
 // What the rest of a W7 step costs is W7 (or W7i) minus this. bench/w7_gemms.py times the
-// same products in PyTorch. W7gl / W7ga: only the Linear products / only attention's (OpenBLAS
-// / Kiln's own register-blocked kernel), as `w7_gemms.py --products linear|attention`.
+// same products in PyTorch. W7gl / W7ga: only the Linear products (src/ops/sgemm.h or OpenBLAS)
+// / only attention's (linalg's small-product kernel), as `w7_gemms.py --products
+// linear|attention`.
 enum class W7Products { All, Linear, Attention };
 std::function<void()> w7_gemms(W7Products which = W7Products::All) {
   struct Linear {
@@ -402,7 +403,7 @@ const std::vector<Workload>& workloads() {
        [] { return w7_step("", "W7"); }},
       {"W7g", "W7's matrix products alone (forward and backward shapes)", "n/a",
        [] { return w7_gemms(); }},
-      {"W7gl", "W7g's Linear products alone (OpenBLAS)", "n/a",
+      {"W7gl", "W7g's Linear products alone (Kiln's sgemm on AVX-512 hosts, else OpenBLAS)", "n/a",
        [] { return w7_gemms(W7Products::Linear); }},
       {"W7ga", "W7g's attention products alone (batched, Kiln's small-product kernel)", "n/a",
        [] { return w7_gemms(W7Products::Attention); }},
