@@ -1,9 +1,9 @@
 // Kiln's own float32 matrix product for AVX-512 hosts (see sgemm.h for when it is used).
 //
 // Why not OpenBLAS everywhere: for a Linear layer's products on a 2-core AVX-512 machine
-// (2048 tokens against weights of 96..512 columns, sums of 96..2048) OpenBLAS 0.3.21 reached
-// ~40% of the two cores' FMA peak, MKL (inside PyTorch) and this loop ~50%
-// (docs/performance.md, "Kiln's own sgemm"). It is the classic blocked scheme:
+// (2048 tokens against weights of 96..512 columns, sums of 96..2048) OpenBLAS 0.3.21 took
+// 1.25-1.35x this loop's time, MKL (inside PyTorch) 0.8-1.0x (docs/performance.md, "Kiln's
+// own sgemm"). It is the classic blocked scheme:
 //   - a micro-kernel keeps a 12 x 32 tile of c in 24 vector registers and, for each step of
 //     the sum, loads 32 floats of b and broadcasts 12 of a: 24 FMAs per 14 loads;
 //   - b is packed once per 256-long block of the sum into 32-column strips (32 KiB, in L1 while
