@@ -104,7 +104,7 @@ constexpr auto kPackedKernels = kernels_for<true>(std::make_index_sequence<kTile
 
 struct Problem {
   bool trans_a, trans_b;
-  int64_t m, n, k;
+  int64_t k;
   float alpha;
   const float* a;
   int64_t lda;
@@ -148,16 +148,18 @@ void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t w
   }
   // b holds op(b)'s columns as rows: gather 16 of them at a time for each step of the sum.
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i columns = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(P.ldb)));
   for (int half = 0; half < 2; ++half) {
     const int64_t first = j + 16 * half;
     const __mmask16 live = first_lanes(width - 16 * half);
-    const __m512i columns = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(P.ldb)));
     const float* base = P.b + first * P.ldb + p0;
     for (int64_t p = 0; p < kc; ++p)
       _mm512_store_ps(strip + p * kTileCols + 16 * half,
                       _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, columns, base + p, 4));
   }
 }
+
+int64_t strip_count(int64_t columns) { return (columns + kTileCols - 1) / kTileCols; }
 
 // Rows [i, i + rows) of columns [p0, p0 + kc) of op(a) = a transposed into `panel` as
 // panel[p * rows + r]: op(a)'s column p is a row of a, `rows` (<= 16) contiguous floats.
@@ -179,7 +181,7 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
   // stored.
   const float beta = p0 == 0 ? P.beta : 1.0f;
   const float* bias = p0 == 0 ? P.row_bias : nullptr;
-  const int64_t strips = (j1 - j0 + kTileCols - 1) / kTileCols;
+  const int64_t strips = strip_count(j1 - j0);
   for (int64_t ib = i0; ib < i1; ib += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, i1 - ib);
     if (packed_a)
@@ -204,22 +206,33 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
   }
 }
 
-int64_t strip_count(int64_t columns) { return (columns + kTileCols - 1) / kTileCols; }
-
-// Rows [i0, i1) x columns [j0, j1) of c by one thread, packing its own strips of b.
-void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  thread_local std::vector<float> b_buffer;
+// Rows [i0, i1) x columns [j0, j1) of c, a block of the sum at a time: op(b)'s strips for
+// columns [j0, j1) are packed into `packed_b` by `packers` threads together (this one is number
+// `packer`), which wait for each other around each block's packing; one packer: no waiting.
+void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                   float* packed_b, int64_t packer, int64_t packers) {
   const int64_t strips = strip_count(j1 - j0);
-  float* packed_b = scratch(b_buffer, static_cast<size_t>(strips * kTileCols * kSumBlock));
   for (int64_t p0 = 0; p0 < P.k; p0 += kSumBlock) {
     const int64_t kc = std::min(kSumBlock, P.k - p0);
-    for (int64_t s = 0; s < strips; ++s) {
+    for (int64_t s = packer; s < strips; s += packers) {
       const int64_t j = j0 + s * kTileCols;
       pack_b_strip(P, p0, kc, j, std::min<int64_t>(kTileCols, j1 - j),
                    packed_b + s * kc * kTileCols);
     }
+    if (packers > 1) {
+#pragma omp barrier
+    }
     compute_rows(P, p0, kc, packed_b, i0, i1, j0, j1);
+    if (packers > 1) {
+#pragma omp barrier  // before the next block's packing overwrites this one
+    }
   }
+}
+
+// A thread's buffer for packed strips of b covering `columns`.
+float* packed_b_buffer(int64_t columns) {
+  thread_local std::vector<float> buffer;
+  return scratch(buffer, static_cast<size_t>(strip_count(columns) * kTileCols * kSumBlock));
 }
 
 // ceil(units / threads) * threads / units: how much longer the slowest thread works than an
@@ -256,11 +269,11 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
       }
     return;
   }
-  const Problem P{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, row_bias};
+  const Problem P{trans_a, trans_b, k, alpha, a, lda, b, ldb, beta, c, ldc, row_bias};
   int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   threads = std::clamp<int64_t>(m * n * k / kWorkPerThread, 1, threads);
   if (threads == 1) {
-    compute_block(P, 0, m, 0, n);
+    compute_block(P, 0, m, 0, n, packed_b_buffer(n), 0, 1);
     return;
   }
   // Split c's rows in whole tiles, or its columns in whole strips when that balances better.
@@ -268,35 +281,23 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   // where uneven rows cost more, n * (imbalance difference) > 8 * threads (packing a float
   // takes ~1/4 cycle, a multiply-add 1/32). Measured: a weight gradient of 128 x 512 x 2048
   // runs faster with columns split, one of 512 x 128 x 2048 with rows split.
-  const int64_t tiles = (m + kTileRows - 1) / kTileRows, strips = (n + kTileCols - 1) / kTileCols;
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows, strips = strip_count(n);
   const double uneven_rows = imbalance(tiles, threads) - imbalance(strips, threads);
   const bool split_columns =
       strips >= threads && uneven_rows > 0 && (!trans_a || n * uneven_rows > 8.0 * threads);
-  if (split_columns) {
-#pragma omp parallel num_threads(static_cast <int>(threads))
-    {
-      const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-      const int64_t first = strips * t / count, last = strips * (t + 1) / count;
-      compute_block(P, 0, m, first * kTileCols, std::min(n, last * kTileCols));
-    }
-    return;
-  }
-  // Split rows: every thread needs all of b, so the threads pack its strips together into one
-  // buffer, a block of the sum at a time.
-  thread_local std::vector<float> b_buffer;
-  float* packed_b = scratch(b_buffer, static_cast<size_t>(strips * kTileCols * kSumBlock));
+  // Rows split: every thread needs all of b, so they pack its strips together into one buffer.
+  float* shared_b = split_columns ? nullptr : packed_b_buffer(n);
 #pragma omp parallel num_threads(static_cast <int>(threads))
   {
     const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    const int64_t first = tiles * t / count, last = tiles * (t + 1) / count;
-    for (int64_t p0 = 0; p0 < k; p0 += kSumBlock) {
-      const int64_t kc = std::min(kSumBlock, k - p0);
-      for (int64_t s = t; s < strips; s += count)
-        pack_b_strip(P, p0, kc, s * kTileCols, std::min<int64_t>(kTileCols, n - s * kTileCols),
-                     packed_b + s * kc * kTileCols);
-#pragma omp barrier
-      compute_rows(P, p0, kc, packed_b, first * kTileRows, std::min(m, last * kTileRows), 0, n);
-#pragma omp barrier  // before the next block's packing overwrites this one
+    if (split_columns) {
+      const int64_t j0 = strips * t / count * kTileCols;
+      const int64_t j1 = std::min(n, strips * (t + 1) / count * kTileCols);
+      compute_block(P, 0, m, j0, j1, packed_b_buffer(j1 - j0), 0, 1);
+    } else {
+      const int64_t i0 = tiles * t / count * kTileRows;
+      compute_block(P, i0, std::min(m, tiles * (t + 1) / count * kTileRows), 0, n, shared_b, t,
+                    count);
     }
   }
 }
