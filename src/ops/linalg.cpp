@@ -17,6 +17,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/kernels/loops.h"
+#include "ops/kernels/small_gemm.h"
 #include "ops/op_utils.h"
 #include "ops/sgemm.h"
 
@@ -90,72 +91,6 @@ bool small_gemm_applies(int64_t n, int64_t m, int64_t k) {
   constexpr int64_t W = vec::Vec<T>::width;
   const int64_t nv = m / W;
   return n * m * k <= kSmallGemmWork && m % W == 0 && (nv == 1 || nv == 2 || nv == 4 || nv == 8);
-}
-
-// Rows [i0, i0 + R) of c (contiguous, NV vectors wide) = alpha * a @ b + beta * c, with the
-// R x NV accumulators in registers (R rows at once hide the FMA latency).
-template <typename T, int NV, int R>
-inline void tiny_gemm_rows(int64_t i0, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
-                           const T* b, int64_t brs, T beta, T* c) {
-  using V = vec::Vec<T>;
-  constexpr int64_t W = V::width, m = NV * W;
-  V acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < NV; ++q) acc[r][q] = V(T(0));
-  for (int64_t p = 0; p < k; ++p) {
-    V brow[NV];
-    for (int q = 0; q < NV; ++q) brow[q] = V::load(b + p * brs + q * W);
-    for (int r = 0; r < R; ++r) {
-      const V arp(a[(i0 + r) * ars + p * acs]);
-      for (int q = 0; q < NV; ++q) acc[r][q] = vec::fmadd(arp, brow[q], acc[r][q]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < NV; ++q) {
-      T* dst = c + (i0 + r) * m + q * W;
-      V out = acc[r][q] * V(alpha);
-      if (beta != T(0)) out = vec::fmadd(V(beta), V::load(dst), out);
-      out.store(dst);
-    }
-}
-
-// c (contiguous [n, m]) = alpha * a @ b + beta * c for b with contiguous rows and m = NV
-// vectors: each row of c accumulates a(i, p) * row p of b.
-// Rows of c computed at once: as many as keep R x NV accumulators, b's NV vectors and a's
-// broadcast in registers (32 vector registers with AVX-512VL, else 16).
-template <int NV>
-constexpr int tiny_gemm_rows_at_once() {
-#ifdef __AVX512VL__
-  return NV == 8 ? 2 : NV == 4 ? 6 : 8;
-#else
-  return NV <= 2 ? 4 : NV == 4 ? 2 : 1;
-#endif
-}
-
-template <typename T, int NV>
-void tiny_gemm(int64_t n, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs, const T* b,
-               int64_t brs, T beta, T* c) {
-  constexpr int R = tiny_gemm_rows_at_once<NV>();
-  int64_t i = 0;
-  for (; i + R <= n; i += R) tiny_gemm_rows<T, NV, R>(i, k, alpha, a, ars, acs, b, brs, beta, c);
-  if constexpr (R > 2)
-    for (; i + 2 <= n; i += 2) tiny_gemm_rows<T, NV, 2>(i, k, alpha, a, ars, acs, b, brs, beta, c);
-  for (; i < n; ++i) tiny_gemm_rows<T, NV, 1>(i, k, alpha, a, ars, acs, b, brs, beta, c);
-}
-
-template <typename T>
-void tiny_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
-               const T* b, int64_t brs, T beta, T* c) {
-  switch (m / vec::Vec<T>::width) {
-    case 1:
-      return tiny_gemm<T, 1>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    case 2:
-      return tiny_gemm<T, 2>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    case 4:
-      return tiny_gemm<T, 4>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-    default:
-      return tiny_gemm<T, 8>(n, k, alpha, a, ars, acs, b, brs, beta, c);
-  }
 }
 
 // How gemm reads a rows x cols matrix with element strides (rs, cs): row-major with leading
@@ -299,8 +234,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
     std::vector<T> panel(small && b.cs() != 1 ? static_cast<size_t>(k * m) : 0);
     for (int64_t i = begin; i < end; ++i) {
       if (tiny) {
-        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i], b.rs(),
-                     beta, out + i * n * m);
+        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(),
+                               b.data + off_b[i], b.rs(), beta, out + i * n * m, m);
       } else if (small) {
         const T* rows = b.data + off_b[i];
         int64_t row_stride = b.rs();
@@ -310,8 +245,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
           rows = panel.data();
           row_stride = m;
         }
-        tiny_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows, row_stride, beta,
-                     out + i * n * m);
+        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows,
+                               row_stride, beta, out + i * n * m, m);
       } else {
         blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
                      b.data + off_b[i], lb.ld, beta, out + i * n * m, m);

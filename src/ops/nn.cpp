@@ -1,6 +1,7 @@
 // Neural-network functional ops. layer_norm and rms_norm have dedicated row kernels (one pass
-// for the row statistics, one writing the normalised row, OpenMP over rows); the losses,
-// dropout and attention are composites of public ops.
+// for the row statistics, one writing the normalised row, OpenMP over rows); the losses and
+// dropout are composites of public ops, attention too unless the fused kernel applies.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -18,6 +19,9 @@
 
 namespace kiln {
 namespace ops {
+
+extern const OpDef& fused_attention_op;  // attention.cpp
+
 namespace {
 
 using vec::Vec;
@@ -430,6 +434,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                " cannot be broadcast to the attention scores [..., ", L, ", ", S, "]");
   }
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  // Without an explicit mask or dropout, and with one batch shape for all three, the fused
+  // kernel (ops/attention.cpp) computes the same in one pass per head.
+  const bool same_batch = q.dim() == k.dim() && q.dim() == v.dim() &&
+                          std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
+                          std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin());
+  if (!attn_mask && dropout_p == 0.0 && same_batch)
+    return ops::call(ops::fused_attention_op, {q, k, v}, {s, is_causal});
   Tensor scores = matmul(q, k.mT());
   scores.mul_(Scalar(s));
   const double neg_inf = -std::numeric_limits<double>::infinity();

@@ -839,6 +839,9 @@ std::vector<Sample> sdpa_samples(DType dt, int mask_kind /* 0 none, 1 bool, 2 fl
       s("single query [1, 8] x [5, 8]", {1, 8}, {5, 8}, {5, 8}, {1, 5}),
       s("transposed key [2, 6, 4] x [2, 6, 4]", {2, 6, 4}, {2, 6, 4}, {2, 6, 4}, {2, 6, 6}, true),
       s("larger [2, 4, 33, 16]", {2, 4, 33, 16}, {2, 4, 33, 16}, {2, 4, 33, 16}, {33, 33}),
+      // Whole 16 x 16 blocks for the fused kernel's transposes, and two query blocks.
+      s("blocks [1, 2, 40, 32] x [1, 2, 36, 32]", {1, 2, 40, 32}, {1, 2, 36, 32}, {1, 2, 36, 16},
+        {40, 36}),
   };
 }
 
@@ -896,9 +899,11 @@ std::vector<ErrorCase> sdpa_errors() {
   };
 }
 
+// Without a mask or dropout (and with equal batch dims) the fused kernel runs; samples with
+// broadcast batch dims take the composite.
 KILN_OPINFO({
     .name = "scaled_dot_product_attention",
-    .covers = {"matmul", "softmax"},
+    .covers = {"fused_attention", "fused_attention_backward", "matmul", "softmax"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 0); },
     .fn =
@@ -913,7 +918,7 @@ KILN_OPINFO({
 
 KILN_OPINFO({
     .name = "scaled_dot_product_attention_causal_scaled",
-    .covers = {"matmul", "softmax", "masked_fill"},
+    .covers = {"fused_attention", "fused_attention_backward", "matmul", "softmax", "masked_fill"},
     .dtypes = kF,
     .samples = [](DType dt) { return sdpa_samples(dt, 0); },
     .fn =
@@ -978,6 +983,49 @@ KILN_OPINFO({
     .atol32 = 1e-5,
     .errors = sdpa_errors(),
 });
+
+// The fused kernel against the composite (an all-true or lower-triangular bool mask takes the
+// composite path) at a transformer's shapes: q, k, v as strided views of one projection, the
+// gradient reaching it through both.
+TEST(ScaledDotProductAttention, FusedKernelMatchesTheComposite) {
+  for (bool causal : {false, true}) {
+    const int64_t B = 3, T = 70, H = 2, D = 32;
+    Tensor qkv = make_tensor_for_test({B, T, 3 * H * D}, DType::Float32, -2, 2, Layout::Contiguous,
+                                      7)
+                     .requires_grad_(true);
+    Tensor h = qkv.view({B, T, 3, H, D});
+    Tensor q = h.select(2, 0).transpose(1, 2), k = h.select(2, 1).transpose(1, 2),
+           v = h.select(2, 2).transpose(1, 2);
+    Tensor fused = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal);
+    ASSERT_EQ(fused.grad_fn()->name(), "FusedAttentionBackward");
+    Tensor mask = causal ? tril(ones({T, T}, DType::Bool)) : ones({T, T}, DType::Bool);
+    Tensor composite = scaled_dot_product_attention(q, k, v, mask);
+    Tensor w = make_tensor_for_test(fused.sizes().vec(), DType::Float32, -1, 1,
+                                    Layout::Contiguous, 8);
+    Tensor g_fused = grad({sum(fused * w)}, {qkv})[0];
+    Tensor g_composite = grad({sum(composite * w)}, {qkv})[0];
+    EXPECT_LT(max(abs(fused - composite)).item<float>(), 1e-5f) << "causal " << causal;
+    EXPECT_LT(max(abs(g_fused - g_composite)).item<float>(), 1e-4f) << "causal " << causal;
+  }
+}
+
+// As PyTorch's fused kernels, the fused backward has no derivative of its own: a double
+// backward through it says so, naming it.
+TEST(ScaledDotProductAttention, DoubleBackwardThroughTheFusedKernelThrows) {
+  Tensor q = make_tensor_for_test({2, 5, 4}, DType::Float64, -1, 1, Layout::Contiguous, 1)
+                 .requires_grad_(true);
+  Tensor k = make_tensor_for_test({2, 6, 4}, DType::Float64, -1, 1, Layout::Contiguous, 2);
+  Tensor v = make_tensor_for_test({2, 6, 3}, DType::Float64, -1, 1, Layout::Contiguous, 3);
+  Tensor y = scaled_dot_product_attention(q, k, v);
+  Tensor gq = grad({sum(y * y)}, {q}, {}, {}, /*create_graph=*/true)[0];
+  try {
+    grad({sum(gq)}, {q});
+    FAIL() << "expected a NotImplementedError";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("fused_attention_backward"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(ScaledDotProductAttention, DropoutKeepsRowsUnbiased) {
   // With dropout_p = 0.5 on a uniform attention (all scores equal) and value rows of ones,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops/kernels/vec.h"
 
@@ -17,15 +18,27 @@ using vec::Vec;
 // Rows up to this long are staged in a stack buffer when streaming (softmax).
 inline constexpr int64_t kRowBuffer = 4096;
 
-// The first `rem` lanes from p, the rest `fill`.
+// The first `rem` lanes from p, the rest `fill` (lanes past rem are never read).
 template <typename T>
 inline Vec<T> load_partial(const T* p, int64_t rem, T fill) {
+#if defined(KILN_VEC_AVX512)
+  if constexpr (std::is_same_v<T, float>)
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << rem) - 1), p);
+  if constexpr (std::is_same_v<T, double>)
+    return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), static_cast<__mmask8>((1u << rem) - 1), p);
+#endif
   alignas(64) T buf[Vec<T>::width];
   for (int64_t i = 0; i < Vec<T>::width; ++i) buf[i] = i < rem ? p[i] : fill;
   return Vec<T>::load(buf);
 }
 template <typename T>
 inline void store_partial(Vec<T> v, T* p, int64_t rem) {
+#if defined(KILN_VEC_AVX512)
+  if constexpr (std::is_same_v<T, float>)
+    return _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << rem) - 1), v.v);
+  if constexpr (std::is_same_v<T, double>)
+    return _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << rem) - 1), v.v);
+#endif
   alignas(64) T buf[Vec<T>::width];
   v.store(buf);
   std::memcpy(p, buf, static_cast<size_t>(rem) * sizeof(T));
@@ -35,13 +48,18 @@ template <typename T>
 inline Vec<T> vmax(Vec<T> a, Vec<T> b) {
   return vec::select(a > b, a, b);
 }
+// The lanes' sum (or max), combined pairwise (lane i with lane i + half, halving): a tree of
+// log2(width) steps, where a running total would wait on width - 1 dependent adds (most of a
+// short row's time).
 template <typename T>
 inline T reduce_lanes(Vec<T> v, bool take_max) {
-  alignas(64) T buf[Vec<T>::width];
+  constexpr int W = Vec<T>::width;
+  alignas(64) T buf[W];
   v.store(buf);
-  T r = buf[0];
-  for (int i = 1; i < Vec<T>::width; ++i) r = take_max ? (buf[i] > r ? buf[i] : r) : r + buf[i];
-  return r;
+  for (int half = W / 2; half >= 1; half /= 2)
+    for (int i = 0; i < half; ++i)
+      buf[i] = take_max ? (buf[i + half] > buf[i] ? buf[i + half] : buf[i]) : buf[i] + buf[i + half];
+  return buf[0];
 }
 
 // softmax (or log_softmax) of one contiguous row of n elements. With `stream`, the result is

@@ -1,0 +1,157 @@
+// c = alpha * a @ b + beta * c for matrices small enough to sit in the L1/L2 cache (attention
+// over one head, batches of tiny products): rows of c accumulate in vector registers, a(i, p)
+// broadcast and b's row p loaded, with no packing and no per-call set-up. Shared by linalg's
+// batched products and the fused attention kernel, with the transposition the latter needs.
+//
+// Every element of c is one ascending sum over p of a(i, p) * b(p, j), started from zero and
+// scaled by alpha at the end, whatever the column chunking: the result does not depend on how
+// the columns are split into vectors.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/kernels/vec.h"
+
+namespace kiln::kernels {
+
+// Rows [i0, i0 + R) of c, columns [j0, j0 + NV * W): R x NV accumulators in registers (R rows at
+// once hide the FMA latency).
+template <typename T, int NV, int R>
+inline void small_gemm_tile(int64_t i0, int64_t j0, int64_t k, T alpha, const T* a, int64_t ars,
+                            int64_t acs, const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
+  using V = vec::Vec<T>;
+  constexpr int64_t W = V::width;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = V(T(0));
+  for (int64_t p = 0; p < k; ++p) {
+    V brow[NV];
+    for (int q = 0; q < NV; ++q) brow[q] = V::load(b + p * brs + j0 + q * W);
+    for (int r = 0; r < R; ++r) {
+      const V arp(a[(i0 + r) * ars + p * acs]);
+      for (int q = 0; q < NV; ++q) acc[r][q] = vec::fmadd(arp, brow[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NV; ++q) {
+      T* dst = c + (i0 + r) * ldc + j0 + q * W;
+      V out = acc[r][q] * V(alpha);
+      if (beta != T(0)) out = vec::fmadd(V(beta), V::load(dst), out);
+      out.store(dst);
+    }
+}
+
+// Rows of c computed at once for NV vectors a row: as many as keep R x NV accumulators, b's NV
+// vectors and a's broadcast in registers (32 vector registers with AVX-512VL, else 16).
+template <int NV>
+constexpr int small_gemm_rows_at_once() {
+#ifdef __AVX512VL__
+  return NV == 8 ? 2 : NV == 4 ? 6 : NV == 2 ? 8 : 12;
+#else
+  return NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+#endif
+}
+
+// Columns [j0, j0 + NV * W) of every row of c.
+template <typename T, int NV>
+inline void small_gemm_columns(int64_t n, int64_t j0, int64_t k, T alpha, const T* a, int64_t ars,
+                               int64_t acs, const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
+  constexpr int R = small_gemm_rows_at_once<NV>();
+  int64_t i = 0;
+  for (; i + R <= n; i += R)
+    small_gemm_tile<T, NV, R>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  if constexpr (R > 4)
+    for (; i + 4 <= n; i += 4)
+      small_gemm_tile<T, NV, 4>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  if constexpr (R > 2)
+    for (; i + 2 <= n; i += 2)
+      small_gemm_tile<T, NV, 2>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  for (; i < n; ++i) small_gemm_tile<T, NV, 1>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+}
+
+// c [n, m] (row stride ldc) = alpha * a [n, k] @ b [k, m] + beta * c. a is read element by
+// element through its strides (so a transposed a costs nothing); b's rows must be contiguous
+// (row stride brs). With beta == 0, c is not read (it may hold anything, NaN included).
+template <typename T>
+void small_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ars, int64_t acs,
+                const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
+  constexpr int64_t W = vec::Vec<T>::width;
+  int64_t j = 0;
+  for (; j + 4 * W <= m; j += 4 * W)
+    small_gemm_columns<T, 4>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  if (j + 2 * W <= m) {
+    small_gemm_columns<T, 2>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+    j += 2 * W;
+  }
+  if (j + W <= m) {
+    small_gemm_columns<T, 1>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+    j += W;
+  }
+  // The last partial vector, element by element with the same fused multiply-adds.
+  for (; j < m; ++j)
+    for (int64_t i = 0; i < n; ++i) {
+      T acc(0);
+      for (int64_t p = 0; p < k; ++p) acc = std::fma(a[i * ars + p * acs], b[p * brs + j], acc);
+      T& dst = c[i * ldc + j];
+      const T out = acc * alpha;
+      dst = beta != T(0) ? std::fma(beta, dst, out) : out;
+    }
+}
+
+// ---- transposing a small matrix ----
+
+#if defined(KILN_VEC_AVX512)
+// dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 block of floats: 64 shuffles where element
+// by element it takes 256 loads and stores.
+inline void transpose_16x16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {  // interleave row pairs: 2 x 2 blocks
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks within each 128-bit lane
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int h = 0; h < 16; h += 8)  // 128-bit lanes across groups of four rows
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+    }
+  for (int i = 0; i < 8; ++i) {  // and across the two halves
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
+#endif
+
+// out [cols, rows] (contiguous) = the transpose of m [rows, cols] (element strides rs, cs).
+template <typename T>
+void transpose_into(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* out) {
+  int64_t r16 = 0, c16 = 0;  // the part done in 16 x 16 blocks
+#if defined(KILN_VEC_AVX512)
+  if constexpr (std::is_same_v<T, float>) {
+    if (cs == 1) {
+      r16 = rows - rows % 16;
+      c16 = cols - cols % 16;
+      for (int64_t r = 0; r < r16; r += 16)
+        for (int64_t c = 0; c < c16; c += 16)
+          transpose_16x16(m + r * rs + c, rs, out + c * rows + r, rows);
+    }
+  }
+#endif
+  // The rest element by element, written in order: columns past c16 for every row, then
+  // rows past r16 of the blocked columns.
+  for (int64_t c = c16; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) out[c * rows + r] = m[r * rs + c * cs];
+  for (int64_t c = 0; c < c16; ++c)
+    for (int64_t r = r16; r < rows; ++r) out[c * rows + r] = m[r * rs + c * cs];
+}
+
+}  // namespace kiln::kernels
