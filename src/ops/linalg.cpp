@@ -234,8 +234,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
     std::vector<T> panel(small && b.cs() != 1 ? static_cast<size_t>(k * m) : 0);
     for (int64_t i = begin; i < end; ++i) {
       if (tiny) {
-        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(),
-                               b.data + off_b[i], b.rs(), beta, out + i * n * m, m);
+        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i],
+                               b.rs(), beta, out + i * n * m, m);
       } else if (small) {
         const T* rows = b.data + off_b[i];
         int64_t row_stride = b.rs();
@@ -245,8 +245,8 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
           rows = panel.data();
           row_stride = m;
         }
-        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows,
-                               row_stride, beta, out + i * n * m, m);
+        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows, row_stride,
+                               beta, out + i * n * m, m);
       } else {
         blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
                      b.data + off_b[i], lb.ld, beta, out + i * n * m, m);

@@ -990,9 +990,9 @@ KILN_OPINFO({
 TEST(ScaledDotProductAttention, FusedKernelMatchesTheComposite) {
   for (bool causal : {false, true}) {
     const int64_t B = 3, T = 70, H = 2, D = 32;
-    Tensor qkv = make_tensor_for_test({B, T, 3 * H * D}, DType::Float32, -2, 2, Layout::Contiguous,
-                                      7)
-                     .requires_grad_(true);
+    Tensor qkv =
+        make_tensor_for_test({B, T, 3 * H * D}, DType::Float32, -2, 2, Layout::Contiguous, 7)
+            .requires_grad_(true);
     Tensor h = qkv.view({B, T, 3, H, D});
     Tensor q = h.select(2, 0).transpose(1, 2), k = h.select(2, 1).transpose(1, 2),
            v = h.select(2, 2).transpose(1, 2);
@@ -1000,8 +1000,8 @@ TEST(ScaledDotProductAttention, FusedKernelMatchesTheComposite) {
     ASSERT_EQ(fused.grad_fn()->name(), "FusedAttentionBackward");
     Tensor mask = causal ? tril(ones({T, T}, DType::Bool)) : ones({T, T}, DType::Bool);
     Tensor composite = scaled_dot_product_attention(q, k, v, mask);
-    Tensor w = make_tensor_for_test(fused.sizes().vec(), DType::Float32, -1, 1,
-                                    Layout::Contiguous, 8);
+    Tensor w =
+        make_tensor_for_test(fused.sizes().vec(), DType::Float32, -1, 1, Layout::Contiguous, 8);
     Tensor g_fused = grad({sum(fused * w)}, {qkv})[0];
     Tensor g_composite = grad({sum(composite * w)}, {qkv})[0];
     EXPECT_LT(max(abs(fused - composite)).item<float>(), 1e-5f) << "causal " << causal;

@@ -58,7 +58,8 @@ inline T reduce_lanes(Vec<T> v, bool take_max) {
   v.store(buf);
   for (int half = W / 2; half >= 1; half /= 2)
     for (int i = 0; i < half; ++i)
-      buf[i] = take_max ? (buf[i + half] > buf[i] ? buf[i + half] : buf[i]) : buf[i] + buf[i + half];
+      buf[i] =
+          take_max ? (buf[i + half] > buf[i] ? buf[i + half] : buf[i]) : buf[i] + buf[i + half];
   return buf[0];
 }
 
