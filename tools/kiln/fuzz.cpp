@@ -126,6 +126,12 @@ const std::vector<OpSpec>& ops() {
         {"layer_norm", 1, false,
          [](auto& a, auto&) { return layer_norm(a[0], {a[0].sizes().back()}); }, last_dim},
         {"gelu", 1, false, [](auto& a, auto&) { return gelu(a[0]); }},
+        {"attention", 1, false,  // the fused kernel (q, k, v of one shape), causal or not
+         [](auto& a, auto& p) {
+           return scaled_dot_product_attention(a[0], a[0].tanh(), a[0] * 0.5, std::nullopt, 0.0,
+                                               p[0] == 1);
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(2)}; }},
         {"amax_dim", 1, false, [](auto& a, auto& p) { return a[0].amax({p[0]}, true); }, one_dim},
         {"clamp", 1, false, [](auto& a, auto&) { return a[0].clamp(-0.5, 0.5); }},
         {"where", 2, false, [](auto& a, auto&) { return where(a[0] > 0, a[0], a[1]); }},
