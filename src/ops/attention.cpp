@@ -107,12 +107,12 @@ std::pair<const T*, int64_t> contiguous_rows(const T* m, int64_t rows, int64_t c
   return {buf.data(), cols};
 }
 
-// m [rows, cols] transposed into buf as [cols, rows], contiguous.
+// m [rows, cols] transposed into buf as [cols, ld] (ld >= rows), the columns past rows zero.
 template <typename T>
-const T* transposed(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+const T* transposed(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t ld,
                     std::vector<T>& buf) {
-  buf.resize(static_cast<size_t>(rows * cols));
-  kernels::transpose_into(m, rows, cols, rs, cs, buf.data());
+  buf.assign(static_cast<size_t>(cols * ld), T(0));
+  kernels::transpose_into(m, rows, cols, rs, cs, buf.data(), ld);
   return buf.data();
 }
 
@@ -131,20 +131,56 @@ void prefetch_rows(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t c
 // The keys query rows [i0, i1) attend to: all S, or with a causal mask those up to row i1 - 1.
 int64_t keys_for_block(int64_t i1, int64_t S, bool causal) { return causal ? std::min(S, i1) : S; }
 
-// The attention weights of query rows [i0, i1) over keys [0, ncols) into p (row stride ncols):
-// softmax(q k^T * scale) with keys after the row masked when causal. kt is k transposed [E, S].
+// Query rows per block rounded up to whole vectors: the weights of a block are kept
+// transposed, [keys, lanes], so that a vector holds one key's weights for `width` queries and
+// the softmax over keys runs down the columns with no sums across lanes.
 template <typename T>
-void attention_weights(const T* q, int64_t qrs, int64_t qcs, const T* kt, const AttentionShape& s,
-                       int64_t i0, int64_t i1, int64_t ncols, T scale, bool causal, T* p) {
-  const int64_t rows = i1 - i0;
-  kernels::small_gemm<T>(rows, ncols, s.E, scale, q + i0 * qrs, qrs, qcs, kt, s.S, T(0), p, ncols);
-  for (int64_t r = 0; r < rows; ++r) {
-    T* row = p + r * ncols;
-    // Masked keys get weight 0: the softmax runs over the kept ones only (a causal row i keeps
-    // keys 0..i), as exp(-inf - max) would give 0 for the others.
-    const int64_t kept = causal ? std::min(ncols, i0 + r + 1) : ncols;
-    kernels::softmax_row<T, false>(row, row, kept, false, nullptr, nullptr);
-    std::fill(row + kept, row + ncols, T(0));
+int64_t lanes_for(int64_t rows) {
+  constexpr int64_t W = vec::Vec<T>::width;
+  return (rows + W - 1) / W * W;
+}
+
+// One past each lane's query row, for the query vector starting at row i: under the causal
+// mask, key j is visible to the lanes where j < this (exact: rows below 2^24 in float).
+template <typename T>
+vec::Vec<T> row_limits(int64_t i) {
+  alignas(64) T limit[vec::Vec<T>::width];
+  for (int l = 0; l < vec::Vec<T>::width; ++l) limit[l] = static_cast<T>(i + l + 1);
+  return vec::Vec<T>::load(limit);
+}
+
+// The attention weights of query rows [i0, i0 + rows) over keys [0, ncols), transposed into pt
+// (row stride lanes_for(rows)): softmax over keys of q k^T * scale, keys after the query's row
+// masked (weight 0) when causal. k is read through its strides; qt is the block of q
+// transposed, [E, lanes], zero past `rows`.
+template <typename T>
+void attention_weights(const T* k, int64_t krs, int64_t kcs, const T* qt, int64_t E, int64_t i0,
+                       int64_t rows, int64_t ncols, T scale, bool causal, T* pt) {
+  using V = vec::Vec<T>;
+  constexpr int64_t W = V::width;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int64_t lanes = lanes_for<T>(rows);
+  kernels::small_gemm<T>(ncols, lanes, E, scale, k, krs, kcs, qt, lanes, T(0), pt, lanes);
+  for (int64_t c = 0; c < lanes; c += W) {
+    // The same three passes as softmax_row, each down one column of vectors: the max (NaN
+    // ignored, as there), exp(score - max) and its sum, the scaling.
+    const V limit = row_limits<T>(i0 + c);
+    V mx(kNegInf);
+    for (int64_t j = 0; j < ncols; ++j) {
+      const V x = V::load(pt + j * lanes + c);
+      mx = kernels::vmax(mx, causal ? vec::select(V(T(j)) < limit, x, V(kNegInf)) : x);
+    }
+    V sum(T(0));
+    for (int64_t j = 0; j < ncols; ++j) {
+      T* at = pt + j * lanes + c;
+      V e = vec::exp(V::load(at) - mx);
+      if (causal) e = vec::select(V(T(j)) < limit, e, V(T(0)));
+      e.store(at);
+      sum = sum + e;
+    }
+    const V inv = V(T(1)) / sum;
+    for (int64_t j = 0; j < ncols; ++j)
+      (V::load(pt + j * lanes + c) * inv).store(pt + j * lanes + c);
   }
 }
 
@@ -180,27 +216,29 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
     kernels::parallel_range(
         s.batch * blocks, attention_grain(s, std::min(s.L, kQueryBlock)),
         [&](int64_t t0, int64_t t1) {
-          std::vector<T> kt_buf, v_buf, p(static_cast<size_t>(std::min(s.L, kQueryBlock) * s.S));
-          const T* kt = nullptr;
+          const int64_t block = std::min(s.L, kQueryBlock);
+          std::vector<T> qt_buf, v_buf, pt(static_cast<size_t>(s.S * lanes_for<T>(block)));
           std::pair<const T*, int64_t> vrows;
-          int64_t packed = -1;  // the batch entry kt and vrows hold
+          int64_t packed = -1;  // the batch entry vrows holds
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t b = t / blocks, i0 = (t % blocks) * kQueryBlock;
-            const int64_t i1 = std::min(s.L, i0 + kQueryBlock);
+            const int64_t rows = std::min(s.L, i0 + kQueryBlock) - i0;
             if (b != packed) {
               if (b + 1 < s.batch) {
                 prefetch_rows(qm.at(b + 1), s.L, s.E, qm.rs, qm.cs);
                 prefetch_rows(km.at(b + 1), s.S, s.E, km.rs, km.cs);
                 prefetch_rows(vm.at(b + 1), s.S, s.Ev, vm.rs, vm.cs);
               }
-              kt = transposed(km.at(b), s.S, s.E, km.rs, km.cs, kt_buf);
               vrows = contiguous_rows(vm.at(b), s.S, s.Ev, vm.rs, vm.cs, v_buf);
               packed = b;
             }
-            const int64_t ncols = keys_for_block(i1, s.S, causal);
-            attention_weights(qm.at(b), qm.rs, qm.cs, kt, s, i0, i1, ncols, scale, causal,
-                              p.data());
-            kernels::small_gemm<T>(i1 - i0, s.Ev, ncols, T(1), p.data(), ncols, 1, vrows.first,
+            const int64_t ncols = keys_for_block(i0 + rows, s.S, causal),
+                          lanes = lanes_for<T>(rows);
+            const T* qt = transposed(qm.at(b) + i0 * qm.rs, rows, s.E, qm.rs, qm.cs, lanes, qt_buf);
+            attention_weights(km.at(b), km.rs, km.cs, qt, s.E, i0, rows, ncols, scale, causal,
+                              pt.data());
+            // out = weights @ v, the weights read transposed
+            kernels::small_gemm<T>(rows, s.Ev, ncols, T(1), pt.data(), 1, lanes, vrows.first,
                                    vrows.second, T(0), out + (b * s.L + i0) * s.Ev, s.Ev);
           }
         });
@@ -223,31 +261,29 @@ int fused_attention_backward_meta(const OpCall& c, std::span<TensorMeta, kMaxOpO
   return 3;
 }
 
-// d(scores) of query rows [i0, i1) from the weights p and their gradient dp (both [rows,
-// ncols]), written over dp: softmax's derivative (g * y) - y * sum(g * y), times the scale, and
-// zero where the causal mask set the score.
+// d(scores) of query rows [i0, i0 + rows) from the weights pt and their gradient dpt (both
+// transposed, [ncols, lanes]), written over dpt: softmax's derivative (g * y) - y * sum(g * y)
+// per query, times the scale, and zero where the causal mask hid the key.
 template <typename T>
-void score_gradients(const T* p, T* dp, int64_t rows, int64_t ncols, int64_t i0, T scale,
+void score_gradients(const T* pt, T* dpt, int64_t rows, int64_t ncols, int64_t i0, T scale,
                      bool causal) {
   using V = vec::Vec<T>;
   constexpr int64_t W = V::width;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* pr = p + r * ncols;
-    T* gr = dp + r * ncols;
-    V acc(T(0));
-    int64_t j = 0;
-    for (; j + W <= ncols; j += W) {
-      const V gy = V::load(pr + j) * V::load(gr + j);
-      gy.store(gr + j);
-      acc = acc + gy;
+  const int64_t lanes = lanes_for<T>(rows);
+  for (int64_t c = 0; c < lanes; c += W) {
+    V total(T(0));
+    for (int64_t j = 0; j < ncols; ++j) {
+      const V gy = V::load(pt + j * lanes + c) * V::load(dpt + j * lanes + c);
+      gy.store(dpt + j * lanes + c);
+      total = total + gy;
     }
-    T total = kernels::reduce_lanes(acc, false);
-    for (; j < ncols; ++j) total += gr[j] = pr[j] * gr[j];
-    const V vt(total), vs(scale);
-    j = 0;
-    for (; j + W <= ncols; j += W) ((V::load(gr + j) - V::load(pr + j) * vt) * vs).store(gr + j);
-    for (; j < ncols; ++j) gr[j] = (gr[j] - pr[j] * total) * scale;
-    if (causal) std::fill(gr + std::min(ncols, i0 + r + 1), gr + ncols, T(0));
+    const V limit = row_limits<T>(i0 + c), vs(scale);
+    for (int64_t j = 0; j < ncols; ++j) {
+      T* at = dpt + j * lanes + c;
+      V ds = (V::load(at) - V::load(pt + j * lanes + c) * total) * vs;
+      if (causal) ds = vec::select(V(T(j)) < limit, ds, V(T(0)));
+      ds.store(at);
+    }
   }
 }
 
@@ -269,8 +305,9 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
     const Matrices<T> gm(g), qm(q), km(k), vm(v);
     const int64_t block = std::min(s.L, kQueryBlock);
     kernels::parallel_range(s.batch, attention_grain(s, s.L), [&](int64_t b0, int64_t b1) {
-      std::vector<T> kt_buf, vt_buf, k_buf, q_buf, g_buf;
-      std::vector<T> p(static_cast<size_t>(block * s.S)), dp(p.size());
+      std::vector<T> qt_buf, gt_buf, k_buf, q_buf, g_buf;
+      const size_t scratch = static_cast<size_t>(s.S * lanes_for<T>(block));
+      std::vector<T> pt(scratch), dpt(scratch);
       for (int64_t b = b0; b < b1; ++b) {
         if (b + 1 < b1) {
           prefetch_rows(gm.at(b + 1), s.L, s.Ev, gm.rs, gm.cs);
@@ -278,29 +315,31 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
           prefetch_rows(km.at(b + 1), s.S, s.E, km.rs, km.cs);
           prefetch_rows(vm.at(b + 1), s.S, s.Ev, vm.rs, vm.cs);
         }
-        const T* kt = transposed(km.at(b), s.S, s.E, km.rs, km.cs, kt_buf);
-        const T* vt = transposed(vm.at(b), s.S, s.Ev, vm.rs, vm.cs, vt_buf);
         const auto krows = contiguous_rows(km.at(b), s.S, s.E, km.rs, km.cs, k_buf);
         T* dkb = dk + b * s.S * s.E;
         T* dvb = dv + b * s.S * s.Ev;
         for (int64_t i0 = 0; i0 < s.L; i0 += kQueryBlock) {
-          const int64_t i1 = std::min(s.L, i0 + kQueryBlock), rows = i1 - i0;
-          const int64_t ncols = keys_for_block(i1, s.S, causal);
-          attention_weights(qm.at(b), qm.rs, qm.cs, kt, s, i0, i1, ncols, scale, causal, p.data());
+          const int64_t rows = std::min(s.L, i0 + kQueryBlock) - i0, lanes = lanes_for<T>(rows);
+          const int64_t ncols = keys_for_block(i0 + rows, s.S, causal);
+          const T* qb = qm.at(b) + i0 * qm.rs;
           const T* gb = gm.at(b) + i0 * gm.rs;
-          // d(weights) = g v^T
-          kernels::small_gemm<T>(rows, ncols, s.Ev, T(1), gb, gm.rs, gm.cs, vt, s.S, T(0),
-                                 dp.data(), ncols);
-          // dv += weights^T g (the weights read transposed in place)
+          const T* qt = transposed(qb, rows, s.E, qm.rs, qm.cs, lanes, qt_buf);
+          attention_weights(km.at(b), km.rs, km.cs, qt, s.E, i0, rows, ncols, scale, causal,
+                            pt.data());
+          // d(weights)^T = v g^T
+          const T* gt = transposed(gb, rows, s.Ev, gm.rs, gm.cs, lanes, gt_buf);
+          kernels::small_gemm<T>(ncols, lanes, s.Ev, T(1), vm.at(b), vm.rs, vm.cs, gt, lanes, T(0),
+                                 dpt.data(), lanes);
+          // dv += weights^T g
           const auto grows = contiguous_rows(gb, rows, s.Ev, gm.rs, gm.cs, g_buf);
-          kernels::small_gemm<T>(ncols, s.Ev, rows, T(1), p.data(), 1, ncols, grows.first,
+          kernels::small_gemm<T>(ncols, s.Ev, rows, T(1), pt.data(), lanes, 1, grows.first,
                                  grows.second, T(1), dvb, s.Ev);
-          score_gradients(p.data(), dp.data(), rows, ncols, i0, scale, causal);
-          // dq = d(scores) k, dk += d(scores)^T q
-          kernels::small_gemm<T>(rows, s.E, ncols, T(1), dp.data(), ncols, 1, krows.first,
+          score_gradients(pt.data(), dpt.data(), rows, ncols, i0, scale, causal);
+          // dq = d(scores) k, dk += d(scores)^T q (d(scores) read transposed or in place)
+          kernels::small_gemm<T>(rows, s.E, ncols, T(1), dpt.data(), 1, lanes, krows.first,
                                  krows.second, T(0), dq + (b * s.L + i0) * s.E, s.E);
-          const auto qrows = contiguous_rows(qm.at(b) + i0 * qm.rs, rows, s.E, qm.rs, qm.cs, q_buf);
-          kernels::small_gemm<T>(ncols, s.E, rows, T(1), dp.data(), 1, ncols, qrows.first,
+          const auto qrows = contiguous_rows(qb, rows, s.E, qm.rs, qm.cs, q_buf);
+          kernels::small_gemm<T>(ncols, s.E, rows, T(1), dpt.data(), lanes, 1, qrows.first,
                                  qrows.second, T(1), dkb, s.E);
         }
       }

@@ -17,10 +17,12 @@
 namespace kiln::kernels {
 
 // Rows [i0, i0 + R) of c, columns [j0, j0 + NV * W): R x NV accumulators in registers (R rows at
-// once hide the FMA latency).
-template <typename T, int NV, int R>
+// once hide the FMA latency). UnitRows: a's row stride is 1 (a transposed matrix read in
+// place), so the R values of a for one step of the sum are adjacent (one address, not R).
+template <typename T, int NV, int R, bool UnitRows>
 inline void small_gemm_tile(int64_t i0, int64_t j0, int64_t k, T alpha, const T* a, int64_t ars,
                             int64_t acs, const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
+  if constexpr (UnitRows) ars = 1;
   using V = vec::Vec<T>;
   constexpr int64_t W = V::width;
   V acc[R][NV];
@@ -55,20 +57,30 @@ constexpr int small_gemm_rows_at_once() {
 }
 
 // Columns [j0, j0 + NV * W) of every row of c.
-template <typename T, int NV>
+template <typename T, int NV, bool UnitRows>
 inline void small_gemm_columns(int64_t n, int64_t j0, int64_t k, T alpha, const T* a, int64_t ars,
                                int64_t acs, const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
   constexpr int R = small_gemm_rows_at_once<NV>();
   int64_t i = 0;
   for (; i + R <= n; i += R)
-    small_gemm_tile<T, NV, R>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+    small_gemm_tile<T, NV, R, UnitRows>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
   if constexpr (R > 4)
     for (; i + 4 <= n; i += 4)
-      small_gemm_tile<T, NV, 4>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+      small_gemm_tile<T, NV, 4, UnitRows>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
   if constexpr (R > 2)
     for (; i + 2 <= n; i += 2)
-      small_gemm_tile<T, NV, 2>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
-  for (; i < n; ++i) small_gemm_tile<T, NV, 1>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+      small_gemm_tile<T, NV, 2, UnitRows>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  for (; i < n; ++i)
+    small_gemm_tile<T, NV, 1, UnitRows>(i, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+}
+
+template <typename T, int NV>
+inline void small_gemm_columns(int64_t n, int64_t j0, int64_t k, T alpha, const T* a, int64_t ars,
+                               int64_t acs, const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
+  if (ars == 1)
+    small_gemm_columns<T, NV, true>(n, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  else
+    small_gemm_columns<T, NV, false>(n, j0, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
 }
 
 // c [n, m] (row stride ldc) = alpha * a [n, k] @ b [k, m] + beta * c. a is read element by
@@ -131,9 +143,11 @@ inline void transpose_16x16(const float* src, int64_t lds, float* dst, int64_t l
 }
 #endif
 
-// out [cols, rows] (contiguous) = the transpose of m [rows, cols] (element strides rs, cs).
+// out [cols, rows] (row stride ldo >= rows) = the transpose of m [rows, cols] (element
+// strides rs, cs).
 template <typename T>
-void transpose_into(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* out) {
+void transpose_into(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* out,
+                    int64_t ldo) {
   int64_t r16 = 0, c16 = 0;  // the part done in 16 x 16 blocks
 #if defined(KILN_VEC_AVX512)
   if constexpr (std::is_same_v<T, float>) {
@@ -142,16 +156,16 @@ void transpose_into(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t 
       c16 = cols - cols % 16;
       for (int64_t r = 0; r < r16; r += 16)
         for (int64_t c = 0; c < c16; c += 16)
-          transpose_16x16(m + r * rs + c, rs, out + c * rows + r, rows);
+          transpose_16x16(m + r * rs + c, rs, out + c * ldo + r, ldo);
     }
   }
 #endif
   // The rest element by element, written in order: columns past c16 for every row, then
   // rows past r16 of the blocked columns.
   for (int64_t c = c16; c < cols; ++c)
-    for (int64_t r = 0; r < rows; ++r) out[c * rows + r] = m[r * rs + c * cs];
+    for (int64_t r = 0; r < rows; ++r) out[c * ldo + r] = m[r * rs + c * cs];
   for (int64_t c = 0; c < c16; ++c)
-    for (int64_t r = r16; r < rows; ++r) out[c * rows + r] = m[r * rs + c * cs];
+    for (int64_t r = r16; r < rows; ++r) out[c * ldo + r] = m[r * rs + c * cs];
 }
 
 }  // namespace kiln::kernels

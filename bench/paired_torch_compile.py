@@ -1,0 +1,116 @@
+"""Kiln's compiled training step and torch.compile's, timed in alternation, round by round:
+
+    /tmp/torch2/bin/python bench/paired_torch_compile.py build/release/tools/kiln/kiln --workload W7
+
+This machine's speed drifts by up to 1.3x from one minute to the next, so a Kiln sitting and
+a torch.compile sitting a few minutes apart compare the minutes more than the compilers. Here
+torch.compile compiles the step once (its compile time is not measured: see the anchor), then
+each round runs `kiln bench --only W7i --runs 15` (a fresh process; the compiled modules come
+from KILN_CACHE_DIR) and right after it 15 torch.compile steps in this process, and prints
+both medians and their ratio. The models are the anchor's own classes
+(../shared/anchors/torch_compile_anchor.py), read from its source, so they cannot drift apart.
+"""
+import argparse
+import ast
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ANCHOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "anchors",
+                      "torch_compile_anchor.py")
+MODEL_CLASSES = {"CausalSelfAttention", "MLP", "Block", "GPT"}
+
+
+def anchor_models(path):
+    """The anchor's model classes, defined here from its source (the rest of it is not run)."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    module = ast.Module(body=[n for n in tree.body
+                              if isinstance(n, ast.ClassDef) and n.name in MODEL_CLASSES],
+                        type_ignores=[])
+    scope = {"torch": torch, "nn": nn, "F": F, "math": math}
+    exec(compile(module, path, "exec"), scope)
+    missing = MODEL_CLASSES - scope.keys()
+    if missing:
+        sys.exit(f"{path} no longer defines {sorted(missing)}")
+    return scope
+
+
+def make_step(workload, models):
+    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT)."""
+    if workload == "W7":
+        V, T, C, H, L, B = 96, 64, 128, 4, 4, 32
+        torch.manual_seed(0)
+        idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+        torch.manual_seed(3)
+        model = models["GPT"](V, T, C, H, L)
+        loss_fn = lambda: F.cross_entropy(model(idx).view(-1, V), tgt.view(-1))  # noqa: E731
+    else:
+        B, T, C, H = 8, 128, 256, 4
+        torch.manual_seed(0)
+        x, tgt = torch.randn(B, T, C), torch.randn(B, T, C)
+        torch.manual_seed(2)
+        model = models["Block"](C, H, T)
+        loss_fn = lambda: F.mse_loss(model(x), tgt)  # noqa: E731
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def kiln_median(kiln, workload, runs):
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    env.setdefault("KILN_CACHE_DIR", "/tmp/kiln-paired-cache")
+    out = subprocess.run([kiln, "bench", "--only", workload + "i", "--runs", str(runs)],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith(f"| {workload}i "))
+    cells = [c.strip() for c in row.split("|")]
+    return float(cells[3].split()[0]), float(cells[4].split()[0])  # median, min (ms)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("kiln", help="the kiln executable (build/release/tools/kiln/kiln)")
+    parser.add_argument("--workload", choices=["W5", "W7"], default="W7")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--runs", type=int, default=15, help="steps timed per side and round")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--anchor", default=ANCHOR)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    step = torch.compile(make_step(args.workload, anchor_models(args.anchor)))
+    for _ in range(5):  # compile, then warm up
+        step()
+    print(f"{args.workload}: kiln {args.workload}i vs torch.compile (default mode), "
+          f"{args.threads} threads, medians of {args.runs} steps")
+    ratios = []
+    for r in range(args.rounds):
+        kiln_ms, kiln_min = kiln_median(args.kiln, args.workload, args.runs)
+        times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        torch_ms = statistics.median(times)
+        ratios.append(kiln_ms / torch_ms)
+        print(f"round {r}: kiln {kiln_ms:.1f} ms (min {kiln_min:.1f}), torch.compile "
+              f"{torch_ms:.1f} ms (min {min(times):.1f}), ratio {ratios[-1]:.2f}", flush=True)
+    print(f"ratios (kiln / torch.compile): median {statistics.median(ratios):.2f}, "
+          f"range {min(ratios):.2f}-{max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
