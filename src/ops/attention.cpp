@@ -7,10 +7,12 @@
 // the weights from q and k (nothing of size L x S is saved between the passes) and produces
 // dq, dk and dv in one sweep per batch entry.
 //
-// The math is the composite's, step for step: scores scaled after the dot product, the softmax
-// row function eager softmax uses (over the keys a row keeps: masked keys get weight 0, as
-// exp(-inf) gives), and softmax's derivative written as (g * y) - y * sum(g * y). Only the
-// order of some sums differs from eager matmul and softmax (the results agree to rounding).
+// The math is the composite's, step for step: scores scaled after the dot product, softmax's
+// three passes with its vector exp (masked keys get weight 0, as exp(-inf) gives), and
+// softmax's derivative written as (g * y) - y * sum(g * y). A block's weights are kept
+// transposed, [keys, queries], so those passes run down columns of vectors (one query per
+// lane) with no sums across lanes. Only the order of some sums differs from eager matmul and
+// softmax: the results agree to rounding.
 // fused_attention_backward has no derivative of its own (as PyTorch's fused kernels): a double
 // backward through it throws, naming it.
 #include <algorithm>
@@ -31,6 +33,9 @@ namespace {
 // Query rows per block: a block's scores (kQueryBlock x S) stay in the L2 cache up to S of a
 // few thousand, and with a causal mask only the keys up to the block's last row are computed.
 constexpr int64_t kQueryBlock = 32;
+
+// Sequence lengths the fused kernel takes (see row_limits).
+constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;
 
 // The shapes of one call: q [batch..., L, E], k [batch..., S, E], v [batch..., S, Ev].
 struct AttentionShape {
@@ -54,6 +59,12 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
   KILN_CHECK(k.size(-2) == v.size(-2), ShapeError, op, ": key of shape ", k.shape_str(),
              " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(-2),
              " != ", v.size(-2), ")");
+  // The causal mask compares positions as floats (row_limits): exact below 2^24.
+  KILN_CHECK(q.size(-2) < kMaxFusedPositions && k.size(-2) < kMaxFusedPositions, ShapeError, op,
+             ": sequences of 2^24 positions or more are not supported (query ", q.shape_str(),
+             ", key ", k.shape_str(),
+             "); scaled_dot_product_attention takes the composite path "
+             "for them");
 }
 
 AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {

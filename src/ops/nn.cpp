@@ -439,7 +439,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const bool same_batch = q.dim() == k.dim() && q.dim() == v.dim() &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin());
-  if (!attn_mask && dropout_p == 0.0 && same_batch)
+  constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;  // attention.cpp's limit
+  if (!attn_mask && dropout_p == 0.0 && same_batch && L < kMaxFusedPositions &&
+      S < kMaxFusedPositions)
     return ops::call(ops::fused_attention_op, {q, k, v}, {s, is_causal});
   Tensor scores = matmul(q, k.mT());
   scores.mul_(Scalar(s));
