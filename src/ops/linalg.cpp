@@ -453,7 +453,12 @@ void matmul_derivative(const BackwardCall& c, std::span<Tensor> g) {
     g[0] = ga;
   }
   if (c.needs_grad(1)) {
-    Tensor gb = matmul(a2.mT(), grad);  // [..., k, m]
+    // A matrix b against a batch of a (a Linear or a tied output layer written as matmul): one
+    // product over the batch's rows, [k, rows] @ [rows, m], rather than a batch of [k, m]
+    // products summed afterwards.
+    Tensor gb = b2.dim() == 2 && a2.dim() > 2
+                    ? mm(a2.reshape({-1, a2.size(-1)}).t(), grad.reshape({-1, grad.size(-1)}))
+                    : matmul(a2.mT(), grad);  // [..., k, m]
     if (b1) gb = gb.squeeze(-1);
     g[1] = gb;
   }
