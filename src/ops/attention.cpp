@@ -37,73 +37,100 @@ constexpr int64_t kQueryBlock = 32;
 // Sequence lengths the fused kernel takes (see row_limits).
 constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;
 
-// The shapes of one call: q [batch..., L, E], k [batch..., S, E], v [batch..., S, Ev].
+// Where an operand's matrix dims are. Head-major (PyTorch's layout): q [batch..., L, E].
+// Sequence-major: q [batch..., L, H, E], the heads a batch dim after the sequence — the layout
+// a projection's output has, so scaled_dot_product_attention passes q, k, v transposed back to
+// it and gets its output, [batch..., L, H, Ev] contiguous, in the layout the next projection
+// reads (transposing it back is then a view, not a copy), and its gradients likewise.
+struct MatrixLayout {
+  bool sequence_major = false;
+  // The dim of the rows (positions); the columns are always the last dim.
+  int64_t row_dim(int64_t rank) const { return sequence_major ? rank - 3 : rank - 2; }
+  // Whether dim d of a rank-`rank` operand is a batch dim (neither rows nor columns).
+  bool batch_dim(int64_t d, int64_t rank) const { return d != row_dim(rank) && d != rank - 1; }
+};
+
+// The shapes of one call: L query and S key positions, E and Ev the last dims of q and v,
+// `batch` matrices (heads included).
 struct AttentionShape {
   int64_t batch = 1, L = 0, S = 0, E = 0, Ev = 0;
 };
 
-void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  KILN_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), ShapeError, op,
-             ": query, key and value need the same number (>= 2) of dims [..., L, E], got shapes ",
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            MatrixLayout layout) {
+  const int64_t rank = q.dim(), min_rank = layout.sequence_major ? 3 : 2;
+  KILN_CHECK(rank >= min_rank && k.dim() == rank && v.dim() == rank, ShapeError, op,
+             ": query, key and value need the same number (>= ", min_rank, ") of dims ",
+             layout.sequence_major ? "[..., L, H, E]" : "[..., L, E]", ", got shapes ",
              q.shape_str(), ", ", k.shape_str(), " and ", v.shape_str());
   KILN_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), DTypeError,
              op, ": query, key and value must share one floating dtype, got ", q.dtype(), ", ",
              k.dtype(), " and ", v.dtype());
-  for (int64_t d = 0; d + 2 < q.dim(); ++d)
-    KILN_CHECK(q.size(d) == k.size(d) && q.size(d) == v.size(d), ShapeError, op,
-               ": query, key and value must have equal batch dims, got shapes ", q.shape_str(),
-               ", ", k.shape_str(), " and ", v.shape_str());
+  for (int64_t d = 0; d < rank; ++d)
+    if (layout.batch_dim(d, rank))
+      KILN_CHECK(q.size(d) == k.size(d) && q.size(d) == v.size(d), ShapeError, op,
+                 ": query, key and value must have equal batch dims, got shapes ", q.shape_str(),
+                 ", ", k.shape_str(), " and ", v.shape_str());
+  const int64_t rows = layout.row_dim(rank);
   KILN_CHECK(q.size(-1) == k.size(-1), ShapeError, op, ": query of shape ", q.shape_str(),
              " and key of shape ", k.shape_str(), " differ in the embedding dim (", q.size(-1),
              " != ", k.size(-1), ")");
-  KILN_CHECK(k.size(-2) == v.size(-2), ShapeError, op, ": key of shape ", k.shape_str(),
-             " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(-2),
-             " != ", v.size(-2), ")");
+  KILN_CHECK(k.size(rows) == v.size(rows), ShapeError, op, ": key of shape ", k.shape_str(),
+             " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(rows),
+             " != ", v.size(rows), ")");
   // The causal mask compares positions as floats (row_limits): exact below 2^24.
-  KILN_CHECK(q.size(-2) < kMaxFusedPositions && k.size(-2) < kMaxFusedPositions, ShapeError, op,
+  KILN_CHECK(q.size(rows) < kMaxFusedPositions && k.size(rows) < kMaxFusedPositions, ShapeError, op,
              ": sequences of 2^24 positions or more are not supported (query ", q.shape_str(),
              ", key ", k.shape_str(),
-             "); scaled_dot_product_attention takes the composite path "
-             "for them");
+             "); scaled_dot_product_attention takes the composite path for them");
 }
 
-AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v, MatrixLayout layout) {
   AttentionShape s;
-  for (int64_t d = 0; d + 2 < q.dim(); ++d) s.batch *= q.size(d);
-  s.L = q.size(-2);
+  const int64_t rank = q.dim();
+  for (int64_t d = 0; d < rank; ++d)
+    if (layout.batch_dim(d, rank)) s.batch *= q.size(d);
+  s.L = q.size(layout.row_dim(rank));
   s.E = q.size(-1);
-  s.S = k.size(-2);
+  s.S = k.size(layout.row_dim(rank));
   s.Ev = v.size(-1);
   return s;
 }
 
-// One operand seen per batch entry: the element offset of each entry's matrix, and its row and
-// column strides.
+// One operand (or output) seen per batch entry: the element offset of each entry's matrix, and
+// its row and column strides.
 template <typename T>
 struct Matrices {
-  const T* data;
+  T* data;
   std::vector<int64_t> offsets;
   int64_t rs, cs;
 
-  explicit Matrices(const Tensor& t) : data(t.data_ptr<T>()), rs(t.stride(-2)), cs(t.stride(-1)) {
-    const int64_t nb = t.dim() - 2;
+  Matrices(const Tensor& t, MatrixLayout layout)
+      : data(t.data_ptr<T>()), rs(t.stride(layout.row_dim(t.dim()))), cs(t.stride(-1)) {
+    std::vector<int64_t> dims;  // the batch dims, outermost first
     int64_t count = 1;
-    for (int64_t d = 0; d < nb; ++d) count *= t.size(d);
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (layout.batch_dim(d, t.dim())) {
+        dims.push_back(d);
+        count *= t.size(d);
+      }
+    const auto nb = static_cast<int64_t>(dims.size());
     offsets.resize(static_cast<size_t>(count));
     std::vector<int64_t> idx(static_cast<size_t>(nb), 0);
     int64_t off = 0;
     for (int64_t i = 0; i < count; ++i) {
       offsets[static_cast<size_t>(i)] = off;
-      for (int64_t d = nb - 1; d >= 0; --d) {  // odometer over the batch dims
-        const auto du = static_cast<size_t>(d);
+      for (int64_t j = nb - 1; j >= 0; --j) {  // odometer over the batch dims
+        const auto ju = static_cast<size_t>(j);
+        const int64_t d = dims[ju];
         off += t.stride(d);
-        if (++idx[du] < t.size(d)) break;
+        if (++idx[ju] < t.size(d)) break;
         off -= t.stride(d) * t.size(d);
-        idx[du] = 0;
+        idx[ju] = 0;
       }
     }
   }
-  const T* at(int64_t b) const { return data + offsets[static_cast<size_t>(b)]; }
+  T* at(int64_t b) const { return data + offsets[static_cast<size_t>(b)]; }
 };
 
 // `rows` x `cols` of m (element strides rs, cs) as contiguous rows in buf; returns the rows'
@@ -202,10 +229,10 @@ int64_t attention_grain(const AttentionShape& s, int64_t rows) {
   return std::max<int64_t>(1, kParallelGrain / work);
 }
 
-// ---- fused_attention: inputs [q, k, v]; attrs [scale, is_causal] ----
+// ---- fused_attention: inputs [q, k, v]; attrs [scale, is_causal, sequence_major] ----
 int fused_attention_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
-  check_attention_inputs("fused_attention", q, k, v);
+  check_attention_inputs("fused_attention", q, k, v, {c.attrs.b(2)});
   Shape sizes = q.sizes();
   sizes.back() = v.size(-1);
   return one_output(out, q.dtype(), std::move(sizes));
@@ -213,7 +240,8 @@ int fused_attention_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> o
 
 void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
-  const AttentionShape s = shape_of(q, k, v);
+  const MatrixLayout layout{c.attrs.b(2)};
+  const AttentionShape s = shape_of(q, k, v, layout);
   const bool causal = c.attrs.b(1);
   KILN_DTYPE_SWITCH_FLOATING(q.dtype(), "fused_attention", [&]<typename T>() {
     T* out = outs[0].data_ptr<T>();
@@ -222,7 +250,7 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
       return;
     }
     const T scale = static_cast<T>(c.attrs.f(0));
-    const Matrices<T> qm(q), km(k), vm(v);
+    const Matrices<T> qm(q, layout), km(k, layout), vm(v, layout), om(outs[0], layout);
     const int64_t blocks = (s.L + kQueryBlock - 1) / kQueryBlock;
     kernels::parallel_range(
         s.batch * blocks, attention_grain(s, std::min(s.L, kQueryBlock)),
@@ -250,17 +278,18 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
                               pt.data());
             // out = weights @ v, the weights read transposed
             kernels::small_gemm<T>(rows, s.Ev, ncols, T(1), pt.data(), 1, lanes, vrows.first,
-                                   vrows.second, T(0), out + (b * s.L + i0) * s.Ev, s.Ev);
+                                   vrows.second, T(0), om.at(b) + i0 * om.rs, om.rs);
           }
         });
   });
 }
 
-// ---- fused_attention_backward: inputs [grad, q, k, v]; attrs [scale, is_causal];
+// ---- fused_attention_backward: inputs [grad, q, k, v]; attrs [scale, is_causal,
+// sequence_major];
 // outputs [grad_q, grad_k, grad_v] ----
 int fused_attention_backward_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &g = c.in(0), &q = c.in(1), &k = c.in(2), &v = c.in(3);
-  check_attention_inputs("fused_attention_backward", q, k, v);
+  check_attention_inputs("fused_attention_backward", q, k, v, {c.attrs.b(2)});
   Shape want = q.sizes();
   want.back() = v.size(-1);
   KILN_CHECK(g.sizes() == want && g.dtype() == q.dtype(), ShapeError,
@@ -300,7 +329,8 @@ void score_gradients(const T* pt, T* dpt, int64_t rows, int64_t ncols, int64_t i
 
 void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor &g = c.in(0), &q = c.in(1), &k = c.in(2), &v = c.in(3);
-  const AttentionShape s = shape_of(q, k, v);
+  const MatrixLayout layout{c.attrs.b(2)};
+  const AttentionShape s = shape_of(q, k, v, layout);
   const bool causal = c.attrs.b(1);
   KILN_DTYPE_SWITCH_FLOATING(q.dtype(), "fused_attention_backward", [&]<typename T>() {
     T* dq = outs[0].data_ptr<T>();
@@ -313,7 +343,8 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
       return;
     }
     const T scale = static_cast<T>(c.attrs.f(0));
-    const Matrices<T> gm(g), qm(q), km(k), vm(v);
+    const Matrices<T> gm(g, layout), qm(q, layout), km(k, layout), vm(v, layout);
+    const Matrices<T> dqm(outs[0], layout), dkm(outs[1], layout), dvm(outs[2], layout);
     const int64_t block = std::min(s.L, kQueryBlock);
     kernels::parallel_range(s.batch, attention_grain(s, s.L), [&](int64_t b0, int64_t b1) {
       std::vector<T> qt_buf, gt_buf, k_buf, q_buf, g_buf;
@@ -327,8 +358,8 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
           prefetch_rows(vm.at(b + 1), s.S, s.Ev, vm.rs, vm.cs);
         }
         const auto krows = contiguous_rows(km.at(b), s.S, s.E, km.rs, km.cs, k_buf);
-        T* dkb = dk + b * s.S * s.E;
-        T* dvb = dv + b * s.S * s.Ev;
+        T* dkb = dkm.at(b);
+        T* dvb = dvm.at(b);
         for (int64_t i0 = 0; i0 < s.L; i0 += kQueryBlock) {
           const int64_t rows = std::min(s.L, i0 + kQueryBlock) - i0, lanes = lanes_for<T>(rows);
           const int64_t ncols = keys_for_block(i0 + rows, s.S, causal);
@@ -344,14 +375,14 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
           // dv += weights^T g
           const auto grows = contiguous_rows(gb, rows, s.Ev, gm.rs, gm.cs, g_buf);
           kernels::small_gemm<T>(ncols, s.Ev, rows, T(1), pt.data(), lanes, 1, grows.first,
-                                 grows.second, T(1), dvb, s.Ev);
+                                 grows.second, T(1), dvb, dvm.rs);
           score_gradients(pt.data(), dpt.data(), rows, ncols, i0, scale, causal);
           // dq = d(scores) k, dk += d(scores)^T q (d(scores) read transposed or in place)
           kernels::small_gemm<T>(rows, s.E, ncols, T(1), dpt.data(), 1, lanes, krows.first,
-                                 krows.second, T(0), dq + (b * s.L + i0) * s.E, s.E);
+                                 krows.second, T(0), dqm.at(b) + i0 * dqm.rs, dqm.rs);
           const auto qrows = contiguous_rows(qb, rows, s.E, qm.rs, qm.cs, q_buf);
           kernels::small_gemm<T>(ncols, s.E, rows, T(1), dpt.data(), lanes, 1, qrows.first,
-                                 qrows.second, T(1), dkb, s.E);
+                                 qrows.second, T(1), dkb, dkm.rs);
         }
       }
     });
@@ -363,7 +394,8 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
 const OpDef& fused_attention_backward_op = register_op(
     {.name = "fused_attention_backward",
      .schema = "fused_attention_backward(Tensor grad, Tensor query, Tensor key, Tensor value, "
-               "float scale, bool is_causal) -> (Tensor grad_query, Tensor grad_key, "
+               "float scale, bool is_causal, bool sequence_major) -> (Tensor grad_query, "
+               "Tensor grad_key, "
                "Tensor grad_value)",
      .kind = OpKind::Extern,
      .meta = fused_attention_backward_meta,
@@ -383,7 +415,7 @@ void fused_attention_derivative(const BackwardCall& c, std::span<Tensor> g) {
 const OpDef& fused_attention_op = register_op(
     {.name = "fused_attention",
      .schema = "fused_attention(Tensor query, Tensor key, Tensor value, float scale, "
-               "bool is_causal) -> Tensor",
+               "bool is_causal, bool sequence_major) -> Tensor",
      .kind = OpKind::Extern,
      .meta = fused_attention_meta,
      .kernel = fused_attention_kernel,

@@ -435,14 +435,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   // Without an explicit mask or dropout, and with one batch shape for all three, the fused
-  // kernel (ops/attention.cpp) computes the same in one pass per head.
+  // kernel (ops/attention.cpp) computes the same in one pass per head. With a heads dim, q, k
+  // and v go to it sequence-major ([..., L, H, E], the projection's layout they are usually
+  // views of) and the result comes back as a view of its [..., L, H, Ev] output.
   const bool same_batch = q.dim() == k.dim() && q.dim() == v.dim() &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin());
   constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;  // attention.cpp's limit
   if (!attn_mask && dropout_p == 0.0 && same_batch && L < kMaxFusedPositions &&
-      S < kMaxFusedPositions)
-    return ops::call(ops::fused_attention_op, {q, k, v}, {s, is_causal});
+      S < kMaxFusedPositions) {
+    if (q.dim() < 3) return ops::call(ops::fused_attention_op, {q, k, v}, {s, is_causal, false});
+    return ops::call(ops::fused_attention_op,
+                     {q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2)},
+                     {s, is_causal, true})
+        .transpose(-3, -2);
+  }
   Tensor scores = matmul(q, k.mT());
   scores.mul_(Scalar(s));
   const double neg_inf = -std::numeric_limits<double>::infinity();

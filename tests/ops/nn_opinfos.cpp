@@ -997,7 +997,11 @@ TEST(ScaledDotProductAttention, FusedKernelMatchesTheComposite) {
     Tensor q = h.select(2, 0).transpose(1, 2), k = h.select(2, 1).transpose(1, 2),
            v = h.select(2, 2).transpose(1, 2);
     Tensor fused = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal);
-    ASSERT_EQ(fused.grad_fn()->name(), "FusedAttentionBackward");
+    // The fused op's output, sequence-major [B, T, H, D], seen back as [B, H, T, D]: taking
+    // the heads back out of the sequence (as the model does next) is a view, no copy.
+    ASSERT_EQ(fused.grad_fn()->name(), "PermuteBackward");
+    ASSERT_EQ(fused.grad_fn()->next_edges().at(0).fn->name(), "FusedAttentionBackward");
+    EXPECT_TRUE(fused.transpose(1, 2).is_contiguous());
     Tensor mask = causal ? tril(ones({T, T}, DType::Bool)) : ones({T, T}, DType::Bool);
     Tensor composite = scaled_dot_product_attention(q, k, v, mask);
     Tensor w =
