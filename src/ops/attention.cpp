@@ -15,6 +15,8 @@
 // softmax: the results agree to rounding.
 // fused_attention_backward has no derivative of its own (as PyTorch's fused kernels): a double
 // backward through it throws, naming it.
+#include "ops/attention.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -33,9 +35,6 @@ namespace {
 // Query rows per block: a block's scores (kQueryBlock x S) stay in the L2 cache up to S of a
 // few thousand, and with a causal mask only the keys up to the block's last row are computed.
 constexpr int64_t kQueryBlock = 32;
-
-// Sequence lengths the fused kernel takes (see row_limits).
-constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;
 
 // Where an operand's matrix dims are. Head-major (PyTorch's layout): q [batch..., L, E].
 // Sequence-major: q [batch..., L, H, E], the heads a batch dim after the sequence — the layout
@@ -79,10 +78,11 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
              " and value of shape ", v.shape_str(), " differ in the sequence dim (", k.size(rows),
              " != ", v.size(rows), ")");
   // The causal mask compares positions as floats (row_limits): exact below 2^24.
-  KILN_CHECK(q.size(rows) < kMaxFusedPositions && k.size(rows) < kMaxFusedPositions, ShapeError, op,
-             ": sequences of 2^24 positions or more are not supported (query ", q.shape_str(),
-             ", key ", k.shape_str(),
-             "); scaled_dot_product_attention takes the composite path for them");
+  KILN_CHECK(
+      q.size(rows) < kMaxFusedAttentionPositions && k.size(rows) < kMaxFusedAttentionPositions,
+      ShapeError, op, ": sequences of 2^24 positions or more are not supported (query ",
+      q.shape_str(), ", key ", k.shape_str(),
+      "); scaled_dot_product_attention takes the composite path for them");
 }
 
 AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v, MatrixLayout layout) {
@@ -132,18 +132,6 @@ struct Matrices {
   }
   T* at(int64_t b) const { return data + offsets[static_cast<size_t>(b)]; }
 };
-
-// `rows` x `cols` of m (element strides rs, cs) as contiguous rows in buf; returns the rows'
-// pointer and stride, m itself when its rows are already contiguous.
-template <typename T>
-std::pair<const T*, int64_t> contiguous_rows(const T* m, int64_t rows, int64_t cols, int64_t rs,
-                                             int64_t cs, std::vector<T>& buf) {
-  if (cs == 1 || cols <= 1) return {m, rs};
-  buf.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] = m[r * rs + c * cs];
-  return {buf.data(), cols};
-}
 
 // m [rows, cols] transposed into buf as [cols, ld] (ld >= rows), the columns past rows zero.
 template <typename T>
@@ -252,10 +240,9 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
     const T scale = static_cast<T>(c.attrs.f(0));
     const Matrices<T> qm(q, layout), km(k, layout), vm(v, layout), om(outs[0], layout);
     const int64_t blocks = (s.L + kQueryBlock - 1) / kQueryBlock;
+    const int64_t block = std::min(s.L, kQueryBlock);
     kernels::parallel_range(
-        s.batch * blocks, attention_grain(s, std::min(s.L, kQueryBlock)),
-        [&](int64_t t0, int64_t t1) {
-          const int64_t block = std::min(s.L, kQueryBlock);
+        s.batch * blocks, attention_grain(s, block), [&](int64_t t0, int64_t t1) {
           std::vector<T> qt_buf, v_buf, pt(static_cast<size_t>(s.S * lanes_for<T>(block)));
           std::pair<const T*, int64_t> vrows;
           int64_t packed = -1;  // the batch entry vrows holds
@@ -268,7 +255,7 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
                 prefetch_rows(km.at(b + 1), s.S, s.E, km.rs, km.cs);
                 prefetch_rows(vm.at(b + 1), s.S, s.Ev, vm.rs, vm.cs);
               }
-              vrows = contiguous_rows(vm.at(b), s.S, s.Ev, vm.rs, vm.cs, v_buf);
+              vrows = kernels::contiguous_rows(vm.at(b), s.S, s.Ev, vm.rs, vm.cs, v_buf);
               packed = b;
             }
             const int64_t ncols = keys_for_block(i0 + rows, s.S, causal),
@@ -285,8 +272,7 @@ void fused_attention_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 
 // ---- fused_attention_backward: inputs [grad, q, k, v]; attrs [scale, is_causal,
-// sequence_major];
-// outputs [grad_q, grad_k, grad_v] ----
+// sequence_major]; outputs [grad_q, grad_k, grad_v] ----
 int fused_attention_backward_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor &g = c.in(0), &q = c.in(1), &k = c.in(2), &v = c.in(3);
   check_attention_inputs("fused_attention_backward", q, k, v, {c.attrs.b(2)});
@@ -357,7 +343,7 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
           prefetch_rows(km.at(b + 1), s.S, s.E, km.rs, km.cs);
           prefetch_rows(vm.at(b + 1), s.S, s.Ev, vm.rs, vm.cs);
         }
-        const auto krows = contiguous_rows(km.at(b), s.S, s.E, km.rs, km.cs, k_buf);
+        const auto krows = kernels::contiguous_rows(km.at(b), s.S, s.E, km.rs, km.cs, k_buf);
         T* dkb = dkm.at(b);
         T* dvb = dvm.at(b);
         for (int64_t i0 = 0; i0 < s.L; i0 += kQueryBlock) {
@@ -373,14 +359,14 @@ void fused_attention_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
           kernels::small_gemm<T>(ncols, lanes, s.Ev, T(1), vm.at(b), vm.rs, vm.cs, gt, lanes, T(0),
                                  dpt.data(), lanes);
           // dv += weights^T g
-          const auto grows = contiguous_rows(gb, rows, s.Ev, gm.rs, gm.cs, g_buf);
+          const auto grows = kernels::contiguous_rows(gb, rows, s.Ev, gm.rs, gm.cs, g_buf);
           kernels::small_gemm<T>(ncols, s.Ev, rows, T(1), pt.data(), lanes, 1, grows.first,
                                  grows.second, T(1), dvb, dvm.rs);
           score_gradients(pt.data(), dpt.data(), rows, ncols, i0, scale, causal);
           // dq = d(scores) k, dk += d(scores)^T q (d(scores) read transposed or in place)
           kernels::small_gemm<T>(rows, s.E, ncols, T(1), dpt.data(), 1, lanes, krows.first,
                                  krows.second, T(0), dqm.at(b) + i0 * dqm.rs, dqm.rs);
-          const auto qrows = contiguous_rows(qb, rows, s.E, qm.rs, qm.cs, q_buf);
+          const auto qrows = kernels::contiguous_rows(qb, rows, s.E, qm.rs, qm.cs, q_buf);
           kernels::small_gemm<T>(ncols, s.E, rows, T(1), dpt.data(), lanes, 1, qrows.first,
                                  qrows.second, T(1), dkb, dkm.rs);
         }
@@ -395,8 +381,7 @@ const OpDef& fused_attention_backward_op = register_op(
     {.name = "fused_attention_backward",
      .schema = "fused_attention_backward(Tensor grad, Tensor query, Tensor key, Tensor value, "
                "float scale, bool is_causal, bool sequence_major) -> (Tensor grad_query, "
-               "Tensor grad_key, "
-               "Tensor grad_value)",
+               "Tensor grad_key, Tensor grad_value)",
      .kind = OpKind::Extern,
      .meta = fused_attention_backward_meta,
      .kernel = fused_attention_backward_kernel});

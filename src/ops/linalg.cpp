@@ -231,22 +231,12 @@ void batched_gemm(T* out, IntList batch, Operand<T> a, Operand<T> b, T alpha, T 
   // speed at these sizes.
   const bool small = !tiny && count > 1 && small_gemm_applies<T>(n, m, k);
   const auto run = [&](int64_t begin, int64_t end) {
-    std::vector<T> panel(small && b.cs() != 1 ? static_cast<size_t>(k * m) : 0);
+    std::vector<T> panel;
     for (int64_t i = begin; i < end; ++i) {
-      if (tiny) {
-        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), b.data + off_b[i],
-                               b.rs(), beta, out + i * n * m, m);
-      } else if (small) {
-        const T* rows = b.data + off_b[i];
-        int64_t row_stride = b.rs();
-        if (!panel.empty()) {
-          for (int64_t p = 0; p < k; ++p)
-            for (int64_t j = 0; j < m; ++j) panel[p * m + j] = rows[p * b.rs() + j * b.cs()];
-          rows = panel.data();
-          row_stride = m;
-        }
-        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows, row_stride,
-                               beta, out + i * n * m, m);
+      if (tiny || small) {
+        const auto rows = kernels::contiguous_rows(b.data + off_b[i], k, m, b.rs(), b.cs(), panel);
+        kernels::small_gemm<T>(n, m, k, alpha, a.data + off_a[i], a.rs(), a.cs(), rows.first,
+                               rows.second, beta, out + i * n * m, m);
       } else {
         blas_gemm<T>(la.transposed, lb.transposed, n, m, k, alpha, a.data + off_a[i], la.ld,
                      b.data + off_b[i], lb.ld, beta, out + i * n * m, m);

@@ -12,6 +12,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "ops/attention.h"
 #include "ops/kernels/loops.h"
 #include "ops/kernels/norm_row.h"
 #include "ops/kernels/vec.h"
@@ -19,8 +20,6 @@
 
 namespace kiln {
 namespace ops {
-
-extern const OpDef& fused_attention_op;  // attention.cpp
 
 namespace {
 
@@ -441,9 +440,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const bool same_batch = q.dim() == k.dim() && q.dim() == v.dim() &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, k.sizes().begin()) &&
                           std::equal(q.sizes().begin(), q.sizes().end() - 2, v.sizes().begin());
-  constexpr int64_t kMaxFusedPositions = int64_t{1} << 24;  // attention.cpp's limit
-  if (!attn_mask && dropout_p == 0.0 && same_batch && L < kMaxFusedPositions &&
-      S < kMaxFusedPositions) {
+  if (!attn_mask && dropout_p == 0.0 && same_batch && L < ops::kMaxFusedAttentionPositions &&
+      S < ops::kMaxFusedAttentionPositions) {
     if (q.dim() < 3) return ops::call(ops::fused_attention_op, {q, k, v}, {s, is_causal, false});
     return ops::call(ops::fused_attention_op,
                      {q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2)},

@@ -1,7 +1,8 @@
 // c = alpha * a @ b + beta * c for matrices small enough to sit in the L1/L2 cache (attention
 // over one head, batches of tiny products): rows of c accumulate in vector registers, a(i, p)
 // broadcast and b's row p loaded, with no packing and no per-call set-up. Shared by linalg's
-// batched products and the fused attention kernel, with the transposition the latter needs.
+// batched products and the fused attention kernel, with the packing and transposition of an
+// operand they need.
 //
 // Every element of c is one ascending sum over p of a(i, p) * b(p, j), started from zero and
 // scaled by alpha at the end, whatever the column chunking: the result does not depend on how
@@ -11,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "ops/kernels/vec.h"
 
@@ -110,6 +113,18 @@ void small_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ar
       const T out = acc * alpha;
       dst = beta != T(0) ? std::fma(beta, dst, out) : out;
     }
+}
+
+// `rows` x `cols` of m (element strides rs, cs) as contiguous rows in buf; returns the rows'
+// pointer and stride, m itself when its rows are already contiguous.
+template <typename T>
+std::pair<const T*, int64_t> contiguous_rows(const T* m, int64_t rows, int64_t cols, int64_t rs,
+                                             int64_t cs, std::vector<T>& buf) {
+  if (cs == 1 || cols <= 1) return {m, rs};
+  buf.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) buf[static_cast<size_t>(r * cols + c)] = m[r * rs + c * cs];
+  return {buf.data(), cols};
 }
 
 // ---- transposing a small matrix ----
