@@ -1031,6 +1031,20 @@ TEST(ScaledDotProductAttention, DoubleBackwardThroughTheFusedKernelThrows) {
   }
 }
 
+// The fused kernel's causal mask compares positions as floats: it refuses 2^24 positions or
+// more (expanded operands: the check needs no data) rather than mask them wrongly.
+TEST(ScaledDotProductAttention, FusedKernelRefusesPositionsItCannotMask) {
+  const int64_t n = int64_t{1} << 24;
+  const Tensor q = zeros({1, 4}).expand({n, 4});
+  const Tensor inputs[] = {q, q, q};
+  try {
+    dispatch1(*find_op("fused_attention"), inputs, Attrs{0.5, true, false});
+    FAIL() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("2^24 positions"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ScaledDotProductAttention, DropoutKeepsRowsUnbiased) {
   // With dropout_p = 0.5 on a uniform attention (all scores equal) and value rows of ones,
   // each output is (kept count) * 2 / S; across many rows the mean stays 1.
