@@ -29,6 +29,19 @@ if [ "$preset" = release ]; then
     head -c 2000 "$prefix/consumer.log" >&2
     exit 1
   }
+  # With GCC, cmake --install precompiled the runtime header beside the installed library
+  # (kiln prepare), and the consumer's fresh cache used it rather than building its own.
+  if "${CXX:-c++}" --version 2>/dev/null | grep -q "Free Software Foundation"; then
+    ls -d "$prefix"/lib*/kiln/precompiled/pch-* >/dev/null 2>&1 || {
+      echo "[test] cmake --install left no precompiled runtime header (kiln prepare)" >&2
+      exit 1
+    }
+    if ls -d "$prefix"/cache/inductor/pch-* >/dev/null 2>&1; then
+      echo "[test] the installed Kiln built a precompiled header in its cache instead of using" \
+        "the one cmake --install prepared" >&2
+      exit 1
+    fi
+  fi
   # A repro folder written by the library rebuilds against the installed Kiln and still fails.
   scripts/repro_rebuild_check.sh "$prefix" build/release/tools/kiln/kiln
 fi

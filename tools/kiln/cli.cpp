@@ -38,6 +38,8 @@ const std::vector<Command>& commands() {
        run_report},
       {"minify", "shrink a failing repro folder to the ops that still fail", minify_parser,
        run_minify},
+      {"prepare", "precompile what the inductor backend's generated code includes", prepare_parser,
+       run_prepare},
   };
   return all;
 }

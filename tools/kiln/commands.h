@@ -29,6 +29,10 @@ int run_report(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 ArgParser minify_parser();
 int run_minify(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 
+// ---- kiln prepare: precompile generated code's runtime header beside the library -------------
+ArgParser prepare_parser();
+int run_prepare(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+
 // ---- kiln train: train a character-level GPT ------------------------------------------------
 // Every value checked: sizes positive, rates in range, --embd a multiple of --heads, files
 // present.

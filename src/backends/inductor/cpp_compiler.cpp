@@ -125,6 +125,21 @@ const std::string& flags() {
   return f;
 }
 
+// The processor code is built for, when the flags say "this machine" (-march=native): its
+// model and feature lines, so a cache shared between machines never hands one a module (or a
+// precompiled header) built for another's instruction set.
+std::string cpu_identity() {
+  if (std::string_view(KILN_GENERATED_ARCH_FLAGS).find("native") == std::string_view::npos)
+    return "";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, identity;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) identity += line + "\n";
+    if (line.empty() && !identity.empty()) break;  // the first processor is enough
+  }
+  return identity;
+}
+
 // What the cache key includes besides the source: the compiler's identity and the text of the
 // headers generated code includes (so a changed functor never reuses an old module).
 const std::string& key_context() {
@@ -142,7 +157,7 @@ const std::string& key_context() {
       list.remove_prefix(std::min(comma + 1, list.size()));
     }
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
-    return host_compiler() + "\n" + version + "\n" + flags() + "\n" + headers;
+    return host_compiler() + "\n" + version + "\n" + flags() + "\n" + cpu_identity() + headers;
   }();
   return context;
 }
@@ -178,37 +193,53 @@ bool compiler_is_gcc() {
   return gcc;
 }
 
-// The runtime header of generated code, precompiled (GCC only): a folder to put first on the
-// include path, where GCC finds inductor_runtime.h.gch before the header itself. Built once per
-// compiler, flags and header text (it is keyed like the modules), atomically; "" when it cannot
-// be built, and generated code then parses the header itself.
+// The runtime header of generated code, precompiled (GCC only), lives at <root>/kPchFile: GCC
+// finds it before the header itself when <root> comes first on the include path.
+constexpr const char* kPchFile = "backends/inductor/runtime/inductor_runtime.h.gch";
+
+// The root for this compiler, flags and header text below `parent` (keyed like the modules).
+fs::path pch_root(const fs::path& parent) {
+  return parent / ("pch-" + hash_key(key_context()).substr(0, 16));
+}
+
+// Builds <root>/kPchFile atomically (a temp file renamed into place). Returns "" on success,
+// else the failing command's output.
+std::string build_precompiled_header(const fs::path& root) {
+  const fs::path gch = root / kPchFile;
+  std::error_code ec;
+  fs::create_directories(gch.parent_path(), ec);
+  const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
+  std::string output;
+  const int status = run_command(
+      detail::concat(
+          quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
+          quote(runtime_headers().runtime_dir + "/backends/inductor/runtime/inductor_runtime.h"),
+          " -o ", quote(tmp)),
+      output);
+  if (status == 0) fs::rename(tmp, gch, ec);
+  if (status != 0 || ec) {
+    fs::remove(tmp, ec);
+    return output.empty() ? "cannot write " + gch.string() : output;
+  }
+  return "";
+}
+
+// The folder to put first on the include path for the precompiled runtime header: the one
+// `kiln prepare` left beside the library when it matches, else one built once in the cache;
+// "" when none can be built (generated code then parses the header itself).
 std::string precompiled_header_dir(const fs::path& modules) {
   if (!compiler_is_gcc()) return "";
   static std::string dir;
   static bool tried = false;
   if (tried) return dir;
   tried = true;
-  const fs::path root = modules / ("pch-" + hash_key(key_context()).substr(0, 16));
-  const fs::path gch = root / "backends/inductor/runtime/inductor_runtime.h.gch";
   std::error_code ec;
-  if (!fs::exists(gch)) {
-    fs::create_directories(gch.parent_path(), ec);
-    const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
-    std::string output;
-    const int status = run_command(
-        detail::concat(
-            quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
-            quote(runtime_headers().runtime_dir + "/backends/inductor/runtime/inductor_runtime.h"),
-            " -o ", quote(tmp)),
-        output);
-    if (status != 0) {
-      fs::remove(tmp, ec);
-      return dir;
-    }
-    fs::rename(tmp, gch, ec);
-    if (ec) return dir;
-  }
-  dir = root.string();
+  const std::string prepared = prepared_header_dir();
+  if (!prepared.empty() && fs::exists(pch_root(prepared) / kPchFile, ec))
+    return dir = pch_root(prepared).string();
+  const fs::path cached = pch_root(modules);
+  if (fs::exists(cached / kPchFile, ec) || build_precompiled_header(cached).empty())
+    dir = cached.string();
   return dir;
 }
 
@@ -308,17 +339,31 @@ const std::string& host_compiler() {
   return cxx;
 }
 
+namespace {
+// The folder of the library this code is in ("" when it cannot be told).
+const fs::path& library_dir() {
+  static const fs::path dir = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<const void*>(&runtime_headers), &info) || !info.dli_fname)
+      return fs::path();
+    std::error_code ec;
+    const fs::path lib = fs::canonical(info.dli_fname, ec);
+    return ec ? fs::path() : lib.parent_path();
+  }();
+  return dir;
+}
+}  // namespace
+
 const RuntimeHeaders& runtime_headers() {
   static const RuntimeHeaders where = [] {
-    // The library this code is in, then its installed neighbours (relative paths set by CMake
-    // from the install layout, so any --prefix works). A static or build-tree Kiln has none.
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<const void*>(&runtime_headers), &info) && info.dli_fname) {
+    // The library's installed neighbours (relative paths set by CMake from the install layout,
+    // so any --prefix works). A static or build-tree Kiln has none.
+    const fs::path& lib_dir = library_dir();
+    if (!lib_dir.empty()) {
       std::error_code ec;
-      const fs::path lib_dir = fs::canonical(info.dli_fname, ec).parent_path();
       const fs::path runtime = lib_dir / KILN_RUNTIME_FROM_LIB;
       const fs::path include = lib_dir / KILN_INCLUDE_FROM_LIB;
-      if (!ec && fs::exists(runtime / "backends/inductor/runtime/inductor_runtime.h", ec) &&
+      if (fs::exists(runtime / "backends/inductor/runtime/inductor_runtime.h", ec) &&
           fs::exists(include / "kiln/ops/op.h", ec))
         return RuntimeHeaders{fs::weakly_canonical(runtime, ec).string(),
                               fs::weakly_canonical(include, ec).string(), true};
@@ -326,6 +371,34 @@ const RuntimeHeaders& runtime_headers() {
     return RuntimeHeaders{KILN_SOURCE_DIR "/src", KILN_SOURCE_DIR "/include", false};
   }();
   return where;
+}
+
+std::string prepared_header_dir() {
+  return library_dir().empty() ? "" : (library_dir() / "kiln" / "precompiled").string();
+}
+
+std::string prepare_runtime_header() {
+  KILN_CHECK(unavailable_reason().empty(), Error, "kiln prepare: ", unavailable_reason());
+  if (!compiler_is_gcc())
+    return "nothing to prepare: " + host_compiler() + " is not GCC (no precompiled header)";
+  const std::string folder = prepared_header_dir();
+  KILN_CHECK(!folder.empty(), Error,
+             "kiln prepare: cannot tell which folder the Kiln library was loaded from");
+  const fs::path root = pch_root(folder);
+  std::error_code ec;
+  // Headers or compilers of earlier builds leave roots under other keys: nothing reads them.
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec))
+    if (e.path() != root && e.path().filename().string().rfind("pch-", 0) == 0)
+      fs::remove_all(e.path(), ec);
+  if (fs::exists(root / kPchFile, ec)) return "up to date: " + root.string();
+  const auto start = std::chrono::steady_clock::now();
+  const std::string failure = build_precompiled_header(root);
+  KILN_CHECK(failure.empty(), Error, "kiln prepare: precompiling the runtime header of generated ",
+             "code into ", root.string(), " failed:\n", failure);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return detail::concat("precompiled the runtime header of generated code into ", root.string(),
+                        " (", static_cast<int>(seconds * 10 + 0.5) / 10.0, " s)");
 }
 
 const std::string& unavailable_reason() {

@@ -50,6 +50,17 @@ struct RuntimeHeaders {
 };
 const RuntimeHeaders& runtime_headers();
 
+// Where `kiln prepare` leaves the precompiled runtime header of generated code, and where it is
+// looked for before the cache: <the library's folder>/kiln/precompiled ("" when that folder
+// cannot be told).
+std::string prepared_header_dir();
+
+// `kiln prepare` (run by the build and by cmake --install): precompiles the runtime header of
+// generated code into prepared_header_dir(), so that the first compile in a fresh cache does not
+// pay for it (~4 s with GCC), and removes ones of earlier headers or compilers there. Returns a
+// line saying what it did; kiln::Error when it cannot be built.
+std::string prepare_runtime_header();
+
 // Why generated code cannot be built here ("" when it can): no C++ compiler, or no runtime
 // headers. The registry then warns once and runs inductor's graphs with the eager kernels.
 const std::string& unavailable_reason();
