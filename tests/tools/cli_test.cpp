@@ -20,7 +20,7 @@ using testing::run;
 TEST(Cli, HelpAndVersion) {
   Result r = run({"help"});
   EXPECT_EQ(r.status, kExitOk);
-  for (const char* cmd : {"train", "sample", "bench", "fuzz", "report", "version"}) {
+  for (const char* cmd : {"train", "sample", "bench", "fuzz", "report", "prepare", "version"}) {
     EXPECT_TRUE(contains(r.out, std::string("  ") + cmd + " ")) << cmd << " missing:\n" << r.out;
   }
   EXPECT_EQ(run({"--help"}).status, kExitOk);
@@ -61,11 +61,30 @@ TEST(Cli, UsageErrorsExitTwoAndShowTheCommandsUsage) {
            {"sample", "--tokens", "many"},
            {"bench", "--threads", "0"},
            {"bench", "--only", "W1,W99"},
+           {"bench", "--pair", "W6s"},
+           {"bench", "--pair", "W6s,W99"},
+           {"bench", "--pair", "W6s,W6", "--only", "W6"},
        }) {
     r = run(bad);
     EXPECT_EQ(r.status, kExitUsage) << bad[0] << " " << bad[1] << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "usage: kiln " + bad[0])) << r.err;
   }
+}
+
+TEST(Cli, BenchPairTimesTwoWorkloadsAlternately) {
+  Result r = run({"bench", "--pair", "W6s,W6", "--runs", "3"});
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "3 alternating runs (reproduce: kiln bench --threads 2 --runs 3 "
+                       "--pair W6s,W6)"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "| W6s | ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "| W6 | ")) << r.out;
+  // 100 ops against one: the ratio is far above 1 whatever the machine does.
+  const size_t at = r.out.find("W6 / W6s time, run by run: median ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double ratio = std::stod(r.out.substr(at + 34));
+  EXPECT_GT(ratio, 5.0) << r.out;
 }
 
 TEST(Cli, MissingFilesExitOneWithoutUsage) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -29,6 +30,62 @@ std::string format_time(double seconds) {
   return os.str();
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// `--pair A,B`: both workloads set up in this process, then timed alternately run by run (A B,
+// then B A, so a drift of the machine's speed falls on both), each run's ratio B / A kept. On a
+// shared machine whose speed changes from minute to minute, the median of those ratios is the
+// comparison to quote, not two medians measured minutes apart.
+int run_pair(const kiln::bench::Workload& a, const kiln::bench::Workload& b, int64_t runs,
+             int threads, std::ostream& out, std::ostream& err) {
+  const kiln::bench::Workload* sides[2] = {&a, &b};
+  std::function<void()> steps[2];
+  int64_t inner[2] = {1, 1};
+  for (int s = 0; s < 2; ++s) {
+    err << "[bench] " << sides[s]->id << ": " << sides[s]->description << " (setting up)\n";
+    steps[s] = sides[s]->setup();
+    steps[s]();  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    steps[s]();
+    const double once =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    inner[s] = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(once, 1e-9)));
+  }
+  auto time_side = [&](int s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < inner[s]; ++k) steps[s]();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+           static_cast<double>(inner[s]);
+  };
+  std::vector<double> times[2], ratios;
+  for (int64_t r = 0; r < runs; ++r) {
+    double t[2];
+    const int first = static_cast<int>(r % 2);
+    t[first] = time_side(first);
+    t[1 - first] = time_side(1 - first);
+    times[0].push_back(t[0]);
+    times[1].push_back(t[1]);
+    ratios.push_back(t[1] / t[0]);
+  }
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const double ratio = median_of(ratios);
+  out << "\nKiln, " << threads << " threads, " << runs
+      << " alternating runs (reproduce: kiln bench "
+      << "--threads " << threads << " --runs " << runs << " --pair " << a.id << "," << b.id
+      << ")\n\n| workload | what | Kiln median |\n|---|---|---|\n";
+  for (int s = 0; s < 2; ++s)
+    out << "| " << sides[s]->id << " | " << sides[s]->description << " | "
+        << format_time(median_of(times[s])) << " |\n";
+  out << "\n"
+      << b.id << " / " << a.id << " time, run by run: median " << std::fixed << std::setprecision(3)
+      << ratio << " (min " << *lo << ", max " << *hi << "); " << b.id << " is "
+      << std::setprecision(2) << 1.0 / ratio << "x as fast as " << a.id << "\n";
+  return 0;
+}
+
 }  // namespace
 
 ArgParser bench_parser() {
@@ -36,6 +93,9 @@ ArgParser bench_parser() {
   p.add_int("threads", "N", 2, "threads for kernels and BLAS")
       .add_int("runs", "N", 15, "timed runs per workload")
       .add_string("only", "LIST", "", "comma-separated workload ids, e.g. W1,W6 (default all)")
+      .add_string("pair", "A,B", "",
+                  "time two workloads alternately, run by run, and print the median ratio of "
+                  "their times (B / A): the comparison to trust on a noisy machine")
       .add_path("out", "FILE", "", "also write the table (markdown) to FILE", PathRole::kOutput);
   return p;
 }
@@ -54,6 +114,20 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (!known) throw UsageError("--only: unknown workload '" + id + "'");
   }
   kiln::set_num_threads(threads);
+
+  if (const std::string& pair = args.get_string("pair"); !pair.empty()) {
+    const size_t comma = pair.find(',');
+    const std::string first = pair.substr(0, comma);
+    const std::string second = comma == std::string::npos ? "" : pair.substr(comma + 1);
+    auto find = [&](const std::string& id) {
+      for (const auto& w : all)
+        if (w.id == id) return &w;
+      throw UsageError("--pair: expects two workload ids A,B (e.g. W7,W7i), got '" + pair + "'");
+    };
+    if (!only.empty() || !out_path.empty())
+      throw UsageError("--pair times its two workloads alone: drop --only and --out");
+    return run_pair(*find(first), *find(second), runs, threads, out, err);
+  }
 
   std::map<std::string, double> fastest;
   std::ostringstream table;
