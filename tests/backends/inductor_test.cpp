@@ -91,6 +91,37 @@ TEST(Inductor, PointwiseChainIsOneKernelAndBitwiseEqual) {
   EXPECT_EQ(c.externs(), 0u);
 }
 
+// A chain long enough that one vector's dependent ops outrun the out-of-order window: its
+// kernel computes 4 vectors side by side (vector_loop's group), a short chain 1 at a time; both
+// equal to eager bit for bit at every length, the group's padded tail included.
+Tensor long_chain(Tensor x, Tensor c) {
+  for (int i = 0; i < 30; ++i) x = i % 3 == 0 ? x + c : i % 3 == 1 ? x * c : x.tanh();
+  return x;
+}
+Tensor short_chain(Tensor x, Tensor c) { return (x + c).tanh() * c; }
+
+TEST(Inductor, LongChainsComputeFourVectorsSideBySide) {
+  manual_seed(0);
+  for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 130, 1000, 4099}) {
+    Tensor x = randn({n}), c = randn({n});
+    Compiled longer, shorter;
+    auto f = compile(long_chain, longer.options());
+    auto g = compile(short_chain, shorter.options());
+    expect_identical(long_chain(x, c), f(x, c), "long chain, n = " + std::to_string(n));
+    expect_identical(short_chain(x, c), g(x, c), "short chain, n = " + std::to_string(n));
+    ASSERT_EQ(longer.kernels(), 1u);
+    EXPECT_NE(inductor::render_cpp(longer.graphs[0], longer.schedules[0])
+                  .find("inductor_rt::vector_loop<float, 1, 2, 4>("),
+              std::string::npos);
+    EXPECT_NE(inductor::render_cpp(shorter.graphs[0], shorter.schedules[0])
+                  .find("inductor_rt::vector_loop<float, 1, 2>("),
+              std::string::npos);
+  }
+  // Float64 too (8 lanes a vector), across the threads' chunks of a large input.
+  Tensor x = randn({300001}, DType::Float64), c = randn({300001}, DType::Float64);
+  expect_identical(long_chain(x, c), compile(long_chain)(x, c), "float64, 300001");
+}
+
 // The position of each extern call and kernel in a graph's steps, as "E:<op>" / "K<n>".
 std::vector<std::string> step_names(const Compiled& c, size_t graph = 0) {
   std::vector<std::string> out;

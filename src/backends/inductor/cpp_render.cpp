@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "ops/kernels/block_loop.h"
@@ -296,34 +297,76 @@ std::optional<DType> register_fusable(const Kernel& k) {
 
 // A vector_loop over `count` elements computing ops [first, end) of k in dtype t, one
 // expression per op on vectors: it stores `stored` (pointers; ops whose y_of >= 0 write
-// y[y_of]) and loads `loaded` (x[i]); `operand` names each other operand (x[i], a broadcast
-// constant or per-row value). Shared by plain kernels (all their ops) and row kernels (a run of
-// ops between row ops).
-void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first, size_t end,
-                        const std::string& stream, const std::string& count,
-                        const std::vector<std::string>& stored,
-                        const std::vector<std::string>& loaded, const std::vector<int>& y_of,
-                        const std::function<std::string(const Operand&)>& operand) {
+// y[y_of]) and loads `loaded` (x[i]); `operand` names each other operand (a broadcast constant
+// or per-row value), or returns "" for loaded value i = `loaded_index`. With group > 1 each op
+// is applied to `group` vectors in turn (vector_loop's G): independent chains side by side.
+// Shared by plain kernels (all their ops) and row kernels (a run of ops between row ops).
+void render_vector_loop(
+    std::ostream& os, const Kernel& k, DType t, size_t first, size_t end, const std::string& stream,
+    const std::string& count, const std::vector<std::string>& stored,
+    const std::vector<std::string>& loaded, const std::vector<int>& y_of,
+    const std::function<std::string(const Operand&, size_t& loaded_index)>& operand,
+    int group = 1) {
   const char* T = ctype(t);
   const std::string V = detail::concat("vec::Vec<", T, ">");
   os << "    inductor_rt::vector_loop<" << T << ", " << stored.size() << ", " << loaded.size()
-     << ">(" << stream << ", " << count << ", {";
+     << (group > 1 ? detail::concat(", ", group) : std::string()) << ">(" << stream << ", " << count
+     << ", {";
   for (size_t i = 0; i < stored.size(); ++i) os << (i ? ", " : "") << stored[i];
   os << "}, {";
   for (size_t i = 0; i < loaded.size(); ++i) os << (i ? ", " : "") << loaded[i];
   os << "},\n        [&](const " << V << "* x, " << V << "* y) {\n";
+  // Operand a of op j: a value of this loop, a loaded vector, or what `operand` names; `g`: the
+  // group member's index expression ("" when group == 1).
+  auto operand_text = [&](const Operand& arg, const std::string& g) {
+    if (arg.kind == Operand::Kind::Op && static_cast<size_t>(arg.index) >= first)
+      return detail::concat("t", arg.index, g.empty() ? "" : "[" + g + "]");
+    size_t loaded_index = 0;
+    std::string name = operand(arg, loaded_index);
+    if (!name.empty()) return name;
+    return g.empty()
+               ? detail::concat("x[", loaded_index, "]")
+               : detail::concat("x[", loaded_index * static_cast<size_t>(group), " + ", g, "]");
+  };
   for (size_t j = first; j < end; ++j) {
     const KernelOp& op = k.ops[j];
-    os << "          const " << V << " t" << j << " = f" << j << "(";
-    for (size_t a = 0; a < op.args.size(); ++a) {
-      const Operand& arg = op.args[a];
-      const bool in_loop = arg.kind == Operand::Kind::Op && static_cast<size_t>(arg.index) >= first;
-      os << (a ? ", " : "") << (in_loop ? detail::concat("t", arg.index) : operand(arg));
+    std::string call = detail::concat("f", j, "(");
+    const std::string g = group > 1 ? "g" : "";
+    for (size_t a = 0; a < op.args.size(); ++a)
+      call += detail::concat(a ? ", " : "", operand_text(op.args[a], g));
+    call += ")";
+    if (group == 1) {
+      os << "          const " << V << " t" << j << " = " << call << ";  // " << op.op->name
+         << "\n";
+      if (y_of[j] >= 0) os << "          y[" << y_of[j] << "] = t" << j << ";\n";
+      continue;
     }
-    os << ");  // " << op.op->name << "\n";
-    if (y_of[j] >= 0) os << "          y[" << y_of[j] << "] = t" << j << ";\n";
+    os << "          " << V << " t" << j << "[" << group << "];  // " << op.op->name
+       << "\n          for (int g = 0; g < " << group << "; ++g) t" << j << "[g] = " << call
+       << ";\n";
+    if (y_of[j] >= 0)
+      os << "          for (int g = 0; g < " << group << "; ++g) y[" << y_of[j] * group
+         << " + g] = t" << j << "[g];\n";
   }
   os << "        });\n";
+}
+
+// How many vectors a register-fused kernel computes side by side (vector_loop's G). One vector's
+// chain of dependent ops overlaps with the next vector's only while both fit the core's
+// out-of-order window (a few hundred instructions); a longer chain (W6: 100 ops, a third of them
+// tanh) waits on each result unless the body interleaves independent vectors: 4 at a time made
+// it 1.7x faster. A short chain is already overlapped by the hardware, and grouping only adds
+// code (and measured within noise, slightly slower, on W1's streaming kernel): 1 vector. The
+// weight counts a transcendental function as ~8 dependent steps, anything else as 1.
+int vector_group(const Kernel& k) {
+  static const std::set<std::string, std::less<>> transcendental = {
+      "exp",   "exp2",  "expm1", "log", "log2", "log10", "log1p",    "tanh",  "sigmoid", "erf",
+      "erfc",  "sin",   "cos",   "tan", "asin", "acos",  "atan",     "atan2", "sinh",    "cosh",
+      "asinh", "acosh", "atanh", "pow", "gelu", "silu",  "softplus", "mish",  "logit"};
+  constexpr int kLongChain = 32;
+  int weight = 0;
+  for (const KernelOp& op : k.ops) weight += transcendental.count(op.op->name) ? 8 : 1;
+  return weight >= kLongChain ? 4 : 1;
 }
 
 // Whether an op of k reads input i (a cat's later pieces are reached only through the first).
@@ -351,13 +394,16 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
     x_of[i] = loaded.size();
     loaded.push_back(detail::concat("reinterpret_cast<const ", T, "*>(p[", num_out + i, "])"));
   }
-  render_vector_loop(os, k, t, 0, k.ops.size(),
-                     detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n",
-                     stored, loaded, y_of, [&](const Operand& a) {
-                       return a.kind == Operand::Kind::Input
-                                  ? detail::concat("x[", x_of[static_cast<size_t>(a.index)], "]")
-                                  : detail::concat("c", a.index);
-                     });
+  render_vector_loop(
+      os, k, t, 0, k.ops.size(),
+      detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n", stored, loaded,
+      y_of,
+      [&](const Operand& a, size_t& loaded_index) {
+        if (a.kind != Operand::Kind::Input) return detail::concat("c", a.index);
+        loaded_index = x_of[static_cast<size_t>(a.index)];
+        return std::string();
+      },
+      vector_group(k));
 }
 
 // Whether plain kernel k runs in short_run_loop (runtime/inductor_runtime.h): its innermost
@@ -671,6 +717,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
     std::vector<int> y_of(k.ops.size(), -1);
     std::map<std::pair<int, int32_t>, std::string> operand_name;  // (kind, index) -> expression
+    std::map<std::pair<int, int32_t>, size_t> loaded_at;          // (kind, index) -> x[...]
     body << "    // ";
     for (size_t j = first; j < end; ++j) body << (j > first ? ", " : "") << k.ops[j].op->name;
     body << " (on registers)\n";
@@ -689,7 +736,8 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
           operand_name[key] = detail::concat("b", a.index, "_", first);
           body << "    const " << V << " " << operand_name[key] << "(" << name_of(a) << "[0]);\n";
         } else {
-          operand_name[key] = detail::concat("x[", loaded.size(), "]");
+          operand_name[key] = "";  // loaded: x[loaded_at[key]]
+          loaded_at[key] = loaded.size();
           loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
         }
       }
@@ -705,8 +753,11 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       stored.push_back(result[j]);
     }
     render_vector_loop(body, k, t, first, end, "false", "cols", stored, loaded, y_of,
-                       [&](const Operand& a) {
-                         return operand_name.at({static_cast<int>(a.kind), a.index});
+                       [&](const Operand& a, size_t& loaded_index) {
+                         const std::pair<int, int32_t> key{static_cast<int>(a.kind), a.index};
+                         if (auto it = loaded_at.find(key); it != loaded_at.end())
+                           loaded_index = it->second;
+                         return operand_name.at(key);
                        });
   };
   // A row op's next input row, for prefetching: when it reads an input in place, rows up to

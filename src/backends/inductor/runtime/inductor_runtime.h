@@ -7,6 +7,7 @@
 #pragma once
 #define KILN_INDUCTOR_RUNTIME_H
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -347,49 +348,70 @@ const T* row_of(const char* row, int64_t stride, int64_t cols, T* buffer) {
   return buffer;
 }
 
-// A block of n contiguous elements computed a vector at a time: f(x, y) reads the NIn input
-// vectors x and writes the NOut output vectors y, every op of the kernel on registers in between
-// (no stores of intermediates). The tail is a padded full vector, as vec::map computes it, so
-// every element is what the eager kernels (one vec::map per op) compute. `stream`: outputs are
-// far larger than the caches (written with non-temporal stores where aligned).
-template <typename T, size_t NOut, size_t NIn, class F>
+// A block of n contiguous elements computed G vectors at a time: f(x, y) reads the NIn x G input
+// vectors x (input k's vector g at x[k * G + g]) and writes the NOut x G output vectors y (the
+// same order), every op of the kernel on registers in between (no stores of intermediates).
+// With G > 1 the generated body applies each op to the G vectors one after another, so a long
+// chain of dependent operations (a tanh after a tanh) runs G independent chains side by side
+// instead of waiting on each result: a 100-op chain on 64 floats 4.3 -> 1.3 us at G = 4. The
+// tail is padded full vectors, as vec::map computes it, so every element is what the eager
+// kernels (one vec::map per op) compute. `stream`: outputs are far larger than the caches
+// (written with non-temporal stores where aligned).
+template <typename T, size_t NOut, size_t NIn, size_t G = 1, class F>
 inline void vector_loop(bool stream, int64_t n, const std::array<T*, NOut>& out,
                         const std::array<const T*, NIn>& in, F&& f) {
   using V = vec::Vec<T>;
   constexpr int W = V::width;
-  std::array<V, NIn> x;
-  std::array<V, NOut> y;
+  constexpr int64_t step = static_cast<int64_t>(G) * W;
+  std::array<V, NIn * G> x;
+  std::array<V, NOut * G> y;
+  auto load_group = [&](int64_t i) {
+    for (size_t k = 0; k < NIn; ++k)
+      for (size_t g = 0; g < G; ++g)
+        x[k * G + g] = V::load(in[k] + i + static_cast<int64_t>(g) * W);
+  };
   int64_t i = 0;
   if constexpr (W > 1) {
     bool aligned = stream;
     for (size_t o = 0; o < NOut; ++o) aligned = aligned && vec::stream_aligned(out[o]);
     if (aligned) {
-      for (; i + W <= n; i += W) {
-        for (size_t k = 0; k < NIn; ++k) x[k] = V::load(in[k] + i);
+      for (; i + step <= n; i += step) {
+        load_group(i);
         f(x.data(), y.data());
-        for (size_t o = 0; o < NOut; ++o) vec::store_stream(y[o], out[o] + i);
+        for (size_t o = 0; o < NOut; ++o)
+          for (size_t g = 0; g < G; ++g)
+            vec::store_stream(y[o * G + g], out[o] + i + static_cast<int64_t>(g) * W);
       }
       vec::stream_fence();
     }
   }
-  for (; i + W <= n; i += W) {
-    for (size_t k = 0; k < NIn; ++k) x[k] = V::load(in[k] + i);
+  for (; i + step <= n; i += step) {
+    load_group(i);
     f(x.data(), y.data());
-    for (size_t o = 0; o < NOut; ++o) y[o].store(out[o] + i);
+    for (size_t o = 0; o < NOut; ++o)
+      for (size_t g = 0; g < G; ++g) y[o * G + g].store(out[o] + i + static_cast<int64_t>(g) * W);
   }
-  if (i < n) {
-    const auto rem = static_cast<size_t>(n - i);
-    for (size_t k = 0; k < NIn; ++k) {
-      alignas(64) T buf[W] = {};
-      std::memcpy(buf, in[k] + i, rem * sizeof(T));
-      x[k] = V::load(buf);
-    }
+  if (i < n) {  // fewer than G full vectors left: the group padded with zeros
+    const int64_t rem = n - i;
+    for (size_t k = 0; k < NIn; ++k)
+      for (size_t g = 0; g < G; ++g) {
+        const int64_t from = static_cast<int64_t>(g) * W;
+        alignas(64) T buf[W] = {};
+        if (from < rem)
+          std::memcpy(buf, in[k] + i + from,
+                      static_cast<size_t>(std::min<int64_t>(W, rem - from)) * sizeof(T));
+        x[k * G + g] = V::load(buf);
+      }
     f(x.data(), y.data());
-    for (size_t o = 0; o < NOut; ++o) {
-      alignas(64) T buf[W];
-      y[o].store(buf);
-      std::memcpy(out[o] + i, buf, rem * sizeof(T));
-    }
+    for (size_t o = 0; o < NOut; ++o)
+      for (size_t g = 0; g < G; ++g) {
+        const int64_t from = static_cast<int64_t>(g) * W;
+        if (from >= rem) break;
+        alignas(64) T buf[W];
+        y[o * G + g].store(buf);
+        std::memcpy(out[o] + i + from, buf,
+                    static_cast<size_t>(std::min<int64_t>(W, rem - from)) * sizeof(T));
+      }
   }
 }
 
