@@ -122,6 +122,25 @@ TEST(Inductor, LongChainsComputeFourVectorsSideBySide) {
   expect_identical(long_chain(x, c), compile(long_chain)(x, c), "float64, 300001");
 }
 
+// A bool mask read into float arithmetic (ReLU's derivative, with the bias gradient's column
+// sum, as W4's backward has it): the mask's bytes converted in the kernel, equal to eager.
+TEST(Inductor, BoolMasksCastInKernelsAsEagerCastsThem) {
+  manual_seed(0);
+  auto relu_backward = [](const Tensor& g, const Tensor& x) {
+    const Tensor d = g * (x > 0);
+    return std::vector<Tensor>{d, d.sum({0}), (g + 1) * (x < 0.5)};
+  };
+  for (const Shape& shape : {Shape{256, 512}, Shape{7, 33}, Shape{2048, 128}}) {
+    Tensor g = randn(shape), x = randn(shape);
+    expect_all_identical(relu_backward(g, x), compile(relu_backward)(g, x));
+  }
+  // The eager cast of a mask, read as bytes too.
+  Tensor m = randn({1000}) > 0;
+  Tensor f = m.to(DType::Float32);
+  for (int64_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(f[i].item<float>(), m[i].item<bool>() ? 1.0f : 0.0f) << i;
+}
+
 // The position of each extern call and kernel in a graph's steps, as "E:<op>" / "K<n>".
 std::vector<std::string> step_names(const Compiled& c, size_t graph = 0) {
   std::vector<std::string> out;
