@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -462,6 +463,31 @@ TEST(Compile, ForwardBackwardAndAnUpdateWrittenInOpsAreOneGraph) {
 }
 
 // ---- threads ----
+// A compiled call's results are tensors the tracer made on the calling thread (their memory
+// recycled per thread): they outlive that thread, and are used and freed on another.
+TEST(Compile, ResultsOutliveTheThreadThatCapturedThem) {
+  auto f = compile([](const Tensor& x) { return std::vector<Tensor>{x * 2, (x + 1).tanh()}; });
+  std::vector<Tensor> kept;
+  for (int round = 0; round < 3; ++round) {
+    std::thread worker([&] {
+      for (int i = 0; i < 50; ++i) {
+        std::vector<Tensor> out = f(full({4}, static_cast<double>(i), DType::Float64));
+        if (i % 10 == 0) kept.insert(kept.end(), out.begin(), out.end());
+      }
+    });
+    worker.join();
+  }
+  ASSERT_EQ(kept.size(), 30u);
+  for (size_t k = 0; k < kept.size(); k += 2) {
+    const double i = static_cast<double>(k / 2 % 5 * 10);
+    EXPECT_EQ(kept[k].to_vector<double>(), std::vector<double>(4, 2 * i)) << k;
+    EXPECT_NEAR(kept[k + 1].to_vector<double>()[0], std::tanh(i + 1), 1e-12) << k;
+  }
+  kept.clear();  // freed on this thread
+  std::vector<Tensor> again = f(full({4}, 1.0, DType::Float64));
+  EXPECT_EQ(again[0].to_vector<double>(), std::vector<double>(4, 2.0));
+}
+
 TEST(Compile, EightThreadsShareOneCompiledFunction) {
   Counting c;
   auto f = compile([](Tensor x) { return (x * 2).exp().sum(); }, c.options());

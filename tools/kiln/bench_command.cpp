@@ -30,6 +30,30 @@ std::string format_time(double seconds) {
   return os.str();
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A workload's step as it is timed: small workloads repeat `inner` times inside each timed run,
+// so that the clock's resolution does not matter.
+struct TimedStep {
+  std::function<void()> step;
+  int64_t inner = 1;
+
+  // Times one call (after the caller's warm-up) and chooses `inner` (runs of ~2 ms at least).
+  void calibrate() {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    inner = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(seconds_since(t0), 1e-9)));
+  }
+  // One timed run: seconds per step.
+  double run() const {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < inner; ++k) step();
+    return seconds_since(t0) / static_cast<double>(inner);
+  }
+};
+
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -42,30 +66,19 @@ double median_of(std::vector<double> v) {
 int run_pair(const kiln::bench::Workload& a, const kiln::bench::Workload& b, int64_t runs,
              int threads, std::ostream& out, std::ostream& err) {
   const kiln::bench::Workload* sides[2] = {&a, &b};
-  std::function<void()> steps[2];
-  int64_t inner[2] = {1, 1};
+  TimedStep steps[2];
   for (int s = 0; s < 2; ++s) {
     err << "[bench] " << sides[s]->id << ": " << sides[s]->description << " (setting up)\n";
-    steps[s] = sides[s]->setup();
-    steps[s]();  // warm-up
-    const auto t0 = std::chrono::steady_clock::now();
-    steps[s]();
-    const double once =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    inner[s] = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(once, 1e-9)));
+    steps[s].step = sides[s]->setup();
+    steps[s].step();  // warm-up
+    steps[s].calibrate();
   }
-  auto time_side = [&](int s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t k = 0; k < inner[s]; ++k) steps[s]();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-           static_cast<double>(inner[s]);
-  };
   std::vector<double> times[2], ratios;
   for (int64_t r = 0; r < runs; ++r) {
     double t[2];
     const int first = static_cast<int>(r % 2);
-    t[first] = time_side(first);
-    t[1 - first] = time_side(1 - first);
+    t[first] = steps[first].run();
+    t[1 - first] = steps[1 - first].run();
     times[0].push_back(t[0]);
     times[1].push_back(t[1]);
     ratios.push_back(t[1] / t[0]);
@@ -142,38 +155,26 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     int64_t step_bytes = 0;  // the most one step allocated above what was live before it
     try {
       const auto setup_start = std::chrono::steady_clock::now();
-      auto step = w.setup();  // compiled workloads compile here (their first call)
-      setup_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
-      step();  // warm-up: allocator cache, page faults, thread pool
+      TimedStep timed{w.setup()};  // compiled workloads compile here (their first call)
+      setup_seconds = seconds_since(setup_start);
+      timed.step();  // warm-up: allocator cache, page faults, thread pool
       kiln::reset_peak_memory_stats();
       const int64_t live = kiln::memory_stats().allocated;
-      step();
+      timed.step();
       step_bytes = kiln::memory_stats().peak_allocated - live;
-      // Small workloads repeat inside each timed run so the clock resolution does not matter.
-      auto t0 = std::chrono::steady_clock::now();
-      step();
-      double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      int64_t inner = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(once, 1e-9)));
-      for (int64_t r = 0; r < runs; ++r) {
-        auto s = std::chrono::steady_clock::now();
-        for (int64_t k = 0; k < inner; ++k) step();
-        times.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() /
-            static_cast<double>(inner));
-      }
+      timed.calibrate();
+      for (int64_t r = 0; r < runs; ++r) times.push_back(timed.run());
     } catch (const kiln::Error& e) {
       err << " failed: " << e.what() << "\n";
       table << "| " << w.id << " | " << w.description << " | failed: " << e.what() << " | | | | "
             << w.reference << " |\n";
       continue;
     }
-    std::sort(times.begin(), times.end());
-    double median = times[times.size() / 2];
-    fastest[w.id] = times.front();
+    const double median = median_of(times);
+    fastest[w.id] = *std::min_element(times.begin(), times.end());
     err << " " << format_time(median) << "\n";
     table << "| " << w.id << " | " << w.description << " | " << format_time(median) << " | "
-          << format_time(times.front()) << " | " << format_time(setup_seconds) << " | "
+          << format_time(fastest[w.id]) << " | " << format_time(setup_seconds) << " | "
           << std::fixed << std::setprecision(1) << static_cast<double>(step_bytes) / (1 << 20)
           << std::defaultfloat << " MiB | " << w.reference << " |\n";
   }

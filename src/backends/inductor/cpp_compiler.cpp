@@ -37,6 +37,9 @@ namespace kiln::inductor {
 
 namespace fs = std::filesystem;
 
+// The header every generated source includes, relative to the runtime folder (RuntimeHeaders).
+constexpr std::string_view kRuntimeHeader = "backends/inductor/runtime/inductor_runtime.h";
+
 namespace {
 
 // Runs a shell command; returns its exit status and fills `output` with stdout + stderr.
@@ -195,7 +198,7 @@ bool compiler_is_gcc() {
 
 // The runtime header of generated code, precompiled (GCC only), lives at <root>/kPchFile: GCC
 // finds it before the header itself when <root> comes first on the include path.
-constexpr const char* kPchFile = "backends/inductor/runtime/inductor_runtime.h.gch";
+const std::string kPchFile = std::string(kRuntimeHeader) + ".gch";
 
 // The root for this compiler, flags and header text below `parent` (keyed like the modules).
 fs::path pch_root(const fs::path& parent) {
@@ -211,10 +214,9 @@ std::string build_precompiled_header(const fs::path& root) {
   const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
   std::string output;
   const int status = run_command(
-      detail::concat(
-          quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
-          quote(runtime_headers().runtime_dir + "/backends/inductor/runtime/inductor_runtime.h"),
-          " -o ", quote(tmp)),
+      detail::concat(quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
+                     quote((fs::path(runtime_headers().runtime_dir) / kRuntimeHeader).string()),
+                     " -o ", quote(tmp)),
       output);
   if (status == 0) fs::rename(tmp, gch, ec);
   if (status != 0 || ec) {
@@ -363,8 +365,7 @@ const RuntimeHeaders& runtime_headers() {
       std::error_code ec;
       const fs::path runtime = lib_dir / KILN_RUNTIME_FROM_LIB;
       const fs::path include = lib_dir / KILN_INCLUDE_FROM_LIB;
-      if (fs::exists(runtime / "backends/inductor/runtime/inductor_runtime.h", ec) &&
-          fs::exists(include / "kiln/ops/op.h", ec))
+      if (fs::exists(runtime / kRuntimeHeader, ec) && fs::exists(include / "kiln/ops/op.h", ec))
         return RuntimeHeaders{fs::weakly_canonical(runtime, ec).string(),
                               fs::weakly_canonical(include, ec).string(), true};
     }
@@ -406,8 +407,7 @@ const std::string& unavailable_reason() {
     if (host_compiler().empty()) return "no C++ compiler found ($CXX, c++, g++ or clang++ on PATH)";
     const RuntimeHeaders& where = runtime_headers();
     std::error_code ec;
-    if (!fs::exists(fs::path(where.runtime_dir) / "backends/inductor/runtime/inductor_runtime.h",
-                    ec))
+    if (!fs::exists(fs::path(where.runtime_dir) / kRuntimeHeader, ec))
       return detail::concat(
           "the headers generated code includes are missing (not installed beside the Kiln "
           "library, and the source tree it was built from, ",
@@ -466,7 +466,7 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
   std::vector<std::string> prefixes(todo.size());
   std::vector<std::string> units(static_cast<size_t>(jobs));
   std::vector<std::vector<std::string>> keys_of(static_cast<size_t>(jobs));
-  for (auto& u : units) u = "#include \"backends/inductor/runtime/inductor_runtime.h\"\n";
+  for (auto& u : units) u = detail::concat("#include \"", kRuntimeHeader, "\"\n");
   size_t i = 0;
   for (const auto& [key, src] : todo) {
     const fs::path cpp = module_dir() / (key + ".cpp");

@@ -303,18 +303,24 @@ std::optional<DType> register_fusable(const Kernel& k) {
   return t;
 }
 
+// An operand of a vector_loop's body from outside the loop: loaded vector x[loaded] (one per
+// group member), or, when loaded < 0, the named broadcast value (a constant, a per-row value).
+struct LoopOperand {
+  int64_t loaded = -1;
+  std::string name;
+};
+
 // A vector_loop over `count` elements computing ops [first, end) of k in dtype t, one
 // expression per op on vectors: it stores `stored` (pointers; ops whose y_of >= 0 write
-// y[y_of]) and loads `loaded` (x[i]); `operand` names each other operand (a broadcast constant
-// or per-row value), or returns "" for loaded value i = `loaded_index`. With group > 1 each op
-// is applied to `group` vectors in turn (vector_loop's G): independent chains side by side.
-// Shared by plain kernels (all their ops) and row kernels (a run of ops between row ops).
-void render_vector_loop(
-    std::ostream& os, const Kernel& k, DType t, size_t first, size_t end, const std::string& stream,
-    const std::string& count, const std::vector<std::string>& stored,
-    const std::vector<std::string>& loaded, const std::vector<int>& y_of,
-    const std::function<std::string(const Operand&, size_t& loaded_index)>& operand,
-    int group = 1) {
+// y[y_of]) and loads `loaded`; `operand` says where each other operand comes from. With
+// group > 1 each op is applied to `group` vectors in turn (vector_loop's G): independent chains
+// side by side. Shared by plain kernels (all their ops) and row kernels (a run of ops between
+// row ops).
+void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first, size_t end,
+                        const std::string& stream, const std::string& count,
+                        const std::vector<std::string>& stored,
+                        const std::vector<std::string>& loaded, const std::vector<int>& y_of,
+                        const std::function<LoopOperand(const Operand&)>& operand, int group = 1) {
   const char* T = ctype(t);
   const std::string V = detail::concat("vec::Vec<", T, ">");
   os << "    inductor_rt::vector_loop<" << T << ", " << stored.size() << ", " << loaded.size()
@@ -329,12 +335,10 @@ void render_vector_loop(
   auto operand_text = [&](const Operand& arg, const std::string& g) {
     if (arg.kind == Operand::Kind::Op && static_cast<size_t>(arg.index) >= first)
       return detail::concat("t", arg.index, g.empty() ? "" : "[" + g + "]");
-    size_t loaded_index = 0;
-    std::string name = operand(arg, loaded_index);
-    if (!name.empty()) return name;
-    return g.empty()
-               ? detail::concat("x[", loaded_index, "]")
-               : detail::concat("x[", loaded_index * static_cast<size_t>(group), " + ", g, "]");
+    const LoopOperand from = operand(arg);
+    if (from.loaded < 0) return from.name;
+    return g.empty() ? detail::concat("x[", from.loaded, "]")
+                     : detail::concat("x[", from.loaded * group, " + ", g, "]");
   };
   for (size_t j = first; j < end; ++j) {
     const KernelOp& op = k.ops[j];
@@ -368,9 +372,8 @@ void render_vector_loop(
 // weight counts a transcendental function as ~8 dependent steps, anything else as 1.
 int vector_group(const Kernel& k) {
   static const std::set<std::string, std::less<>> transcendental = {
-      "exp",   "exp2",  "expm1", "log", "log2", "log10", "log1p",    "tanh",  "sigmoid", "erf",
-      "erfc",  "sin",   "cos",   "tan", "asin", "acos",  "atan",     "atan2", "sinh",    "cosh",
-      "asinh", "acosh", "atanh", "pow", "gelu", "silu",  "softplus", "mish",  "logit"};
+      "exp", "exp2", "expm1", "log", "log2", "log1p", "tanh", "sigmoid",
+      "erf", "gelu", "silu",  "sin", "cos",  "tan",   "pow",  "atan2"};
   constexpr int kLongChain = 32;
   int weight = 0;
   for (const KernelOp& op : k.ops) weight += transcendental.count(op.op->name) ? 8 : 1;
@@ -406,10 +409,10 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
       os, k, t, 0, k.ops.size(),
       detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n", stored, loaded,
       y_of,
-      [&](const Operand& a, size_t& loaded_index) {
-        if (a.kind != Operand::Kind::Input) return detail::concat("c", a.index);
-        loaded_index = x_of[static_cast<size_t>(a.index)];
-        return std::string();
+      [&](const Operand& a) {
+        return a.kind == Operand::Kind::Input
+                   ? LoopOperand{static_cast<int64_t>(x_of[static_cast<size_t>(a.index)]), ""}
+                   : LoopOperand{-1, detail::concat("c", a.index)};
       },
       vector_group(k));
 }
@@ -725,28 +728,27 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     const std::string T = ctype(t), V = detail::concat("vec::Vec<", T, ">");
     std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
     std::vector<int> y_of(k.ops.size(), -1);
-    std::map<std::pair<int, int32_t>, std::string> operand_name;  // (kind, index) -> expression
-    std::map<std::pair<int, int32_t>, size_t> loaded_at;          // (kind, index) -> x[...]
+    std::map<std::pair<int, int32_t>, LoopOperand> operand_of;  // by (kind, index)
     body << "    // ";
     for (size_t j = first; j < end; ++j) body << (j > first ? ", " : "") << k.ops[j].op->name;
     body << " (on registers)\n";
     for (size_t j = first; j < end; ++j) {
       for (const Operand& a : k.ops[j].args) {
         const auto key = std::make_pair(static_cast<int>(a.kind), a.index);
-        if (operand_name.count(key) ||
+        if (operand_of.count(key) ||
             (a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first))
           continue;
         // (Named after the run too: another run of the row may broadcast the same values.)
         if (a.kind == Operand::Kind::Constant) {
-          operand_name[key] = detail::concat("k", a.index, "_", first);
-          body << "    const " << V << " " << operand_name[key] << "("
+          operand_of[key].name = detail::concat("k", a.index, "_", first);
+          body << "    const " << V << " " << operand_of[key].name << "("
                << constant_literal(k.constants[static_cast<size_t>(a.index)], t) << ");\n";
         } else if (a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row) {
-          operand_name[key] = detail::concat("b", a.index, "_", first);
-          body << "    const " << V << " " << operand_name[key] << "(" << name_of(a) << "[0]);\n";
+          operand_of[key].name = detail::concat("b", a.index, "_", first);
+          body << "    const " << V << " " << operand_of[key].name << "(" << name_of(a)
+               << "[0]);\n";
         } else {
-          operand_name[key] = "";  // loaded: x[loaded_at[key]]
-          loaded_at[key] = loaded.size();
+          operand_of[key].loaded = static_cast<int64_t>(loaded.size());
           loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
         }
       }
@@ -762,11 +764,8 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       stored.push_back(result[j]);
     }
     render_vector_loop(body, k, t, first, end, "false", "cols", stored, loaded, y_of,
-                       [&](const Operand& a, size_t& loaded_index) {
-                         const std::pair<int, int32_t> key{static_cast<int>(a.kind), a.index};
-                         if (auto it = loaded_at.find(key); it != loaded_at.end())
-                           loaded_index = it->second;
-                         return operand_name.at(key);
+                       [&](const Operand& a) {
+                         return operand_of.at({static_cast<int>(a.kind), a.index});
                        });
   };
   // A row op's next input row, for prefetching: when it reads an input in place, rows up to

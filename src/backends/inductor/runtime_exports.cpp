@@ -172,16 +172,14 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
   // The eager reduction's outer path (kernels::reduce_loop, run_units): blocks of kColumnBlock
   // columns are its units; one thread, or threads over the blocks (each column folds every row
   // in order), or, with too few blocks to go round, threads over chunks of rows with partial
-  // accumulators merged in thread order. Over blocks, a thread folds all its blocks' columns in
-  // one sweep of the rows: a column's sum is the same whichever columns share the sweep, and the
-  // body then runs once per row instead of once per row and block (W4's ReLU derivative with
-  // its bias gradient, [256, 512]: ~4x fewer calls).
+  // accumulators merged in thread order.
   const int64_t units = (cols + k::kColumnBlock - 1) / k::kColumnBlock;
   const int64_t nt = k::max_threads();
   if (numel <= kiln::kParallelGrain || nt == 1) return fold(0, rows, 0, cols, result);
   if (!k::splits_reduced_range(units, rows, numel, nt)) {
     k::parallel_range(units, 0, [&](int64_t ub, int64_t ue) {
-      fold(0, rows, ub * k::kColumnBlock, std::min(cols, ue * k::kColumnBlock), result);
+      for (int64_t u = ub; u < ue; ++u)
+        fold(0, rows, u * k::kColumnBlock, std::min(cols, (u + 1) * k::kColumnBlock), result);
     });
     return;
   }
