@@ -767,6 +767,33 @@ TEST(Inductor, ColumnSumsFoldAsEagerWithTheirPrologue) {
   EXPECT_EQ(c2.extern_calls_of("sum"), 1u);
 }
 
+TEST(Inductor, ColumnKernelsFoldBatchesOfRowsLaidOutAnyWay) {
+  manual_seed(34);
+  // A column kernel folds several rows per pass over its accumulators: whatever the rows'
+  // layout (outer dims that do not merge into one, an operand broadcast along the row and
+  // gathered into a row buffer, a folded value computed into a row buffer), however many rows
+  // are left for the last batch, every sum is eager's, bit for bit.
+  auto sums = [](Tensor g, Tensor scale) {
+    Tensor permuted = g.transpose(0, 1);  // [b, a, c]: rows a fixed stride apart no longer
+    return std::vector<Tensor>{(permuted * scale.transpose(0, 1)).sum({0, 1}),
+                               (g.exp() - 1).sum({0, 1}, true)};
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int64_t rows : {3, 13, 301}) {
+      SCOPED_TRACE(std::string(dtype_info(dtype).name) + " rows=" + std::to_string(rows));
+      Tensor g = randn({rows, 7, 72}, dtype), scale = randn({rows, 7, 1}, dtype);
+      Compiled c;
+      auto f = compile(sums, c.options());
+      expect_all_identical(sums(g, scale), f(g, scale));
+      EXPECT_EQ(c.extern_calls_of("sum"), 0u);
+      const int threads = get_num_threads();
+      set_num_threads(1);
+      expect_all_identical(sums(g, scale), f(g, scale));
+      set_num_threads(threads);
+    }
+  }
+}
+
 TEST(Inductor, ColumnSumsOfAFlattenedValueFoldInTheKernelComputingIt) {
   // A linear layer's bias gradient sums the [B * T, C] view of a [B, T, C] gradient over its
   // rows: read as the value itself over its leading dims, the sum (and a mean) fold columns in

@@ -671,6 +671,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
   std::vector<std::string> result(k.ops.size());
   int num_accumulators = 0;                           // a column kernel's, per column
+  std::vector<const char*> folded_type;               // the type each accumulator folds
   std::vector<int> accumulator_of(k.ops.size(), -1);  // per column reduction
   auto name_of = [&](const Operand& a) {
     return a.kind == Operand::Kind::Input ? "in" + std::to_string(a.index)
@@ -800,9 +801,10 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     if (op.columns) {
       // A column reduction: the row added to its accumulators (its result is written after the
       // loop).
+      // (The batch's rows are added once they are all computed.)
       body << "    // " << op.op->name << " (into accumulators " << num_accumulators << ")\n"
-           << "    inductor_rt::fold_columns(acc + " << num_accumulators << " * acc_stride, "
-           << name_of(op.args[0]) << ", cols);\n";
+           << "    fold" << num_accumulators << "[b] = " << name_of(op.args[0]) << ";\n";
+      folded_type.push_back(ctype(dtype_of(op.args[0])));
       accumulator_of[j] = num_accumulators++;
       continue;
     }
@@ -932,13 +934,27 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
   }
   // A column kernel: the rows folded into per-column accumulators, then each reduction's result
   // made from them as the eager reduction finishes it (a mean divides by the rows' count).
+  // Each batch of rows is computed row by row, then folded into the accumulators in one pass.
   os << "  const int64_t columns = shape[1];\n"
      << "  std::unique_ptr<double[]> folded(new double[" << num_accumulators << " * columns]);\n"
      << "  inductor_rt::column_loop<" << n << ">(shape, base, " << num_row_buffers << ", "
-     << num_accumulators << ", folded.get(), [&](char* const* p, const int64_t* row_stride, "
-     << "int64_t cols, char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride) {\n"
-     << "    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
-     << body.str() << "  });\n";
+     << num_accumulators << ", folded.get(), [&](char* const* rows, int64_t batch, "
+     << "const int64_t* row_stride, int64_t cols, char* batch_scratch, int64_t row_bytes, "
+     << "double* acc, int64_t acc_stride) {\n";
+  for (int a = 0; a < num_accumulators; ++a)
+    os << "    const " << folded_type[static_cast<size_t>(a)] << "* fold" << a
+       << "[inductor_rt::kFoldBatch];\n";
+  os << "    for (int64_t b = 0; b < batch; ++b) {\n"
+     << "      char* const* p = rows + b * " << n << ";\n"
+     << "      char* scratch = batch_scratch + b * " << num_row_buffers << " * row_bytes;\n"
+     << "      (void)scratch;\n";
+  std::istringstream row_body(body.str());  // indented one more level, inside the batch's loop
+  for (std::string line; std::getline(row_body, line);) os << "  " << line << "\n";
+  os << "    }\n";
+  for (int a = 0; a < num_accumulators; ++a)
+    os << "    inductor_rt::fold_columns(acc + " << a << " * acc_stride, fold" << a
+       << ", batch, cols);\n";
+  os << "  });\n";
   for (size_t j = 0; j < k.ops.size(); ++j) {
     if (accumulator_of[j] < 0 || output_slot[j] < 0) continue;
     const char* t = ctype(k.ops[j].dtype);

@@ -81,6 +81,9 @@ class RowWalk {
       for (size_t o = 0; o < n_; ++o) p[o] += idx_[static_cast<size_t>(d)] * stride(o, d);
     }
   }
+  // Whether the outer dims merged into one (rows a fixed stride apart), and that stride.
+  bool flat() const { return nd_ == 1; }
+  int64_t row_step(size_t o) const { return outer_strides_[o]; }
   // Moves q (at the odometer's row) to the next row.
   void advance(std::vector<char*>& q) {
     for (int64_t d = 0; d < nd_; ++d) {
@@ -103,6 +106,9 @@ class RowWalk {
   char* const* base_;
   std::vector<int64_t> idx_;
 };
+
+// Scratch a column kernel's batch of rows may fill before the L1 cache would no longer hold it.
+constexpr int64_t kL1Budget = 32 * 1024;
 
 // 64-byte aligned scratch of `bytes`, freed with the object.
 class Scratch {
@@ -150,37 +156,58 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
                                           int num_row_buffers, int num_accumulators, double* result,
                                           kiln::inductor_rt::ColumnBody body, void* context) {
   namespace k = kiln::kernels;
+  namespace rt = kiln::inductor_rt;
   const int64_t numel = shape[0], cols = shape[1];
   const int64_t per_thread = num_accumulators * cols;
   std::fill(result, result + per_thread, 0.0);
   if (numel == 0) return;
   const int64_t rows = numel / cols;
-  // Folds rows [r0, r1), columns [c0, c1), into acc (num_accumulators rows of cols).
+  const auto n = static_cast<size_t>(num_operands);
+  // Folds rows [r0, r1), columns [c0, c1), into acc (num_accumulators rows of cols), handing the
+  // body up to kFoldBatch rows at a time: it folds a batch into each accumulator in one pass
+  // (loaded and stored once per batch, not once per row), in the same order as row by row.
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, double* acc) {
     const int64_t row_bytes = ((c1 - c0) * 8 + 63) / 64 * 64;
-    const Scratch scratch(num_row_buffers * row_bytes);
+    // Each row of a batch has its own row buffers (the folded values may live there); a batch
+    // of them stays within the L1 cache where it can.
+    const int64_t row_set = std::max<int64_t>(1, num_row_buffers) * row_bytes;
+    const int64_t batch = std::clamp<int64_t>(kL1Budget / row_set, 1, rt::kFoldBatch);
+    const Scratch scratch(batch * num_row_buffers * row_bytes);
     RowWalk walk(num_operands, shape, base);
     const int64_t* row_strides = walk.row_strides();
-    std::vector<char*> p, at(static_cast<size_t>(num_operands));
+    std::vector<char*> p, at(static_cast<size_t>(batch) * n);
     walk.start(r0, p);
-    for (int64_t r = r0; r < r1; ++r) {
-      for (size_t o = 0; o < at.size(); ++o) at[o] = p[o] + c0 * row_strides[o];
-      body(at.data(), row_strides, c1 - c0, scratch.get(), row_bytes, acc + c0, cols, context);
-      if (r + 1 < r1) walk.advance(p);
+    for (size_t o = 0; o < n; ++o) p[o] += c0 * row_strides[o];  // the segment's first column
+    const bool flat = walk.flat();
+    for (int64_t r = r0; r < r1;) {
+      const int64_t rows_now = std::min(batch, r1 - r);
+      for (int64_t b = 0; b < rows_now; ++b, ++r) {
+        char** row = at.data() + b * num_operands;
+        if (flat) {  // (no odometer: a copy loop here would cost a memcpy call per row)
+          for (size_t o = 0; o < n; ++o) row[o] = p[o] + (r - r0) * walk.row_step(o);
+        } else {
+          std::copy_n(p.data(), n, row);
+          if (r + 1 < r1) walk.advance(p);
+        }
+      }
+      body(at.data(), rows_now, row_strides, c1 - c0, scratch.get(), row_bytes, acc + c0, cols,
+           context);
     }
   };
   // The eager reduction's outer path (kernels::reduce_loop, run_units): blocks of kColumnBlock
-  // columns are its units; one thread, or threads over the blocks (each column folds every row
-  // in order), or, with too few blocks to go round, threads over chunks of rows with partial
-  // accumulators merged in thread order.
+  // columns are its units; one thread over the blocks, or threads over the blocks (each column
+  // folds every row in order), or, with too few blocks to go round, threads over chunks of rows
+  // with partial accumulators merged in thread order.
   const int64_t units = (cols + k::kColumnBlock - 1) / k::kColumnBlock;
+  auto fold_blocks = [&](int64_t ub, int64_t ue, int64_t r0, int64_t r1, double* acc) {
+    for (int64_t u = ub; u < ue; ++u)
+      fold(r0, r1, u * k::kColumnBlock, std::min(cols, (u + 1) * k::kColumnBlock), acc);
+  };
   const int64_t nt = k::max_threads();
-  if (numel <= kiln::kParallelGrain || nt == 1) return fold(0, rows, 0, cols, result);
+  if (numel <= kiln::kParallelGrain || nt == 1) return fold_blocks(0, units, 0, rows, result);
   if (!k::splits_reduced_range(units, rows, numel, nt)) {
-    k::parallel_range(units, 0, [&](int64_t ub, int64_t ue) {
-      for (int64_t u = ub; u < ue; ++u)
-        fold(0, rows, u * k::kColumnBlock, std::min(cols, (u + 1) * k::kColumnBlock), result);
-    });
+    k::parallel_range(units, 0,
+                      [&](int64_t ub, int64_t ue) { fold_blocks(ub, ue, 0, rows, result); });
     return;
   }
   std::vector<double> partial(static_cast<size_t>(nt * per_thread), 0.0);
@@ -190,7 +217,7 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
     const int64_t nth = omp_get_num_threads(), tid = omp_get_thread_num();
     const int64_t chunk = (rows + nth - 1) / nth;
     const int64_t rb = std::min(rows, tid * chunk), re = std::min(rows, rb + chunk);
-    if (rb < re) fold(rb, re, 0, cols, partial.data() + tid * per_thread);
+    if (rb < re) fold_blocks(0, units, rb, re, partial.data() + tid * per_thread);
   }
   std::copy_n(partial.begin(), per_thread, result);
   for (int64_t t = 1; t < nt; ++t)

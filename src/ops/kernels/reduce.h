@@ -278,31 +278,7 @@ void reduce_loop(Tensor x, const std::vector<bool>& reduced, typename R::Out* ou
 
 // ---- building reducers from a map, a fold and a finish ----
 
-// Loads Vec<C>::width elements of T, converted to C.
-template <typename C, typename T>
-vec::Vec<C> load_as(const T* p) {
-  using V = vec::Vec<C>;
-  if constexpr (std::is_same_v<C, T>) {
-    return V::load(p);
-#if defined(KILN_VEC_AVX512)
-  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
-    return V(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
-  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
-    return V(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
-                                _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1));
-#elif defined(KILN_VEC_AVX2)
-  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
-    return V(_mm256_cvtps_pd(_mm_loadu_ps(p)));
-  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
-    return V(_mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(p + 4)),
-                             _mm256_cvtpd_ps(_mm256_loadu_pd(p))));
-#endif
-  } else {
-    alignas(64) C buf[V::width];
-    for (int i = 0; i < V::width; ++i) buf[i] = static_cast<C>(p[i]);
-    return V::load(buf);
-  }
-}
+using vec::load_as;
 
 // Whether a Vec<C> can be split into Vec<Acc> parts (see part()).
 template <typename C, typename Acc>

@@ -370,6 +370,32 @@ inline Vec<double> pow(Vec<double> a, Vec<double> b) { return Sleef_powd4_u10(a.
 inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u10(a.v, b.v); }
 #endif  // KILN_VEC_AVX512, KILN_VEC_AVX2
 
+// Loads Vec<C>::width elements of T, converted to C.
+template <typename C, typename T>
+Vec<C> load_as(const T* p) {
+  using V = Vec<C>;
+  if constexpr (std::is_same_v<C, T>) {
+    return V::load(p);
+#if defined(KILN_VEC_AVX512)
+  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
+    return V(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
+  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
+    return V(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                                _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1));
+#elif defined(KILN_VEC_AVX2)
+  } else if constexpr (std::is_same_v<C, double> && std::is_same_v<T, float>) {
+    return V(_mm256_cvtps_pd(_mm_loadu_ps(p)));
+  } else if constexpr (std::is_same_v<C, float> && std::is_same_v<T, double>) {
+    return V(_mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(p + 4)),
+                             _mm256_cvtpd_ps(_mm256_loadu_pd(p))));
+#endif
+  } else {
+    alignas(64) C buf[V::width];
+    for (int i = 0; i < V::width; ++i) buf[i] = static_cast<C>(p[i]);
+    return V::load(buf);
+  }
+}
+
 // max/min that propagate NaN (as torch.maximum), and treat the comparison the same in every lane.
 template <typename V>
 V max_nan(V a, V b) {

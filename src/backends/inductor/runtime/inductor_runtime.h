@@ -28,9 +28,11 @@ namespace kiln::inductor_rt {
 using BlockBody = void (*)(char* const* operands, int64_t n, int64_t first, void* context);
 using RowBody = void (*)(char* const* rows, char* const* next_rows, const int64_t* row_strides,
                          int64_t cols, char* scratch, int64_t row_bytes, void* context);
-using ColumnBody = void (*)(char* const* rows, const int64_t* row_strides, int64_t cols,
-                            char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride,
-                            void* context);
+// (rows: a batch of `batch` rows, row b's operand k at rows[b * operands + k]; scratch: the
+// batch's row buffers, row b's first at scratch + b * num_row_buffers * row_bytes.)
+using ColumnBody = void (*)(char* const* rows, int64_t batch, const int64_t* row_strides,
+                            int64_t cols, char* scratch, int64_t row_bytes, double* acc,
+                            int64_t acc_stride, void* context);
 using RunsBody = void (*)(int64_t begin, int64_t end, void* context);
 }  // namespace kiln::inductor_rt
 
@@ -63,11 +65,12 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
                                        int num_row_buffers, int64_t grain,
                                        kiln::inductor_rt::RowBody body, void* context);
 
-// A column kernel's loop (the row loop's shape): calls body with each operand's row, or a
-// segment of `cols` columns of it, for the rows in order, and the segment's accumulators (acc[j]
-// is column j's first accumulator, acc[a * acc_stride + j] its a-th), splitting rows or columns
-// across threads exactly as the eager reduction's outer path does (kernels::run_units); leaves
-// the folded accumulators in result (num_accumulators rows of shape[1] columns).
+// A column kernel's loop (the row loop's shape): calls body with batches of up to kFoldBatch
+// consecutive rows (each operand's row, or a segment of `cols` columns of it), for the rows in
+// order, and the segment's accumulators (acc[j] is column j's first accumulator,
+// acc[a * acc_stride + j] its a-th), splitting rows or columns across threads exactly as the
+// eager reduction's outer path does (kernels::run_units); leaves the folded accumulators in
+// result (num_accumulators rows of shape[1] columns).
 extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape, char* const* base,
                                           int num_row_buffers, int num_accumulators, double* result,
                                           kiln::inductor_rt::ColumnBody body, void* context);
@@ -265,19 +268,36 @@ template <size_t N, class Body>
 void column_loop(const int64_t* shape, const std::array<char*, N>& base, int num_row_buffers,
                  int num_accumulators, double* result, Body&& body) {
   using B = std::remove_reference_t<Body>;
-  auto call = [](char* const* rows, const int64_t* row_strides, int64_t cols, char* scratch,
-                 int64_t row_bytes, double* acc, int64_t acc_stride, void* context) {
-    (*static_cast<B*>(context))(rows, row_strides, cols, scratch, row_bytes, acc, acc_stride);
+  auto call = [](char* const* rows, int64_t batch, const int64_t* row_strides, int64_t cols,
+                 char* scratch, int64_t row_bytes, double* acc, int64_t acc_stride, void* context) {
+    (*static_cast<B*>(context))(rows, batch, row_strides, cols, scratch, row_bytes, acc,
+                                acc_stride);
   };
   kiln_inductor_column_loop(static_cast<int>(N), shape, base.data(), num_row_buffers,
                             num_accumulators, result, call, &body);
 }
 
-// Adds n elements to their columns' accumulators, as the eager sum's outer path folds them (in
-// double, one row after another).
+// Rows a column kernel folds per pass over its accumulators (as the eager outer path's
+// kernels::kRowBatch).
+inline constexpr int64_t kFoldBatch = 8;
+
+// Adds n elements of each of `batch` rows to their columns' accumulators, as the eager sum's
+// outer path folds them: in double, one row after another (each column's accumulator loaded
+// and stored once per batch).
 template <typename T>
-inline void fold_columns(double* acc, const T* x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(x[j]);
+inline void fold_columns(double* acc, const T* const* rows, int64_t batch, int64_t n) {
+  using V = vec::Vec<double>;
+  int64_t j = 0;
+  for (; j + V::width <= n; j += V::width) {
+    V a = V::load(acc + j);
+    for (int64_t b = 0; b < batch; ++b) a = a + vec::load_as<double>(rows[b] + j);
+    a.store(acc + j);
+  }
+  for (; j < n; ++j) {
+    double a = acc[j];
+    for (int64_t b = 0; b < batch; ++b) a += static_cast<double>(rows[b][j]);
+    acc[j] = a;
+  }
 }
 
 // tril (Lower) or triu over n elements of a kernel whose ranges end in [rows, cols], from its
