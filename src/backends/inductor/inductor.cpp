@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -123,7 +124,9 @@ class CompiledInductorGraph {
   void plan_input_writes(const std::vector<int64_t>& last_read);
   struct InPlaceWrite;
   static bool can_write_in_place(const InPlaceWrite& write, std::span<const Tensor> inputs);
+  // The slot of a value that is a tensor between steps (see plan()).
   size_t slot(ir::ValueRef v) const { return slot_of_[static_cast<size_t>(v.node)] + v.output; }
+  static constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();  // computed in a kernel
   // The tensor of value v: its slot, or a view made over its root's slot from the recorded
   // metadata (views cost no copy).
   Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
@@ -239,8 +242,24 @@ std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile(
 
 void CompiledInductorGraph::plan() {
   const ir::Graph& g = graph_;
-  slot_of_.resize(g.nodes.size());
+  // Slots only for the values that are tensors between steps (inputs, constants, extern calls'
+  // and kernels' outputs; views are made over their roots): a value computed inside a kernel has
+  // none, so a call of a graph of 100 fused ops fills a handful of slots, not 100.
+  std::vector<bool> materialized(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    materialized[i] =
+        g.nodes[i].kind == ir::NodeKind::Placeholder || g.nodes[i].kind == ir::NodeKind::Constant;
+  for (const Step& st : schedule_.steps) {
+    if (st.kind == Step::Kind::Extern) {
+      materialized[static_cast<size_t>(st.index)] = true;
+    } else {
+      for (const Kernel::Output& o : schedule_.kernels[static_cast<size_t>(st.index)].outputs)
+        materialized[static_cast<size_t>(o.value.node)] = true;
+    }
+  }
+  slot_of_.assign(g.nodes.size(), kNoSlot);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!materialized[i]) continue;
     slot_of_[i] = num_slots_;
     num_slots_ += g.nodes[i].outputs.size();
   }

@@ -364,6 +364,10 @@ inline void gather_block(T* out, const T* table, const I* index, int64_t n, int6
 template <typename T>
 const T* row_of(const char* row, int64_t stride, int64_t cols, T* buffer) {
   if (stride == static_cast<int64_t>(sizeof(T))) return reinterpret_cast<const T*>(row);
+  if (stride == 0) {  // one value per row (a layer norm's rstd): filled, not gathered
+    std::fill_n(buffer, cols, *reinterpret_cast<const T*>(row));
+    return buffer;
+  }
   for (int64_t c = 0; c < cols; ++c) buffer[c] = *reinterpret_cast<const T*>(row + c * stride);
   return buffer;
 }
