@@ -122,6 +122,33 @@ TEST(Inductor, LongChainsComputeFourVectorsSideBySide) {
   expect_identical(long_chain(x, c), compile(long_chain)(x, c), "float64, 300001");
 }
 
+// A kernel has at most 64 operands: a chain of any length whose intermediates nothing else
+// reads is one kernel (W6's 100 ops); a chain returning many of its intermediates splits into
+// kernels within the bound, each intermediate still eager's.
+TEST(Inductor, ChainsSplitOnlyWhereTheirOutputsExceedTheOperandBound) {
+  manual_seed(0);
+  auto hundred_ops = [](Tensor x, Tensor c) {
+    for (int i = 0; i < 150; ++i) x = i % 3 == 0 ? x + c : i % 3 == 1 ? x * c : x.tanh();
+    return x;
+  };
+  Tensor x = randn({64}), c = randn({64});
+  Compiled one;
+  expect_identical(hundred_ops(x, c), compile(hundred_ops, one.options())(x, c), "150 ops");
+  EXPECT_EQ(one.kernels(), 1u);
+  auto every_third_returned = [](Tensor x, Tensor c) {
+    std::vector<Tensor> kept;
+    for (int i = 0; i < 240; ++i) {
+      x = i % 3 == 0 ? x + c : i % 3 == 1 ? x * c : x.tanh();
+      if (i % 3 == 2) kept.push_back(x);
+    }
+    return kept;
+  };
+  Compiled split;
+  expect_all_identical(every_third_returned(x, c),
+                       compile(every_third_returned, split.options())(x, c));
+  EXPECT_GE(split.kernels(), 2u);  // 80 outputs: more than one kernel can write
+}
+
 // A bool mask read into float arithmetic (ReLU's derivative, with the bias gradient's column
 // sum, as W4's backward has it): the mask's bytes converted in the kernel, equal to eager.
 TEST(Inductor, BoolMasksCastInKernelsAsEagerCastsThem) {

@@ -469,6 +469,39 @@ Schedule schedule_graph(const ir::Graph& g) {
                        [&](ir::ValueRef v) { return windowed[static_cast<size_t>(v.node)]; });
   };
   auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
+  // Who reads each node's values directly (as pass 2 below sees reads), and whether something
+  // reads them otherwise (through a view, or returned): what may make a member of a group one of
+  // its kernel's outputs.
+  std::vector<std::vector<int32_t>> direct_readers(num_nodes);
+  std::vector<bool> read_otherwise(num_nodes, false);
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
+    for (ir::ValueRef v : n.inputs) {
+      const ir::ValueRef r = root_of(g, v);
+      if (r != v)
+        read_otherwise[static_cast<size_t>(r.node)] = true;
+      else
+        direct_readers[static_cast<size_t>(r.node)].push_back(static_cast<int32_t>(i));
+    }
+  }
+  for (ir::ValueRef v : g.outputs) read_otherwise[static_cast<size_t>(root_of(g, v).node)] = true;
+  // The kernel outputs group `grp` may end up with if node `joining` joins it: the members
+  // something outside the group may still read (all of them for a long chain would split it
+  // into kernels of kMaxKernelOperands ops; only its last member is one).
+  auto possible_outputs = [&](int32_t grp, size_t joining) {
+    int64_t count = static_cast<int64_t>(g.nodes[joining].outputs.size());
+    for (int32_t m : group_at(grp).nodes) {
+      const auto& readers = direct_readers[static_cast<size_t>(m)];
+      const bool outside =
+          read_otherwise[static_cast<size_t>(m)] ||
+          std::any_of(readers.begin(), readers.end(), [&](int32_t r) {
+            return static_cast<size_t>(r) != joining && group_of[static_cast<size_t>(r)] != grp;
+          });
+      if (outside) count += static_cast<int64_t>(g.nodes[static_cast<size_t>(m)].outputs.size());
+    }
+    return count;
+  };
   auto seal_producer = [&](ir::ValueRef v) {
     const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
     if (grp >= 0) group_at(grp).sealed = true;
@@ -528,10 +561,7 @@ Schedule schedule_graph(const ir::Graph& g) {
     auto joinable = [&](int32_t grp) {
       if (grp < 0) return false;
       const Group& to = group_at(grp);
-      // (Every member may be an output: the bound is safe before outputs are known.)
-      if (static_cast<int64_t>(to.nodes.size() + n.outputs.size()) + input_pieces_with_n(grp) >
-          kMaxKernelOperands)
-        return false;
+      if (possible_outputs(grp, i) + input_pieces_with_n(grp) > kMaxKernelOperands) return false;
       // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
       const bool once_per_row = row_kind == RowOpKind::None && to.row && !to.columns &&
                                 to.ranges != shape && !to.ranges.empty() &&
@@ -705,6 +735,11 @@ Schedule schedule_graph(const ir::Graph& g) {
         }
       }
     }
+    KILN_CHECK(
+        static_cast<int64_t>(kernel.inputs.size() + kernel.outputs.size()) <= kMaxKernelOperands,
+        Error, "inductor: internal error: kernel ", k, " has ", kernel.inputs.size(),
+        " inputs and ", kernel.outputs.size(), " outputs, more than the ", kMaxKernelOperands,
+        " operands a kernel may have");
     s.kernels.push_back(std::move(kernel));
   }
   for (size_t i = 0; i < num_nodes; ++i)
