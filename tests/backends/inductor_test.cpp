@@ -122,9 +122,9 @@ TEST(Inductor, LongChainsComputeFourVectorsSideBySide) {
   expect_identical(long_chain(x, c), compile(long_chain)(x, c), "float64, 300001");
 }
 
-// A kernel has at most 64 operands: a chain of any length whose intermediates nothing else
-// reads is one kernel (W6's 100 ops); a chain returning many of its intermediates splits into
-// kernels within the bound, each intermediate still eager's.
+// A kernel has at most 64 operands and 256 ops: a chain whose intermediates nothing else reads
+// is one kernel up to that length (W6's 100 ops); a chain returning many of its intermediates
+// splits into kernels within the operand bound, each intermediate still eager's.
 TEST(Inductor, ChainsSplitOnlyWhereTheirOutputsExceedTheOperandBound) {
   manual_seed(0);
   auto hundred_ops = [](Tensor x, Tensor c) {
@@ -135,6 +135,14 @@ TEST(Inductor, ChainsSplitOnlyWhereTheirOutputsExceedTheOperandBound) {
   Compiled one;
   expect_identical(hundred_ops(x, c), compile(hundred_ops, one.options())(x, c), "150 ops");
   EXPECT_EQ(one.kernels(), 1u);
+  auto six_hundred_ops = [](Tensor x, Tensor c) {  // at most 256 ops a kernel
+    for (int i = 0; i < 600; ++i) x = i % 3 == 0 ? x + c : i % 3 == 1 ? x * c : x.tanh();
+    return x;
+  };
+  Compiled three;
+  expect_identical(six_hundred_ops(x, c), compile(six_hundred_ops, three.options())(x, c),
+                   "600 ops");
+  EXPECT_EQ(three.kernels(), 3u);
   auto every_third_returned = [](Tensor x, Tensor c) {
     std::vector<Tensor> kept;
     for (int i = 0; i < 240; ++i) {

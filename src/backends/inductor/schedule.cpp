@@ -68,6 +68,10 @@ struct Group {
 
 // At most this many operands (outputs and inputs) per kernel: block_loop_any's limit.
 constexpr int64_t kMaxKernelOperands = 64;
+// At most this many ops per kernel: a chain of thousands of ops is several kernels, so neither
+// the scheduler's operand count (per member) nor the C++ compiler (one function per kernel)
+// works on one of unbounded size.
+constexpr size_t kMaxKernelOps = 256;
 
 // The shape of a row kernel's per-row values: its ranges with the row dim 1.
 Shape per_row_shape(Shape ranges) {
@@ -561,7 +565,9 @@ Schedule schedule_graph(const ir::Graph& g) {
     auto joinable = [&](int32_t grp) {
       if (grp < 0) return false;
       const Group& to = group_at(grp);
-      if (possible_outputs(grp, i) + input_pieces_with_n(grp) > kMaxKernelOperands) return false;
+      if (to.nodes.size() >= kMaxKernelOps ||
+          possible_outputs(grp, i) + input_pieces_with_n(grp) > kMaxKernelOperands)
+        return false;
       // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
       const bool once_per_row = row_kind == RowOpKind::None && to.row && !to.columns &&
                                 to.ranges != shape && !to.ranges.empty() &&
