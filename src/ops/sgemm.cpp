@@ -4,12 +4,13 @@
 // (2048 tokens against weights of 96..512 columns, sums of 96..2048) OpenBLAS 0.3.21 took
 // 1.25-1.35x this loop's time, MKL (inside PyTorch) 0.8-1.0x (docs/performance.md, "Kiln's
 // own sgemm"). It is the classic blocked scheme:
-//   - a micro-kernel keeps a 12 x 32 tile of c in 24 vector registers and, for each step of
-//     the sum, loads 32 floats of b and broadcasts 12 of a: 24 FMAs per 14 loads;
-//   - b is packed once per 256-long block of the sum into 32-column strips (32 KiB, in L1 while
+//   - a micro-kernel keeps a 6 x 64 tile of c in 24 vector registers and, for each step of the
+//     sum, loads 64 floats of b and broadcasts 6 of a: 24 FMAs per 10 loads (the 12 x 32 tile
+//     before it, 24 FMAs per 14 loads, took 1.1-1.25x the time on W4's and W7's products);
+//   - b is packed once per 128-long block of the sum into 64-column strips (32 KiB, in L1 while
 //     the kernel walks down a's rows);
 //   - a is read in place when its rows are contiguous (a packed copy cost more than it saved,
-//     even for row strides of whole pages), and packed into 12-row panels when it is
+//     even for row strides of whole pages), and packed into 6-row panels when it is
 //     transposed (a weight gradient: its rows would be columns);
 //   - threads split c's rows (or, when that balances better, its columns) and never share a
 //     write, so each element is one ascending sum whatever the thread count.
@@ -33,61 +34,61 @@ namespace kiln::ops {
 #if defined(KILN_VEC_AVX512)
 namespace {
 
-constexpr int kTileRows = 12;       // rows of c per micro-kernel call
-constexpr int kTileCols = 32;       // columns of c per call: two vectors of 16
-constexpr int64_t kSumBlock = 256;  // length of the sum per packed block of b
-constexpr int64_t kRowBlock = 48;   // rows of a walked per strip of b (48 x 256 floats in L2)
+constexpr int kTileRows = 6;               // rows of c per micro-kernel call
+constexpr int kTileVecs = 4;               // vectors of 16 columns of c per call
+constexpr int kTileCols = 16 * kTileVecs;  // columns of c per call
+constexpr int64_t kSumBlock = 128;         // length of the sum per packed block of b
+constexpr int64_t kRowBlock = 36;          // rows of a walked per strip of b (36 x 128 floats)
 constexpr int64_t kWorkPerThread = int64_t{1} << 21;  // multiply-adds that pay for a thread
 
 // How a micro-kernel call finishes its tile: c = alpha * sum + beta * c on the columns the
 // masks select (beta == 0: c is not read), or + beta * bias[column] when there is a bias.
 struct TileStore {
   float alpha, beta;
-  __mmask16 lo, hi;
+  __mmask16 mask[kTileVecs];
   const float* bias;  // the tile's first column of the row bias, or null
 };
 
-// The R x 32 tile of c at `c` += the product of R rows of a and a packed strip `bp` of b
-// (kc rows of 32 floats). a(r, p) is a[p * R + r] when Packed, else a[r * lda + p].
+// The R x 64 tile of c at `c` += the product of R rows of a and a packed strip `bp` of b
+// (kc rows of 64 floats). a(r, p) is a[p * R + r] when Packed, else a[r * lda + p].
 template <int R, bool Packed>
 void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict bp,
                   float* c, int64_t ldc, TileStore s) {
-  __m512 lo[R], hi[R];
-#pragma GCC unroll 12
+  __m512 acc[R][kTileVecs];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    lo[r] = hi[r] = _mm512_setzero_ps();
-    // The tile's lines are written at the end: fetch them now, while the sum runs.
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_ET0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_ET0);
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVecs; ++v) acc[r][v] = _mm512_setzero_ps();
+      // The tile's lines are written at the end: fetch them now, while the sum runs.
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVecs; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_ET0);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(bp + p * kTileCols);
-    const __m512 b1 = _mm512_load_ps(bp + p * kTileCols + 16);
-#pragma GCC unroll 12
+    __m512 b[kTileVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVecs; ++v) b[v] = _mm512_load_ps(bp + p * kTileCols + 16 * v);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(Packed ? a[p * R + r] : a[r * lda + p]);
-      lo[r] = _mm512_fmadd_ps(ar, b0, lo[r]);
-      hi[r] = _mm512_fmadd_ps(ar, b1, hi[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kTileVecs; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
     }
   }
   const __m512 alpha = _mm512_set1_ps(s.alpha), beta = _mm512_set1_ps(s.beta);
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
-    __m512 x0 = lo[r], x1 = hi[r];
-    if (s.alpha != 1.0f) {
-      x0 = _mm512_mul_ps(x0, alpha);
-      x1 = _mm512_mul_ps(x1, alpha);
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVecs; ++v) {
+      __m512 x = acc[r][v];
+      if (s.alpha != 1.0f) x = _mm512_mul_ps(x, alpha);
+      if (s.bias)
+        x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.mask[v], s.bias + 16 * v), x);
+      else if (s.beta != 0.0f)
+        x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.mask[v], row + 16 * v), x);
+      _mm512_mask_storeu_ps(row + 16 * v, s.mask[v], x);
     }
-    if (s.bias) {
-      x0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.lo, s.bias), x0);
-      x1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.hi, s.bias + 16), x1);
-    } else if (s.beta != 0.0f) {
-      x0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.lo, row), x0);
-      x1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.hi, row + 16), x1);
-    }
-    _mm512_mask_storeu_ps(row, s.lo, x0);
-    _mm512_mask_storeu_ps(row + 16, s.hi, x1);
   }
 }
 
@@ -162,28 +163,29 @@ void transpose_16x16(const float* src, int64_t ld, int rows, int cols, float* ds
   }
 }
 
-// Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of 32 floats,
+// Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of 64 floats,
 // columns past width zero).
 void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t width,
                   float* strip) {
   if (!P.trans_b) {
-    const __mmask16 lo = first_lanes(width), hi = first_lanes(width - 16);
+    __mmask16 m[kTileVecs];
+    for (int v = 0; v < kTileVecs; ++v) m[v] = first_lanes(width - 16 * v);
     for (int64_t p = 0; p < kc; ++p) {
       const float* row = P.b + (p0 + p) * P.ldb + j;
-      _mm512_store_ps(strip + p * kTileCols, _mm512_maskz_loadu_ps(lo, row));
-      _mm512_store_ps(strip + p * kTileCols + 16, _mm512_maskz_loadu_ps(hi, row + 16));
+      for (int v = 0; v < kTileVecs; ++v)
+        _mm512_store_ps(strip + p * kTileCols + 16 * v, _mm512_maskz_loadu_ps(m[v], row + 16 * v));
     }
     return;
   }
   // b holds op(b)'s columns as rows: 16 of them x 16 steps of the sum at a time, transposed
   // on registers (64 shuffles where gathering them took 16 gathers of 16 loads each: W4's
   // forward products, 256 x 512 x 512, 6-10% faster).
-  for (int half = 0; half < 2; ++half) {
-    const int live = static_cast<int>(std::clamp<int64_t>(width - 16 * half, 0, 16));
-    const float* rows = live > 0 ? P.b + (j + 16 * half) * P.ldb + p0 : P.b;  // (none read)
+  for (int v = 0; v < kTileVecs; ++v) {
+    const int live = static_cast<int>(std::clamp<int64_t>(width - 16 * v, 0, 16));
+    const float* rows = live > 0 ? P.b + (j + 16 * v) * P.ldb + p0 : P.b;  // (none read)
     for (int64_t p = 0; p < kc; p += 16)
       transpose_16x16(rows + p, P.ldb, live, static_cast<int>(std::min<int64_t>(16, kc - p)),
-                      strip + p * kTileCols + 16 * half, kTileCols);
+                      strip + p * kTileCols + 16 * v, kTileCols);
   }
 }
 
@@ -199,7 +201,7 @@ void pack_a_panel(const Problem& P, int64_t i, int rows, int64_t p0, int64_t kc,
 }
 
 // Rows [i0, i1) x columns [j0, j1) of c += the sum's block [p0, p0 + kc), with op(b)'s block
-// already packed into strips of 32 columns from column j0 on.
+// already packed into strips of kTileCols columns from column j0 on.
 void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_b, int64_t i0,
                   int64_t i1, int64_t j0, int64_t j1) {
   thread_local std::vector<float> a_buffer;
@@ -218,8 +220,8 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
                      packed_a + i * kc);
     for (int64_t s = 0; s < strips; ++s) {
       const int64_t j = j0 + s * kTileCols, width = std::min<int64_t>(kTileCols, j1 - j);
-      const TileStore store{P.alpha, beta, first_lanes(width), first_lanes(width - 16),
-                            bias ? bias + j : nullptr};
+      TileStore store{P.alpha, beta, {}, bias ? bias + j : nullptr};
+      for (int v = 0; v < kTileVecs; ++v) store.mask[v] = first_lanes(width - 16 * v);
       const float* strip = packed_b + s * kc * kTileCols;
       for (int64_t i = 0; i < rows; i += kTileRows) {
         const int height = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
@@ -311,8 +313,13 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   // runs faster with columns split, one of 512 x 128 x 2048 with rows split.
   const int64_t tiles = (m + kTileRows - 1) / kTileRows, strips = strip_count(n);
   const double uneven_rows = imbalance(tiles, threads) - imbalance(strips, threads);
+  // Evenly split either way, a transposed a goes with columns split when it is the smaller
+  // operand (packed whole by every thread, but no waiting on shared packing of b).
   const bool split_columns =
-      strips >= threads && uneven_rows > 0 && (!trans_a || n * uneven_rows > 8.0 * threads);
+      strips >= threads &&
+      (!trans_a           ? uneven_rows > 0
+       : uneven_rows == 0 ? m <= n
+                          : uneven_rows > 0 && n * uneven_rows > 8.0 * threads);
   // Rows split: every thread needs all of b, so they pack its strips together into one buffer.
   float* shared_b = split_columns ? nullptr : packed_b_buffer(n);
 #pragma omp parallel num_threads(static_cast <int>(threads))
