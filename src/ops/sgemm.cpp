@@ -6,7 +6,8 @@
 // own sgemm"). It is the classic blocked scheme:
 //   - a micro-kernel keeps a 6 x 64 tile of c in 24 vector registers and, for each step of the
 //     sum, loads 64 floats of b and broadcasts 6 of a: 24 FMAs per 10 loads (the 12 x 32 tile
-//     before it, 24 FMAs per 14 loads, took 1.1-1.25x the time on W4's and W7's products);
+//     before it, 24 FMAs per 14 loads, took 1.1-1.25x the time on W4's and W7's products),
+//     and 16, 32 or 48 columns wide over a strip's last columns (W7's 96-column products);
 //   - b is packed once per 128-long block of the sum into 64-column strips (32 KiB, in L1 while
 //     the kernel walks down a's rows);
 //   - a is read in place when its rows are contiguous (a packed copy cost more than it saved,
@@ -49,30 +50,31 @@ struct TileStore {
   const float* bias;  // the tile's first column of the row bias, or null
 };
 
-// The R x 64 tile of c at `c` += the product of R rows of a and a packed strip `bp` of b
-// (kc rows of 64 floats). a(r, p) is a[p * R + r] when Packed, else a[r * lda + p].
-template <int R, bool Packed>
+// The R x 16V tile of c at `c` += the product of R rows of a and the first V vectors of a packed
+// strip `bp` of b (kc rows of 64 floats). a(r, p) is a[p * R + r] when Packed, else
+// a[r * lda + p]. (V < 4: a strip's last columns, so no FMA works on columns past the end.)
+template <int R, int V, bool Packed>
 void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict bp,
                   float* c, int64_t ldc, TileStore s) {
-  __m512 acc[R][kTileVecs];
+  __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
       // The tile's lines are written at the end: fetch them now, while the sum runs.
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v)
+    for (int v = 0; v < V; ++v)
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_ET0);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    __m512 b[kTileVecs];
+    __m512 b[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) b[v] = _mm512_load_ps(bp + p * kTileCols + 16 * v);
+    for (int v = 0; v < V; ++v) b[v] = _mm512_load_ps(bp + p * kTileCols + 16 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(Packed ? a[p * R + r] : a[r * lda + p]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kTileVecs; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
     }
   }
   const __m512 alpha = _mm512_set1_ps(s.alpha), beta = _mm512_set1_ps(s.beta);
@@ -80,7 +82,7 @@ void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const floa
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < kTileVecs; ++v) {
+    for (int v = 0; v < V; ++v) {
       __m512 x = acc[r][v];
       if (s.alpha != 1.0f) x = _mm512_mul_ps(x, alpha);
       if (s.bias)
@@ -94,11 +96,17 @@ void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const floa
 
 using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t,
                              TileStore);
-template <bool Packed, size_t... R>
-constexpr std::array<MicroKernel, sizeof...(R)> kernels_for(std::index_sequence<R...>) {
-  return {&micro_kernel<static_cast<int>(R) + 1, Packed>...};
+// [rows - 1][vectors - 1]: a kernel for every tile height and width in vectors, so a's last rows
+// and b's last columns need no padding, copies or wasted multiply-adds.
+template <bool Packed, int R, size_t... V>
+constexpr std::array<MicroKernel, sizeof...(V)> widths_for(std::index_sequence<V...>) {
+  return {&micro_kernel<R, static_cast<int>(V) + 1, Packed>...};
 }
-// [rows - 1]: a kernel for every tile height, so a's last rows need no padding or copies.
+template <bool Packed, size_t... R>
+constexpr std::array<std::array<MicroKernel, kTileVecs>, sizeof...(R)> kernels_for(
+    std::index_sequence<R...>) {
+  return {widths_for<Packed, static_cast<int>(R) + 1>(std::make_index_sequence<kTileVecs>())...};
+}
 constexpr auto kDirectKernels = kernels_for<false>(std::make_index_sequence<kTileRows>());
 constexpr auto kPackedKernels = kernels_for<true>(std::make_index_sequence<kTileRows>());
 
@@ -222,15 +230,17 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
       const int64_t j = j0 + s * kTileCols, width = std::min<int64_t>(kTileCols, j1 - j);
       TileStore store{P.alpha, beta, {}, bias ? bias + j : nullptr};
       for (int v = 0; v < kTileVecs; ++v) store.mask[v] = first_lanes(width - 16 * v);
+      const auto vectors = static_cast<size_t>((width + 15) / 16);
       const float* strip = packed_b + s * kc * kTileCols;
       for (int64_t i = 0; i < rows; i += kTileRows) {
         const int height = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
         float* tile = P.c + (ib + i) * P.ldc + j;
         if (packed_a)
-          kPackedKernels[height - 1](kc, packed_a + i * kc, 0, strip, tile, P.ldc, store);
+          kPackedKernels[static_cast<size_t>(height - 1)][vectors - 1](kc, packed_a + i * kc, 0,
+                                                                       strip, tile, P.ldc, store);
         else
-          kDirectKernels[height - 1](kc, P.a + (ib + i) * P.lda + p0, P.lda, strip, tile, P.ldc,
-                                     store);
+          kDirectKernels[static_cast<size_t>(height - 1)][vectors - 1](
+              kc, P.a + (ib + i) * P.lda + p0, P.lda, strip, tile, P.ldc, store);
       }
     }
   }
