@@ -799,9 +799,8 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
     if (op.output > 0) continue;  // a statistic its row op (just before) computed
     const char* out_t = ctype(op.dtype);
     if (op.columns) {
-      // A column reduction: the row added to its accumulators (its result is written after the
-      // loop).
-      // (The batch's rows are added once they are all computed.)
+      // A column reduction: the row it reads, noted for the pass that adds the whole batch to
+      // its accumulators (its result is written after the loop).
       body << "    // " << op.op->name << " (into accumulators " << num_accumulators << ")\n"
            << "    fold" << num_accumulators << "[b] = " << name_of(op.args[0]) << ";\n";
       folded_type.push_back(ctype(dtype_of(op.args[0])));

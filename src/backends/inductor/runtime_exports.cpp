@@ -59,8 +59,11 @@ extern "C" void kiln_inductor_parallel_runs(int64_t runs, int64_t run_length, in
 
 namespace {
 
-// The rows of a row kernel's launch shape (see kiln_inductor_row_loop) walked in order: the
-// operands' pointers at a row, advanced like an odometer over the outer dims.
+// The rows of a row kernel's launch shape (see kiln_inductor_row_loop) walked in order: each
+// row's operand pointers, written out once. Rows a fixed stride apart (outer dims that merge into
+// one: the common case) are computed from the first row's; other rows are reached by an
+// odometer over the outer dims. (Copying a row's pointers and then advancing the copy stalled on
+// store forwarding: ~15% of a 128-wide normalisation's backward.)
 class RowWalk {
  public:
   RowWalk(int num_operands, const int64_t* shape, char* const* base)
@@ -71,31 +74,40 @@ class RowWalk {
         base_(base) {}
   const int64_t* row_strides() const { return outer_strides_ + nd_ * static_cast<int64_t>(n_); }
 
-  // Points p (and the odometer) at row r.
-  void start(int64_t r, std::vector<char*>& p) {
+  // Starts the walk at row r, `column` elements into it.
+  void start(int64_t r, int64_t column = 0) {
     idx_.assign(static_cast<size_t>(nd_), 0);
-    p.assign(base_, base_ + n_);
+    at_.assign(base_, base_ + n_);
     for (int64_t d = 0; d < nd_; ++d) {
       idx_[static_cast<size_t>(d)] = r % sizes_[d];
       r /= sizes_[d];
-      for (size_t o = 0; o < n_; ++o) p[o] += idx_[static_cast<size_t>(d)] * stride(o, d);
+      for (size_t o = 0; o < n_; ++o) at_[o] += idx_[static_cast<size_t>(d)] * stride(o, d);
     }
+    for (size_t o = 0; o < n_; ++o) at_[o] += column * row_strides()[o];
+    walked_ = 0;
   }
-  // Whether the outer dims merged into one (rows a fixed stride apart), and that stride.
-  bool flat() const { return nd_ == 1; }
-  int64_t row_step(size_t o) const { return outer_strides_[o]; }
-  // Moves q (at the odometer's row) to the next row.
-  void advance(std::vector<char*>& q) {
-    for (int64_t d = 0; d < nd_; ++d) {
-      const auto du = static_cast<size_t>(d);
-      for (size_t o = 0; o < n_; ++o) q[o] += stride(o, d);
-      if (++idx_[du] < sizes_[d]) return;
-      for (size_t o = 0; o < n_; ++o) q[o] -= sizes_[d] * stride(o, d);
-      idx_[du] = 0;
+  // Writes the next row's operand pointers (the first: start's row) to out.
+  void next(char** out) {
+    if (nd_ == 1) {
+      for (size_t o = 0; o < n_; ++o) out[o] = at_[o] + walked_ * outer_strides_[o];
+    } else {
+      if (walked_ > 0) advance();
+      std::copy_n(at_.data(), n_, out);
     }
+    ++walked_;
   }
 
  private:
+  // Moves the odometer (and at_) to the next row.
+  void advance() {
+    for (int64_t d = 0; d < nd_; ++d) {
+      const auto du = static_cast<size_t>(d);
+      for (size_t o = 0; o < n_; ++o) at_[o] += stride(o, d);
+      if (++idx_[du] < sizes_[d]) return;
+      for (size_t o = 0; o < n_; ++o) at_[o] -= sizes_[d] * stride(o, d);
+      idx_[du] = 0;
+    }
+  }
   int64_t stride(size_t o, int64_t d) const {
     return outer_strides_[o * static_cast<size_t>(nd_) + static_cast<size_t>(d)];
   }
@@ -105,6 +117,8 @@ class RowWalk {
   const int64_t* outer_strides_;
   char* const* base_;
   std::vector<int64_t> idx_;
+  std::vector<char*> at_;  // start's row, or (odometer) the last row written
+  int64_t walked_ = 0;     // rows written since start
 };
 
 // Scratch a column kernel's batch of rows may fill before the L1 cache would no longer hold it.
@@ -136,34 +150,16 @@ extern "C" void kiln_inductor_row_loop(int num_operands, const int64_t* shape, c
   kiln::kernels::parallel_range(rows, rows_grain, [&](int64_t begin, int64_t end) {
     const Scratch scratch(num_row_buffers * row_bytes);
     RowWalk walk(num_operands, shape, base);
-    std::vector<char*> p, next;
-    walk.start(begin, p);
-    if (walk.flat()) {
-      // Rows a fixed stride apart: each row's pointers from the first's, written once (copying
-      // and advancing a row's pointers stalled on store forwarding, ~15% of a 128-wide
-      // normalisation's backward).
-      const std::vector<char*> first = p;
-      next.resize(p.size());
-      const auto n = static_cast<size_t>(num_operands);
-      for (int64_t r = begin; r < end; ++r) {
-        const bool last = r + 1 == end;
-        for (size_t o = 0; o < n; ++o) {
-          p[o] = first[o] + (r - begin) * walk.row_step(o);
-          next[o] = last ? nullptr : p[o] + walk.row_step(o);
-        }
-        body(p.data(), next.data(), walk.row_strides(), cols, scratch.get(), row_bytes, context);
-      }
-    } else {
-      for (int64_t r = begin; r < end; ++r) {
-        if (r + 1 < end) {
-          next = p;
-          walk.advance(next);
-        } else {
-          next.assign(p.size(), nullptr);
-        }
-        body(p.data(), next.data(), walk.row_strides(), cols, scratch.get(), row_bytes, context);
-        std::swap(p, next);
-      }
+    std::vector<char*> row(static_cast<size_t>(num_operands)), next(row.size());
+    walk.start(begin);
+    walk.next(row.data());
+    for (int64_t r = begin; r < end; ++r) {
+      if (r + 1 < end)
+        walk.next(next.data());
+      else
+        std::fill(next.begin(), next.end(), nullptr);
+      body(row.data(), next.data(), walk.row_strides(), cols, scratch.get(), row_bytes, context);
+      std::swap(row, next);
     }
     kiln::vec::stream_fence();  // softmax_row's streaming stores, before anything reads them
   });
@@ -191,24 +187,13 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
     const int64_t batch = std::clamp<int64_t>(kL1Budget / row_set, 1, rt::kFoldBatch);
     const Scratch scratch(batch * num_row_buffers * row_bytes);
     RowWalk walk(num_operands, shape, base);
-    const int64_t* row_strides = walk.row_strides();
-    std::vector<char*> p, at(static_cast<size_t>(batch) * n);
-    walk.start(r0, p);
-    for (size_t o = 0; o < n; ++o) p[o] += c0 * row_strides[o];  // the segment's first column
-    const bool flat = walk.flat();
+    std::vector<char*> at(static_cast<size_t>(batch) * n);
+    walk.start(r0, c0);
     for (int64_t r = r0; r < r1;) {
       const int64_t rows_now = std::min(batch, r1 - r);
-      for (int64_t b = 0; b < rows_now; ++b, ++r) {
-        char** row = at.data() + b * num_operands;
-        if (flat) {  // (no odometer: a copy loop here would cost a memcpy call per row)
-          for (size_t o = 0; o < n; ++o) row[o] = p[o] + (r - r0) * walk.row_step(o);
-        } else {
-          std::copy_n(p.data(), n, row);
-          if (r + 1 < r1) walk.advance(p);
-        }
-      }
-      body(at.data(), rows_now, row_strides, c1 - c0, scratch.get(), row_bytes, acc + c0, cols,
-           context);
+      for (int64_t b = 0; b < rows_now; ++b, ++r) walk.next(at.data() + b * num_operands);
+      body(at.data(), rows_now, walk.row_strides(), c1 - c0, scratch.get(), row_bytes, acc + c0,
+           cols, context);
     }
   };
   // The eager reduction's outer path (kernels::reduce_loop, run_units): blocks of kColumnBlock
