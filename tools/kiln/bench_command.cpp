@@ -179,7 +179,8 @@ int run_bench(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
           << std::defaultfloat << " MiB | " << w.reference << " |\n";
   }
   out << "\nKiln, " << threads << " threads, median of " << runs
-      << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n\n"
+      << " runs (reproduce: kiln bench --threads " << threads << " --runs " << runs << ")\n"
+      << "BLAS: " << blas_config() << "\n\n"
       << table.str();
   // The capture overhead of a cached compiled call (compiled minus eager), split into a
   // per-call and a per-op part from the 1-op and 100-op chains. From the fastest runs: a

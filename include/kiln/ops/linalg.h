@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "kiln/core/tensor.h"
 
@@ -18,5 +19,12 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
 // x @ weight^T + bias, weight [out, in].
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
 Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// The BLAS that products outside Kiln's own kernels run on, and which of its kernel sets, e.g.
+// "OpenBLAS 0.3.21 ... SkylakeX kernels" (as torch.__config__.show() reports its BLAS). Where
+// OpenBLAS does not recognise the CPU and fell back to older kernels than the CPU supports,
+// Kiln selected the better set when it loaded and says so here; OPENBLAS_CORETYPE, when set,
+// is left to decide (docs/memory-and-threads.md).
+std::string blas_config();
 
 }  // namespace kiln
