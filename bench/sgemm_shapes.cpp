@@ -8,8 +8,9 @@
 //   OMP_NUM_THREADS=2 /tmp/sgemm_shapes 2048 128 384 # one shape: m n k
 //   OMP_NUM_THREADS=2 /tmp/sgemm_shapes --cold ...   # caches flushed before every call
 //
-// Prints, per shape and layout (N: as stored, T: transposed; a then b), the median time of
-// Kiln's kernel over OpenBLAS's (below 1: Kiln's is faster) and OpenBLAS's median in ms.
+// Prints, per shape and layout (N: as stored, T: transposed; a then b; * where Kiln sends the
+// product to OpenBLAS), the median time of Kiln's kernel over OpenBLAS's (below 1: Kiln's is
+// faster) and OpenBLAS's median in ms.
 #include <cblas.h>
 
 #include <algorithm>
@@ -67,10 +68,12 @@ void compare(long m, long n, long k) {
       }
     }
     for (auto& t : times) std::sort(t.begin(), t.end());
-    std::printf("  %s%s %.2f (%.3f ms)", ta ? "T" : "N", tb ? "T" : "N",
+    // (*: Kiln sends this product to OpenBLAS.)
+    std::printf("  %s%s%s %.2f (%.3f ms)", ta ? "T" : "N", tb ? "T" : "N",
+                kiln::ops::own_sgemm_applies(ta, tb, m, n, k) ? "" : "*",
                 times[1][reps / 2] / times[0][reps / 2], times[0][reps / 2]);
   }
-  std::printf("%s\n", kiln::ops::own_sgemm_applies(m, n, k) ? "" : "   [OpenBLAS in Kiln]");
+  std::printf("\n");
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const auto bi = [](int64_t v) { return static_cast<blasint>(v); };
   if constexpr (std::is_same_v<T, float>) {
-    if (own_sgemm_applies(n, m, k)) {
+    if (own_sgemm_applies(trans_a, trans_b, n, m, k)) {
       own_sgemm(trans_a, trans_b, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
       return;
     }
@@ -375,13 +375,16 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
       if constexpr (std::is_same_v<T, float>) {
         // A Linear layer's bias (one row for every row of out): added as the product's tiles
         // are stored, instead of written into out first and read back.
-        if (rs == 0 && cs == 1 && own_sgemm_applies(n, m, k)) {
+        if (rs == 0 && cs == 1) {
           Operand<T> a = operand<T>(c.in(1)), b = operand<T>(c.in(2));
           if (!a.layout()) a.pack();
           if (!b.layout()) b.pack();
-          own_sgemm(a.layout()->transposed, b.layout()->transposed, n, m, k, alpha, a.data,
-                    a.layout()->ld, b.data, b.layout()->ld, beta, o, m, s);
-          return;
+          const BlasLayout la = *a.layout(), lb = *b.layout();
+          if (own_sgemm_applies(la.transposed, lb.transposed, n, m, k)) {
+            own_sgemm(la.transposed, lb.transposed, n, m, k, alpha, a.data, la.ld, b.data, lb.ld,
+                      beta, o, m, s);
+            return;
+          }
         }
       }
       // out = self (broadcast); gemm then scales it by beta

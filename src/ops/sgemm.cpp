@@ -288,13 +288,19 @@ bool disabled_by_environment() {
 
 }  // namespace
 
-// Where it measured at least as fast as OpenBLAS with 2 threads (docs/performance.md): 128 or
-// more rows; 16 to 1024 columns, above 512 only with sums of at most 512 (a packed block of b
-// then outgrows L2); not the smallest products, which other kernels or BLAS handle.
-bool own_sgemm_applies(int64_t m, int64_t n, int64_t k) {
+// Where it measured faster than OpenBLAS's AVX-512 kernels with 2 threads (bench/sgemm_shapes.cpp,
+// docs/performance.md): 16 to 1024 columns (above 512 only with sums of at most 512; a packed
+// block of b then outgrows L2) and sums of 4 or more; 128 or more rows, or fewer for a
+// transposed a (a weight gradient with few outputs). Not below 2^20 multiply-adds, where
+// OpenBLAS's small-matrix path is faster, except with a transposed b (2^18), where it is not.
+// (Fewer than 16 columns leave most of each 16-lane vector of the tile idle.)
+bool own_sgemm_applies(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
   static const bool disabled = disabled_by_environment();
-  return !disabled && m >= 128 && n >= 16 && k >= 16 && m * n * k >= (int64_t{1} << 18) &&
-         (n <= 512 || (n <= 1024 && k <= 512));
+  const int64_t work = m * n * k;
+  if (disabled || n < 16 || k < 4 || work < (trans_b ? int64_t{1} << 18 : int64_t{1} << 20) ||
+      n > 1024 || (n > 512 && k > 512))
+    return false;
+  return m >= 128 || (trans_a && m >= 4 && k >= 16);
 }
 
 void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -349,7 +355,7 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 #else  // no AVX-512: OpenBLAS computes every product
 
-bool own_sgemm_applies(int64_t, int64_t, int64_t) { return false; }
+bool own_sgemm_applies(bool, bool, int64_t, int64_t, int64_t) { return false; }
 
 void own_sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
                int64_t, float, float*, int64_t, const float*) {

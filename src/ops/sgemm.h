@@ -8,9 +8,9 @@
 
 namespace kiln::ops {
 
-// Whether own_sgemm computes a [m, n] result with k-long sums on this host (and the
-// KILN_SGEMM environment variable does not say "openblas").
-bool own_sgemm_applies(int64_t m, int64_t n, int64_t k);
+// Whether own_sgemm computes a [m, n] result with k-long sums, a and b laid out as given (see
+// own_sgemm), on this host (and the KILN_SGEMM environment variable does not say "openblas").
+bool own_sgemm_applies(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
 
 // c (row-major [m, n], row stride ldc) = alpha * op(a) @ op(b) + beta * c, where op(a) is
 // a ([m, k], row stride lda) or, with trans_a, the transpose of a ([k, m]); likewise b. With

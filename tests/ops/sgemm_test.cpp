@@ -1,5 +1,5 @@
 // Kiln's own float32 product (src/ops/sgemm.h) against a float64 reference: every layout,
-// tails of the 12 x 32 tile and of the 256-long sum blocks, alpha/beta, padded row strides,
+// tails of the 6 x 64 tile and of the 128-long sum blocks, alpha/beta, padded row strides,
 // both thread splits, and calls from inside a parallel region. Skipped where the host has no
 // AVX-512 (OpenBLAS computes every product there).
 #include <gtest/gtest.h>
@@ -103,7 +103,7 @@ void expect_matches_reference(const Case& s, unsigned seed) {
 class OwnSgemm : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!kiln::ops::own_sgemm_applies(2048, 128, 128))
+    if (!kiln::ops::own_sgemm_applies(false, false, 2048, 128, 128))
       GTEST_SKIP() << "no AVX-512 on this host (or KILN_SGEMM=openblas): OpenBLAS computes floats";
     threads_ = omp_get_max_threads();
   }
@@ -114,10 +114,13 @@ class OwnSgemm : public ::testing::Test {
 };
 
 TEST_F(OwnSgemm, MatchesFloat64OnEveryLayoutAndTail) {
-  // (m, n, k): whole tiles, row tails 1..11, column tails (16, 17, 47, 100), sums shorter than,
-  // equal to and longer than one 256 block.
-  const int64_t shapes[][3] = {{48, 32, 16},  {49, 17, 255}, {59, 47, 256},  {61, 100, 257},
-                               {96, 96, 600}, {50, 16, 31},  {130, 64, 513}, {72, 33, 128}};
+  // (m, n, k): whole tiles, row tails 1..5, fewer rows than one tile, column tails (16, 17, 47,
+  // 100) and fewer columns than one vector (4, 10), sums shorter than, equal to and longer than
+  // one 128 block, and as short as 4.
+  const int64_t shapes[][3] = {{48, 32, 16},  {49, 17, 255},  {59, 47, 256},  {61, 100, 257},
+                               {96, 96, 600}, {50, 16, 31},   {130, 64, 513}, {72, 33, 128},
+                               {4, 40, 300},  {130, 10, 300}, {200, 4, 64},   {130, 100, 4},
+                               {5, 33, 10}};
   unsigned seed = 1;
   for (const auto& shape : shapes)
     for (int layout = 0; layout < 4; ++layout)
@@ -179,9 +182,9 @@ TEST_F(OwnSgemm, LinearThroughMatmulMatchesFloat64) {
   auto x = kiln::randn({4, 80, 70});
   auto w = kiln::randn({160, 70});
   auto g = kiln::randn({4, 80, 160});
-  ASSERT_TRUE(kiln::ops::own_sgemm_applies(320, 160, 70) &&
-              kiln::ops::own_sgemm_applies(320, 70, 160) &&
-              kiln::ops::own_sgemm_applies(160, 70, 320));
+  ASSERT_TRUE(kiln::ops::own_sgemm_applies(false, true, 320, 160, 70) &&
+              kiln::ops::own_sgemm_applies(false, false, 320, 70, 160) &&
+              kiln::ops::own_sgemm_applies(true, false, 160, 70, 320));
   const auto x64 = x.to(kiln::DType::Float64), w64 = w.to(kiln::DType::Float64),
              g64 = g.to(kiln::DType::Float64);
   const std::pair<kiln::Tensor, kiln::Tensor> products[] = {
