@@ -377,12 +377,14 @@ void addmm_kernel(const OpCall& c, std::span<Tensor> outs) {
         // are stored, instead of written into out first and read back.
         if (rs == 0 && cs == 1) {
           Operand<T> a = operand<T>(c.in(1)), b = operand<T>(c.in(2));
-          if (!a.layout()) a.pack();
-          if (!b.layout()) b.pack();
-          const BlasLayout la = *a.layout(), lb = *b.layout();
-          if (own_sgemm_applies(la.transposed, lb.transposed, n, m, k)) {
-            own_sgemm(la.transposed, lb.transposed, n, m, k, alpha, a.data, la.ld, b.data, lb.ld,
-                      beta, o, m, s);
+          // (An operand with no unit-stride dim is packed contiguous: not transposed.)
+          const bool ta = a.layout() && a.layout()->transposed;
+          const bool tb = b.layout() && b.layout()->transposed;
+          if (own_sgemm_applies(ta, tb, n, m, k)) {
+            if (!a.layout()) a.pack();
+            if (!b.layout()) b.pack();
+            own_sgemm(ta, tb, n, m, k, alpha, a.data, a.layout()->ld, b.data, b.layout()->ld, beta,
+                      o, m, s);
             return;
           }
         }
