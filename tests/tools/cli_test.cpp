@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "kiln/ops/linalg.h"
 #include "tools/test_utils.h"
 
 namespace kiln::cli {
@@ -24,7 +25,9 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_TRUE(contains(r.out, std::string("  ") + cmd + " ")) << cmd << " missing:\n" << r.out;
   }
   EXPECT_EQ(run({"--help"}).status, kExitOk);
-  EXPECT_EQ(run({"version"}).out, "kiln 0.1.0\n");
+  r = run({"version"});
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n') + 1), "kiln 0.1.0\n");
+  EXPECT_TRUE(contains(r.out, "\nBLAS: " + kiln::blas_config() + "\n")) << r.out;
 
   r = run({"train", "--help"});
   EXPECT_EQ(r.status, kExitOk);

@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "kiln/core/error.h"
+#include "kiln/ops/linalg.h"
 
 namespace kiln::cli {
 
@@ -82,7 +83,7 @@ std::string top_level_usage() {
   for (const Command& c : commands()) {
     os << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
   }
-  os << "  version   print the version\n"
+  os << "  version   print the version and the BLAS that products run on\n"
      << "  help      print this message; 'kiln help <command>' prints a command's options\n"
      << "\nRun 'kiln <command> --help' for the options of a command.\n";
   return os.str();
@@ -107,7 +108,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   }
   if (name == "version" || name == "--version") {
-    out << "kiln 0.1.0\n";
+    // (The BLAS line says which kernels products run on: worth having in a bug report.)
+    out << "kiln 0.1.0\nBLAS: " << blas_config() << "\n";
     return kExitOk;
   }
   const Command* cmd = find_command(name);

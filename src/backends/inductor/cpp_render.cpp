@@ -220,7 +220,7 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
       if (a.kind == Operand::Kind::Constant) {
         auto [it, fresh] = constant_blocks.try_emplace({a.index, op.compute}, "");
         if (!fresh) continue;
-        it->second = "c" + std::to_string(a.index) + "_" + std::string(dtype_info(op.compute).name);
+        it->second = detail::concat("c", a.index, "_", dtype_info(op.compute).name);
         os << "  alignas(64) " << ctype(op.compute) << " " << it->second
            << "[inductor_rt::kBlock];\n  std::fill_n(" << it->second << ", inductor_rt::kBlock, "
            << constant_literal(k.constants[static_cast<size_t>(a.index)], op.compute) << ");\n";
