@@ -29,8 +29,10 @@ TEST(Blas, ProductsRunOnKernelsAsNewAsTheCpuOrTheUserChose) {
   const std::string kernels = kernels_named(config);
   ASSERT_FALSE(kernels.empty()) << config;
   if (const char* chosen = std::getenv("OPENBLAS_CORETYPE")) {
-    EXPECT_TRUE(same_name(kernels, chosen)) << config;
     EXPECT_EQ(config.find("selected by Kiln"), std::string::npos) << config;
+#if defined(__x86_64__)  // (CTest's choice, Prescott, is an x86-64 kernel set)
+    EXPECT_TRUE(same_name(kernels, chosen)) << config;
+#endif
   } else {
 #if defined(__x86_64__)
     __builtin_cpu_init();
