@@ -282,12 +282,25 @@ inline Vec<float> exp(Vec<float> x) {
 
 inline Vec<float> tanh(Vec<float> x) {
   // |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (exp(2|x|) + 1), with |x| capped at 10 (beyond which
-  // tanh rounds to 1 in float; min keeps a NaN in its second operand).
+  // tanh rounds to 1 in float; min keeps a NaN in its second operand). exp(2b), b in [0, 10], is
+  // exp()'s computation less its steps for other arguments (clamping, zero lanes, a 2^n in two
+  // factors), and n is rounded by adding 1.5 * 2^23 (one fused multiply-add, not a multiply and
+  // a round): the same values, a 1.3x shorter dependency chain (W6's 33 chained tanh).
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
   const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
-  const Vec<float> e =
-      exp(Vec<float>(_mm256_min_ps(_mm256_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
-  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
+  const __m256 b = _mm256_min_ps(_mm256_set1_ps(10.0f), a.v);
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  const __m256 t = _mm256_fmadd_ps(b, _mm256_set1_ps(2.0f * 1.442695041e+00f), magic);
+  const __m256 n = _mm256_sub_ps(t, magic);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), _mm256_add_ps(b, b));
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606820e-06f), r);
+  const Vec<float> rv(r);
+  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + one;
+  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(magic));
+  const __m256 two_to_n =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+  const Vec<float> e_plus_one = _mm256_fmadd_ps(p.v, two_to_n, one.v);  // p 2^n is exact
+  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
   return select(a < Vec<float>(0.625f), small, big);
 }
 inline Vec<float> erf(Vec<float> x) {

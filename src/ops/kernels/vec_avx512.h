@@ -92,9 +92,21 @@ inline Vec<float> exp(Vec<float> x) {
 inline Vec<float> tanh(Vec<float> x) {
   const Vec<float> one(1.0f), a = abs(x), z = x * x;
   const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
-  const Vec<float> e =
-      exp(Vec<float>(_mm512_min_ps(_mm512_set1_ps(10.0f), a.v)) * Vec<float>(2.0f));
-  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / (e + one), x);
+  // e = exp(2b) for b = min(|x|, 10), as exp() computes it but with its steps for [0, 20]
+  // only: no clamping or zero lanes, n rounded by adding 1.5 * 2^23, 2^n one factor.
+  const __m512 b = _mm512_min_ps(_mm512_set1_ps(10.0f), a.v);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 t = _mm512_fmadd_ps(b, _mm512_set1_ps(2.0f * 1.442695041e+00f), magic);
+  const __m512 n = _mm512_sub_ps(t, magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), _mm512_add_ps(b, b));
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820e-06f), r);
+  const Vec<float> rv(r);
+  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + one;
+  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic));
+  const __m512 two_to_n =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+  const Vec<float> e_plus_one = _mm512_fmadd_ps(p.v, two_to_n, one.v);  // p 2^n is exact
+  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
   return select(a < Vec<float>(0.625f), small, big);
 }
 inline Vec<float> erf(Vec<float> x) {
