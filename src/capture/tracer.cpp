@@ -118,8 +118,11 @@ void PendingTensor::share_with(const TensorImpl& self, const std::shared_ptr<Ten
   const bool same_geometry = alias->sizes() == self.sizes() && alias->strides() == self.strides() &&
                              alias->storage_offset() == self.storage_offset();
   const bool shares_value = same_geometry && !tracer->records_autograd();
-  auto p = std::make_shared<PendingTensor>(owner_ ? owner_ : shared_from_this(), value,
-                                           shares_value ? value_version : kStale);
+  // (self's pending value is this tensor: no enable_shared_from_this, whose weak reference
+  // cost every op's result two atomic operations.)
+  auto p = std::make_shared<PendingTensor>(
+      owner_ ? owner_ : std::static_pointer_cast<PendingTensor>(self.pending()), value,
+      shares_value ? value_version : kStale);
   p->without_history = true;
   alias->set_pending(std::move(p));
   tracer->register_pending(alias);  // it becomes concrete with the rest

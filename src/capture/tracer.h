@@ -56,8 +56,7 @@ struct Buffer {
 // A pending tensor of a tracer. The first tensor over some memory keeps that memory's Buffer
 // inline (one allocation per op result); tensors made over it later (views, detach()) point to
 // it and keep it alive.
-class PendingTensor final : public PendingValue,
-                            public std::enable_shared_from_this<PendingTensor> {
+class PendingTensor final : public PendingValue {
  public:
   // A tensor with memory of its own, whose current value is `value`.
   PendingTensor(Tracer* tracer, ir::ValueRef value, int64_t numel, DType dtype)
