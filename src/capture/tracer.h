@@ -137,7 +137,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // Gives up on the segment (fn threw): pending tensors left alive throw when read.
   void abandon(const std::string& why);
 
-  void register_pending(const std::shared_ptr<TensorImpl>& impl) { rec_.pending.push_back(impl); }
+  void register_pending(const std::shared_ptr<TensorImpl>& impl) {
+    rec_.pending.emplace_back(impl);
+  }
   // A pending tensor with t's dtype and shape that is a new graph input (metadata-only runs).
   Tensor symbolic_input(const Tensor& t) {
     return symbolic_input(TensorMeta(t.dtype(), t.sizes()));

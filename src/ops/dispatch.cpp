@@ -17,15 +17,14 @@ Attrs::Attrs(std::initializer_list<AttrValue> values) {
   for (const auto& v : values) push_back(v);
 }
 
-void Attrs::push_back(AttrValue v) {
-  KILN_CHECK(size_ < kMax, Error, "internal error: an op has more than ", kMax, " attributes");
-  values_[size_++] = std::move(v);
+void Attrs::throw_too_many() {
+  throw Error(detail::concat("internal error: an op has more than ", kMax, " attributes"));
 }
 
 bool operator==(const Attrs& a, const Attrs& b) {
   if (a.size_ != b.size_) return false;
   for (size_t i = 0; i < a.size_; ++i)
-    if (!(a.values_[i] == b.values_[i])) return false;
+    if (!(a[i] == b[i])) return false;
   return true;
 }
 

@@ -182,8 +182,8 @@ std::vector<std::string> step_names(const Compiled& c, size_t graph = 0) {
   for (const auto& st : c.schedules[graph].steps)
     out.push_back(
         st.kind == inductor::Step::Kind::Extern
-            ? "E:" + std::string(c.graphs[graph].nodes[static_cast<size_t>(st.index)].op->name)
-            : "K" + std::to_string(st.index));
+            ? detail::concat("E:", c.graphs[graph].nodes[static_cast<size_t>(st.index)].op->name)
+            : detail::concat("K", st.index));
   return out;
 }
 

@@ -38,12 +38,13 @@ TEST(Blas, ProductsRunOnKernelsAsNewAsTheCpuOrTheUserChose) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512cd"))
+        __builtin_cpu_supports("avx512cd")) {
       EXPECT_TRUE(same_name(kernels, "SkylakeX") || same_name(kernels, "Cooperlake") ||
                   same_name(kernels, "SapphireRapids"))
           << config;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       EXPECT_TRUE(same_name(kernels, "Haswell") || same_name(kernels, "Zen")) << config;
+    }
 #endif
   }
   // Products on those kernels are right: a float64 product (always OpenBLAS) and a float32 one

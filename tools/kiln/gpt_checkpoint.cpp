@@ -60,7 +60,7 @@ std::map<std::string, std::string> checkpoint_metadata(const GPTCheckpoint& c) {
   meta["n_layer"] = std::to_string(c.config.n_layer);
   meta["n_head"] = std::to_string(c.config.n_head);
   meta["n_embd"] = std::to_string(c.config.n_embd);
-  meta["tied_head"] = c.config.tied_head ? "1" : "0";
+  meta["tied_head"] = std::to_string(c.config.tied_head ? 1 : 0);
   return meta;
 }
 }  // namespace

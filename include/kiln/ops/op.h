@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <functional>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,34 +24,70 @@ namespace kiln {
 using AttrValue = std::variant<std::monostate, int64_t, double, bool, DType, Scalar,
                                std::vector<int64_t>, std::string>;
 
-// The attributes of one op call, positional (their names are in OpDef::attr_names).
+// The attributes of one op call, positional (their names are in OpDef::attr_names). Built for
+// every op call: only the attributes given are constructed (most ops have none or one), not a
+// full array of kMax variants to clear and destroy.
 class Attrs {
  public:
   static constexpr size_t kMax = 8;
-  Attrs() = default;
+  Attrs() noexcept {}  // user-provided: storage_ stays uninitialised (a const Attrs is fine)
   Attrs(std::initializer_list<AttrValue> values);
+  Attrs(const Attrs& other) {
+    for (size_t k = 0; k < other.size_; ++k) push_back(other[k]);
+  }
+  Attrs(Attrs&& other) noexcept {
+    for (size_t k = 0; k < other.size_; ++k) push_back(std::move(other.slot(k)));
+  }
+  Attrs& operator=(const Attrs& other) {
+    if (this != &other) {
+      clear();
+      for (size_t k = 0; k < other.size_; ++k) push_back(other[k]);
+    }
+    return *this;
+  }
+  Attrs& operator=(Attrs&& other) noexcept {
+    if (this != &other) {
+      clear();
+      for (size_t k = 0; k < other.size_; ++k) push_back(std::move(other.slot(k)));
+    }
+    return *this;
+  }
+  ~Attrs() { clear(); }
 
   size_t size() const { return size_; }
-  const AttrValue& operator[](size_t i) const { return values_[i]; }
-  void push_back(AttrValue v);
-
-  int64_t i(size_t k) const { return std::get<int64_t>(values_[k]); }
-  double f(size_t k) const { return std::get<double>(values_[k]); }
-  bool b(size_t k) const { return std::get<bool>(values_[k]); }
-  DType dtype(size_t k) const { return std::get<DType>(values_[k]); }
-  const Scalar& scalar(size_t k) const { return std::get<Scalar>(values_[k]); }
-  const std::vector<int64_t>& ints(size_t k) const {
-    return std::get<std::vector<int64_t>>(values_[k]);
+  const AttrValue& operator[](size_t i) const {
+    return *std::launder(reinterpret_cast<const AttrValue*>(storage_) + i);
   }
-  const std::string& str(size_t k) const { return std::get<std::string>(values_[k]); }
+  void push_back(AttrValue v) {
+    if (size_ == kMax) [[unlikely]]
+      throw_too_many();
+    ::new (static_cast<void*>(storage_ + size_ * sizeof(AttrValue))) AttrValue(std::move(v));
+    ++size_;
+  }
+
+  int64_t i(size_t k) const { return std::get<int64_t>((*this)[k]); }
+  double f(size_t k) const { return std::get<double>((*this)[k]); }
+  bool b(size_t k) const { return std::get<bool>((*this)[k]); }
+  DType dtype(size_t k) const { return std::get<DType>((*this)[k]); }
+  const Scalar& scalar(size_t k) const { return std::get<Scalar>((*this)[k]); }
+  const std::vector<int64_t>& ints(size_t k) const {
+    return std::get<std::vector<int64_t>>((*this)[k]);
+  }
+  const std::string& str(size_t k) const { return std::get<std::string>((*this)[k]); }
   bool has(size_t k) const {
-    return k < size_ && !std::holds_alternative<std::monostate>(values_[k]);
+    return k < size_ && !std::holds_alternative<std::monostate>((*this)[k]);
   }
 
   friend bool operator==(const Attrs& a, const Attrs& b);
 
  private:
-  std::array<AttrValue, kMax> values_;
+  AttrValue& slot(size_t k) { return *std::launder(reinterpret_cast<AttrValue*>(storage_) + k); }
+  void clear() {
+    while (size_ > 0) slot(--size_).~AttrValue();
+  }
+  [[noreturn, gnu::cold]] static void throw_too_many();
+
+  alignas(AttrValue) std::byte storage_[kMax * sizeof(AttrValue)];
   size_t size_ = 0;
 };
 std::ostream& operator<<(std::ostream& os, const AttrValue& v);
