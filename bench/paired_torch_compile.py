@@ -1,4 +1,4 @@
-"""Kiln's compiled training step and torch.compile's, timed in alternation, round by round:
+"""Kiln's compiled workload and torch.compile's, timed in alternation, round by round:
 
     /tmp/torch2/bin/python bench/paired_torch_compile.py build/release/tools/kiln/kiln --workload W7
 
@@ -7,7 +7,8 @@ a torch.compile sitting a few minutes apart compare the minutes more than the co
 torch.compile compiles the step once (its compile time is not measured: see the anchor), then
 each round runs `kiln bench --only W7i --runs 15` (a fresh process; the compiled modules come
 from KILN_CACHE_DIR) and right after it 15 torch.compile steps in this process, and prints
-both medians and their ratio. The models are the anchor's own classes
+both medians and their ratio. W6 (100 small ops, microseconds a call) times each of its samples
+over 200 calls, on both sides as `kiln bench` does. The models are the anchor's own classes
 (../shared/anchors/torch_compile_anchor.py), read from its source, so they cannot drift apart.
 """
 import argparse
@@ -43,8 +44,20 @@ def anchor_models(path):
     return scope
 
 
-def make_step(workload, models):
-    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT)."""
+def make_step(workload, models, anchor):
+    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT), or its
+    100-op chain W6 (the anchor's own source of it, compiled)."""
+    if workload == "W6":
+        with open(anchor) as f:
+            tree = ast.parse(f.read(), anchor)
+        scope = {"torch": torch}
+        exec(compile(ast.Module(body=[n for n in tree.body if isinstance(n, ast.FunctionDef)
+                                      and n.name == "w6_source"], type_ignores=[]),
+                     anchor, "exec"), scope)
+        exec(compile(scope["w6_source"](), "<w6>", "exec"), scope)
+        torch.manual_seed(0)
+        x = torch.randn(64)
+        return lambda: scope["w6"](x)
     if workload == "W7":
         V, T, C, H, L, B = 96, 64, 128, 4, 4, 32
         torch.manual_seed(0)
@@ -77,13 +90,17 @@ def kiln_median(kiln, workload, runs):
                          capture_output=True, text=True, env=env, check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith(f"| {workload}i "))
     cells = [c.strip() for c in row.split("|")]
-    return float(cells[3].split()[0]), float(cells[4].split()[0])  # median, min (ms)
+
+    def ms(cell):
+        value, unit = cell.split()
+        return float(value) * {"s": 1e3, "ms": 1.0, "us": 1e-3}[unit]
+    return ms(cells[3]), ms(cells[4])  # median, min
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kiln", help="the kiln executable (build/release/tools/kiln/kiln)")
-    parser.add_argument("--workload", choices=["W5", "W7"], default="W7")
+    parser.add_argument("--workload", choices=["W5", "W6", "W7"], default="W7")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=15, help="steps timed per side and round")
     parser.add_argument("--threads", type=int, default=2)
@@ -91,8 +108,9 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    step = torch.compile(make_step(args.workload, anchor_models(args.anchor)))
-    for _ in range(5):  # compile, then warm up
+    step = torch.compile(make_step(args.workload, anchor_models(args.anchor), args.anchor))
+    calls = 200 if args.workload == "W6" else 1  # per timed sample
+    for _ in range(5 * calls):  # compile, then warm up
         step()
     print(f"{args.workload}: kiln {args.workload}i vs torch.compile (default mode), "
           f"{args.threads} threads, medians of {args.runs} steps")
@@ -102,12 +120,13 @@ def main():
         times = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t0) * 1e3)
+            for _ in range(calls):
+                step()
+            times.append((time.perf_counter() - t0) * 1e3 / calls)
         torch_ms = statistics.median(times)
         ratios.append(kiln_ms / torch_ms)
-        print(f"round {r}: kiln {kiln_ms:.1f} ms (min {kiln_min:.1f}), torch.compile "
-              f"{torch_ms:.1f} ms (min {min(times):.1f}), ratio {ratios[-1]:.2f}", flush=True)
+        print(f"round {r}: kiln {kiln_ms:.4g} ms (min {kiln_min:.4g}), torch.compile "
+              f"{torch_ms:.4g} ms (min {min(times):.4g}), ratio {ratios[-1]:.2f}", flush=True)
     print(f"ratios (kiln / torch.compile): median {statistics.median(ratios):.2f}, "
           f"range {min(ratios):.2f}-{max(ratios):.2f}")
 
