@@ -22,8 +22,9 @@ int64_t parse_meta_int(const std::string& path, const std::string& key, const st
   int64_t v = 0;
   // Digits only (with a leading '-' only where negatives could be allowed): no sign, space,
   // fraction or exponent; out of range is an error, never a wrap-around.
-  const bool digits = !s.empty() && s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0) ==
-                                        std::string::npos && s != "-";
+  const bool digits = !s.empty() &&
+                      s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0) == std::string::npos &&
+                      s != "-";
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   KILN_CHECK(digits && ec == std::errc() && p == s.data() + s.size() && v >= min, CheckpointError,
              path, ": metadata '", key, "' = '", s, "' is not valid: expected an integer >= ", min,
@@ -46,7 +47,6 @@ uint64_t checkpoint_uint(const GPTCheckpoint& c, const std::string& key) {
   KILN_CHECK(it != c.extra.end(), CheckpointError, c.path, ": no '", key, "' in its metadata");
   return parse_meta_uint(c.path, key, it->second);
 }
-
 
 namespace {
 std::map<std::string, std::string> checkpoint_metadata(const GPTCheckpoint& c) {
@@ -99,8 +99,9 @@ GPTCheckpoint load_gpt_checkpoint(const std::string& path) {
   c.config.n_layer = meta_int(m, "n_layer", path, 1);
   c.config.n_head = meta_int(m, "n_head", path, 1);
   c.config.n_embd = meta_int(m, "n_embd", path, 1);
-  KILN_CHECK(c.config.n_embd % c.config.n_head == 0, CheckpointError, path, ": metadata 'n_embd' = '",
-             c.config.n_embd, "' is not a multiple of 'n_head' = '", c.config.n_head, "'");
+  KILN_CHECK(c.config.n_embd % c.config.n_head == 0, CheckpointError, path,
+             ": metadata 'n_embd' = '", c.config.n_embd, "' is not a multiple of 'n_head' = '",
+             c.config.n_head, "'");
   {
     const auto it = m.find("tied_head");
     KILN_CHECK(it != m.end(), CheckpointError, path,
@@ -117,8 +118,8 @@ GPTCheckpoint load_gpt_checkpoint(const std::string& path) {
   }
   // Training state written by `kiln train`: checked here, where the file is named, rather
   // than when a resumed run reads it.
-  for (const char* key : {"seed", "batch_generator_offset", "eval_generator_offset",
-                          "default_generator_offset"}) {
+  for (const char* key :
+       {"seed", "batch_generator_offset", "eval_generator_offset", "default_generator_offset"}) {
     auto it = m.find(key);
     if (it != m.end()) parse_meta_uint(path, key, it->second);
   }
