@@ -27,34 +27,32 @@ import torch.nn.functional as F
 ANCHOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "anchors",
                       "torch_compile_anchor.py")
 MODEL_CLASSES = {"CausalSelfAttention", "MLP", "Block", "GPT"}
+FUNCTIONS = {"w6_source"}  # W6's 100-op chain, as Python source
 
 
 def anchor_models(path):
-    """The anchor's model classes, defined here from its source (the rest of it is not run)."""
+    """The anchor's model classes and W6's source function, defined here from its source (the
+    rest of it is not run)."""
     with open(path) as f:
         tree = ast.parse(f.read(), path)
     module = ast.Module(body=[n for n in tree.body
-                              if isinstance(n, ast.ClassDef) and n.name in MODEL_CLASSES],
+                              if (isinstance(n, ast.ClassDef) and n.name in MODEL_CLASSES)
+                              or (isinstance(n, ast.FunctionDef) and n.name in FUNCTIONS)],
                         type_ignores=[])
     scope = {"torch": torch, "nn": nn, "F": F, "math": math}
     exec(compile(module, path, "exec"), scope)
-    missing = MODEL_CLASSES - scope.keys()
+    missing = (MODEL_CLASSES | FUNCTIONS) - scope.keys()
     if missing:
         sys.exit(f"{path} no longer defines {sorted(missing)}")
     return scope
 
 
-def make_step(workload, models, anchor):
+def make_step(workload, models):
     """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT), or its
     100-op chain W6 (the anchor's own source of it, compiled)."""
     if workload == "W6":
-        with open(anchor) as f:
-            tree = ast.parse(f.read(), anchor)
         scope = {"torch": torch}
-        exec(compile(ast.Module(body=[n for n in tree.body if isinstance(n, ast.FunctionDef)
-                                      and n.name == "w6_source"], type_ignores=[]),
-                     anchor, "exec"), scope)
-        exec(compile(scope["w6_source"](), "<w6>", "exec"), scope)
+        exec(compile(models["w6_source"](), "<w6>", "exec"), scope)
         torch.manual_seed(0)
         x = torch.randn(64)
         return lambda: scope["w6"](x)
@@ -108,7 +106,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    step = torch.compile(make_step(args.workload, anchor_models(args.anchor), args.anchor))
+    step = torch.compile(make_step(args.workload, anchor_models(args.anchor)))
     calls = 200 if args.workload == "W6" else 1  # per timed sample
     for _ in range(5 * calls):  # compile, then warm up
         step()
