@@ -2,9 +2,11 @@
 // of the float32 result, over dense grids (including special values).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "kiln/kiln.h"
 
@@ -73,6 +75,31 @@ TEST(MathAccuracy, ExpOfVeryNegativeIsPositiveZero) {
     EXPECT_NEAR(got[i], xs[i] == 1.0f ? std::exp(1.0f) : 0.0f, 1e-6) << i;
 }
 
+// sigmoid is 0 where its result would be subnormal (x < -87.33: computing it costs a microcode
+// assist per vector), 1 from where 1 + e^-x rounds to 1, and exact at the ends.
+TEST(MathAccuracy, SigmoidEndsAndSubnormalRange) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> xs = {-inf, -1e30f, -100.0f, -87.34f, -87.33f, 17.0f, 20.0f,
+                                 1e30f, inf,   -0.0f,  0.0f,     1.0f,    -1.0f,  -50.0f};
+  const std::vector<float> got = sigmoid(tensor(xs)).to_vector<float>();
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[i], 0.0f) << "sigmoid(" << xs[i] << ")";
+    EXPECT_FALSE(std::signbit(got[i])) << "sigmoid(" << xs[i] << ")";
+  }
+  EXPECT_GE(got[4], std::numeric_limits<float>::min()) << "sigmoid(-87.33) is normal";
+  EXPECT_NEAR(got[4], 1.0 / (1.0 + std::exp(-static_cast<double>(xs[4]))), 3e-45);  // 2 ulp
+  for (size_t i = 5; i < 9; ++i) EXPECT_EQ(got[i], 1.0f) << "sigmoid(" << xs[i] << ")";
+  for (size_t i = 9; i < xs.size(); ++i)
+    EXPECT_NEAR(got[i], 1.0 / (1.0 + std::exp(-static_cast<double>(xs[i]))),
+                2e-7 * std::max(1e-20, 1.0 / (1.0 + std::exp(-static_cast<double>(xs[i])))))
+        << "sigmoid(" << xs[i] << ")";
+  // silu is x sigmoid(x): -0 below the normal range (x times +0), x where sigmoid is 1.
+  const std::vector<float> silu_got = silu(tensor(xs)).to_vector<float>();
+  EXPECT_EQ(silu_got[2], 0.0f);
+  EXPECT_TRUE(std::signbit(silu_got[2]));
+  EXPECT_EQ(silu_got[6], 20.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Vectorised, MathAccuracy,
     ::testing::Values(MathCase{"exp", [](const Tensor& x) { return exp(x); },
@@ -102,6 +129,12 @@ INSTANTIATE_TEST_SUITE_P(
                                [](double x) { return std::tanh(x); }, -12, 12, 2.0},
                       MathCase{"erf", [](const Tensor& x) { return erf(x); },
                                [](double x) { return std::erf(x); }, -6, 6, 2.5},
+                      MathCase{"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+                               [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -87.33, 30,
+                               2.5},
+                      MathCase{"silu", [](const Tensor& x) { return silu(x); },
+                               [](double x) { return x / (1.0 + std::exp(-x)); }, -87.33, 30,
+                               3.5},
                       MathCase{"tanh_near_0", [](const Tensor& x) { return tanh(x); },
                                [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 2.0},
                       MathCase{"erf_near_0", [](const Tensor& x) { return erf(x); },
