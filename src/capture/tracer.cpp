@@ -151,10 +151,31 @@ void release_storage(const Storage* s, const Tracer* t) {
   std::lock_guard<std::mutex> lock(c.mu);
   if (auto it = c.owner.find(s); it != c.owner.end() && it->second == t) c.owner.erase(it);
 }
+
+// The capacity of the last finished tracer's per-segment vectors on this thread: a compiled
+// function's every call makes a tracer, whose list of pending tensors grew from empty (seven
+// reallocations and copies for W6's 100 ops). A tracer takes these and gives them back.
+struct SpareRecording {
+  std::vector<std::weak_ptr<TensorImpl>> pending;
+  std::vector<Tensor> inputs;
+};
+thread_local bool tls_spare_gone = false;  // (trivially destructible: readable at thread exit)
+SpareRecording* spare_recording() {
+  if (tls_spare_gone) return nullptr;
+  thread_local struct Holder {
+    SpareRecording spare;
+    ~Holder() { tls_spare_gone = true; }
+  } holder;
+  return &holder.spare;
+}
 }  // namespace
 
 Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
     : state_(std::move(state)), frozen_(frozen) {
+  if (SpareRecording* spare = spare_recording()) {
+    rec_.pending.swap(spare->pending);
+    rec_.inputs.swap(spare->inputs);
+  }
   if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
   aot_ = state_->backend.target<detail::AotBackendFn>();
   start_replay();
@@ -168,6 +189,13 @@ PendingValue* Tracer::writer_of(const Storage& storage) {
 Tracer::~Tracer() {
   release_written_storages();
   forget_inline_nodes();  // (done when the segment ends; a run that threw may skip that)
+  if (SpareRecording* spare = spare_recording();
+      spare && rec_.pending.capacity() > spare->pending.capacity()) {
+    rec_.pending.clear();
+    rec_.inputs.clear();
+    rec_.pending.swap(spare->pending);
+    rec_.inputs.swap(spare->inputs);
+  }
 }
 
 void Tracer::start_replay() {
@@ -383,8 +411,11 @@ PendingTensor* Tracer::own_pending(const TensorImpl& impl) const {
 [[gnu::always_inline]] inline Tensor Tracer::new_pending(const TensorMeta& info,
                                                          ir::ValueRef value) {
   // `info` is a graph value's: contiguous, with sizes that shape inference has checked.
-  auto impl = make_recycled<TensorImpl>(nullptr, 0, info.sizes, info.strides, info.dtype);
-  impl->set_pending(make_recycled<PendingTensor>(this, value, impl->numel(), info.dtype));
+  int64_t numel = 1;
+  for (int64_t s : info.sizes) numel *= s;
+  auto impl = make_recycled<TensorImpl>(TensorImpl::Contiguous{info.sizes, info.strides, numel},
+                                        info.dtype);
+  impl->set_pending(make_recycled<PendingTensor>(this, value, numel, info.dtype));
   rec_.pending.emplace_back(impl);
   return Tensor(std::move(impl));
 }

@@ -71,6 +71,14 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, int64_t offset, Shape s
   refresh();
 }
 
+TensorImpl::TensorImpl(const Contiguous& value, DType dtype)
+    : offset_(0),
+      sizes_(value.sizes),
+      strides_(value.strides),
+      numel_(value.numel),
+      dtype_(dtype),
+      contiguous_(true) {}
+
 void TensorImpl::refresh() {
   // Ops check their output sizes with their own names first; this is the backstop for any
   // other way to build a TensorImpl, so that numel() can never be a wrapped-around value.
