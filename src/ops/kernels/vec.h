@@ -310,30 +310,17 @@ inline Vec<float> tanh(Vec<float> x) {
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
   return select(a < Vec<float>(0.625f), small, big);
 }
-// sigmoid for float: 1 / (1 + e^-x) with e^-x computed for x in [-87.33, 20] only, as tanh's
-// exp (n rounded by adding 1.5 * 2^23, 2^n one factor): beyond 20 the sum rounds to 1 anyway,
-// and below -87.33 the result would be subnormal (a microcode assist per vector on Intel
-// cores), so it is 0 there, as in exp's zero lanes. 1.2x cheaper than 1 / (1 + exp(-x)) in
-// W1's fused loop; within 2.5 ulp, as that was. (A reciprocal estimate and a Newton step in
-// place of the division was 1.1x faster again with AVX-512, but AVX2 has no estimate as good
-// as AVX-512's, and both sections must give the same bits.)
-inline Vec<float> sigmoid(Vec<float> x) {
-  const __m256 xc =
-      _mm256_min_ps(_mm256_set1_ps(20.0f), _mm256_max_ps(_mm256_set1_ps(-87.33f), x.v));
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
-  const __m256 t = _mm256_fnmadd_ps(xc, _mm256_set1_ps(1.442695041e+00f), magic);
-  const __m256 n = _mm256_sub_ps(t, magic);  // round(-x / ln2)
-  __m256 minus_r = _mm256_fmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
-  minus_r = _mm256_fmadd_ps(n, _mm256_set1_ps(1.428606820e-06f), minus_r);
-  const Vec<float> r = -Vec<float>(minus_r);  // -x - n ln2
-  const Vec<float> p = fmadd(r * r, horner(r, fitted::kExpQ), r) + Vec<float>(1.0f);
-  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(magic));
-  const __m256 two_to_n =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 s = _mm256_div_ps(one, _mm256_fmadd_ps(p.v, two_to_n, one));
-  // (A NaN x compares unordered: kept.)
-  return _mm256_and_ps(s, _mm256_cmp_ps(x.v, _mm256_set1_ps(-87.33f), _CMP_NLT_UQ));
+// Helpers of the float math below that differ by width (vec_avx512.h has the 16-lane ones).
+// min(hi, max(lo, x)), a NaN x kept (min/max return their second operand on a NaN).
+inline Vec<float> clamp_keeping_nan(Vec<float> x, float lo, float hi) {
+  return _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), x.v));
+}
+// 2^n for t = n + 1.5 * 2^23 (n an integer rounded by that sum, -126 <= n <= 127), as a float
+// built from n's bits: exact.
+inline Vec<float> two_to_rounded(Vec<float> t) {
+  const __m256i n =
+      _mm256_sub_epi32(_mm256_castps_si256(t.v), _mm256_castps_si256(_mm256_set1_ps(12582912.0f)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 inline Vec<float> erf(Vec<float> x) {
   // |x| in 8 intervals of width 0.5 on [0, 4): a degree-7 polynomial in the offset u into the
@@ -414,6 +401,28 @@ inline Vec<double> abs(Vec<double> a) { return _mm256_andnot_pd(_mm256_set1_pd(-
 inline Vec<double> pow(Vec<double> a, Vec<double> b) { return Sleef_powd4_u10(a.v, b.v); }
 inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u10(a.v, b.v); }
 #endif  // KILN_VEC_AVX512, KILN_VEC_AVX2
+
+#if defined(KILN_VEC_AVX2)
+// sigmoid for float, one definition for both widths (through their clamp_keeping_nan and
+// two_to_rounded): 1 / (1 + e^-x) with e^-x computed for x in [-87.33, 20] only, as tanh's exp
+// (n rounded by adding 1.5 * 2^23, 2^n one factor): beyond 20 the sum rounds to 1 anyway, and
+// below -87.33 the result would be subnormal (a microcode assist per vector on Intel cores), so
+// it is 0 there, as in exp's zero lanes. 1.2x cheaper than 1 / (1 + exp(-x)) in W1's fused
+// loop; within 2.5 ulp, as that was. (A reciprocal estimate and a Newton step in place of the
+// division was 1.1x faster again with AVX-512, but AVX2 has no estimate as good as AVX-512's,
+// and both widths must give the same bits.)
+inline Vec<float> sigmoid(Vec<float> x) {
+  const Vec<float> xc = clamp_keeping_nan(x, -87.33f, 20.0f), magic(12582912.0f), one(1.0f);
+  const Vec<float> t = fmadd(xc, Vec<float>(-1.442695041e+00f), magic);  // round(-x / ln2) + magic
+  const Vec<float> n = t - magic;
+  const Vec<float> minus_r =
+      fmadd(n, Vec<float>(1.428606820e-06f), fmadd(n, Vec<float>(0.693145751953125f), xc));
+  const Vec<float> r = -minus_r;  // -x - n ln2
+  const Vec<float> p = fmadd(r * r, horner(r, fitted::kExpQ), r) + one;
+  const Vec<float> s = one / fmadd(p, two_to_rounded(t), one);
+  return select(x < Vec<float>(-87.33f), Vec<float>(0.0f), s);  // (a NaN x is not < : kept)
+}
+#endif
 
 // Loads Vec<C>::width elements of T, converted to C.
 template <typename C, typename T>

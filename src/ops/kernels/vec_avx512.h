@@ -65,7 +65,7 @@ inline Vec<float> abs(Vec<float> a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.
 inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf16_u10(a.v, b.v); }
 inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f16_u10(a.v, b.v); }
 
-// exp, tanh, sigmoid and erf for float: the AVX2 section's algorithms (see vec.h), with the same
+// exp, tanh and erf for float: the AVX2 section's algorithms (see vec.h), with the same
 // coefficients (vec::fitted), written for 16 lanes.
 inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
   return _mm512_or_ps(magnitude.v, _mm512_and_ps(x.v, _mm512_set1_ps(-0.0f)));
@@ -109,23 +109,14 @@ inline Vec<float> tanh(Vec<float> x) {
   const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
   return select(a < Vec<float>(0.625f), small, big);
 }
-inline Vec<float> sigmoid(Vec<float> x) {
-  const __m512 xc =
-      _mm512_min_ps(_mm512_set1_ps(20.0f), _mm512_max_ps(_mm512_set1_ps(-87.33f), x.v));
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 t = _mm512_fnmadd_ps(xc, _mm512_set1_ps(1.442695041e+00f), magic);
-  const __m512 n = _mm512_sub_ps(t, magic);  // round(-x / ln2)
-  __m512 minus_r = _mm512_fmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
-  minus_r = _mm512_fmadd_ps(n, _mm512_set1_ps(1.428606820e-06f), minus_r);
-  const Vec<float> r = -Vec<float>(minus_r);  // -x - n ln2
-  const Vec<float> p = fmadd(r * r, horner(r, fitted::kExpQ), r) + Vec<float>(1.0f);
-  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic));
-  const __m512 two_to_n =
-      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 s = _mm512_div_ps(one, _mm512_fmadd_ps(p.v, two_to_n, one));
-  // (A NaN x compares unordered: kept.)
-  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-87.33f), _CMP_NLT_UQ), s);
+// The width-specific helpers of the shared float math (see the AVX2 section).
+inline Vec<float> clamp_keeping_nan(Vec<float> x, float lo, float hi) {
+  return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x.v));
+}
+inline Vec<float> two_to_rounded(Vec<float> t) {
+  const __m512i n =
+      _mm512_sub_epi32(_mm512_castps_si512(t.v), _mm512_castps_si512(_mm512_set1_ps(12582912.0f)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
 }
 inline Vec<float> erf(Vec<float> x) {
   const __m512 a = abs(x).v;
