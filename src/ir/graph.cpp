@@ -256,7 +256,7 @@ std::string describe_difference(const Graph& a, const Graph& b) {
     for (size_t k = 0; k < x.attrs.size() && k < y.attrs.size(); ++k) {
       if (is_runtime_attr(a, i, k) || same_attr(x.attrs[k], y.attrs[k])) continue;
       std::string name = x.op && k < x.op->attr_names.size() ? std::string(x.op->attr_names[k])
-                                                             : "#" + std::to_string(k);
+                                                             : detail::concat("#", k);
       os << "constant " << name << " of " << node_label(y, i) << " changed " << x.attrs[k] << " → "
          << y.attrs[k];
       return os.str();
@@ -280,9 +280,8 @@ std::string info_str(const TensorMeta& t) {
   return os.str();
 }
 std::string ref_str(ValueRef v) {
-  std::string s = "%" + std::to_string(v.node);
-  if (v.output) s += "." + std::to_string(v.output);
-  return s;
+  // (detail::concat, not "%" + std::string: GCC 12 warns -Wrestrict, falsely, inside that +.)
+  return v.output ? detail::concat("%", v.node, ".", v.output) : detail::concat("%", v.node);
 }
 }  // namespace
 

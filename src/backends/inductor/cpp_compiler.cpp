@@ -287,8 +287,9 @@ std::string build_shared_object(const fs::path& cpp, const fs::path& so, int par
     if (results[j].status != 0) failure = cmds[j] + "\n" + results[j].output;
   if (failure.empty()) {
     std::string link = detail::concat(quote(host_compiler()), " -shared -fopenmp");
-    for (const fs::path& o : objects) link += " " + quote(o);
-    link += " -o " + quote(so);
+    // (detail::concat: GCC 12 warns -Wrestrict, falsely, on " " + std::string.)
+    for (const fs::path& o : objects) link += detail::concat(" ", quote(o));
+    link += detail::concat(" -o ", quote(so));
     std::string output;
     if (run_command(link, output) != 0) failure = link + "\n" + output;
   }
