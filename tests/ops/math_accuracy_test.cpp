@@ -79,8 +79,8 @@ TEST(MathAccuracy, ExpOfVeryNegativeIsPositiveZero) {
 // assist per vector), 1 from where 1 + e^-x rounds to 1, and exact at the ends.
 TEST(MathAccuracy, SigmoidEndsAndSubnormalRange) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> xs = {-inf, -1e30f, -100.0f, -87.34f, -87.33f, 17.0f, 20.0f,
-                                 1e30f, inf,   -0.0f,  0.0f,     1.0f,    -1.0f,  -50.0f};
+  const std::vector<float> xs = {-inf,  -1e30f, -100.0f, -87.34f, -87.33f, 17.0f, 20.0f,
+                                 1e30f, inf,    -0.0f,   0.0f,    1.0f,    -1.0f, -50.0f};
   const std::vector<float> got = sigmoid(tensor(xs)).to_vector<float>();
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(got[i], 0.0f) << "sigmoid(" << xs[i] << ")";
@@ -133,8 +133,7 @@ INSTANTIATE_TEST_SUITE_P(
                                [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -87.33, 30,
                                2.5},
                       MathCase{"silu", [](const Tensor& x) { return silu(x); },
-                               [](double x) { return x / (1.0 + std::exp(-x)); }, -87.33, 30,
-                               3.5},
+                               [](double x) { return x / (1.0 + std::exp(-x)); }, -87.33, 30, 3.5},
                       MathCase{"tanh_near_0", [](const Tensor& x) { return tanh(x); },
                                [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 2.0},
                       MathCase{"erf_near_0", [](const Tensor& x) { return erf(x); },
