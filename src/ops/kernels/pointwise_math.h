@@ -134,9 +134,12 @@ struct add_fn {
   T alpha;
   explicit add_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
   Vec<T> operator()(Vec<T> x, Vec<T> y) const {
-    if constexpr (std::is_floating_point_v<T>) return vec::fmadd(Vec<T>(alpha), y, x);
-    if (alpha == T(1)) return x + y;
-    return x + Vec<T>(alpha) * y;
+    if constexpr (std::is_floating_point_v<T>) {
+      return vec::fmadd(Vec<T>(alpha), y, x);
+    } else {
+      if (alpha == T(1)) return x + y;
+      return x + Vec<T>(alpha) * y;
+    }
   }
 };
 template <typename T>
@@ -144,9 +147,12 @@ struct sub_fn {
   T alpha;
   explicit sub_fn(const Attrs& a) : alpha(a.scalar(0).to<T>()) {}
   Vec<T> operator()(Vec<T> x, Vec<T> y) const {
-    if constexpr (std::is_floating_point_v<T>) return vec::fmadd(Vec<T>(-alpha), y, x);
-    if (alpha == T(1)) return x - y;
-    return x - Vec<T>(alpha) * y;
+    if constexpr (std::is_floating_point_v<T>) {
+      return vec::fmadd(Vec<T>(-alpha), y, x);
+    } else {
+      if (alpha == T(1)) return x - y;
+      return x - Vec<T>(alpha) * y;
+    }
   }
 };
 template <typename T>
