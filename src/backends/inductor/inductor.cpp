@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -129,13 +130,13 @@ class CompiledInductorGraph {
   static constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();  // computed in a kernel
   // The tensor of value v: its slot, or a view made over its root's slot from the recorded
   // metadata (views cost no copy).
-  Tensor value(std::vector<Tensor>& slots, ir::ValueRef v) const;
-  void run_extern(int32_t node, std::vector<Tensor>& slots,
+  Tensor value(std::span<Tensor> slots, ir::ValueRef v) const;
+  void run_extern(int32_t node, std::span<Tensor> slots,
                   std::span<const int64_t> runtime_values) const;
   // Throws the eager kernel's error unless every index of indirect load `node` (an embedding,
   // index_select or gather a kernel computes) picks a row of its table: before the kernel writes
   // anything.
-  void check_indices(int32_t node, std::vector<Tensor>& slots) const;
+  void check_indices(int32_t node, std::span<Tensor> slots) const;
   // Node's attributes with this call's runtime values (a random op's seed and offset).
   Attrs attrs_this_call(int32_t node, std::span<const int64_t> runtime_values) const;
   std::vector<Tensor> run_steps(std::span<const Tensor> inputs,
@@ -165,6 +166,11 @@ class CompiledInductorGraph {
   std::vector<KernelFn> kernel_fns_;
   std::vector<size_t> slot_of_;
   size_t num_slots_ = 0;
+  struct Placeholder {
+    int32_t node;  // its meta: what the input must be
+    int32_t input;
+  };
+  std::vector<Placeholder> placeholders_;
   std::vector<std::vector<size_t>> release_after_;           // per step: slots dead after it
   std::vector<std::vector<const Attrs*>> kernel_attrs_;      // per kernel, per op
   std::vector<bool> kernel_draws_;                           // per kernel: holds a random op
@@ -265,8 +271,10 @@ void CompiledInductorGraph::plan() {
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (n.kind != ir::NodeKind::Constant) continue;
-    constants_.emplace_back(slot_of_[i], ir::constant_value(n));
+    if (n.kind == ir::NodeKind::Constant)
+      constants_.emplace_back(slot_of_[i], ir::constant_value(n));
+    if (n.kind == ir::NodeKind::Placeholder)
+      placeholders_.push_back({static_cast<int32_t>(i), n.input_index});
   }
   // Last reader of each root slot (graph outputs live to the end).
   std::vector<int64_t> last(num_slots_, -1);
@@ -427,7 +435,7 @@ void CompiledInductorGraph::plan_donations() {
   }
 }
 
-Tensor CompiledInductorGraph::value(std::vector<Tensor>& slots, ir::ValueRef v) const {
+Tensor CompiledInductorGraph::value(std::span<Tensor> slots, ir::ValueRef v) const {
   const ir::ValueRef r = root_of(graph_, v);
   const Tensor& root = slots[slot(r)];
   if (r == v) return root;
@@ -438,7 +446,7 @@ Tensor CompiledInductorGraph::value(std::vector<Tensor>& slots, ir::ValueRef v) 
       m.strides, m.dtype));
 }
 
-void CompiledInductorGraph::check_indices(int32_t node, std::vector<Tensor>& slots) const {
+void CompiledInductorGraph::check_indices(int32_t node, std::span<Tensor> slots) const {
   const ir::Node& n = graph_.nodes[static_cast<size_t>(node)];
   // (An empty result reads no row: eager does not check its indices either.)
   if (checked_numel(n.outputs[0].sizes, "inductor") == 0) return;
@@ -458,7 +466,7 @@ Attrs CompiledInductorGraph::attrs_this_call(int32_t node,
   return patched;
 }
 
-void CompiledInductorGraph::run_extern(int32_t node, std::vector<Tensor>& slots,
+void CompiledInductorGraph::run_extern(int32_t node, std::span<Tensor> slots,
                                        std::span<const int64_t> runtime_values) const {
   const ir::Node& n = graph_.nodes[static_cast<size_t>(node)];
   std::vector<Tensor> ins;
@@ -594,24 +602,29 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
              "inductor: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
   InterceptorScope no_interceptor(nullptr);
   AutoGradMode no_grad(false);
-  std::vector<Tensor> slots(num_slots_);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    if (n.kind != ir::NodeKind::Placeholder) continue;
-    const Tensor& t = inputs[static_cast<size_t>(n.input_index)];
-    const TensorMeta& want = n.outputs[0];
+  // (The slots of a small graph live on the stack: this runs on every call.)
+  constexpr size_t kStackSlots = 8;
+  std::array<Tensor, kStackSlots> stack_slots;
+  std::vector<Tensor> heap_slots;
+  if (num_slots_ > kStackSlots) heap_slots.resize(num_slots_);
+  const std::span<Tensor> slots = num_slots_ > kStackSlots
+                                      ? std::span<Tensor>(heap_slots)
+                                      : std::span<Tensor>(stack_slots.data(), num_slots_);
+  for (const Placeholder& ph : placeholders_) {
+    const Tensor& t = inputs[static_cast<size_t>(ph.input)];
+    const TensorMeta& want = g.nodes[static_cast<size_t>(ph.node)].outputs[0];
     KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes &&
                    inductor::same_addressing(want.sizes, t.strides(), want.strides),
-               Error, "inductor: input ", n.input_index, " is ",
+               Error, "inductor: input ", ph.input, " is ",
                t.defined()
                    ? detail::concat(t.dtype(), t.shape_str(), " strides ", IntList(t.strides()))
                    : "undefined",
                " but the graph was compiled for ", want.dtype, IntList(want.sizes), " strides ",
                IntList(want.strides));
-    slots[slot_of_[i]] = t;
+    slots[slot_of_[static_cast<size_t>(ph.node)]] = t;
   }
   for (const auto& [s, t] : constants_) slots[s] = t;
-  std::vector<char*> buffers;
+  SmallVector<char*, 16> buffers;
   inductor::GraphProfile* const profile = tune ? nullptr : profile_.get();
   // (The clock is read only while profiling: this loop runs on every call.)
   using Clock = std::chrono::steady_clock;

@@ -135,9 +135,18 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
       heap_buffers.reset(new char[N * kBufferBytes + 64]);
       buffers = heap_buffers.get() + (64 - reinterpret_cast<uintptr_t>(heap_buffers.get()) % 64);
     }
-    const char* filled_from[kMaxOperands] = {};
-    int64_t filled_n[kMaxOperands] = {};
-    int64_t idx[kMaxDims] = {};
+    // (Only the first N entries of these arrays are used, and only they are initialised: zeroing
+    // all of them cost more than a small kernel's body.)
+    const char* filled_from[kMaxOperands];
+    int64_t filled_n[kMaxOperands];
+    bool outside[kMaxOperands];  // a windowed operand outside its window in this run
+    for (size_t k = 0; k < N; ++k) {
+      filled_from[k] = nullptr;
+      filled_n[k] = 0;
+      outside[k] = false;
+    }
+    int64_t idx[kMaxDims];
+    idx[0] = 0;
     int64_t rem = begin;
     for (int d = 0; d < nd; ++d) {
       idx[d] = rem % sizes[d];
@@ -154,7 +163,6 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
     int64_t pos = begin;
     char* row[kMaxOperands];
     char* ptrs[kMaxOperands];
-    bool outside[kMaxOperands] = {};  // a windowed operand outside its window in this run
     const int64_t window_stride = 1 + 2 * static_cast<int64_t>(nd);
     while (pos < end) {
       int64_t run = std::min(inner - idx[0], end - pos);
