@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
                       MathCase{"tan", [](const Tensor& x) { return tan(x); },
                                [](double x) { return std::tan(x); }, -1.5, 1.5, 1.5},
                       MathCase{"tanh", [](const Tensor& x) { return tanh(x); },
-                               [](double x) { return std::tanh(x); }, -12, 12, 2.0},
+                               [](double x) { return std::tanh(x); }, -12, 12, 1.5},
                       MathCase{"erf", [](const Tensor& x) { return erf(x); },
                                [](double x) { return std::erf(x); }, -6, 6, 2.5},
                       MathCase{"sigmoid", [](const Tensor& x) { return sigmoid(x); },
@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
                       MathCase{"silu", [](const Tensor& x) { return silu(x); },
                                [](double x) { return x / (1.0 + std::exp(-x)); }, -87.33, 30, 3.5},
                       MathCase{"tanh_near_0", [](const Tensor& x) { return tanh(x); },
-                               [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 2.0},
+                               [](double x) { return std::tanh(x); }, -1e-3, 1e-3, 1.5},
                       MathCase{"erf_near_0", [](const Tensor& x) { return erf(x); },
                                [](double x) { return std::erf(x); }, -1e-3, 1e-3, 2.5}),
     [](const ::testing::TestParamInfo<MathCase>& p) { return std::string(p.param.name); });

@@ -252,9 +252,9 @@ inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf8_u10(a.v, 
 inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f8_u10(a.v, b.v); }
 
 // tanh and erf for float (coefficients fitted by tools/mathfit/fit_float_erf_tanh.py): tanh a
-// polynomial around 0 and expf elsewhere, erf piecewise polynomials. SLEEF's u10 versions cost
-// 4-6x its expf here; these measure <= 1 ulp (tanh) and <= 2.3 ulp (erf) on a dense grid,
-// checked by vec_math_test.
+// polynomial around 0 and expf elsewhere (written once for both widths, below the ISA sections),
+// erf piecewise polynomials. SLEEF's u10 versions cost 4-6x its expf here; these measure
+// <= 1.2 ulp (tanh) and <= 2.3 ulp (erf), checked by math_accuracy_test.
 inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
   return _mm256_or_ps(magnitude.v, _mm256_and_ps(x.v, _mm256_set1_ps(-0.0f)));
 }
@@ -285,36 +285,13 @@ inline Vec<float> exp(Vec<float> x) {
   return _mm256_andnot_ps(zero_lanes, _mm256_mul_ps(_mm256_mul_ps(p.v, s1), s2));
 }
 
-inline Vec<float> tanh(Vec<float> x) {
-  // |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (exp(2|x|) + 1), with |x| capped at 10 (beyond which
-  // tanh rounds to 1 in float; min keeps a NaN in its second operand). exp(2b), b in [0, 10], is
-  // exp()'s computation less its steps for other arguments (clamping, zero lanes, a 2^n in two
-  // factors), and n is rounded by adding 1.5 * 2^23 (one fused multiply-add, not a multiply and
-  // a round; only a product within rounding of k + 1/2 could round the other way, and either n
-  // is right): the same results on every float sampled (docs/performance.md, stop 35), and a
-  // 1.3x shorter dependency chain (W6's 33 chained tanh).
-  const Vec<float> one(1.0f), a = abs(x), z = x * x;
-  const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
-  const __m256 b = _mm256_min_ps(_mm256_set1_ps(10.0f), a.v);
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
-  const __m256 t = _mm256_fmadd_ps(b, _mm256_set1_ps(2.0f * 1.442695041e+00f), magic);
-  const __m256 n = _mm256_sub_ps(t, magic);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), _mm256_add_ps(b, b));
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606820e-06f), r);
-  const Vec<float> rv(r);
-  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + one;
-  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(magic));
-  const __m256 two_to_n =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-  const Vec<float> e_plus_one = _mm256_fmadd_ps(p.v, two_to_n, one.v);  // p 2^n is exact
-  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
-  return select(a < Vec<float>(0.625f), small, big);
-}
 // Helpers of the float math below that differ by width (vec_avx512.h has the 16-lane ones).
 // min(hi, max(lo, x)), a NaN x kept (min/max return their second operand on a NaN).
 inline Vec<float> clamp_keeping_nan(Vec<float> x, float lo, float hi) {
   return _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), x.v));
 }
+// min(x, hi), a NaN x kept.
+inline Vec<float> at_most(Vec<float> x, float hi) { return _mm256_min_ps(_mm256_set1_ps(hi), x.v); }
 // 2^n for t = n + 1.5 * 2^23 (n an integer rounded by that sum, -126 <= n <= 127), as a float
 // built from n's bits: exact.
 inline Vec<float> two_to_rounded(Vec<float> t) {
@@ -403,6 +380,27 @@ inline Vec<double> atan2(Vec<double> a, Vec<double> b) { return Sleef_atan2d4_u1
 #endif  // KILN_VEC_AVX512, KILN_VEC_AVX2
 
 #if defined(KILN_VEC_AVX2)
+// tanh for float, one definition for both widths: |x| < 0.625: x + x^3 P(x^2); else
+// 1 - 2 / (e + 1) for e = exp(2b), b = min(|x|, 10) (beyond 10 tanh rounds to 1 in float), with
+// its sign. e + 1 = 2^n (1 + q) + 1 for q = e^r - 1 is one fused multiply-add, 2^n q + (2^n + 1)
+// (2^n + 1 exact for n <= 23, and beyond that e + 1 rounds as e does); n is rounded by adding
+// 1.5 * 2^23 (one fused multiply-add, not a multiply and a round: only a product within
+// rounding of k + 1/2 could round the other way, and either n is right). <= 1.2 ulp over every
+// float in [0, 11] (docs/performance.md, stop 37), and a short dependency chain (W6 chains 33).
+inline Vec<float> tanh(Vec<float> x) {
+  const Vec<float> one(1.0f), a = abs(x), z = x * x, magic(12582912.0f);
+  const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
+  const Vec<float> b = at_most(a, 10.0f);
+  const Vec<float> t = fmadd(b, Vec<float>(2.0f * 1.442695041e+00f), magic);  // n + magic
+  const Vec<float> n = t - magic;
+  const Vec<float> r =
+      fmadd(n, Vec<float>(-1.428606820e-06f), fmadd(n, Vec<float>(-0.693145751953125f), b + b));
+  const Vec<float> q = fmadd(r * r, horner(r, fitted::kExpQ), r);
+  const Vec<float> s = two_to_rounded(t);
+  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / fmadd(s, q, s + one), x);
+  return select(a < Vec<float>(0.625f), small, big);
+}
+
 // sigmoid for float, one definition for both widths (through their clamp_keeping_nan and
 // two_to_rounded): 1 / (1 + e^-x) with e^-x computed for x in [-87.33, 20] only, as tanh's exp
 // (n rounded by adding 1.5 * 2^23, 2^n one factor): beyond 20 the sum rounds to 1 anyway, and

@@ -65,7 +65,7 @@ inline Vec<float> abs(Vec<float> a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.
 inline Vec<float> pow(Vec<float> a, Vec<float> b) { return Sleef_powf16_u10(a.v, b.v); }
 inline Vec<float> atan2(Vec<float> a, Vec<float> b) { return Sleef_atan2f16_u10(a.v, b.v); }
 
-// exp, tanh and erf for float: the AVX2 section's algorithms (see vec.h), with the same
+// exp and erf for float: the AVX2 section's algorithms (see vec.h), with the same
 // coefficients (vec::fitted), written for 16 lanes.
 inline Vec<float> copy_sign_of(Vec<float> magnitude, Vec<float> x) {
   return _mm512_or_ps(magnitude.v, _mm512_and_ps(x.v, _mm512_set1_ps(-0.0f)));
@@ -89,30 +89,11 @@ inline Vec<float> exp(Vec<float> x) {
   const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
   return _mm512_maskz_mov_ps(kept, _mm512_mul_ps(_mm512_mul_ps(p.v, s1), s2));
 }
-inline Vec<float> tanh(Vec<float> x) {
-  const Vec<float> one(1.0f), a = abs(x), z = x * x;
-  const Vec<float> small = fmadd(x * z, horner(z, fitted::kTanhP), x);
-  // e = exp(2b) for b = min(|x|, 10), as exp() computes it but with its steps for [0, 20]
-  // only: no clamping or zero lanes, n rounded by adding 1.5 * 2^23, 2^n one factor.
-  const __m512 b = _mm512_min_ps(_mm512_set1_ps(10.0f), a.v);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 t = _mm512_fmadd_ps(b, _mm512_set1_ps(2.0f * 1.442695041e+00f), magic);
-  const __m512 n = _mm512_sub_ps(t, magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), _mm512_add_ps(b, b));
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606820e-06f), r);
-  const Vec<float> rv(r);
-  const Vec<float> p = fmadd(rv * rv, horner(rv, fitted::kExpQ), rv) + one;
-  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic));
-  const __m512 two_to_n =
-      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
-  const Vec<float> e_plus_one = _mm512_fmadd_ps(p.v, two_to_n, one.v);  // p 2^n is exact
-  const Vec<float> big = copy_sign_of(one - Vec<float>(2.0f) / e_plus_one, x);
-  return select(a < Vec<float>(0.625f), small, big);
-}
 // The width-specific helpers of the shared float math (see the AVX2 section).
 inline Vec<float> clamp_keeping_nan(Vec<float> x, float lo, float hi) {
   return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), x.v));
 }
+inline Vec<float> at_most(Vec<float> x, float hi) { return _mm512_min_ps(_mm512_set1_ps(hi), x.v); }
 inline Vec<float> two_to_rounded(Vec<float> t) {
   const __m512i n =
       _mm512_sub_epi32(_mm512_castps_si512(t.v), _mm512_castps_si512(_mm512_set1_ps(12582912.0f)));
