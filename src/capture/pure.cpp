@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "capture/tracer.h"
+#include "core/stack_tensors.h"
 
 namespace kiln {
 
@@ -218,23 +219,23 @@ PureStep pure_try_run(CompiledState& st, const PureArgs& args, std::vector<Tenso
       return PureStep::Verify;
     }
   }
-  std::vector<Tensor> inputs;
-  inputs.reserve(plan->inputs.size());
-  for (const PurePlan::Input& in : plan->inputs) {
+  StackTensors<8> inputs(plan->inputs.size());  // (this runs on every hit)
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const PurePlan::Input& in = plan->inputs[i];
     if (in.arg < 0)
-      inputs.push_back(in.captured);
+      inputs[i] = in.captured;
     else if (in.whole_arg)
-      inputs.push_back(*args.tensors[static_cast<size_t>(in.arg)]);
+      inputs[i] = *args.tensors[static_cast<size_t>(in.arg)];
     else
-      inputs.push_back(capture::view_of(*args.tensors[static_cast<size_t>(in.arg)], in.meta));
+      inputs[i] = capture::view_of(*args.tensors[static_cast<size_t>(in.arg)], in.meta);
   }
   std::vector<Tensor> outs;
   {
     capture::InBackend in_backend;  // is_compiling() is true while the graph runs
     AutoGradMode no_grad(false);
-    outs = plan->entry->plain()(inputs, {});
+    outs = plan->entry->plain()(inputs.span(), {});
   }
-  capture::check_backend_outputs(st, plan->entry->graph, inputs, outs);
+  capture::check_backend_outputs(st, plan->entry->graph, inputs.span(), outs);
   results.clear();
   results.reserve(plan->results.size());
   for (const PurePlan::Result& r : plan->results) {

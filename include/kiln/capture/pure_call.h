@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/small_vector.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::detail {
@@ -21,7 +22,7 @@ namespace kiln::detail {
 // flattened) and the bytes of every other argument (numbers, bools, enums, strings, and the
 // lengths of tensor vectors), which a hit must match exactly.
 struct PureArgs {
-  std::vector<const Tensor*> tensors;
+  SmallVector<const Tensor*, 8> tensors;  // (inline: a hit allocates nothing for them)
   std::string key;
   // The position of the first argument pure mode cannot guard (a type other than those above),
   // or -1.

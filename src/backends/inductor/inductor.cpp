@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +21,7 @@
 #include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"
 #include "capture/state.h"
+#include "core/stack_tensors.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
@@ -602,14 +602,8 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
              "inductor: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
   InterceptorScope no_interceptor(nullptr);
   AutoGradMode no_grad(false);
-  // (The slots of a small graph live on the stack: this runs on every call.)
-  constexpr size_t kStackSlots = 8;
-  std::array<Tensor, kStackSlots> stack_slots;
-  std::vector<Tensor> heap_slots;
-  if (num_slots_ > kStackSlots) heap_slots.resize(num_slots_);
-  const std::span<Tensor> slots = num_slots_ > kStackSlots
-                                      ? std::span<Tensor>(heap_slots)
-                                      : std::span<Tensor>(stack_slots.data(), num_slots_);
+  StackTensors<8> slot_list(num_slots_);  // (this runs on every call)
+  const std::span<Tensor> slots = slot_list.span();
   for (const Placeholder& ph : placeholders_) {
     const Tensor& t = inputs[static_cast<size_t>(ph.input)];
     const TensorMeta& want = g.nodes[static_cast<size_t>(ph.node)].outputs[0];
