@@ -100,10 +100,9 @@ inline Vec<float> two_to_rounded(Vec<float> t) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
 }
 inline Vec<float> erf(Vec<float> x) {
-  const __m512 a = abs(x).v;
-  const __m512i interval = _mm512_min_epi32(
-      _mm512_set1_epi32(7),
-      _mm512_max_epi32(_mm512_setzero_si512(), _mm512_cvttps_epi32(_mm512_add_ps(a, a))));
+  const __m512 a = _mm512_min_ps(_mm512_set1_ps(4.0f), abs(x).v);
+  const __m512i interval =
+      _mm512_min_epu32(_mm512_set1_epi32(7), _mm512_cvttps_epi32(_mm512_add_ps(a, a)));
   const __m512 u =
       _mm512_fnmadd_ps(_mm512_cvtepi32_ps(interval), _mm512_set1_ps(0.5f), a);  // exact
   // An 8-entry table in both halves of a register; the interval (0..7) picks the entry.
@@ -112,8 +111,6 @@ inline Vec<float> erf(Vec<float> x) {
   };
   __m512 r = _mm512_permutexvar_ps(interval, table(7));
   for (int k = 6; k >= 0; --k) r = _mm512_fmadd_ps(r, u, _mm512_permutexvar_ps(interval, table(k)));
-  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ), r,
-                           _mm512_set1_ps(1.0f));
   return copy_sign_of(Vec<float>(r), x);
 }
 
