@@ -139,6 +139,36 @@ TEST(PureMode, VectorAndPairResultsAndVoid) {
   expect_equal(q2, x - 1);
 }
 
+// More tensors than a hit keeps on the stack (8 arguments, 8 graph inputs, 8 slots), and results
+// that are the graph's outputs as they are (returned as the graph's list) or not (a view of one:
+// rebuilt).
+TEST(PureMode, ManyTensorsAndResultsInAnyOrder) {
+  int calls = 0;
+  auto reference = [](const std::vector<Tensor>& xs, bool view) {
+    Tensor total = xs[0];
+    for (size_t i = 1; i < xs.size(); ++i) total = total + xs[i] * static_cast<double>(i);
+    Tensor twice = total * 2;
+    return std::vector<Tensor>{total, view ? twice.view({5, 1}) : twice};
+  };
+  for (bool view : {false, true}) {
+    auto f = compile(
+        [&](const std::vector<Tensor>& xs) {
+          ++calls;
+          return reference(xs, view);
+        },
+        pure_options());
+    for (int i = 0; i < 3; ++i) {
+      std::vector<Tensor> xs;
+      for (int k = 0; k < 12; ++k) xs.push_back(randn({5}));
+      const std::vector<Tensor> got = f(xs), want = reference(xs, view);
+      ASSERT_EQ(got.size(), 2u);
+      expect_equal(got[0], want[0]);
+      expect_equal(got[1], want[1]);
+    }
+  }
+  EXPECT_EQ(calls, 2);  // one capture per function; the other calls were hits
+}
+
 TEST(PureMode, FunctionsThatCannotBePureRunEveryTimeWithOneWarning) {
   struct Case {
     const char* what;
