@@ -858,6 +858,17 @@ TEST(Inductor, ColumnSumsOfAFlattenedValueFoldInTheKernelComputingIt) {
   expect_identical(regrouped(x), f(x));
   EXPECT_EQ(c.kernels(), 2u);
   EXPECT_EQ(c.extern_calls_of("sum"), 0u);
+  // A sum listing no dims reduces every dim, also of a flattening whose last dim is the whole
+  // value (found by `kiln fuzz`: it was taken for a sum over no dims and failed to compile).
+  auto summed_whole = [](Tensor x) {
+    Tensor flat = (x * 2).view({-1});
+    return std::vector<Tensor>{flat.sum(), flat.mean({}, true)};
+  };
+  for (const Shape& shape : {Shape{1, 1, 5}, Shape{1, 300}}) {
+    Tensor y = randn(shape);
+    auto g = compile(summed_whole, c.options());
+    expect_all_identical(summed_whole(y), g(y));
+  }
 }
 
 TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {

@@ -344,6 +344,7 @@ int64_t indexed_dim(const ir::Graph& g, const ir::Node& n) {
 }
 
 bool reduces_all_but_last(std::span<const int64_t> dims, int64_t rank) {
+  if (dims.empty()) return false;  // no dims listed: a reduction over every dim
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t d : dims) {
     d = d < 0 ? d + rank : d;
