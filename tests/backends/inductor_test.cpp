@@ -1549,6 +1549,20 @@ TEST(InductorMemory, KernelsWriteIntoTheBuffersOfInputsThatDieThere) {
   };
   auto g = compile(twice);
   for (int call = 0; call < 2; ++call) expect_identical(twice(x, w), g(x, w));
+
+  // Nor one whose column sum reads it: a column kernel folds a batch of rows after the batch's
+  // other ops wrote theirs (found by `kiln fuzz`: the sum of zeros came out as the product).
+  auto summed_and_scaled = [](Tensor a, Tensor b) {
+    Tensor z = zeros(a.sizes());
+    Tensor columns = z.sum({0}, true);
+    return std::vector<Tensor>{columns, (a + z) * b * -0.5};
+  };
+  for (const Shape& shape : {Shape{3, 38}, Shape{600, 40}}) {
+    Tensor a = randn(shape), b = randn(shape);
+    auto h = compile(summed_and_scaled);
+    for (int call = 0; call < 2; ++call)
+      expect_all_identical(summed_and_scaled(a, b), h(a, b));
+  }
 }
 
 // Wraps inductor and records, per run, which outputs the graph writes back into an input were

@@ -333,10 +333,14 @@ bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, cons
     return false;
   for (size_t other = 0; other < kernel.inputs.size(); ++other)
     if (other != i && kernel.inputs[other].root == in.root) return false;
-  for (size_t j = writer + 1; j < kernel.ops.size(); ++j)
+  // No op after the writer reads it, nor a column reduction anywhere: those fold a batch of rows
+  // after the batch's other ops have written them.
+  for (size_t j = 0; j < kernel.ops.size(); ++j) {
+    if (j <= writer && !kernel.ops[j].columns) continue;
     for (const inductor::Operand& a : kernel.ops[j].args)
       if (a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i))
         return false;
+  }
   return true;
 }
 
