@@ -1560,8 +1560,7 @@ TEST(InductorMemory, KernelsWriteIntoTheBuffersOfInputsThatDieThere) {
   for (const Shape& shape : {Shape{3, 38}, Shape{600, 40}}) {
     Tensor a = randn(shape), b = randn(shape);
     auto h = compile(summed_and_scaled);
-    for (int call = 0; call < 2; ++call)
-      expect_all_identical(summed_and_scaled(a, b), h(a, b));
+    for (int call = 0; call < 2; ++call) expect_all_identical(summed_and_scaled(a, b), h(a, b));
   }
 }
 
