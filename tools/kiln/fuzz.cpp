@@ -192,6 +192,60 @@ const std::vector<OpSpec>& ops() {
          [](auto& a, auto&) { return prod(a[0].tanh() * 0.5 + 1, {-1}, true); }},
         {"scale_by_argmax", 1, false,  // an index per row (eager's, ties included) as a factor
          [](auto& a, auto&) { return a[0] * (argmax(a[0], -1, true).to(a[0].dtype()) + 1); }},
+        {"sum_all", 1, false, [](auto& a, auto&) { return a[0].sum(); }},
+        {"mean_all_keepdim", 1, false, [](auto& a, auto&) { return a[0].mean({}, true); }},
+        {"var_dim", 1, false,  // Welford, unbiased or not
+         [](auto& a, auto& p) { return var(a[0], {p[0]}, p[1], true); },
+         [](const std::vector<Tensor>& a, Rng& rng) {
+           return std::vector<int64_t>{a[0].dim() ? rng.below(a[0].dim()) : 0, rng.below(2)};
+         }},
+        {"std_last", 1, false, [](auto& a, auto&) { return std(a[0] * 2 + 1, {-1}, 0); }},
+        {"logsumexp_dim", 1, false, [](auto& a, auto& p) { return logsumexp(a[0], {p[0]}); },
+         one_dim},
+        {"cumsum_dim", 1, false, [](auto& a, auto& p) { return cumsum(a[0], p[0]); }, one_dim},
+        {"sort_last", 1, false,  // the values in order, through argsort and gather
+         [](auto& a, auto&) { return gather(a[0], -1, argsort(a[0], -1)); }},
+        {"index_add_rows", 2, false,  // rows of the second added to the first's in reverse
+         [](auto& a, auto&) {
+           return index_add(a[0], 0, flip(arange(a[1].size(0)), {0}), a[1], 0.5);
+         }},
+        {"masked_fill", 1, false,
+         [](auto& a, auto&) { return masked_fill(a[0], a[0] > 0.3, -1.0); }},
+        {"log_sqrt_pow", 1, false,  // on values kept positive
+         [](auto& a, auto& p) {
+           const Tensor positive = a[0].abs() + 0.5;
+           if (p[0] == 0) return positive.log();
+           if (p[0] == 1) return positive.sqrt();
+           return pow(positive, 1.5);
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(3)}; }},
+        {"repeat", 1, false,
+         [](auto& a, auto&) {
+           std::vector<int64_t> times(static_cast<size_t>(std::max<int64_t>(a[0].dim(), 1)), 1);
+           times.back() = 2;
+           return repeat(a[0], times);
+         }},
+        {"tril_triu", 1, false,
+         [](auto& a, auto& p) { return p[0] ? triu(a[0], p[1] - 1) : tril(a[0], p[1] - 1); },
+         [](const std::vector<Tensor>&, Rng& rng) {
+           return std::vector<int64_t>{rng.below(2), rng.below(3)};
+         }},
+        {"slice_step", 1, false,  // every second element along a dim: a strided view
+         [](auto& a, auto& p) { return a[0].slice(p[0], 0, std::nullopt, 2); }, one_dim},
+        {"squeeze", 1, false, [](auto& a, auto&) { return a[0].squeeze(); }},
+        {"in_float64", 1, false,  // computed in double, rounded back
+         [](auto& a, auto&) { return (a[0].to(DType::Float64).tanh() * 3).to(DType::Float32); }},
+        {"mse_loss", 2, false, [](auto& a, auto&) { return mse_loss(a[0], a[1]); }},
+        {"lerp_addcmul", 3, false,
+         [](auto& a, auto& p) {
+           return p[0] ? lerp(a[0], a[1], 0.25) : addcmul(a[0], a[1], a[2], 0.5);
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(2)}; }},
+        {"min_argmin_dim", 1, false,
+         [](auto& a, auto& p) {
+           return min(a[0], p[0], true).first + argmin(a[0], p[0], true).to(a[0].dtype());
+         },
+         one_dim},
         {"detach", 1, false, [](auto& a, auto&) { return a[0].detach(); }},
         {"straight_through", 1, false,
          [](auto& a, auto&) { return a[0] + (a[0].tanh() - a[0]).detach(); }},
