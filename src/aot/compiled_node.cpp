@@ -35,8 +35,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // Per forward input: the differentiated values (tangent indices) an autograd path reaches from
 // it — through values that require grad, as the eager engine's edges go.
-std::vector<std::vector<int32_t>> tangents_reached(const ir::Graph& forward,
-                                                   std::span<const ir::ValueRef> values) {
+std::vector<std::vector<int32_t>> tangents_reached(
+    const ir::Graph& forward, std::span<const ir::ValueRef> values,
+    const std::vector<std::vector<bool>>& gradient_flows) {
   const auto num_inputs = static_cast<size_t>(forward.num_inputs());
   // Per node output: the inputs that reach it.
   std::vector<std::vector<std::vector<bool>>> from(forward.nodes.size());
@@ -49,8 +50,12 @@ std::vector<std::vector<int32_t>> tangents_reached(const ir::Graph& forward,
         from[i][o][static_cast<size_t>(n.input_index)] = true;
         continue;
       }
-      for (ir::ValueRef v : n.inputs) {
-        if (!forward.info(v).requires_grad) continue;
+      const std::vector<bool>& flows = gradient_flows[i];
+      for (size_t j = 0; j < n.inputs.size(); ++j) {
+        const ir::ValueRef v = n.inputs[j];
+        // Only along a derivative that gives the input a gradient (not copy's to the tensor it
+        // overwrites): otherwise the input would get a zero gradient where eager gives none.
+        if (!forward.info(v).requires_grad || j >= flows.size() || !flows[j]) continue;
         const auto& r = from[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
         for (size_t in = 0; in < num_inputs; ++in)
           if (r[in]) from[i][o][in] = true;
@@ -107,7 +112,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->missing_derivative = joint.missing_derivative;
   int32_t next = 0;
   for (const auto& g : joint.input_grads) plan->grad_output_of_input.push_back(g ? next++ : -1);
-  plan->tangents_of_input = tangents_reached(forward, values);
+  plan->tangents_of_input = tangents_reached(forward, values, joint.gradient_flows);
   const std::vector<std::vector<bool>> read = values_read(forward);
   for (ir::ValueRef v : values)
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);

@@ -23,7 +23,8 @@ uint64_t key_of(ir::ValueRef v) {
 // The backward half: gradients per forward value, summed as they arrive.
 class BackwardTracer {
  public:
-  explicit BackwardTracer(const ForwardNodes& forward) : forward_(forward) {}
+  explicit BackwardTracer(const ForwardNodes& forward)
+      : forward_(forward), flows_(static_cast<size_t>(forward.num_nodes)) {}
 
   void seed(ir::ValueRef v, const Tensor& tangent) { accumulate(v, tangent); }
 
@@ -64,6 +65,7 @@ class BackwardTracer {
     auto it = grads_.find(key_of(v));
     return it == grads_.end() ? Tensor() : it->second;
   }
+  std::vector<std::vector<bool>> take_flows() { return std::move(flows_); }
 
  private:
   const TensorMeta& info(ir::ValueRef v) const {
@@ -94,8 +96,11 @@ class BackwardTracer {
     const BackwardCall call{*n.op, n.attrs, ins, outs, input_meta, output_meta, grads, needs};
     std::vector<Tensor> grad_inputs(n.inputs.size());
     d.fn(call, grad_inputs);
+    std::vector<bool>& flows = flows_[static_cast<size_t>(i)];
+    flows.assign(n.inputs.size(), false);
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       if (!grad_inputs[j].defined() || !requires_grad(n.inputs[j])) continue;
+      flows[j] = true;
       accumulate(n.inputs[j],
                  autograd::gradient_for_input(input_meta[j], grad_inputs[j], n.op->name, j));
     }
@@ -103,6 +108,7 @@ class BackwardTracer {
 
   const ForwardNodes& forward_;
   std::unordered_map<uint64_t, Tensor> grads_;
+  std::vector<std::vector<bool>> flows_;  // per node, per input: a gradient given to it
 };
 
 }  // namespace
@@ -110,12 +116,14 @@ class BackwardTracer {
 std::vector<Tensor> trace_backward(const ForwardNodes& forward,
                                    std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
                                    std::span<const ir::ValueRef> wanted,
-                                   std::string& missing_derivative) {
+                                   std::string& missing_derivative,
+                                   std::vector<std::vector<bool>>* gradient_flows) {
   BackwardTracer backward(forward);
   for (const auto& [v, g] : seeds) backward.seed(v, g);
   backward.run(missing_derivative);
   std::vector<Tensor> grads;
   for (ir::ValueRef v : wanted) grads.push_back(backward.grad_tensor(v));
+  if (gradient_flows) *gradient_flows = backward.take_flows();
   return grads;
 }
 
@@ -185,7 +193,7 @@ JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> v
       input_index.push_back(forward.nodes[i].input_index);
     }
   const std::vector<Tensor> input_grads =
-      trace_backward(nodes, seeds, placeholders, joint.missing_derivative);
+      trace_backward(nodes, seeds, placeholders, joint.missing_derivative, &joint.gradient_flows);
   // The graph's outputs: the forward's, then each input's gradient (those that exist).
   std::vector<Tensor> results;
   for (ir::ValueRef v : forward.outputs) results.push_back(tracer.value_tensor(v));

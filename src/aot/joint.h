@@ -27,6 +27,10 @@ struct JointGraph {
   // An op on the way from a differentiated value to an input that needs a gradient but has no
   // derivative: backward through the graph must fail as eager's would ("" when none).
   std::string missing_derivative;
+  // Per forward node, per input: whether the node's derivative gave that input a gradient (as
+  // the autograd engine would: copy's never reaches the tensor it overwrites). Empty for nodes
+  // no gradient reached.
+  std::vector<std::vector<bool>> gradient_flows;
 
   bool is_forward(int32_t node) const { return node < num_forward_nodes; }
 };
@@ -44,10 +48,12 @@ struct ForwardNodes {
 // the capture running on this thread. A value's requires_grad (the graph's metadata) decides
 // where gradients flow. Returns the gradient of each of `wanted` (undefined: none reaches it);
 // `missing_derivative` gets the first op on the way that has no derivative formula.
+// `gradient_flows`, when given, gets JointGraph::gradient_flows.
 std::vector<Tensor> trace_backward(const ForwardNodes& forward,
                                    std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
                                    std::span<const ir::ValueRef> wanted,
-                                   std::string& missing_derivative);
+                                   std::string& missing_derivative,
+                                   std::vector<std::vector<bool>>* gradient_flows = nullptr);
 
 // Whether `node`'s derivative formula can be traced without reading tensor values (cumprod's
 // reads its input, checking for zeros). Learnt once per op, on the first node met; `node_at`

@@ -535,6 +535,36 @@ TEST(AotAutograd, AnInputNoGradientReachesHasNoneUnderEveryBackend) {
   }
 }
 
+// Nor one whose only path to the gradient that arrives is an op whose derivative gives it none:
+// `copy(self, src)` overwrites self, so only src gets a gradient. The other output (self's
+// value, held across the graph break) gets none (kiln fuzz --seed 400190: a zero gradient).
+TEST(AotAutograd, AnInputOnlyAnOverwrittenValueReachesHasNoGradientUnderEveryBackend) {
+  static const OpDef& copy = *find_op("copy");
+  auto body = [](const Tensor& a, const Tensor& b) {
+    Tensor overwritten = trunc(a) * 3;
+    const std::vector<Tensor> args{overwritten, b};
+    Tensor copied = dispatch1(copy, args, Attrs{});
+    graph_break();
+    return copied * 2;
+  };
+  auto inputs = [] {
+    return std::vector<Tensor>{tensor({0.5, -1.0, 2.0}).requires_grad_(),
+                               tensor({1.5}).requires_grad_()};
+  };
+  std::vector<Tensor> eager = inputs();
+  body(eager[0], eager[1]).sum().backward();
+  ASSERT_FALSE(eager[0].grad().defined());
+  ASSERT_TRUE(eager[1].grad().defined());
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    std::vector<Tensor> x = inputs();
+    auto f = compile(body, {.backend = std::string(backend)});
+    f(x[0], x[1]).sum().backward();
+    EXPECT_FALSE(x[0].grad().defined());
+    expect_equal(x[1].grad(), eager[1].grad());
+  }
+}
+
 // An output whose gradient never arrives adds nothing to the backward (the backward runs
 // without its tangent, not with zeros): rsqrt's derivative at 0 times a zero tangent was NaN in
 // a gradient eager computes finite (kiln fuzz --seed 40157 --ops-per-program 8). The dropout

@@ -318,6 +318,12 @@ std::vector<Tensor> results(const std::vector<Tensor>& outs, const std::vector<T
 }
 
 std::vector<int64_t> random_shape(Rng& rng) {
+  // Sometimes more elements than one thread's share (kParallelGrain): kernels split across
+  // threads, column sums with per-thread partials, rows handed out in chunks.
+  if (rng.below(8) == 0) {
+    if (rng.below(2) == 0) return {300 + rng.below(600), 40 + rng.below(80)};
+    return {2 + rng.below(3), 100 + rng.below(200), 40 + rng.below(40)};
+  }
   std::vector<int64_t> shape(1 + rng.below(3));
   for (int64_t& d : shape) d = 1 + rng.below(4);
   // Sometimes rows as long as the kernels that fold columns need (schedule.h's kMinColumns).
