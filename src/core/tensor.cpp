@@ -131,12 +131,17 @@ Tensor make_tensor(IntList sizes, DType dtype) {
                                              std::move(strides), dtype));
 }
 
+// A 0-d tensor has no size or stride to read (wrap_dim accepts dim 0 of it, as reductions do).
 int64_t Tensor::size(int64_t d) const {
   checked("size");
+  KILN_CHECK(dim() > 0, IndexError, "size: dimension specified as ", d,
+             " but the tensor has no dimensions");
   return sizes()[wrap_dim(d, dim(), "size")];
 }
 int64_t Tensor::stride(int64_t d) const {
   checked("stride");
+  KILN_CHECK(dim() > 0, IndexError, "stride: dimension specified as ", d,
+             " but the tensor has no dimensions");
   return strides()[wrap_dim(d, dim(), "stride")];
 }
 

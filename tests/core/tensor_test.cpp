@@ -64,6 +64,12 @@ TEST(Tensor, ContiguityAndStrides) {
   EXPECT_EQ(a.size(-1), 4);
   EXPECT_EQ(a.stride(-3), 12);
   EXPECT_EQ(a.shape_str(), "[2, 3, 4]");
+  // A 0-d tensor has no size to read, as in PyTorch (was an out-of-bounds read; kiln fuzz).
+  const Tensor scalar = scalar_tensor(2.0);
+  for (int64_t d : {0, -1}) {
+    EXPECT_THROW((void)scalar.size(d), IndexError);
+    EXPECT_THROW((void)scalar.stride(d), IndexError);
+  }
 }
 
 TEST(Tensor, CopiesShareAndClonesDoNot) {
