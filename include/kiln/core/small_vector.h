@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <iosfwd>
@@ -13,7 +15,24 @@
 #include <type_traits>
 #include <vector>
 
+// Sanitizer builds check every index of a SmallVector or IntList (KILN_CHECK_BOUNDS, defined
+// with KILN_SANITIZE): an element read past the end of the inline storage stays inside the
+// object, where AddressSanitizer cannot see it (a 0-d tensor's size(0) read so for months).
+#ifdef KILN_CHECK_BOUNDS
+#define KILN_BOUNDS(i, n) \
+  (static_cast<size_t>(i) < static_cast<size_t>(n) ? void() : ::kiln::detail::bounds_failure(i, n))
+#else
+#define KILN_BOUNDS(i, n) void()
+#endif
+
 namespace kiln {
+
+namespace detail {
+[[noreturn]] inline void bounds_failure(size_t i, size_t n) {
+  std::fprintf(stderr, "kiln: index %zu out of range of a list of %zu elements\n", i, n);
+  std::abort();
+}
+}  // namespace detail
 
 template <typename T, size_t N>
 class SmallVector {
@@ -69,10 +88,22 @@ class SmallVector {
   bool empty() const { return size_ == 0; }
   T* data() { return data_; }
   const T* data() const { return data_; }
-  T& operator[](size_t i) { return data_[i]; }
-  const T& operator[](size_t i) const { return data_[i]; }
-  T& back() { return data_[size_ - 1]; }
-  const T& back() const { return data_[size_ - 1]; }
+  T& operator[](size_t i) {
+    KILN_BOUNDS(i, size_);
+    return data_[i];
+  }
+  const T& operator[](size_t i) const {
+    KILN_BOUNDS(i, size_);
+    return data_[i];
+  }
+  T& back() {
+    KILN_BOUNDS(size_ - 1, size_);
+    return data_[size_ - 1];
+  }
+  const T& back() const {
+    KILN_BOUNDS(size_ - 1, size_);
+    return data_[size_ - 1];
+  }
   T* begin() { return data_; }
   T* end() { return data_ + size_; }
   const T* begin() const { return data_; }
@@ -166,7 +197,10 @@ class IntList {
   bool empty() const { return size_ == 0; }
   const int64_t* begin() const { return data_; }
   const int64_t* end() const { return data_ + size_; }
-  int64_t operator[](size_t i) const { return data_[i]; }
+  int64_t operator[](size_t i) const {
+    KILN_BOUNDS(i, size_);
+    return data_[i];
+  }
   Shape shape() const { return Shape(begin(), end()); }
   std::vector<int64_t> vec() const { return {begin(), end()}; }
 
