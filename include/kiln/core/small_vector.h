@@ -17,7 +17,7 @@
 
 // Sanitizer builds check every index of a SmallVector or IntList (KILN_CHECK_BOUNDS, defined
 // with KILN_SANITIZE): an element read past the end of the inline storage stays inside the
-// object, where AddressSanitizer cannot see it (a 0-d tensor's size(0) read so for months).
+// object, where AddressSanitizer cannot see it (a 0-d tensor's size(0) did, until stop 38).
 #ifdef KILN_CHECK_BOUNDS
 #define KILN_BOUNDS(i, n) \
   (static_cast<size_t>(i) < static_cast<size_t>(n) ? void() : ::kiln::detail::bounds_failure(i, n))
