@@ -194,7 +194,7 @@ const std::vector<OpSpec>& ops() {
          [](auto& a, auto&) { return a[0] * (argmax(a[0], -1, true).to(a[0].dtype()) + 1); }},
         {"sum_all", 1, false, [](auto& a, auto&) { return a[0].sum(); }},
         {"mean_all_keepdim", 1, false, [](auto& a, auto&) { return a[0].mean({}, true); }},
-        {"var_dim", 1, false,  // Welford, unbiased or not
+        {"var_dim", 1, false,  // unbiased or not
          [](auto& a, auto& p) { return var(a[0], {p[0]}, p[1], true); },
          [](const std::vector<Tensor>& a, Rng& rng) {
            return std::vector<int64_t>{a[0].dim() ? rng.below(a[0].dim()) : 0, rng.below(2)};
