@@ -64,6 +64,73 @@ TEST(Fuzz, FindsPlantedTanhBug) {
   EXPECT_EQ(found, 1) << "30 programs did not find the planted bug";
 }
 
+// Pure mode checks the calls that skip the function: the planted bug is found there too.
+TEST(Fuzz, PureModeFindsPlantedTanhBug) {
+  register_buggy_backend();
+  int found = 0;
+  for (uint64_t seed = 1; seed <= 40 && !found; ++seed) {
+    Check c = check(generate(seed, 6), "test_buggy_tanh", CheckMode{.pure = true});
+    ASSERT_NE(c.verdict, Verdict::kError) << c.detail;
+    found += c.verdict == Verdict::kMismatch;
+  }
+  EXPECT_EQ(found, 1) << "40 programs did not find the planted bug in pure mode";
+}
+
+// Two planted bugs only later calls show: a graph whose results are right on the first call
+// only, and one that hands out the same result buffers on every call (so the first call's
+// results are overwritten by the second's).
+void register_later_call_backends() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  register_backend("test_wrong_after_first_call", [](const ir::Graph& graph,
+                                                     std::span<const TensorMeta> in) {
+    CompiledGraph run = lookup_backend("eager")(graph, in);
+    auto calls = std::make_shared<int>(0);
+    return CompiledGraph([run, calls](std::span<const Tensor> inputs, std::span<const int64_t> rt) {
+      std::vector<Tensor> outs = run(inputs, rt);
+      if ((*calls)++ > 0)
+        for (Tensor& o : outs)
+          if (o.is_floating_point()) o = o.add(scalar_tensor(1e-3, o.dtype()));
+      return outs;
+    });
+  });
+  register_backend("test_reused_result_buffers", [](const ir::Graph& graph,
+                                                    std::span<const TensorMeta> in) {
+    CompiledGraph run = lookup_backend("eager")(graph, in);
+    auto held = std::make_shared<std::vector<Tensor>>();
+    return CompiledGraph([run, held](std::span<const Tensor> inputs, std::span<const int64_t> rt) {
+      std::vector<Tensor> outs = run(inputs, rt);
+      if (held->empty()) {
+        for (const Tensor& o : outs) held->push_back(o.clone());
+      } else {
+        for (size_t i = 0; i < outs.size(); ++i) (*held)[i].copy_(outs[i]);
+      }
+      return *held;
+    });
+  });
+}
+
+// The first finding of `backend` in programs of seeds 1-30 (pure mode or not): its detail.
+std::string first_finding(const std::string& backend, CheckMode mode) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Check c = check(generate(seed, 6), backend, mode);
+    if (c.verdict != Verdict::kPass && c.verdict != Verdict::kSkipped) return c.detail;
+  }
+  return "nothing found";
+}
+
+TEST(Fuzz, FindsBugsOnlyLaterCallsShow) {
+  register_later_call_backends();
+  for (CheckMode mode : {CheckMode{}, CheckMode{.pure = true}}) {
+    SCOPED_TRACE(mode.pure ? "pure" : "not pure");
+    EXPECT_EQ(first_finding("test_wrong_after_first_call", mode).rfind("call 2: ", 0), 0u);
+    EXPECT_EQ(first_finding("test_reused_result_buffers", mode)
+                  .rfind("the first call's results changed in later calls: ", 0),
+              0u);
+  }
+}
+
 // With --out, a finding is also written as a repro folder and minified to the buggy op.
 TEST(Fuzz, FindingIsWrittenAsAMinifiedRepro) {
   register_buggy_backend();
@@ -110,6 +177,27 @@ TEST(Fuzz, FixedSeedRunFindsNothing) {
               std::string::npos)
         << out.str();
   std::cout << "[fuzz] 30 programs x 3 backends: " << s << " s\n";
+}
+
+// Pure mode over the real backends: programs that can be pure pass, and every one of them
+// took the path that skips the function.
+TEST(Fuzz, FixedSeedPureRunFindsNothing) {
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run_cli({"fuzz", "--programs", "30", "--seed", "1", "--backend", "eager,inductor",
+                          "--pure"},
+                         out, err),
+            0)
+      << out.str();
+  for (const char* backend : {"eager", "inductor"}) {
+    const std::string head = std::string(backend) + " (pure): passed ";
+    const size_t at = out.str().find(head);
+    ASSERT_NE(at, std::string::npos) << out.str();
+    const std::string line = out.str().substr(at, out.str().find('\n', at) - at);
+    EXPECT_GT(std::stoi(line.substr(head.size())), 5) << line;
+    EXPECT_NE(line.find(", mismatches 0, errors 0, "), std::string::npos) << line;
+    EXPECT_NE(line.find("passes where the function ran on every call 0"), std::string::npos)
+        << line;
+  }
 }
 
 TEST(Fuzz, BadBackendIsAUsageError) {

@@ -262,16 +262,17 @@ const OpSpec& find(const std::string& name) {
   throw Error("fuzz: unknown op '" + name + "'");
 }
 
-Tensor make_input(const std::vector<int64_t>& shape, uint64_t seed, size_t index) {
-  Generator gen(seed * 131 + index);
+// `call` 0 is the program's own inputs; other calls draw other numbers of the same shapes.
+Tensor make_input(const std::vector<int64_t>& shape, uint64_t seed, size_t index, int call) {
+  Generator gen(seed * 131 + index + static_cast<uint64_t>(call) * 0x9E3779B97F4A7C15ull);
   Tensor t = randn(IntList(shape), kDefaultFloat, &gen);
   return t.requires_grad_();
 }
 
-std::vector<Tensor> make_inputs(const Program& p) {
+std::vector<Tensor> make_inputs(const Program& p, int call = 0) {
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < p.input_shapes.size(); ++i)
-    inputs.push_back(make_input(p.input_shapes[i], p.seed, i));
+    inputs.push_back(make_input(p.input_shapes[i], p.seed, i, call));
   return inputs;
 }
 
@@ -423,11 +424,11 @@ bool close(const Tensor& eager, const Tensor& compiled, const Tensor* reference,
 // The program run eagerly in float64 (outputs, then gradients), or empty when that cannot
 // arbitrate: randn_like draws other numbers in float64 (dropout's masks are the same), and
 // some programs need float32.
-std::vector<Tensor> float64_reference(const Program& program) {
+std::vector<Tensor> float64_reference(const Program& program, int call) {
   for (const Step& s : program.steps)
     if (s.op == "add_noise") return {};
   std::vector<Tensor> inputs;
-  for (const Tensor& t : make_inputs(program))
+  for (const Tensor& t : make_inputs(program, call))
     inputs.push_back(t.detach().to(DType::Float64).requires_grad_());
   seed_for(program.seed);
   try {
@@ -479,52 +480,129 @@ std::string Program::text() const {
   return os.str();
 }
 
-void collect_inductor_sources(const Program& program, std::vector<std::string>& sources) {
-  const Backend collect = inductor::source_collecting_backend(sources);
-  try {
-    auto fn =
-        kiln::compile([&program](std::vector<Tensor> in) { return run_program(program.steps, in); },
-                      CompileOptions{.backend = collect});
-    seed_for(program.seed);
-    fn(make_inputs(program));
-  } catch (const Error&) {
-    // likewise
-  }
+namespace {
+
+// The steps a check runs: in pure mode without graph breaks (a break is not pure).
+std::vector<Step> steps_for(const Program& program, CheckMode mode) {
+  std::vector<Step> steps;
+  for (const Step& s : program.steps)
+    if (!mode.pure || s.op != "graph_break") steps.push_back(s);
+  return steps;
 }
 
-Check check(const Program& program, const std::string& backend) {
-  std::vector<Tensor> eager_inputs = make_inputs(program);
-  seed_for(program.seed);
-  std::vector<Tensor> expected = results(run_program(program.steps, eager_inputs), eager_inputs);
-  std::vector<Tensor> inputs = make_inputs(program);
-  std::vector<Tensor> actual;
-  try {
-    CompileOptions options;
-    options.backend = backend;
-    auto fn = kiln::compile(
-        [&program](std::vector<Tensor> in) { return run_program(program.steps, in); }, options);
-    seed_for(program.seed);
-    actual = results(fn(inputs), inputs);
-  } catch (const Error& e) {
-    return {Verdict::kError, e.what()};
+// Whether pure mode can skip the function: no random draws and no in-place writes.
+bool can_be_pure(const Program& program) {
+  for (const Step& s : program.steps) {
+    if (s.op == "graph_break") continue;  // left out in pure mode
+    if (s.op == "dropout" || s.op == "add_noise" || s.op == "add_uniform" || find(s.op).in_place)
+      return false;
   }
+  return true;
+}
+
+std::vector<Tensor> inputs_for(const Program& program, int call, CheckMode mode) {
+  std::vector<Tensor> inputs = make_inputs(program, call);
+  if (mode.pure)
+    for (Tensor& t : inputs) t = t.detach();
+  return inputs;
+}
+
+// The program as the function that is compiled: the forward steps in pure mode, else forward
+// and backward (run_program). `invocations`, when given, counts the calls that reach it.
+auto function_for(const std::vector<Step>& steps, CheckMode mode, int* invocations = nullptr) {
+  return [&steps, mode, invocations](std::vector<Tensor> in) {
+    if (invocations) ++*invocations;
+    return mode.pure ? run_steps(steps, std::move(in)) : run_program(steps, in);
+  };
+}
+
+// A call's results: the outputs, then (unless pure) the inputs' gradients.
+template <typename F>
+std::vector<Tensor> call_results(F&& f, const Program& program, const std::vector<Tensor>& inputs,
+                                 CheckMode mode) {
+  seed_for(program.seed);
+  std::vector<Tensor> outs = f(inputs);
+  return mode.pure ? outs : results(outs, inputs);
+}
+
+// Where `actual` (a compiled call's results) differs from `expected` (eager's), or empty; a
+// float64 run of the same call arbitrates rounding noise.
+std::string difference(const Program& program, int call, size_t num_gradients,
+                       const std::vector<Tensor>& expected, const std::vector<Tensor>& actual) {
   std::vector<Tensor> reference;
   bool have_reference = false;
   for (size_t i = 0; i < expected.size(); ++i) {
     std::string why;
     if (close(expected[i], actual[i], nullptr, why)) continue;
     if (!have_reference) {
-      reference = float64_reference(program);
+      reference = float64_reference(program, call);  // outputs first, as `expected`
       have_reference = true;
     }
     if (!reference.empty() && close(expected[i], actual[i], &reference[i], why)) continue;
-    bool grad = i >= expected.size() - inputs.size();
-    std::ostringstream os;
-    os << (grad ? "gradient of v" + std::to_string(i - (expected.size() - inputs.size()))
-                : "output " + std::to_string(i))
-       << ": " << why;
-    return {Verdict::kMismatch, os.str()};
+    const size_t first_gradient = expected.size() - num_gradients;
+    return (i >= first_gradient ? "gradient of v" + std::to_string(i - first_gradient)
+                                : "output " + std::to_string(i)) +
+           ": " + why;
   }
+  return {};
+}
+
+}  // namespace
+
+void collect_inductor_sources(const Program& program, std::vector<std::string>& sources,
+                              CheckMode mode) {
+  const Backend collect = inductor::source_collecting_backend(sources);
+  const std::vector<Step> steps = steps_for(program, mode);
+  try {
+    auto fn = kiln::compile(function_for(steps, mode), CompileOptions{.backend = collect});
+    seed_for(program.seed);
+    fn(inputs_for(program, 0, mode));
+  } catch (const Error&) {
+    // likewise
+  }
+}
+
+Check check(const Program& program, const std::string& backend, CheckMode mode) {
+  if (mode.pure && !can_be_pure(program)) return {Verdict::kSkipped, "random or in-place steps"};
+  // Calls with other numbers: the first compiles, later ones run the cached code (the path of
+  // every later call in a training loop; in pure mode, without calling the function). The first
+  // call's results must still hold after the last: a buffer handed out again would overwrite
+  // them.
+  const int calls = mode.pure ? 3 : 2;
+  const size_t num_gradients = mode.pure ? 0 : program.input_shapes.size();
+  const std::vector<Step> steps = steps_for(program, mode);
+  auto eager = function_for(steps, mode);
+  std::vector<std::vector<Tensor>> expected, actual;
+  for (int call = 0; call < calls; ++call) {
+    const std::vector<Tensor> inputs = inputs_for(program, call, mode);
+    expected.push_back(call_results(eager, program, inputs, mode));
+    // A result over an input's memory is not computed by a graph: pure mode calls the function
+    // for such programs (and says so once per function), as without pure mode.
+    for (const Tensor& out : expected.back())
+      for (const Tensor& in : inputs)
+        if (mode.pure && out.impl()->memory_id() == in.impl()->memory_id())
+          return {Verdict::kSkipped, "a result is a view of an input"};
+  }
+  CompileOptions options;
+  options.backend = backend;
+  options.pure = mode.pure;
+  int invocations = 0;
+  auto fn = kiln::compile(function_for(steps, mode, &invocations), options);
+  for (int call = 0; call < calls; ++call) {
+    const std::string which = call == 0 ? "" : "call " + std::to_string(call + 1) + ": ";
+    try {
+      actual.push_back(call_results(fn, program, inputs_for(program, call, mode), mode));
+    } catch (const Error& e) {
+      return {Verdict::kError, which + e.what()};
+    }
+    if (std::string why = difference(program, call, num_gradients, expected[call], actual[call]);
+        !why.empty())
+      return {Verdict::kMismatch, which + why};
+  }
+  if (std::string why = difference(program, 0, num_gradients, expected[0], actual[0]); !why.empty())
+    return {Verdict::kMismatch, "the first call's results changed in later calls: " + why};
+  // Pure mode's later calls are meant to skip the function; say when they did not.
+  if (mode.pure && invocations == calls) return {Verdict::kPass, "the function ran on every call"};
   return {};
 }
 

@@ -30,18 +30,31 @@ struct Program {
 // same for the same seed and size.
 Program generate(uint64_t seed, int ops_per_program);
 
-enum class Verdict { kPass, kMismatch, kError };
+// How a program is compiled and checked.
+struct CheckMode {
+  // CompileOptions::pure: the forward steps only, on inputs without grad, graph breaks left out,
+  // three calls with other numbers (the second and third run the compiled graph without the
+  // function). A program with random or in-place steps cannot be pure and is skipped.
+  bool pure = false;
+};
+
+enum class Verdict { kPass, kMismatch, kError, kSkipped };
 struct Check {
   Verdict verdict = Verdict::kPass;
-  std::string detail;  // what differed, or the compiled run's error
+  // What differed, the compiled run's error, why the program was skipped, or (a pass in pure
+  // mode) that the function ran on every call, so no call skipped it.
+  std::string detail;
 };
 // Renders the inductor source of every graph `program` captures (one run with a backend that
 // only collects them and computes with the eager kernels), so that many programs' modules can
 // be built in a few compiler runs before they are checked (inductor::compile_modules_batched).
-void collect_inductor_sources(const Program& program, std::vector<std::string>& sources);
+void collect_inductor_sources(const Program& program, std::vector<std::string>& sources,
+                              CheckMode mode = {});
 
-// Runs `program` eagerly and through kiln::compile with `backend` (a registered name) and
-// compares outputs and input gradients (float32: rtol 1e-4, atol 1e-5; NaN where eager has NaN).
-Check check(const Program& program, const std::string& backend);
+// Runs `program` eagerly and through kiln::compile with `backend` (a registered name), twice with
+// other input numbers (the second call takes the cached code), and compares outputs and input
+// gradients (float32: rtol 1e-4, atol 1e-5; NaN where eager has NaN), the first call's again
+// after the last.
+Check check(const Program& program, const std::string& backend, CheckMode mode = {});
 
 }  // namespace kiln::fuzz

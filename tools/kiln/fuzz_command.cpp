@@ -32,7 +32,8 @@ std::vector<std::string> parse_backends(const std::string& list) {
 }
 
 struct Tally {
-  int64_t passed = 0, mismatches = 0, errors = 0;
+  int64_t passed = 0, mismatches = 0, errors = 0, skipped = 0;
+  int64_t called_every_time = 0;  // pure mode: passes where no call skipped the function
 };
 
 void write_finding(const std::string& dir, const fuzz::Program& p, const std::string& backend,
@@ -64,7 +65,7 @@ class ScopedEnv {
 // Runs a failing program again with the repro hook on at level 4, so its graph is written as a
 // repro folder and minified (kiln::repro); returns the folders written.
 std::vector<std::string> write_repros(const std::string& dir, const fuzz::Program& p,
-                                      const std::string& backend) {
+                                      const std::string& backend, fuzz::CheckMode mode) {
   const std::filesystem::path root =
       std::filesystem::path(dir) / ("seed" + std::to_string(p.seed) + "_" + backend + "_repros");
   std::filesystem::remove_all(root);
@@ -74,7 +75,7 @@ std::vector<std::string> write_repros(const std::string& dir, const fuzz::Progra
     ScopedEnv where("KILN_REPRO_DIR", root.string());
     // The fuzzer's own threshold (it compares with rtol 1e-4), not the looser default.
     ScopedEnv tolerance("KILN_REPRO_TOLERANCE", "1e-4");
-    fuzz::check(p, backend);
+    fuzz::check(p, backend, mode);
   }
   std::vector<std::string> folders;
   if (std::filesystem::exists(root))
@@ -92,6 +93,9 @@ ArgParser fuzz_parser() {
       .add_int("seed", "S", 1, "seed of the first program (program i uses seed S+i)", 0)
       .add_string("backend", "LIST", "eager,inductor", "comma-separated backends to compare")
       .add_int("ops-per-program", "K", 6, "op calls per program")
+      .add_switch("pure",
+                  "compile with pure=true: forward only, inputs without grad, graph breaks left "
+                  "out, three calls (programs with random or in-place steps are skipped)")
       .add_string("out", "DIR", "",
                   "write each failing program as a text file into DIR, and its failing graph as a "
                   "minified repro folder (see kiln minify)");
@@ -104,6 +108,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const auto ops = static_cast<int>(args.get_int("ops-per-program"));
   const std::vector<std::string> backends = parse_backends(args.get_string("backend"));
   const std::string& out_dir = args.get_string("out");
+  const fuzz::CheckMode mode{.pure = args.get_switch("pure")};
   std::map<std::string, Tally> tally;
   const auto start = std::chrono::steady_clock::now();
   // Under inductor every program compiles new graphs: a chunk of programs is captured first
@@ -119,26 +124,28 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       std::vector<std::string> sources;
       for (int64_t k = i; k < std::min(programs, i + kChunk); ++k) {
         chunk.push_back(fuzz::generate(seed + static_cast<uint64_t>(k), ops));
-        if (batch) fuzz::collect_inductor_sources(chunk.back(), sources);
+        if (batch) fuzz::collect_inductor_sources(chunk.back(), sources, mode);
       }
       if (batch) inductor::compile_modules_batched(sources, inductor::compile_jobs());
     }
     const fuzz::Program& p = chunk[static_cast<size_t>(i % kChunk)];
     for (const std::string& b : backends) {
-      fuzz::Check c = fuzz::check(p, b);
+      fuzz::Check c = fuzz::check(p, b, mode);
       Tally& t = tally[b];
-      if (c.verdict == fuzz::Verdict::kPass) {
-        ++t.passed;
+      if (c.verdict == fuzz::Verdict::kPass || c.verdict == fuzz::Verdict::kSkipped) {
+        ++(c.verdict == fuzz::Verdict::kPass ? t.passed : t.skipped);
+        if (c.verdict == fuzz::Verdict::kPass && !c.detail.empty()) ++t.called_every_time;
         continue;
       }
       ++(c.verdict == fuzz::Verdict::kError ? t.errors : t.mismatches);
-      out << "FINDING backend " << b << " program " << i << " (--seed " << p.seed
-          << " --programs 1): " << (c.verdict == fuzz::Verdict::kError ? "error: " : "mismatch: ")
-          << c.detail << "\n"
+      out << "FINDING backend " << b << (mode.pure ? " (pure)" : "") << " program " << i
+          << " (--seed " << p.seed << " --programs 1" << (mode.pure ? " --pure" : "")
+          << "): " << (c.verdict == fuzz::Verdict::kError ? "error: " : "mismatch: ") << c.detail
+          << "\n"
           << p.text() << "\n";
       if (!out_dir.empty()) {
         write_finding(out_dir, p, b, c.detail);
-        const std::vector<std::string> repros = write_repros(out_dir, p, b);
+        const std::vector<std::string> repros = write_repros(out_dir, p, b, mode);
         for (const std::string& r : repros)
           out << "repro: " << r
               << (std::filesystem::exists(r + "/minified") ? " (minimal: " + r + "/minified)" : "")
@@ -157,8 +164,12 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   bool findings = false;
   for (const std::string& b : backends) {
     const Tally& t = tally[b];
-    out << b << ": passed " << t.passed << ", mismatches " << t.mismatches << ", errors "
-        << t.errors << "\n";
+    out << b << (mode.pure ? " (pure)" : "") << ": passed " << t.passed << ", mismatches "
+        << t.mismatches << ", errors " << t.errors;
+    if (mode.pure)
+      out << ", skipped (random or in-place steps, a result viewing an input) " << t.skipped
+          << "; passes where the function ran on every call " << t.called_every_time;
+    out << "\n";
     findings = findings || t.mismatches || t.errors;
   }
   return findings ? kExitError : kExitOk;
