@@ -119,6 +119,19 @@ const std::vector<OpSpec>& ops() {
          }},
         {"add_", 2, true, [](auto& a, auto&) { return a[0].add_(a[1]); }},
         {"mul_scalar_", 1, true, [](auto& a, auto&) { return a[0].mul_(0.5); }},
+        {"sub_", 2, true, [](auto& a, auto&) { return a[0].sub_(a[1], 0.5); }},
+        {"copy_", 2, true, [](auto& a, auto&) { return a[0].copy_(a[1]); }},
+        {"clamp_", 1, true, [](auto& a, auto&) { return a[0].clamp_(-0.5, 0.75); }},
+        {"tanh_", 1, true,
+         [](auto& a, auto&) {
+           Tensor self = a[0];
+           return tanh_(self);
+         }},
+        {"lerp_", 2, true,
+         [](auto& a, auto&) {
+           Tensor self = a[0];
+           return lerp_(self, a[1], 0.25);
+         }},
         {"matmul", 2, false, [](auto& a, auto&) { return a[0].matmul(a[1]); }},
         {"matmul_t", 2, false, [](auto& a, auto&) { return a[0].matmul(a[1].transpose(-1, -2)); }},
         {"softmax", 1, false, [](auto& a, auto& p) { return a[0].softmax(p[0]); }, one_dim},
@@ -266,7 +279,7 @@ const OpSpec& find(const std::string& name) {
 Tensor make_input(const std::vector<int64_t>& shape, uint64_t seed, size_t index, int call) {
   Generator gen(seed * 131 + index + static_cast<uint64_t>(call) * 0x9E3779B97F4A7C15ull);
   Tensor t = randn(IntList(shape), kDefaultFloat, &gen);
-  return t.requires_grad_();
+  return index == kBufferInput ? t : t.requires_grad_();
 }
 
 std::vector<Tensor> make_inputs(const Program& p, int call = 0) {
@@ -311,10 +324,12 @@ std::vector<Tensor> run_program(const std::vector<Step>& steps, const std::vecto
   return outs;
 }
 
-// Outputs followed by the inputs' gradients.
+// Outputs, the gradients of the inputs that require grad, then the buffer's values after the
+// call (in-place steps write it).
 std::vector<Tensor> results(const std::vector<Tensor>& outs, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> all = outs;
-  for (const Tensor& t : inputs) all.push_back(t.grad());
+  for (size_t i = 0; i < kBufferInput; ++i) all.push_back(inputs[i].grad());
+  all.push_back(inputs[kBufferInput].detach());
   return all;
 }
 
@@ -348,12 +363,17 @@ bool try_step(Rng& rng, size_t num_inputs, std::vector<Tensor>& values, std::vec
     return true;
   }
   const OpSpec& spec = ops()[rng.below(static_cast<int64_t>(ops().size()))];
-  if (spec.in_place && values.size() == num_inputs) return false;
   Step step{spec.name, {}, {}};
   std::vector<Tensor> args;
   for (int i = 0; i < spec.arity; ++i) {
-    int64_t lo = (spec.in_place && i == 0) ? static_cast<int64_t>(num_inputs) : 0;
-    int64_t idx = lo + rng.below(static_cast<int64_t>(values.size()) - lo);
+    int64_t idx = rng.below(static_cast<int64_t>(values.size()));
+    // What an in-place step writes: the buffer, or a value the program made (a view of the
+    // buffer among them); an input that requires grad cannot be written.
+    if (spec.in_place && i == 0) {
+      const auto made = static_cast<int64_t>(values.size() - num_inputs);
+      const int64_t pick = rng.below(made + 1);
+      idx = pick == made ? static_cast<int64_t>(kBufferInput) : int64_t(num_inputs) + pick;
+    }
     step.args.push_back(static_cast<int>(idx));
     args.push_back(values[idx]);
   }
@@ -373,7 +393,7 @@ Program attempt(uint64_t seed, uint64_t attempt_seed, int ops_per_program) {
   Program p;
   p.seed = seed;
   std::vector<int64_t> base = random_shape(rng);
-  p.input_shapes = {base, broadcastable(base, rng), random_shape(rng)};
+  p.input_shapes = {base, broadcastable(base, rng), random_shape(rng), base};
   std::vector<Tensor> values = make_inputs(p);
   seed_for(seed);
   for (int tries = 0;
@@ -429,7 +449,7 @@ std::vector<Tensor> float64_reference(const Program& program, int call) {
     if (s.op == "add_noise") return {};
   std::vector<Tensor> inputs;
   for (const Tensor& t : make_inputs(program, call))
-    inputs.push_back(t.detach().to(DType::Float64).requires_grad_());
+    inputs.push_back(t.detach().to(DType::Float64).requires_grad_(t.requires_grad()));
   seed_for(program.seed);
   try {
     return results(run_program(program.steps, inputs), inputs);
@@ -461,7 +481,8 @@ std::string Program::text() const {
   std::vector<Tensor> values = make_inputs(*this);
   seed_for(seed);
   for (size_t i = 0; i < values.size(); ++i)
-    os << "v" << i << " = input float32 " << shape_text(input_shapes[i]) << " requires_grad\n";
+    os << "v" << i << " = input float32 " << shape_text(input_shapes[i])
+       << (i == kBufferInput ? " (no grad; in-place steps may write it)\n" : " requires_grad\n");
   for (const Step& s : steps) {
     if (s.op == "graph_break") {
       os << "graph_break()\n";
@@ -525,9 +546,19 @@ std::vector<Tensor> call_results(F&& f, const Program& program, const std::vecto
   return mode.pure ? outs : results(outs, inputs);
 }
 
+// What entry i of a call's `size` results is: outputs, then (unless pure) the gradients and the
+// buffer's values.
+std::string result_name(size_t i, size_t size, CheckMode mode) {
+  const size_t tail = mode.pure ? 0 : kBufferInput + 1;
+  if (i < size - tail) return "output " + std::to_string(i);
+  const size_t k = i - (size - tail);
+  return k < kBufferInput ? "gradient of v" + std::to_string(k)
+                          : "v" + std::to_string(kBufferInput) + " after the call";
+}
+
 // Where `actual` (a compiled call's results) differs from `expected` (eager's), or empty; a
 // float64 run of the same call arbitrates rounding noise.
-std::string difference(const Program& program, int call, size_t num_gradients,
+std::string difference(const Program& program, int call, CheckMode mode,
                        const std::vector<Tensor>& expected, const std::vector<Tensor>& actual) {
   std::vector<Tensor> reference;
   bool have_reference = false;
@@ -539,10 +570,7 @@ std::string difference(const Program& program, int call, size_t num_gradients,
       have_reference = true;
     }
     if (!reference.empty() && close(expected[i], actual[i], &reference[i], why)) continue;
-    const size_t first_gradient = expected.size() - num_gradients;
-    return (i >= first_gradient ? "gradient of v" + std::to_string(i - first_gradient)
-                                : "output " + std::to_string(i)) +
-           ": " + why;
+    return result_name(i, expected.size(), mode) + ": " + why;
   }
   return {};
 }
@@ -569,7 +597,6 @@ Check check(const Program& program, const std::string& backend, CheckMode mode) 
   // call's results must still hold after the last: a buffer handed out again would overwrite
   // them.
   const int calls = mode.pure ? 3 : 2;
-  const size_t num_gradients = mode.pure ? 0 : program.input_shapes.size();
   const std::vector<Step> steps = steps_for(program, mode);
   auto eager = function_for(steps, mode);
   std::vector<std::vector<Tensor>> expected, actual;
@@ -595,11 +622,11 @@ Check check(const Program& program, const std::string& backend, CheckMode mode) 
     } catch (const Error& e) {
       return {Verdict::kError, which + e.what()};
     }
-    if (std::string why = difference(program, call, num_gradients, expected[call], actual[call]);
+    if (std::string why = difference(program, call, mode, expected[call], actual[call]);
         !why.empty())
       return {Verdict::kMismatch, which + why};
   }
-  if (std::string why = difference(program, 0, num_gradients, expected[0], actual[0]); !why.empty())
+  if (std::string why = difference(program, 0, mode, expected[0], actual[0]); !why.empty())
     return {Verdict::kMismatch, "the first call's results changed in later calls: " + why};
   // Pure mode's later calls are meant to skip the function; say when they did not.
   if (mode.pure && invocations == calls) return {Verdict::kPass, "the function ran on every call"};

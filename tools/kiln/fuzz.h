@@ -18,9 +18,13 @@ struct Step {
   std::vector<int64_t> params;
 };
 
+inline constexpr size_t kBufferInput = 3;  // the index of the input without grad
+
 struct Program {
   uint64_t seed = 0;
-  std::vector<std::vector<int64_t>> input_shapes;  // float32 inputs with requires_grad
+  // float32 inputs: three with requires_grad, then the buffer (kBufferInput), without grad, that
+  // in-place steps may write as they may write values the program made
+  std::vector<std::vector<int64_t>> input_shapes;
   std::vector<Step> steps;
   // Readable listing: inputs with shapes, one line per step with its result's shape.
   std::string text() const;
