@@ -291,7 +291,23 @@ std::vector<Tensor> make_inputs(const Program& p, int call = 0) {
 
 // Runs the steps on `inputs`; returns the values made by the steps that no later step reads
 // (the program's outputs: what is only read inside the program may be fused away).
-std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor> values) {
+// Monte Carlo arithmetic, to measure rounding noise: a step's new floating-point value times
+// 1 + e per element, e uniform in ±2^-22 (float32; ±2^-51 float64), about an ulp or two, in the
+// forward pass only. Views
+// and in-place results are left alone: later steps rely on what memory they share.
+Tensor perturbed(const Tensor& value, const std::vector<Tensor>& args, Generator& noise) {
+  if (!value.defined() || !value.is_floating_point()) return value;
+  for (const Tensor& a : args)
+    if (a.defined() && a.impl()->memory_id() == value.impl()->memory_id()) return value;
+  const double e = std::ldexp(1.0, value.dtype() == DType::Float64 ? -51 : -22);
+  // Added as a constant: a factor would scale the value's gradient too, and keep the exact
+  // cancellations this is meant to disturb.
+  return value + value.detach() * (rand(value.sizes(), value.dtype(), &noise) * (2 * e) - e);
+}
+
+// `noise`, when given, perturbs every step's value (`perturbed`).
+std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor> values,
+                              Generator* noise = nullptr) {
   const size_t first_output = values.size();
   std::vector<bool> read(first_output + steps.size(), false);
   for (const Step& s : steps)
@@ -303,7 +319,8 @@ std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor
     }
     std::vector<Tensor> args;
     for (int i : s.args) args.push_back(values[i]);
-    values.push_back(find(s.op).apply(args, s.params));
+    Tensor value = find(s.op).apply(args, s.params);
+    values.push_back(noise ? perturbed(value, args, *noise) : value);
   }
   std::vector<Tensor> outputs;
   for (size_t i = first_output; i < values.size(); ++i)
@@ -315,8 +332,9 @@ std::vector<Tensor> run_steps(const std::vector<Step>& steps, std::vector<Tensor
 void seed_for(uint64_t program_seed) { manual_seed(program_seed * 7919 + 17); }
 
 // The whole program as one function: outputs, then backward of the sum of all outputs.
-std::vector<Tensor> run_program(const std::vector<Step>& steps, const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> outs = run_steps(steps, inputs);
+std::vector<Tensor> run_program(const std::vector<Step>& steps, const std::vector<Tensor>& inputs,
+                                Generator* noise = nullptr) {
+  std::vector<Tensor> outs = run_steps(steps, inputs, noise);
   Tensor total = scalar_tensor(0.0);
   for (const Tensor& o : outs) total = total.add(o.sum());
   total.backward();
@@ -408,54 +426,86 @@ Program attempt(uint64_t seed, uint64_t attempt_seed, int ops_per_program) {
   return p;
 }
 
+// How far a float32 value may be from the float64 one by rounding alone, per element.
+struct Noise {
+  std::vector<double> reference;  // the float64 run's values
+  std::vector<double> spread;     // the largest float32 error of the perturbed runs (or empty)
+};
+
 // Whether `compiled` matches `eager` elementwise. Where it does not by the fixed tolerance, a
-// float64 run of the program (`reference`, when given) arbitrates, as torch's accuracy checker
+// float64 run of the program (`noise`, when given) arbitrates, as torch's accuracy checker
 // does: float32 rounding differs between a fused and an unfused evaluation, and cancellation
 // (x / x, a - a) amplifies it; the compiled value passes when it is no further from the float64
-// value than a few times eager's own float32 error.
-bool close(const Tensor& eager, const Tensor& compiled, const Tensor* reference, std::string& why) {
+// value than a few times eager's own float32 error, or than the perturbed runs' error.
+bool close(const Tensor& eager, const Tensor& compiled, const Noise* noise, std::string& why) {
   if (eager.defined() != compiled.defined()) return why = "one side undefined", false;
   if (!eager.defined()) return true;
   if (eager.sizes() != compiled.sizes() || eager.dtype() != compiled.dtype())
     return why = "shape or dtype differs", false;
   std::vector<double> a = eager.to_vector<double>(), b = compiled.to_vector<double>();
-  std::vector<double> r;
-  if (reference && reference->defined() && reference->sizes() == eager.sizes())
-    r = reference->to_vector<double>();
+  const std::vector<double>* r =
+      noise && noise->reference.size() == a.size() ? &noise->reference : nullptr;
+  const bool spread = r && noise->spread.size() == a.size();
   auto within = [](double x, double y, double slack) {
     return std::abs(x - y) <= 1e-5 + 1e-4 * std::abs(x) + slack;
   };
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;  // also ±inf
     if (within(a[i], b[i], 0)) continue;
-    // Arbitrate only finite values, and only noise: eager's own error, capped at 1% (a branch
-    // flipped between float32 and float64, at a relu or a clamp, is not noise).
-    if (!r.empty() && std::isfinite(a[i]) && std::isfinite(r[i]) &&
-        within(r[i], b[i], std::min(3 * std::abs(a[i] - r[i]), 1e-2 * (1 + std::abs(r[i])))))
-      continue;
+    // Arbitrate only finite values, and only noise, capped at 1% (a branch flipped between
+    // float32 and float64, at a relu or a clamp, is not noise).
+    if (r && std::isfinite(a[i]) && std::isfinite((*r)[i])) {
+      const double error = std::max(std::abs(a[i] - (*r)[i]), spread ? noise->spread[i] : 0.0);
+      if (within((*r)[i], b[i], std::min(3 * error, 1e-2 * (1 + std::abs((*r)[i]))))) continue;
+    }
     std::ostringstream os;
     os << "element " << i << ": eager " << a[i] << ", compiled " << b[i];
-    if (!r.empty()) os << ", float64 " << r[i];
+    if (r) os << ", float64 " << (*r)[i];
+    if (spread) os << " (perturbed float32 runs within " << noise->spread[i] << " of it)";
     return why = os.str(), false;
   }
   return true;
 }
 
-// The program run eagerly in float64 (outputs, then gradients), or empty when that cannot
-// arbitrate: randn_like draws other numbers in float64 (dropout's masks are the same), and
-// some programs need float32.
-std::vector<Tensor> float64_reference(const Program& program, int call) {
+// What arbitrates a call's float32 differences, per result (outputs first, as `expected`), or
+// empty where float64 cannot: randn_like draws other numbers in float64 (dropout's masks are the
+// same), and some programs need float32. Eager's own float32 error can understate the noise:
+// where cancellation leaves a small difference of large terms, eager's order may cancel them
+// exactly (x/d * (1/c) against (x * (1/c))/d) while any other order is off by a rounding step of
+// the terms. So the program also runs twice in float32 with every step's value perturbed by an
+// ulp or two (Monte Carlo arithmetic), and the largest error of those runs counts as noise too.
+std::vector<Noise> float64_noise(const Program& program, int call) {
   for (const Step& s : program.steps)
     if (s.op == "add_noise") return {};
-  std::vector<Tensor> inputs;
-  for (const Tensor& t : make_inputs(program, call))
-    inputs.push_back(t.detach().to(DType::Float64).requires_grad_(t.requires_grad()));
-  seed_for(program.seed);
+  std::vector<Noise> noise;
   try {
-    return results(run_program(program.steps, inputs), inputs);
+    std::vector<Tensor> inputs;
+    for (const Tensor& t : make_inputs(program, call))
+      inputs.push_back(t.detach().to(DType::Float64).requires_grad_(t.requires_grad()));
+    seed_for(program.seed);
+    for (const Tensor& r : results(run_program(program.steps, inputs), inputs))
+      noise.push_back({r.defined() ? r.to_vector<double>() : std::vector<double>{}, {}});
+    for (uint64_t run = 1; run <= 2; ++run) {
+      Generator perturbation(program.seed * 31 + run);
+      const std::vector<Tensor> inputs32 = make_inputs(program, call);
+      seed_for(program.seed);
+      const std::vector<Tensor> values =
+          results(run_program(program.steps, inputs32, &perturbation), inputs32);
+      for (size_t j = 0; j < noise.size(); ++j) {
+        const std::vector<double>& r = noise[j].reference;
+        if (!values[j].defined() || values[j].numel() != static_cast<int64_t>(r.size())) continue;
+        const std::vector<double> a = values[j].to_vector<double>();
+        std::vector<double>& spread = noise[j].spread;
+        spread.resize(a.size(), 0.0);
+        for (size_t i = 0; i < a.size(); ++i)
+          if (std::isfinite(a[i]) && std::isfinite(r[i]))
+            spread[i] = std::max(spread[i], std::abs(a[i] - r[i]));
+      }
+    }
   } catch (const Error&) {
-    return {};
+    // what was measured before a run failed still arbitrates
   }
+  return noise;
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -560,16 +610,16 @@ std::string result_name(size_t i, size_t size, CheckMode mode) {
 // float64 run of the same call arbitrates rounding noise.
 std::string difference(const Program& program, int call, CheckMode mode,
                        const std::vector<Tensor>& expected, const std::vector<Tensor>& actual) {
-  std::vector<Tensor> reference;
-  bool have_reference = false;
+  std::vector<Noise> noise;
+  bool have_noise = false;
   for (size_t i = 0; i < expected.size(); ++i) {
     std::string why;
     if (close(expected[i], actual[i], nullptr, why)) continue;
-    if (!have_reference) {
-      reference = float64_reference(program, call);  // outputs first, as `expected`
-      have_reference = true;
+    if (!have_noise) {
+      noise = float64_noise(program, call);
+      have_noise = true;
     }
-    if (!reference.empty() && close(expected[i], actual[i], &reference[i], why)) continue;
+    if (i < noise.size() && close(expected[i], actual[i], &noise[i], why)) continue;
     return result_name(i, expected.size(), mode) + ": " + why;
   }
   return {};

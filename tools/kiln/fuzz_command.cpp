@@ -93,6 +93,7 @@ ArgParser fuzz_parser() {
       .add_int("seed", "S", 1, "seed of the first program (program i uses seed S+i)", 0)
       .add_string("backend", "LIST", "eager,inductor", "comma-separated backends to compare")
       .add_int("ops-per-program", "K", 6, "op calls per program")
+      .add_switch("print", "print every program's text before its checks")
       .add_switch("pure",
                   "compile with pure=true: forward only, inputs without grad, graph breaks left "
                   "out, three calls (programs with random or in-place steps are skipped)")
@@ -109,6 +110,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const std::vector<std::string> backends = parse_backends(args.get_string("backend"));
   const std::string& out_dir = args.get_string("out");
   const fuzz::CheckMode mode{.pure = args.get_switch("pure")};
+  const bool print = args.get_switch("print");
   std::map<std::string, Tally> tally;
   const auto start = std::chrono::steady_clock::now();
   // Under inductor every program compiles new graphs: a chunk of programs is captured first
@@ -129,6 +131,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       if (batch) inductor::compile_modules_batched(sources, inductor::compile_jobs());
     }
     const fuzz::Program& p = chunk[static_cast<size_t>(i % kChunk)];
+    if (print) out << "program " << i << "\n" << p.text() << "\n";
     for (const std::string& b : backends) {
       fuzz::Check c = fuzz::check(p, b, mode);
       Tally& t = tally[b];
