@@ -132,6 +132,27 @@ TEST(Fuzz, FindsBugsOnlyLaterCallsShow) {
   }
 }
 
+// The third call's inputs are laid out otherwise (reversed dims, every other element, offset
+// 1), so guards on strides and kernels reading strided inputs are checked: a backend sees them.
+TEST(Fuzz, TheThirdCallPassesInputsInAnotherLayout) {
+  static int strided_compiles = 0;
+  register_backend("test_count_strided_inputs",
+                   [](const ir::Graph& graph, std::span<const TensorMeta> in) {
+                     for (const TensorMeta& m : in)
+                       if (m.storage_offset == 1 && m.strides.size() > 1 && m.strides[0] == 2) {
+                         ++strided_compiles;
+                         break;
+                       }
+                     return lookup_backend("eager")(graph, in);
+                   });
+  Program p;
+  p.seed = 5;
+  p.input_shapes = {{3, 4}, {4}, {2}, {3, 4}};
+  p.steps = {{"mul", {0, 1}, {}}, {"add_", {3, 4}, {}}};
+  EXPECT_EQ(check(p, "test_count_strided_inputs").verdict, Verdict::kPass);
+  EXPECT_GE(strided_compiles, 1);
+}
+
 // With --out, a finding is also written as a repro folder and minified to the buggy op.
 TEST(Fuzz, FindingIsWrittenAsAMinifiedRepro) {
   register_buggy_backend();

@@ -276,9 +276,30 @@ const OpSpec& find(const std::string& name) {
 }
 
 // `call` 0 is the program's own inputs; other calls draw other numbers of the same shapes.
+// The calls a check makes, each with other numbers: the first captures and compiles, the second
+// runs the cached code, the third passes its inputs in another layout (`in_other_layout`), which
+// the guards must tell apart from the first's.
+constexpr int kCalls = 3;
+constexpr int kOtherLayoutCall = 2;
+
+// The values of `t` in another layout of the same shape: dims stored in reverse order, every
+// other element of a larger storage, starting at offset 1.
+Tensor in_other_layout(const Tensor& t) {
+  std::vector<int64_t> strides(static_cast<size_t>(t.dim()));
+  int64_t step = 2;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    strides[static_cast<size_t>(d)] = step;
+    step *= t.sizes()[d];
+  }
+  Tensor view = zeros({2 * t.numel() + 1}, t.dtype()).as_strided(t.sizes(), IntList(strides), 1);
+  view.copy_(t);
+  return view.detach();
+}
+
 Tensor make_input(const std::vector<int64_t>& shape, uint64_t seed, size_t index, int call) {
   Generator gen(seed * 131 + index + static_cast<uint64_t>(call) * 0x9E3779B97F4A7C15ull);
   Tensor t = randn(IntList(shape), kDefaultFloat, &gen);
+  if (call == kOtherLayoutCall) t = in_other_layout(t);
   return index == kBufferInput ? t : t.requires_grad_();
 }
 
@@ -631,22 +652,24 @@ void collect_inductor_sources(const Program& program, std::vector<std::string>& 
                               CheckMode mode) {
   const Backend collect = inductor::source_collecting_backend(sources);
   const std::vector<Step> steps = steps_for(program, mode);
-  try {
-    auto fn = kiln::compile(function_for(steps, mode), CompileOptions{.backend = collect});
-    seed_for(program.seed);
-    fn(inputs_for(program, 0, mode));
-  } catch (const Error&) {
-    // likewise
+  auto fn = kiln::compile(function_for(steps, mode), CompileOptions{.backend = collect});
+  for (int call : {0, kOtherLayoutCall}) {  // the layouts the check's calls compile for
+    try {
+      seed_for(program.seed);
+      fn(inputs_for(program, call, mode));
+    } catch (const Error&) {
+      // a program the collecting run cannot finish is checked (and reported) all the same
+    }
   }
 }
 
 Check check(const Program& program, const std::string& backend, CheckMode mode) {
   if (mode.pure && !can_be_pure(program)) return {Verdict::kSkipped, "random or in-place steps"};
-  // Calls with other numbers: the first compiles, later ones run the cached code (the path of
-  // every later call in a training loop; in pure mode, without calling the function). The first
-  // call's results must still hold after the last: a buffer handed out again would overwrite
-  // them.
-  const int calls = mode.pure ? 3 : 2;
+  // Calls with other numbers (kCalls): the first compiles, the second runs the cached code (the
+  // path of every later call in a training loop; in pure mode, without calling the function),
+  // the third has its inputs in another layout. The first call's results must still hold after
+  // the last: a buffer handed out again would overwrite them.
+  const int calls = kCalls;
   const std::vector<Step> steps = steps_for(program, mode);
   auto eager = function_for(steps, mode);
   std::vector<std::vector<Tensor>> expected, actual;

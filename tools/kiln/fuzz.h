@@ -36,9 +36,10 @@ Program generate(uint64_t seed, int ops_per_program);
 
 // How a program is compiled and checked.
 struct CheckMode {
-  // CompileOptions::pure: the forward steps only, on inputs without grad, graph breaks left out,
-  // three calls with other numbers (the second and third run the compiled graph without the
-  // function). A program with random or in-place steps cannot be pure and is skipped.
+  // CompileOptions::pure: the forward steps only, on inputs without grad, graph breaks left out
+  // (the second call runs the compiled graph without the function; the third, in another
+  // layout, is captured anew). A program with random or in-place steps cannot be pure and is
+  // skipped.
   bool pure = false;
 };
 
@@ -49,16 +50,18 @@ struct Check {
   // mode) that the function ran on every call, so no call skipped it.
   std::string detail;
 };
-// Renders the inductor source of every graph `program` captures (one run with a backend that
-// only collects them and computes with the eager kernels), so that many programs' modules can
-// be built in a few compiler runs before they are checked (inductor::compile_modules_batched).
+// Renders the inductor source of every graph `program` captures (a run for each input layout
+// `check` uses, with a backend that only collects them and computes with the eager kernels), so
+// that many programs' modules can be built in a few compiler runs before they are checked
+// (inductor::compile_modules_batched).
 void collect_inductor_sources(const Program& program, std::vector<std::string>& sources,
                               CheckMode mode = {});
 
-// Runs `program` eagerly and through kiln::compile with `backend` (a registered name), twice with
-// other input numbers (the second call takes the cached code), and compares outputs and input
-// gradients (float32: rtol 1e-4, atol 1e-5; NaN where eager has NaN), the first call's again
-// after the last.
+// Runs `program` eagerly and through kiln::compile with `backend` (a registered name), three
+// times with other input numbers (the second call takes the cached code, the third passes
+// non-contiguous inputs at a storage offset), and compares outputs, input gradients and the
+// buffer (float32: rtol 1e-4, atol 1e-5; NaN where eager has NaN), the first call's again after
+// the last.
 Check check(const Program& program, const std::string& backend, CheckMode mode = {});
 
 }  // namespace kiln::fuzz
