@@ -477,25 +477,25 @@ ir::Graph Tracer::take_graph(std::span<const Tensor> results) {
   return g;
 }
 
+void Tracer::rederive(const Tensor& t, PendingTensor& p) {
+  // Under AOT autograd the new value carries the buffer's gradient, and the tensor's history
+  // moves to it (eager autograd regenerates a view's history the same way).
+  const ir::ValueRef base = p.buffer().value;
+  const bool grad = aot_ && !p.without_history && is_grad_enabled() && value_requires_grad(base);
+  p.value = record_call(
+      as_strided_op(), {&base, 1}, as_strided_attrs(t),
+      [&] { return std::vector<TensorMeta>{view_info(t)}; }, grad);
+  p.value_version = p.buffer().version;
+  if (grad) {
+    Tensor self = t;
+    attach_grad({&self, 1});
+  }
+}
+
 ir::ValueRef Tracer::value_of(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (PendingTensor* p = own_pending(*impl)) {
-    if (p->value_version != p->buffer().version) {
-      // Written since this tensor's value was recorded: re-derive it from the buffer. Under
-      // AOT autograd the new value carries the buffer's gradient, and the tensor's history
-      // moves to it (eager autograd regenerates a view's history the same way).
-      const ir::ValueRef base = p->buffer().value;
-      const bool grad =
-          aot_ && !p->without_history && is_grad_enabled() && value_requires_grad(base);
-      p->value = record_call(
-          as_strided_op(), {&base, 1}, as_strided_attrs(t),
-          [&] { return std::vector<TensorMeta>{view_info(t)}; }, grad);
-      p->value_version = p->buffer().version;
-      if (grad) {
-        Tensor self = t;
-        attach_grad({&self, 1});
-      }
-    }
+    if (p->value_version != p->buffer().version) rederive(t, *p);
     return p->value;
   }
   if (impl->is_pending()) (void)impl->data();  // another capture's: concrete, then an input
@@ -639,6 +639,12 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
   }
   bool grad = false;
   if (aot_) {
+    // A view whose memory was written since its value was recorded takes the new value first,
+    // and with it the write's gradients: whether this op has gradients depends on them (a view
+    // taken before `base.sub_(x)` with x requiring grad requires grad after it, as in eager).
+    for (const Tensor& t : inputs)
+      if (PendingTensor* p = own_pending(*t.impl()); p && p->value_version != p->buffer().version)
+        rederive(t, *p);
     grad = is_grad_enabled() &&
            std::ranges::any_of(inputs, [](const Tensor& t) { return t.impl()->requires_grad(); });
     // After a backward traced into this graph, a new computation with gradients starts a new

@@ -199,6 +199,9 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // t's pending value if this tracer made it (null for concrete tensors and other captures').
   PendingTensor* own_pending(const TensorImpl& impl) const;
   ir::ValueRef value_of(const Tensor& t);
+  // Re-derives `t`'s value from its buffer, which was written since the value was recorded
+  // (under AOT autograd with the buffer's gradient: `t` takes the new value's history).
+  void rederive(const Tensor& t, PendingTensor& p);
   Tensor new_pending(const TensorMeta& info, ir::ValueRef value);
   bool record_view(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                    std::span<Tensor, kMaxOpOutputs> outputs, bool grad);

@@ -565,6 +565,38 @@ TEST(AotAutograd, AnInputOnlyAnOverwrittenValueReachesHasNoGradientUnderEveryBac
   }
 }
 
+// A view taken before its base is written in place with a value that requires grad has the
+// write's gradient after it, as in eager (and PyTorch: the view's history is regenerated).
+// The op reading the view decided whether it had gradients before the view's stale value was
+// re-derived, so the view's path got none: a silent zero gradient (kiln fuzz --seed 1400201).
+TEST(AotAutograd, AViewTakenBeforeItsBaseIsWrittenCarriesTheWritesGradientUnderEveryBackend) {
+  auto body = [](const Tensor& x, const Tensor& y) {
+    Tensor base = y * 1;                                     // no grad yet
+    Tensor every_other = base.slice(1, 0, std::nullopt, 2);  // a view of it
+    base.sub_(x);                                            // now base requires grad
+    return std::vector<Tensor>{every_other * 2, base * 0};
+  };
+  auto inputs = [] {
+    return std::vector<Tensor>{
+        tensor({1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}).reshape({2, 4}).requires_grad_(),
+        tensor({0.5, 1.5, -2.0, 3.0, 1.0, -1.0, 2.5, 0.25}).reshape({2, 4})};
+  };
+  auto loss = [](const std::vector<Tensor>& outs) { return outs[0].sum() + outs[1].sum(); };
+  std::vector<Tensor> eager = inputs();
+  loss(body(eager[0], eager[1])).backward();
+  expect_equal(eager[0].grad(),
+               tensor({-2.0, 0.0, -2.0, 0.0, -2.0, 0.0, -2.0, 0.0}).reshape({2, 4}));
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    std::vector<Tensor> x = inputs();
+    auto f = compile(body, {.backend = std::string(backend)});
+    std::vector<Tensor> outs = f(x[0], x[1]);
+    expect_equal(outs[0], body(inputs()[0], inputs()[1])[0].detach());
+    loss(outs).backward();
+    expect_equal(x[0].grad(), eager[0].grad());
+  }
+}
+
 // An output whose gradient never arrives adds nothing to the backward (the backward runs
 // without its tangent, not with zeros): rsqrt's derivative at 0 times a zero tangent was NaN in
 // a gradient eager computes finite (kiln fuzz --seed 40157 --ops-per-program 8). The dropout
