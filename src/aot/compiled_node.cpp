@@ -14,6 +14,7 @@
 namespace kiln::aot {
 
 namespace {
+
 std::vector<TensorMeta> placeholder_metas(const ir::Graph& g) {
   std::vector<TensorMeta> metas;
   for (const ir::Node& n : g.nodes)
@@ -72,6 +73,27 @@ std::vector<std::vector<int32_t>> tangents_reached(
   return out;
 }
 }  // namespace
+
+Tensor copy_keeping_strides(const Tensor& t) {
+  capture::PauseCapture pause;
+  NoGradGuard no_grad;
+  if (t.numel() == 0 || t.is_contiguous()) return t.clone();
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  const std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+  int64_t extent = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (strides[d] == 0) sizes[d] = 1;  // written once, expanded again below
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  try {
+    Tensor storage = empty({extent}, t.dtype());
+    storage.as_strided(IntList(sizes), t.strides(), 0)
+        .copy_(t.as_strided(IntList(sizes), t.strides(), t.storage_offset()));
+    return storage.as_strided(t.sizes(), t.strides(), 0);
+  } catch (const Error&) {
+    return t.clone();
+  }
+}
 
 CompiledGraph AotPlan::compile_part(const std::string& part, const std::string& missing,
                                     const Backend& compiler, const ir::Graph& graph) const {
@@ -224,8 +246,7 @@ void CompiledFunctionNode::preserve_saved_before_write(const Tensor& target) {
     } catch (const Error&) {
       continue;  // already overwritten: backward reports it, as eager's would
     }
-    capture::PauseCapture pause;
-    saved_[i] = SavedTensor(value.clone(), false);
+    saved_[i] = SavedTensor(copy_keeping_strides(value), false);
     saved_memory_[i] = nullptr;
   }
 }

@@ -84,6 +84,13 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             const Backend& fw_compiler, const Backend& bw_compiler,
                                             AotPartObserver observer = {});
 
+// A copy of a saved input whose memory is about to be overwritten, with the input's strides (at
+// storage offset 0): a backward compiled for the input's layout (inductor specializes on
+// strides) reads the copy as it would have read the input. Expanded (stride-0) dims stay
+// expanded; a layout that cannot be rebuilt so (overlapping strides) gets a contiguous copy,
+// which such a backward rejects with a clear error.
+Tensor copy_keeping_strides(const Tensor& t);
+
 // The autograd node of one run of a captured graph ("CompiledFunctionBackward", as torch names
 // it). While the graph is being captured its outputs that require grad are its outputs (one
 // slot per value); when the graph runs, the forward's saved values are handed over and its

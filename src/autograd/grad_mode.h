@@ -13,6 +13,13 @@ extern thread_local bool tls_grad_enabled;
 extern thread_local bool tls_inference_mode;
 }  // namespace detail
 
+// A view whose base got history by an in-place change since the view's history was last
+// brought up to date (refresh_view_history regenerates it).
+inline bool view_history_is_stale(const TensorImpl& impl) {
+  return impl.is_view() && impl.view_base() && impl.view_base()->requires_grad() &&
+         impl.view_history_version() != impl.version();
+}
+
 // Whether dispatch must hand this call to autograd: recording is on and an input requires grad,
 // or the call writes into a tensor that has autograd history or requires grad.
 inline bool needs_recording(std::span<const Tensor> inputs, const Tensor& out) {
@@ -20,9 +27,7 @@ inline bool needs_recording(std::span<const Tensor> inputs, const Tensor& out) {
   for (const Tensor& t : inputs) {
     const TensorImpl* impl = t.impl();  // dispatch checked they are defined
     if (impl->requires_grad()) return true;
-    // A view whose base got history by an in-place change since (refresh_view_history).
-    if (impl->is_view() && impl->view_base() && impl->view_base()->requires_grad() &&
-        impl->view_history_version() != impl->version()) [[unlikely]]
+    if (view_history_is_stale(*impl)) [[unlikely]]
       return true;
   }
   return out.defined() && out.impl()->requires_grad();

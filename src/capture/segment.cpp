@@ -428,8 +428,7 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
       saved.push_back(in);
       continue;
     }
-    PauseCapture pause;
-    saved.push_back(in.clone());
+    saved.push_back(aot::copy_keeping_strides(in));
   }
   grad_node_->activate(plan, request.tangent_of_slot, rec_.inputs, saved, std::move(all));
   std::erase_if(ran_nodes_, [](const auto& node) { return node.expired(); });

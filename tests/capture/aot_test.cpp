@@ -597,6 +597,63 @@ TEST(AotAutograd, AViewTakenBeforeItsBaseIsWrittenCarriesTheWritesGradientUnderE
   }
 }
 
+// The same for a view of an input: the write into the input runs eagerly (gradients are
+// involved), and the view taken before it had a stale requires_grad when the next op read it
+// under capture, so its gradient was lost (kiln fuzz --seed 1500051). Such an op runs eagerly
+// now, where autograd regenerates the view's history.
+TEST(AotAutograd, AViewOfAnInputWrittenWithGradientsCarriesTheWritesGradientUnderEveryBackend) {
+  auto body = [](const Tensor& x, const Tensor& buffer) {
+    Tensor transposed = buffer.transpose(0, 1);
+    Tensor written = buffer;
+    lerp_(written, x, 0.25);
+    return std::vector<Tensor>{transposed * 3, buffer * 0};
+  };
+  auto inputs = [] {
+    return std::vector<Tensor>{tensor({1.0, 2.0}).requires_grad_(),
+                               tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2})};
+  };
+  auto loss = [](const std::vector<Tensor>& outs) { return outs[0].sum() + outs[1].sum(); };
+  std::vector<Tensor> eager = inputs();
+  loss(body(eager[0], eager[1])).backward();
+  expect_equal(eager[0].grad(), tensor({1.5, 1.5}));
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    std::vector<Tensor> x = inputs();
+    auto f = compile(body, {.backend = std::string(backend)});
+    loss(f(x[0], x[1])).backward();
+    expect_equal(x[0].grad(), eager[0].grad());
+    expect_equal(x[1], eager[1]);
+  }
+}
+
+// A graph that writes a non-contiguous input its backward reads keeps a copy of the old value
+// for the backward; the copy has the input's strides, which the inductor backward was compiled
+// for (a contiguous copy failed: "input 0 is float32[3] strides [1] but the graph was compiled
+// for ... strides [2]", kiln fuzz --seed 1500259).
+TEST(AotAutograd, ASavedStridedInputTheGraphOverwritesKeepsItsLayoutUnderEveryBackend) {
+  auto body = [](const Tensor& buffer, const Tensor& w) {
+    Tensor written = buffer;
+    tanh_(written);
+    return matmul(written, w);
+  };
+  // Every other element of a longer storage, from offset 1.
+  auto strided = [] {
+    Tensor storage = tensor({9.0, 0.5, 9.0, -1.0, 9.0, 2.0, 9.0});
+    return storage.as_strided({3}, {2}, 1);
+  };
+  auto weights = [] { return tensor({1.5, -0.5, 0.25}).requires_grad_(); };
+  Tensor we = weights(), be = strided();
+  body(be, we).backward();
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor w = weights(), b = strided();
+    auto f = compile(body, {.backend = std::string(backend)});
+    f(b, w).backward();
+    expect_equal(w.grad(), we.grad());
+    expect_equal(b, be);
+  }
+}
+
 // An output whose gradient never arrives adds nothing to the backward (the backward runs
 // without its tangent, not with zeros): rsqrt's derivative at 0 times a zero tangent was NaN in
 // a gradient eager computes finite (kiln fuzz --seed 40157 --ops-per-program 8). The dropout
