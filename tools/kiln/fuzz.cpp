@@ -669,13 +669,22 @@ Check check(const Program& program, const std::string& backend, CheckMode mode) 
   // path of every later call in a training loop; in pure mode, without calling the function),
   // the third has its inputs in another layout. The first call's results must still hold after
   // the last: a buffer handed out again would overwrite them.
-  const int calls = kCalls;
+  int calls = kCalls;
   const std::vector<Step> steps = steps_for(program, mode);
   auto eager = function_for(steps, mode);
   std::vector<std::vector<Tensor>> expected, actual;
   for (int call = 0; call < calls; ++call) {
     const std::vector<Tensor> inputs = inputs_for(program, call, mode);
-    expected.push_back(call_results(eager, program, inputs, mode));
+    try {
+      expected.push_back(call_results(eager, program, inputs, mode));
+    } catch (const Error&) {
+      // Eager mode rejects the program in this call's layout (an in-place write with gradients
+      // into a view of a non-contiguous tensor is NotImplementedError): the check stops before
+      // it. The first call's layout is the one the program was generated in.
+      if (call == 0) throw;
+      calls = call;
+      break;
+    }
     // A result over an input's memory is not computed by a graph: pure mode calls the function
     // for such programs (and says so once per function), as without pure mode.
     for (const Tensor& out : expected.back())
