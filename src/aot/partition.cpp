@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/ir/passes.h"
+
 namespace kiln::aot {
 
 namespace {
@@ -26,6 +28,21 @@ struct ValueRefHash {
                                  static_cast<uint32_t>(v.output));
   }
 };
+
+// Whether two layouts address the same elements (strides of size-1 dims do not matter).
+bool same_layout(const TensorMeta& a, const TensorMeta& b) {
+  if (a.sizes != b.sizes || a.storage_offset != b.storage_offset ||
+      a.strides.size() != b.strides.size())
+    return false;
+  for (size_t d = 0; d < a.sizes.size(); ++d)
+    if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  return true;
+}
+
+TensorMeta with_requires_grad(TensorMeta m, bool requires_grad) {
+  m.requires_grad = requires_grad;
+  return m;
+}
 
 int64_t bytes_of(const TensorMeta& m) {
   int64_t n = 1;
@@ -194,7 +211,18 @@ ir::Graph extract(const ir::Graph& g, std::span<const ir::ValueRef> given,
       case ir::NodeKind::Call: {
         std::vector<ir::ValueRef> ins;
         for (ir::ValueRef v : n.inputs) ins.push_back(map_value(v));
-        const ir::ValueRef first = out.add_call(*n.op, std::move(ins), n.attrs, n.outputs, n.loc);
+        std::vector<TensorMeta> metas = n.outputs;
+        // A view of a given value that arrives contiguous (it was a strided view here) views
+        // the contiguous tensor: its layout is re-derived from there. as_strided addresses the
+        // storage by its attributes, which hold only over the layout they were recorded on.
+        if (n.op->kind == OpKind::View && !same_layout(out.info(ins[0]), g.info(n.inputs[0]))) {
+          KILN_CHECK(n.op->name != "as_strided", Error,
+                     "internal error: AOT autograd's partition gives as_strided node %", i,
+                     " an input laid out otherwise than when it was recorded; please report it");
+          metas[0] =
+              with_requires_grad(ir::view_layout(n, out.info(ins[0])), n.outputs[0].requires_grad);
+        }
+        const ir::ValueRef first = out.add_call(*n.op, std::move(ins), n.attrs, metas, n.loc);
         for (size_t k = 0; k < n.outputs.size(); ++k)
           mapped[i].push_back({first.node, static_cast<int32_t>(k)});
         break;

@@ -106,24 +106,24 @@ std::string layout_text(const TensorMeta& m) {
 }
 }  // namespace
 
+TensorMeta view_layout(const Node& n, const TensorMeta& in) {
+  if (n.op->name == "as_strided")  // laid out by its attributes (bounds checked when recorded)
+    return TensorMeta(in.dtype, n.attrs.ints(0), n.attrs.ints(1),
+                      n.attrs.has(2) ? n.attrs.i(2) : in.storage_offset, false);
+  // The view built over a tensor with the input's layout and no storage (nothing is read).
+  const Tensor base(
+      std::make_shared<TensorImpl>(nullptr, in.storage_offset, in.sizes, in.strides, in.dtype));
+  const Tensor view = n.op->view(OpCall{*n.op, std::span<const Tensor>(&base, 1), n.attrs});
+  return TensorMeta(view.dtype(), view.sizes().vec(), view.strides().vec(), view.storage_offset(),
+                    false);
+}
+
 void check_view_layouts(const Graph& g, std::string_view who) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.kind != NodeKind::Call || n.op->kind != OpKind::View) continue;
     const TensorMeta& in = g.info(n.inputs[0]);
-    TensorMeta want;
-    if (n.op->name == "as_strided") {
-      // Laid out by its attributes (the storage bounds were checked when it was recorded).
-      want = TensorMeta(in.dtype, n.attrs.ints(0), n.attrs.ints(1),
-                        n.attrs.has(2) ? n.attrs.i(2) : in.storage_offset, false);
-    } else {
-      // The view built over a tensor with the input's layout and no storage (nothing is read).
-      const Tensor base(
-          std::make_shared<TensorImpl>(nullptr, in.storage_offset, in.sizes, in.strides, in.dtype));
-      const Tensor view = n.op->view(OpCall{*n.op, std::span<const Tensor>(&base, 1), n.attrs});
-      want = TensorMeta(view.dtype(), view.sizes().vec(), view.strides().vec(),
-                        view.storage_offset(), false);
-    }
+    const TensorMeta want = view_layout(n, in);
     KILN_CHECK(addresses_alike(n.outputs[0], want), Error, "internal error: ", who, ": node %", i,
                " (", n.op->name, ") is recorded as ", layout_text(n.outputs[0]),
                " but viewing its input (", layout_text(in), ") gives ", layout_text(want),

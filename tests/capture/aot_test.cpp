@@ -654,6 +654,33 @@ TEST(AotAutograd, ASavedStridedInputTheGraphOverwritesKeepsItsLayoutUnderEveryBa
   }
 }
 
+// A saved value that was a strided view in the forward arrives in the backward contiguous; the
+// views the backward takes of it are laid out from there. Here the transpose of a strided
+// argument written in place is saved, and matmul's derivative transposes it back: inductor
+// rejected the backward ("node %2 (permute) is recorded as [4, 3] strides [2, 8] offset 1 but
+// viewing its input ([3, 4] strides [4, 1] offset 0) gives ...", kiln fuzz --seed 1700153).
+TEST(AotAutograd, ViewsOfASavedStridedViewAreLaidOutFromItsContiguousCopyUnderEveryBackend) {
+  auto body = [](const Tensor& w, const Tensor& buffer) {
+    Tensor written = buffer;
+    written.mul_(0.5);
+    return matmul(w, buffer.transpose(0, 1));
+  };
+  // [4, 3] with strides [2, 8] from offset 1 of a longer storage.
+  auto strided = [] { return arange(0, 25).to(DType::Float32).as_strided({4, 3}, {2, 8}, 1); };
+  auto weights = [] {
+    return (arange(0, 15).to(DType::Float32).reshape({5, 3}) * 0.1).requires_grad_();
+  };
+  Tensor we = weights();
+  body(we, strided()).sum().backward();
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor w = weights();
+    auto f = compile(body, {.backend = std::string(backend)});
+    f(w, strided()).sum().backward();
+    expect_equal(w.grad(), we.grad());
+  }
+}
+
 // An output whose gradient never arrives adds nothing to the backward (the backward runs
 // without its tangent, not with zeros): rsqrt's derivative at 0 times a zero tangent was NaN in
 // a gradient eager computes finite (kiln fuzz --seed 40157 --ops-per-program 8). The dropout

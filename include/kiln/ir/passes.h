@@ -18,5 +18,7 @@ int64_t eliminate_common_subexpressions(Graph& g);
 // backend that addresses a view through its recorded strides (inductor) would otherwise read
 // the wrong elements; the eager interpreter re-runs views, so a wrong record passes there.
 void check_view_layouts(const Graph& g, std::string_view who);
+// The layout the view node `n` makes of an input laid out as `in` (as_strided: its attributes).
+TensorMeta view_layout(const Node& n, const TensorMeta& in);
 
 }  // namespace kiln::ir
