@@ -29,16 +29,6 @@ struct ValueRefHash {
   }
 };
 
-// Whether two layouts address the same elements (strides of size-1 dims do not matter).
-bool same_layout(const TensorMeta& a, const TensorMeta& b) {
-  if (a.sizes != b.sizes || a.storage_offset != b.storage_offset ||
-      a.strides.size() != b.strides.size())
-    return false;
-  for (size_t d = 0; d < a.sizes.size(); ++d)
-    if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
-  return true;
-}
-
 TensorMeta with_requires_grad(TensorMeta m, bool requires_grad) {
   m.requires_grad = requires_grad;
   return m;
@@ -215,7 +205,8 @@ ir::Graph extract(const ir::Graph& g, std::span<const ir::ValueRef> given,
         // A view of a given value that arrives contiguous (it was a strided view here) views
         // the contiguous tensor: its layout is re-derived from there. as_strided addresses the
         // storage by its attributes, which hold only over the layout they were recorded on.
-        if (n.op->kind == OpKind::View && !same_layout(out.info(ins[0]), g.info(n.inputs[0]))) {
+        if (n.op->kind == OpKind::View &&
+            !ir::addresses_alike(out.info(ins[0]), g.info(n.inputs[0]))) {
           KILN_CHECK(n.op->name != "as_strided", Error,
                      "internal error: AOT autograd's partition gives as_strided node %", i,
                      " an input laid out otherwise than when it was recorded; please report it");

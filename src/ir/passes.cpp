@@ -88,8 +88,12 @@ int64_t eliminate_common_subexpressions(Graph& g) {
 }
 
 namespace {
-// Whether two layouts of the same sizes address the same elements: strides of dims of size 1
-// and everything of an empty tensor address nothing.
+std::string layout_text(const TensorMeta& m) {
+  return detail::concat(IntList(m.sizes), " strides ", IntList(m.strides), " offset ",
+                        m.storage_offset);
+}
+}  // namespace
+
 bool addresses_alike(const TensorMeta& a, const TensorMeta& b) {
   if (a.dtype != b.dtype || a.sizes != b.sizes) return false;
   int64_t numel = 1;
@@ -100,11 +104,6 @@ bool addresses_alike(const TensorMeta& a, const TensorMeta& b) {
     if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
   return true;
 }
-std::string layout_text(const TensorMeta& m) {
-  return detail::concat(IntList(m.sizes), " strides ", IntList(m.strides), " offset ",
-                        m.storage_offset);
-}
-}  // namespace
 
 TensorMeta view_layout(const Node& n, const TensorMeta& in) {
   if (n.op->name == "as_strided")  // laid out by its attributes (bounds checked when recorded)

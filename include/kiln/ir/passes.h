@@ -20,5 +20,8 @@ int64_t eliminate_common_subexpressions(Graph& g);
 void check_view_layouts(const Graph& g, std::string_view who);
 // The layout the view node `n` makes of an input laid out as `in` (as_strided: its attributes).
 TensorMeta view_layout(const Node& n, const TensorMeta& in);
+// Whether two layouts address the same elements: same dtype and sizes, and the same offset and
+// strides except where they address nothing (strides of dims of size 1, all of an empty tensor).
+bool addresses_alike(const TensorMeta& a, const TensorMeta& b);
 
 }  // namespace kiln::ir
