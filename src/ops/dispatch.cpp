@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.h"
+#include "core/memory_overlap.h"
 #include "kiln/ops/op.h"
 #include "ops/op_utils.h"
 #include "ops/schema.h"
@@ -132,21 +133,23 @@ DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor) {
 }
 
 // ---- dispatch ----
-namespace {
-
-bool has_internal_overlap(const Tensor& t);
-
-}  // namespace
-
 void check_destination(const OpDef& op, const TensorMeta& result, const Tensor& dst) {
   KILN_CHECK(dst.sizes() == result.sizes, ShapeError, op.name, ": the result has shape ",
              IntList(result.sizes), " but the output tensor has shape ", dst.shape_str(),
              " (an in-place op cannot change its tensor's shape)");
   KILN_CHECK(can_cast(result.dtype, dst.dtype()), DTypeError, op.name, ": result type ",
              result.dtype, " can't be cast to the desired output type ", dst.dtype());
-  KILN_CHECK(!has_internal_overlap(dst), ValueError, op.name,
+  if (dst.is_contiguous()) return;
+  const Overlap overlap = internal_overlap(dst.sizes(), dst.strides());
+  KILN_CHECK(overlap != Overlap::kExpanded, ValueError, op.name,
              ": cannot write in place into a tensor with expanded (stride 0) dims (shape ",
              dst.shape_str(), ", strides ", IntList(dst.strides()), "); call .clone() on it first");
+  // (PyTorch lets this one through, with results that depend on the order of the writes.)
+  KILN_CHECK(overlap == Overlap::kNone, ValueError, op.name,
+             ": cannot write in place into a tensor whose elements overlap (shape ",
+             dst.shape_str(), ", strides ", IntList(dst.strides()),
+             ": two indices address one element, as in overlapping as_strided windows); call "
+             ".clone() on it first");
 }
 
 void run_kernel_fresh(const OpCall& call, std::span<const TensorMeta> metas,
@@ -159,14 +162,6 @@ void run_kernel_fresh(const OpCall& call, std::span<const TensorMeta> metas,
 }
 
 namespace {
-
-// True when some element of `t` is reachable through two different indices (an expanded
-// tensor): writing into it would be ill-defined.
-bool has_internal_overlap(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) == 0 && t.size(d) > 1) return true;
-  return false;
-}
 
 // Byte range [lo, hi) that a tensor's elements span in its storage.
 std::pair<int64_t, int64_t> byte_span(const Tensor& t) {

@@ -1,4 +1,5 @@
 // View ops: outputs share the input's storage (new sizes, strides and offset; no kernel).
+#include "core/memory_overlap.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/op.h"
@@ -437,14 +438,14 @@ int64_t last_index(IntList sizes, IntList strides, int64_t offset) {
 }
 // The gradient is accumulated into a zero "storage" at the view's element positions
 // (index_add), then read back at the input's positions (index_select). Inputs that overlap
-// themselves (a stride-0 dim) have no well-defined gradient here.
+// themselves (an expanded dim, windows) have no well-defined gradient here.
 void as_strided_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const Tensor& x = c.in(0);
-  for (int64_t d = 0; d < x.dim(); ++d)
-    KILN_CHECK(x.stride(d) != 0 || x.size(d) <= 1, NotImplementedError,
-               "as_strided: the derivative is not implemented for an input that overlaps itself "
-               "(stride 0 at dim ",
-               d, ", shape ", x.shape_str(), ")");
+  KILN_CHECK(x.is_contiguous() || internal_overlap(x.sizes(), x.strides()) == Overlap::kNone,
+             NotImplementedError,
+             "as_strided: the derivative is not implemented for an input that overlaps itself "
+             "(shape ",
+             x.shape_str(), ", strides ", IntList(x.strides()), ")");
   const auto& sizes = c.attrs.ints(0);
   const auto& strides = c.attrs.ints(1);
   const int64_t offset = c.attrs.has(2) ? c.attrs.i(2) : x.storage_offset();

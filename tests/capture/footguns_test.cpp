@@ -87,6 +87,29 @@ TEST(Footguns, OneMemoryTwoDTypesIsAnError) {
 }
 
 // 6. Random ops draw exactly what eager draws (one Philox generator for both).
+// Writing into overlapping as_strided windows is refused in eager mode, and compiled code
+// refuses it the same way (the graphs would otherwise write the shared elements in their own
+// order and give other numbers than eager; kiln fuzz --seed 1910056 found that).
+TEST(Footguns, WritingIntoOverlappingWindowsIsAnErrorUnderEveryBackend) {
+  auto body = [](const Tensor& buffer) {
+    Tensor windows = buffer.as_strided({8, 2}, {1, 1});
+    windows.sub_(windows * 0.5);
+    return buffer * 2;
+  };
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    Tensor buffer = arange(0, 9, 1, DType::Float32);
+    auto f = compile(body, {.backend = std::string(backend)});
+    try {
+      f(buffer);
+      ADD_FAILURE() << "no error";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("elements overlap"), std::string::npos) << e.what();
+    }
+    expect_equal(buffer, arange(0, 9, 1, DType::Float32));
+  }
+}
+
 TEST(Footguns, RandomNumbersMatchEagerBitForBit) {
   auto f = compile([](Tensor x) { return dropout(x, 0.5, true); });
   manual_seed(11);

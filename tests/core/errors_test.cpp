@@ -72,6 +72,23 @@ TEST(Errors, ExpandedAndOverlappingOutputsAreRefused) {
   expect_untouched<ValueError>(base, "expanded", [&] { expanded.copy_(zeros({4, 3})); });
   expect_untouched<ValueError>(base, "expanded", [&] { expanded.mul_(2); });
   expect_untouched<ValueError>(base, "expanded", [&] { uniform_(expanded); });
+  // Overlapping windows made with as_strided: two indices address one element, so the result
+  // would depend on the order of the writes (PyTorch lets these through).
+  Tensor storage = arange(0, 9, 1, DType::Float32);
+  Tensor windows = storage.as_strided({8, 2}, {1, 1});
+  expect_untouched<ValueError>(storage, "elements overlap", [&] { windows.sub_(windows); });
+  expect_untouched<ValueError>(storage, "elements overlap", [&] { windows.zero_(); });
+  expect_untouched<ValueError>(storage, "elements overlap", [&] { windows.copy_(zeros({8, 2})); });
+  // Strides that interleave without meeting are written: offsets 0, 3, 2, 5, 4, 7.
+  Tensor interleaved_storage = zeros({8});
+  Tensor interleaved = interleaved_storage.as_strided({3, 2}, {2, 3});
+  interleaved.add_(1);
+  EXPECT_TRUE(
+      equal(interleaved_storage, tensor({1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0}, DType::Float32)));
+  // Reading overlapping windows is fine; their gradient is defined too.
+  Tensor x = arange(0, 4, 1, DType::Float32).requires_grad_();
+  x.as_strided({3, 2}, {1, 1}).sum().backward();
+  EXPECT_TRUE(equal(x.grad(), tensor({1.0, 2.0, 2.0, 1.0}, DType::Float32)));
 }
 
 TEST(Errors, RandomOpsLeaveTheGeneratorAlone) {

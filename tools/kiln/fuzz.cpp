@@ -262,6 +262,62 @@ const std::vector<OpSpec>& ops() {
         {"detach", 1, false, [](auto& a, auto&) { return a[0].detach(); }},
         {"straight_through", 1, false,
          [](auto& a, auto&) { return a[0] + (a[0].tanh() - a[0]).detach(); }},
+        {"gather_last", 1, false,  // each row in reverse order, through an index tensor
+         [](auto& a, auto&) {
+           return gather(a[0], -1, flip(arange(a[0].size(-1)), {0}).expand(a[0].sizes()));
+         }},
+        {"scatter_add_last", 2, false,  // the second's rows added into the first's, reversed
+         [](auto& a, auto&) {
+           return scatter_add(a[0], -1, flip(arange(a[1].size(-1)), {0}).expand(a[1].sizes()),
+                              a[1]);
+         }},
+        {"cross_entropy", 1, false,  // the last dim as logits; targets equal to 0 ignored or not
+         [](auto& a, auto& p) {
+           const Tensor logits = a[0].reshape({-1, a[0].size(-1)});
+           const Tensor target = arange(logits.size(0)) * 7 % logits.size(1);
+           return cross_entropy(logits, target, p[0] == 1 ? 0 : -100);
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(2)}; }},
+        {"linear_act", 2, false,  // x W^T + b, then relu or gelu: a product with an epilogue
+         [](auto& a, auto& p) {
+           const Tensor w = a[1].reshape({-1, a[0].size(-1)});
+           const Tensor y = linear(a[0], w, w.sum({1}) * 0.25);
+           return p[0] == 1 ? gelu(y) : y.relu();
+         },
+         [](const std::vector<Tensor>&, Rng& rng) { return std::vector<int64_t>{rng.below(2)}; }},
+        {"topk_last", 1, false,  // the k largest or smallest of each row (values)
+         [](auto& a, auto& p) { return topk(a[0], p[0], -1, p[1] == 1).first; },
+         [](const std::vector<Tensor>& a, Rng& rng) {
+           const int64_t n = a[0].dim() ? a[0].sizes().back() : 1;
+           return std::vector<int64_t>{1 + rng.below(n), rng.below(2)};
+         }},
+        {"diagonal", 1, false, [](auto& a, auto& p) { return a[0].diagonal(p[0], p[1], p[2]); },
+         [](const std::vector<Tensor>& a, Rng& rng) {  // (equal dims are drawn again)
+           const int64_t d = std::max<int64_t>(a[0].dim(), 1);
+           return std::vector<int64_t>{rng.below(3) - 1, rng.below(d), rng.below(d)};
+         }},
+        {"windows", 1, false,  // overlapping pairs of the flattened value (as_strided)
+         [](auto& a, auto&) {
+           const Tensor f = a[0].reshape({-1});
+           return f.as_strided({std::max<int64_t>(f.numel() - 1, 0), 2}, {1, 1});
+         }},
+        {"one_hot_argmax", 1, false,  // each row's largest element kept, the rest zeroed
+         [](auto& a, auto&) {
+           return a[0] * one_hot(argmax(a[0], -1), a[0].size(-1)).to(a[0].dtype());
+         }},
+        {"transposed_copy", 1, false,  // a reshape that must copy
+         [](auto& a, auto&) { return a[0].transpose(0, -1).reshape({-1}); }},
+        {"masked_fill_", 1, true,
+         [](auto& a, auto&) {
+           Tensor self = a[0];
+           return masked_fill_(self, self.detach() < -0.5, 0.25);
+         }},
+        {"scatter_add_", 2, true,
+         [](auto& a, auto&) {
+           Tensor self = a[0];
+           return scatter_add_(self, -1, flip(arange(a[1].size(-1)), {0}).expand(a[1].sizes()),
+                               a[1]);
+         }},
     };
     for (OpSpec& spec : registry_ops()) table.push_back(std::move(spec));
     return table;
