@@ -89,6 +89,11 @@ TEST(Errors, ExpandedAndOverlappingOutputsAreRefused) {
   Tensor x = arange(0, 4, 1, DType::Float32).requires_grad_();
   x.as_strided({3, 2}, {1, 1}).sum().backward();
   EXPECT_TRUE(equal(x.grad(), tensor({1.0, 2.0, 2.0, 1.0}, DType::Float32)));
+  // as_strided over an input that overlaps itself has no gradient here (before, the shared
+  // elements' gradient was counted once per index: [1, 0, 2, 0] where PyTorch has [1, 0, 1, 0]).
+  Tensor y = arange(0, 4, 1, DType::Float32).requires_grad_();
+  Tensor of_windows = y.as_strided({3, 2}, {1, 1}).as_strided({2}, {2});
+  EXPECT_THROW(of_windows.sum().backward(), NotImplementedError);
 }
 
 TEST(Errors, RandomOpsLeaveTheGeneratorAlone) {

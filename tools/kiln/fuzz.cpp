@@ -307,6 +307,25 @@ const std::vector<OpSpec>& ops() {
          }},
         {"transposed_copy", 1, false,  // a reshape that must copy
          [](auto& a, auto&) { return a[0].transpose(0, -1).reshape({-1}); }},
+        {"int_arith", 2, false,  // integer arithmetic on truncated values, then back to float
+         [](auto& a, auto& p) {
+           const DType dt = p[0] == 1 ? DType::Int64 : DType::Int32;
+           const Tensor i = (a[0].detach() * 8).to(dt), j = (a[1].detach() * 8).to(dt);
+           Tensor r;
+           if (p[1] == 0) r = i * j + i - 3;
+           if (p[1] == 1) r = floor_divide(i, j.abs() + 1);
+           if (p[1] == 2) r = i % (j.abs() + 1) + (i > j).to(dt);
+           if (p[1] == 3) r = bitwise_and(i, j) + i.sum({-1}, true);
+           return r.to(a[0].dtype()) * 0.125 + a[0];
+         },
+         [](const std::vector<Tensor>&, Rng& rng) {
+           return std::vector<int64_t>{rng.below(2), rng.below(4)};
+         }},
+        {"bool_logic", 2, false,  // comparisons combined as bools, as a factor
+         [](auto& a, auto&) {
+           const Tensor m = logical_and(a[0] > 0, !(a[1] < 0.5)) | (a[0] == a[1]);
+           return a[0] * m.to(a[0].dtype()) + m.sum({-1}, true).to(a[0].dtype());
+         }},
         {"masked_fill_", 1, true,
          [](auto& a, auto&) {
            Tensor self = a[0];
