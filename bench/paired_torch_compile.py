@@ -48,8 +48,12 @@ def anchor_models(path):
 
 
 def make_step(workload, models):
-    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT), or its
-    100-op chain W6 (the anchor's own source of it, compiled)."""
+    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT), its
+    100-op chain W6 (the anchor's own source of it, compiled), or W1's pointwise chain."""
+    if workload == "W1":  # as bench/workloads.cpp and the anchor define it
+        torch.manual_seed(0)
+        x = torch.randn(16 * 1024 * 1024)
+        return lambda: F.gelu(x * 1.5 + 0.25) * torch.sigmoid(x) + 0.5 * x
     if workload == "W6":
         scope = {"torch": torch}
         exec(compile(models["w6_source"](), "<w6>", "exec"), scope)
@@ -98,7 +102,7 @@ def kiln_median(kiln, workload, runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kiln", help="the kiln executable (build/release/tools/kiln/kiln)")
-    parser.add_argument("--workload", choices=["W5", "W6", "W7"], default="W7")
+    parser.add_argument("--workload", choices=["W1", "W5", "W6", "W7"], default="W7")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=15, help="steps timed per side and round")
     parser.add_argument("--threads", type=int, default=2)
