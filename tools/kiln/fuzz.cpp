@@ -281,6 +281,9 @@ const std::vector<OpSpec>& ops() {
         {"linear_act", 2, false,  // x W^T + b, then relu or gelu: a product with an epilogue
          [](auto& a, auto& p) {
            const Tensor w = a[1].reshape({-1, a[0].size(-1)});
+           // (a long flattened weight over a last dim of 1 would make an outer product of
+           // gigabytes: kiln fuzz --seed 2700308 was killed for memory)
+           if (w.size(0) > 256) throw ValueError("fuzz: linear_act's weight has too many rows");
            const Tensor y = linear(a[0], w, w.sum({1}) * 0.25);
            return p[0] == 1 ? gelu(y) : y.relu();
          },
