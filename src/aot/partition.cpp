@@ -29,11 +29,6 @@ struct ValueRefHash {
   }
 };
 
-TensorMeta with_requires_grad(TensorMeta m, bool requires_grad) {
-  m.requires_grad = requires_grad;
-  return m;
-}
-
 int64_t bytes_of(const TensorMeta& m) {
   int64_t n = 1;
   for (int64_t s : m.sizes) n *= s;
@@ -210,8 +205,8 @@ ir::Graph extract(const ir::Graph& g, std::span<const ir::ValueRef> given,
           KILN_CHECK(n.op->name != "as_strided", Error,
                      "internal error: AOT autograd's partition gives as_strided node %", i,
                      " an input laid out otherwise than when it was recorded; please report it");
-          metas[0] =
-              with_requires_grad(ir::view_layout(n, out.info(ins[0])), n.outputs[0].requires_grad);
+          metas[0] = ir::view_layout(n, out.info(ins[0]));
+          metas[0].requires_grad = n.outputs[0].requires_grad;
         }
         const ir::ValueRef first = out.add_call(*n.op, std::move(ins), n.attrs, metas, n.loc);
         for (size_t k = 0; k < n.outputs.size(); ++k)
