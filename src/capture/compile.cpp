@@ -2,6 +2,8 @@
 // controls (disable, graph_break, disallow_in_graph, is_compiling), stances and configuration.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -40,8 +42,29 @@ void apply_top() { set_interceptor(current_tracer()); }
 }  // namespace capture
 
 // ---- configuration and stances ----
+namespace {
+CompileConfig config_from_environment() {
+  CompileConfig config;
+  if (const char* env = std::getenv("KILN_COMPILE_TIMEOUT"); env && *env) {
+    char* end = nullptr;
+    const double seconds = std::strtod(env, &end);
+    KILN_CHECK(*end == '\0' && seconds >= 0 && std::isfinite(seconds), ValueError,
+               "KILN_COMPILE_TIMEOUT = '", env, "' is invalid: expected seconds, a number >= 0 ",
+               "(0: no limit)");
+    config.compile_timeout = seconds;
+  }
+  if (const char* env = std::getenv("KILN_CACHE_STRICT"); env && *env) {
+    const std::string v = env;
+    KILN_CHECK(v == "0" || v == "1", ValueError, "KILN_CACHE_STRICT = '", v,
+               "' is invalid: expected 0 or 1");
+    config.strict_cache = v == "1";
+  }
+  return config;
+}
+}  // namespace
+
 CompileConfig& compile_config() {
-  static CompileConfig config;
+  static CompileConfig config = config_from_environment();
   return config;
 }
 

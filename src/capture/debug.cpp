@@ -11,6 +11,7 @@
 
 #include "backends/inductor/schedule.h"
 #include "capture/tracer.h"
+#include "core/subprocess.h"
 
 namespace kiln {
 
@@ -184,6 +185,8 @@ bool is_runtime_object(const char* path) {
     if (p.find(skip) != std::string_view::npos) return true;
   return false;
 }
+// addr2line reads one binary's line tables: seconds at most, even for a large program.
+constexpr double kAddr2lineSeconds = 20;
 // file:line and function of a return address, through addr2line (when installed); the
 // function name alone from the dynamic symbol table otherwise.
 ir::SourceLoc symbolize_uncached(void* pc) {
@@ -194,24 +197,24 @@ ir::SourceLoc symbolize_uncached(void* pc) {
   const auto addr = reinterpret_cast<uintptr_t>(pc) - 1;
   const auto base = reinterpret_cast<uintptr_t>(info.dli_fbase);
   if (info.dli_sname) loc.function = info.dli_sname;
-  const std::string cmd = detail::concat("addr2line -C -f -e '", info.dli_fname, "' 0x", std::hex,
-                                         addr - base, " 2>/dev/null");
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char fn[1024] = {0}, where[2048] = {0};
-    if (std::fgets(fn, sizeof fn, p) && std::fgets(where, sizeof where, p)) {
-      std::string f(fn), w(where);
-      while (!f.empty() && (f.back() == '\n' || f.back() == '\r')) f.pop_back();
-      while (!w.empty() && (w.back() == '\n' || w.back() == '\r')) w.pop_back();
-      for (size_t a; (a = f.find("(anonymous namespace)::")) != std::string::npos;) f.erase(a, 23);
-      if (auto paren = f.find('('); paren != std::string::npos) f = f.substr(0, paren);
-      if (f != "??") loc.function = f;
-      if (auto disc = w.find(" (discriminator"); disc != std::string::npos) w = w.substr(0, disc);
-      if (auto colon = w.rfind(':'); colon != std::string::npos && w.substr(0, 2) != "??") {
-        loc.file = w.substr(0, colon);
-        loc.line = std::atoi(w.c_str() + colon + 1);
-      }
+  // An argument vector, never a shell command: the program's path may hold any character.
+  const detail::ProcessResult found = detail::run_process(
+      {"addr2line", "-C", "-f", "-e", info.dli_fname, detail::concat("0x", std::hex, addr - base)},
+      kAddr2lineSeconds);
+  if (!found.succeeded()) return loc;
+  std::istringstream lines(found.output);
+  std::string f, w;
+  if (std::getline(lines, f) && std::getline(lines, w)) {
+    while (!f.empty() && f.back() == '\r') f.pop_back();
+    while (!w.empty() && w.back() == '\r') w.pop_back();
+    for (size_t a; (a = f.find("(anonymous namespace)::")) != std::string::npos;) f.erase(a, 23);
+    if (auto paren = f.find('('); paren != std::string::npos) f = f.substr(0, paren);
+    if (f != "??") loc.function = f;
+    if (auto disc = w.find(" (discriminator"); disc != std::string::npos) w = w.substr(0, disc);
+    if (auto colon = w.rfind(':'); colon != std::string::npos && w.substr(0, 2) != "??") {
+      loc.file = w.substr(0, colon);
+      loc.line = std::atoi(w.c_str() + colon + 1);
     }
-    pclose(p);
   }
   return loc;
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "core/subprocess.h"
 #include "kiln/kiln.h"
 #include "report.h"
 #include "test_files.h"
@@ -30,7 +31,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-bool dot_installed() { return std::system("command -v dot >/dev/null 2>&1") == 0; }
+bool dot_installed() { return !kiln::detail::find_executable("dot").empty(); }
 
 // A debug run with a break (at a known line of this file), a recompile, and a function whose
 // name is markup: the page must show it as text.

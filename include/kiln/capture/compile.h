@@ -101,7 +101,17 @@ struct CompileConfig {
   // Compiled entries kept per graph segment of a compiled function; past it the function runs
   // eagerly, with one warning. Must be >= 0 (checked when a function is compiled).
   int cache_size_limit = 8;
+  // Seconds one build of generated C++ may take (inductor); past it the compiler's process
+  // group is killed and the graph runs with the eager kernels, with one warning. 0: no limit.
+  // Starts as $KILN_COMPILE_TIMEOUT when that is set. Must be >= 0.
+  double compile_timeout = 300;
+  // What inductor does when its cache folder cannot be used (another user could write it, it is
+  // not writable, it cannot be made): false warns once and uses a private temporary folder for
+  // this process; true throws kiln::Error. Starts true when $KILN_CACHE_STRICT is 1.
+  bool strict_cache = false;
 };
+// The process's configuration. Its first use reads KILN_COMPILE_TIMEOUT and KILN_CACHE_STRICT
+// (ValueError when one is set to something else than a number >= 0 / 0 or 1).
 CompileConfig& compile_config();
 
 // What a compiled function does on each call (torch.compiler.set_stance).

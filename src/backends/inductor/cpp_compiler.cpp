@@ -2,11 +2,15 @@
 #include "backends/inductor/cpp_compiler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,10 +18,14 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
+#include "backends/inductor/module_cache.h"
+#include "core/subprocess.h"
 #include "kiln/core/error.h"
 
 #ifndef KILN_SOURCE_DIR
@@ -42,57 +50,32 @@ constexpr std::string_view kRuntimeHeader = "backends/inductor/runtime/inductor_
 
 namespace {
 
-// Runs a shell command; returns its exit status and fills `output` with stdout + stderr.
-int run_command(const std::string& cmd, std::string& output) {
-  output.clear();
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, got);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+using Args = std::vector<std::string>;
+
+Args operator+(Args a, const Args& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
-struct CommandResult {
-  int status = -1;
-  std::string output;  // stdout + stderr
-};
-// Runs shell commands at once (each its own process) and waits for all of them.
-std::vector<CommandResult> run_commands_at_once(const std::vector<std::string>& cmds) {
-  std::vector<FILE*> running;
-  for (const std::string& cmd : cmds) running.push_back(popen((cmd + " 2>&1").c_str(), "r"));
-  std::vector<CommandResult> results(cmds.size());
-  for (size_t j = 0; j < running.size(); ++j) {
-    if (!running[j]) continue;
-    char buf[4096];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, running[j])) > 0) results[j].output.append(buf, got);
-    const int st = pclose(running[j]);
-    results[j].status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  return results;
+std::string joined(const Args& args) {
+  std::string out;
+  for (const std::string& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-bool on_path(const std::string& name, std::string& found) {
-  const char* path = std::getenv("PATH");
-  if (!path) return false;
-  std::stringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / name;
-    if (access(candidate.c_str(), X_OK) == 0) {
-      found = candidate.string();
-      return true;
+Args split_words(std::string_view text) {
+  Args words;
+  std::string word;
+  for (char c : text) {
+    if (c == ' ' || c == '\t') {
+      if (!word.empty()) words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
     }
   }
-  return false;
+  if (!word.empty()) words.push_back(std::move(word));
+  return words;
 }
 
 std::string read_file(const fs::path& p) {
@@ -116,15 +99,108 @@ std::string hash_key(const std::string& text) {
   return out;
 }
 
+bool is_key(std::string_view text) {
+  return text.size() == 32 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// ---- the compiler ----
+
+// The compiler command: $CXX's words (a launcher such as ccache may come first; its first word
+// resolved on PATH), else the first of c++, g++, clang++ on PATH. `problem` says why there is
+// none. No shell ever reads it, so shell syntax in $CXX is refused rather than misread.
+struct HostCompiler {
+  Args command;
+  std::string problem;
+};
+const HostCompiler& host() {
+  static const HostCompiler found = [] {
+    HostCompiler h;
+    if (const char* env = std::getenv("CXX"); env && *env) {
+      const std::string cxx = env;
+      if (cxx.find_first_of("\"'\\$`|;&<>(){}*?[]!~#\n") != std::string::npos) {
+        h.problem = "CXX = '" + cxx +
+                    "' holds shell syntax, which Kiln does not interpret (it runs the compiler "
+                    "without a shell): set CXX to the compiler's name or path, optionally after "
+                    "a launcher such as 'ccache g++'";
+        return h;
+      }
+      Args words = split_words(cxx);
+      const std::string first = detail::find_executable(words.front());
+      if (first.empty()) {
+        h.problem = "CXX = '" + cxx + "' names '" + words.front() +
+                    "', which is not an executable file on PATH";
+        return h;
+      }
+      words.front() = first;
+      h.command = std::move(words);
+      return h;
+    }
+    for (const char* name : {"c++", "g++", "clang++"})
+      if (std::string found = detail::find_executable(name); !found.empty()) {
+        h.command = {found};
+        return h;
+      }
+    h.problem = "no C++ compiler found ($CXX, c++, g++ or clang++ on PATH)";
+    return h;
+  }();
+  return found;
+}
+
+// The compile time limit (compile_config().compile_timeout, 0 = none).
+double compile_timeout() {
+  const double t = compile_config().compile_timeout;
+  KILN_CHECK(t >= 0 && std::isfinite(t), ValueError, "compile_config().compile_timeout = ", t,
+             " is invalid: expected seconds >= 0 (0: no limit)");
+  return t;
+}
+
+// `--version` answers at once: a compiler that does not within this is taken as broken.
+constexpr double kVersionSeconds = 30;
+
+// The compiler's `--version` text, or why it gave none.
+struct CompilerVersion {
+  std::string text;
+  std::string problem;
+};
+const CompilerVersion& compiler_version() {
+  static const CompilerVersion version = [] {
+    CompilerVersion v;
+    if (host().command.empty()) return v;
+    const double limit = compile_timeout() > 0 ? std::min(kVersionSeconds, compile_timeout())
+                                               : kVersionSeconds;
+    const detail::ProcessResult r = detail::run_process(host().command + Args{"--version"}, limit);
+    if (r.succeeded())
+      v.text = r.output;
+    else
+      v.problem = detail::concat("the C++ compiler '", joined(host().command), "' ",
+                                 r.describe(limit), " when asked for --version",
+                                 r.output.empty() ? "" : ": " + r.output.substr(0, 500));
+    return v;
+  }();
+  return version;
+}
+
+bool compiler_is_gcc() {
+  const std::string& v = compiler_version().text;
+  return v.find("Free Software Foundation") != std::string::npos &&
+         v.find("clang") == std::string::npos;
+}
+
 // Flags of every compile of generated code (the precompiled header's too: they must match).
-const std::string& compile_flags() {
-  static const std::string f = detail::concat(
-      "-std=c++20 -O3 ", KILN_GENERATED_ARCH_FLAGS, " -fopenmp -fPIC -ffp-contract=off -w -I",
-      quote(runtime_headers().runtime_dir), " -I", quote(runtime_headers().include_dir));
+const Args& compile_flags() {
+  static const Args f = Args{"-std=c++20", "-O3"} + split_words(KILN_GENERATED_ARCH_FLAGS) +
+                        Args{"-fopenmp", "-fPIC", "-ffp-contract=off", "-w",
+                             "-I" + runtime_headers().runtime_dir,
+                             "-I" + runtime_headers().include_dir};
   return f;
 }
-const std::string& flags() {
-  static const std::string f = compile_flags() + " -shared";
+const Args& shared_flags() {
+  static const Args f = compile_flags() + Args{"-shared"};
   return f;
 }
 
@@ -147,8 +223,6 @@ std::string cpu_identity() {
 // headers generated code includes (so a changed functor never reuses an old module).
 const std::string& key_context() {
   static const std::string context = [] {
-    std::string version;
-    run_command(quote(host_compiler()) + " --version", version);
     std::string headers;
     const RuntimeHeaders& where = runtime_headers();
     // KILN_RUNTIME_HEADERS: the headers installed beside the library (src/CMakeLists.txt),
@@ -160,97 +234,186 @@ const std::string& key_context() {
       list.remove_prefix(std::min(comma + 1, list.size()));
     }
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
-    return host_compiler() + "\n" + version + "\n" + flags() + "\n" + cpu_identity() + headers;
+    return joined(host().command) + "\n" + compiler_version().text + "\n" +
+           joined(shared_flags()) + "\n" + cpu_identity() + headers;
   }();
   return context;
 }
 
-bool writable_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  return !ec && access(dir.c_str(), W_OK) == 0;
+// Runs compiler commands at once under the time limit. A command that runs out of time makes
+// this throw CompileTimeoutError (its process group is killed); otherwise returns "" or the
+// first failing command with its output.
+std::string run_compiler(const std::vector<Args>& commands) {
+  const double limit = compile_timeout();
+  const std::vector<detail::ProcessResult> results = detail::run_processes(commands, limit);
+  for (size_t j = 0; j < results.size(); ++j)
+    if (results[j].timed_out)
+      throw CompileTimeoutError(detail::concat(
+          "inductor: the C++ compiler did not finish within ", limit,
+          " s (compile_config().compile_timeout / KILN_COMPILE_TIMEOUT) and was stopped: ",
+          joined(commands[j])));
+  for (size_t j = 0; j < results.size(); ++j)
+    if (!results[j].succeeded())
+      return detail::concat(joined(commands[j]), "\n(it ", results[j].describe(limit), ")\n",
+                            results[j].output);
+  return "";
 }
 
-// The folder modules are written to: the cache, or a private temporary one if it is not
-// writable (modules then live for this process only).
-const fs::path& module_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(cache_dir()) / "inductor";
-    if (writable_dir(d)) return d;
-    char tmpl[] = "/tmp/kiln-inductor-XXXXXX";
-    const char* made = mkdtemp(tmpl);
-    KILN_CHECK(made, Error, "inductor: the cache folder ", d.string(),
-               " is not writable and no temporary folder could be made");
-    return fs::path(made);
-  }();
-  return dir;
-}
-
-bool compiler_is_gcc() {
-  static const bool gcc = [] {
-    std::string version;
-    run_command(quote(host_compiler()) + " --version", version);
-    return version.find("Free Software Foundation") != std::string::npos &&
-           version.find("clang") == std::string::npos;
-  }();
-  return gcc;
-}
+// ---- the precompiled runtime header ----
 
 // The runtime header of generated code, precompiled (GCC only), lives at <root>/kPchFile: GCC
-// finds it before the header itself when <root> comes first on the include path.
+// finds it before the header itself when <root> comes first on the include path. Beside it,
+// kPchSum records its size and checksum, checked before it is used.
 const std::string kPchFile = std::string(kRuntimeHeader) + ".gch";
+const std::string kPchSum = kPchFile + ".sum";
 
-// The root for this compiler, flags and header text below `parent` (keyed like the modules).
-fs::path pch_root(const fs::path& parent) {
-  return parent / ("pch-" + hash_key(key_context()).substr(0, 16));
+// The root's name for this compiler, flags and header text (keyed like the modules).
+std::string pch_root_name() { return "pch-" + hash_key(key_context()).substr(0, 16); }
+
+// Opens `path` without following a link and checks who owns it; -1 with `why` set otherwise.
+int open_trusted_file(const fs::path& path, bool root_may_own, std::string& why) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    why = detail::concat(path.string(), ": ", std::strerror(errno));
+    return -1;
+  }
+  why = file_trust_problem(fd, root_may_own);
+  if (why.empty()) return fd;
+  why = path.string() + " " + why;
+  close(fd);
+  return -1;
 }
 
-// Builds <root>/kPchFile atomically (a temp file renamed into place). Returns "" on success,
-// else the failing command's output.
-std::string build_precompiled_header(const fs::path& root) {
-  const fs::path gch = root / kPchFile;
-  std::error_code ec;
-  fs::create_directories(gch.parent_path(), ec);
-  const fs::path tmp = gch.string() + ".tmp." + std::to_string(getpid());
-  std::string output;
-  const int status = run_command(
-      detail::concat(quote(host_compiler()), " ", compile_flags(), " -x c++-header ",
-                     quote((fs::path(runtime_headers().runtime_dir) / kRuntimeHeader).string()),
-                     " -o ", quote(tmp)),
-      output);
-  if (status == 0) fs::rename(tmp, gch, ec);
-  if (status != 0 || ec) {
-    fs::remove(tmp, ec);
-    return output.empty() ? "cannot write " + gch.string() : output;
+// Why the precompiled header under `root` cannot be used ("" when it can): missing, owned by
+// someone else, or not the bytes its checksum file records (truncated, damaged).
+std::string pch_problem(const fs::path& root, bool root_may_own) {
+  std::string why;
+  const int sum_fd = open_trusted_file(root / kPchSum, root_may_own, why);
+  if (sum_fd < 0) return why;
+  char text[64] = {0};
+  const ssize_t got = pread(sum_fd, text, sizeof text - 1, 0);
+  close(sum_fd);
+  unsigned long long size = 0, sum = 0;
+  if (got <= 0 || std::sscanf(text, "%llu %llx", &size, &sum) != 2)
+    return (root / kPchSum).string() + " is damaged";
+  const int fd = open_trusted_file(root / kPchFile, root_may_own, why);
+  if (fd < 0) return why;
+  struct stat st {};
+  fstat(fd, &st);
+  if (static_cast<unsigned long long>(st.st_size) != size) {
+    close(fd);
+    return detail::concat((root / kPchFile).string(), " has ", st.st_size, " bytes, not ", size);
   }
+  const uint64_t actual = file_checksum(fd, size);
+  close(fd);
+  if (actual != sum) return (root / kPchFile).string() + " is damaged (its checksum differs)";
+  return "";
+}
+
+// Builds the precompiled header as <parent>/<name>: in a temporary folder beside it, renamed
+// into place whole (an old, damaged one is moved aside first). Returns "" on success, else what
+// failed. Throws CompileTimeoutError when the compiler runs out of time.
+std::string build_precompiled_header(const fs::path& parent, const std::string& name) {
+  const fs::path tmp_root = parent / (name + ".tmp-" + random_hex16());
+  const fs::path gch = tmp_root / kPchFile;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (mkdir(tmp_root.c_str(), 0700) != 0)
+    return detail::concat("cannot make ", tmp_root.string(), ": ", std::strerror(errno));
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code e;
+      if (!dir.empty()) fs::remove_all(dir, e);
+    }
+  } cleanup{tmp_root};
+  fs::create_directories(gch.parent_path(), ec);
+  const std::string failure = run_compiler(
+      {host().command + compile_flags() +
+       Args{"-x", "c++-header",
+            (fs::path(runtime_headers().runtime_dir) / kRuntimeHeader).string(), "-o",
+            gch.string()}});
+  if (!failure.empty()) return failure;
+  const int fd = open(gch.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return detail::concat("cannot read ", gch.string(), ": ", std::strerror(errno));
+  // Readable by every user of an installed Kiln, writable by its owner only, whatever the umask.
+  fchmod(fd, 0644);
+  struct stat st {};
+  fstat(fd, &st);
+  const uint64_t sum = file_checksum(fd, static_cast<uint64_t>(st.st_size));
+  close(fd);
+  {
+    std::ofstream out(tmp_root / kPchSum, std::ios::binary);
+    char line[64];
+    std::snprintf(line, sizeof line, "%llu %016llx\n", static_cast<unsigned long long>(st.st_size),
+                  static_cast<unsigned long long>(sum));
+    out << line;
+    if (!out.flush())
+      return detail::concat("cannot write ", (tmp_root / kPchSum).string(), ": ",
+                            std::strerror(errno));
+  }
+  fs::permissions(tmp_root / kPchSum, fs::perms(0644), ec);
+  const fs::path root = parent / name;
+  if (fs::exists(root, ec)) {
+    const fs::path aside = parent / (name + ".tmp-" + random_hex16());
+    if (rename(root.c_str(), aside.c_str()) == 0) fs::remove_all(aside, ec);
+  }
+  if (rename(tmp_root.c_str(), root.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+    return detail::concat("cannot move ", tmp_root.string(), " to ", root.string(), ": ",
+                          std::strerror(errno));
+  // (ENOTEMPTY: another process put a whole one there first; ours goes.)
   return "";
 }
 
 // The folder to put first on the include path for the precompiled runtime header: the one
-// `kiln prepare` left beside the library when it matches, else one built once in the cache;
+// `kiln prepare` left beside the library when it is whole, else one built once in the cache;
 // "" when none can be built (generated code then parses the header itself).
-std::string precompiled_header_dir(const fs::path& modules) {
+std::string precompiled_header_dir() {
   if (!compiler_is_gcc()) return "";
+  static std::mutex mu;
   static std::string dir;
   static bool tried = false;
+  std::lock_guard<std::mutex> lock(mu);
   if (tried) return dir;
   tried = true;
   std::error_code ec;
-  const std::string prepared = prepared_header_dir();
-  if (!prepared.empty() && fs::exists(pch_root(prepared) / kPchFile, ec))
-    return dir = pch_root(prepared).string();
-  const fs::path cached = pch_root(modules);
-  if (fs::exists(cached / kPchFile, ec) || build_precompiled_header(cached).empty())
-    dir = cached.string();
+  const std::string name = pch_root_name();
+  if (const std::string prepared = prepared_header_dir();
+      !prepared.empty() && fs::exists(fs::path(prepared) / name, ec)) {
+    std::string problem = folder_trust_problem(prepared, /*must_own=*/false);
+    if (!problem.empty()) problem = prepared + " " + problem;
+    if (problem.empty()) problem = pch_problem(fs::path(prepared) / name, true);
+    if (problem.empty()) return dir = (fs::path(prepared) / name).string();
+    std::cerr << "[kiln] warning: inductor: the precompiled runtime header beside the library "
+                 "cannot be used: "
+              << problem << ". Run `kiln prepare` to rebuild it; this process uses one in its "
+                            "cache folder.\n";
+  }
+  const fs::path modules = ModuleFolder::instance().path();
+  const fs::path cached = modules / name;
+  if (fs::exists(cached, ec)) {
+    const std::string problem = pch_problem(cached, false);
+    if (problem.empty()) return dir = cached.string();
+    std::cerr << "[kiln] warning: inductor: the precompiled runtime header in the cache cannot "
+                 "be used: "
+              << problem << "; rebuilding it\n";
+  }
+  try {
+    if (build_precompiled_header(modules, name).empty()) dir = cached.string();
+  } catch (const CompileTimeoutError&) {
+    // Generated code then parses the header itself; its own compile has the same limit.
+  }
   return dir;
 }
 
-// The compiler command that builds `out` from `source` with `how` (flags() for a shared object,
-// compile_flags() + " -c" for an object), using the precompiled runtime header when there is one.
-std::string compile_command(const fs::path& source, const fs::path& out, const std::string& how) {
-  const std::string pch = precompiled_header_dir(module_dir());
-  return detail::concat(quote(host_compiler()), pch.empty() ? "" : " -I" + quote(pch), " ", how,
-                        " ", quote(source), " -o ", quote(out));
+// The compiler command that builds `out` from `source` with `how` (shared_flags() for a shared
+// object, compile_flags() + "-c" for an object), using the precompiled runtime header when
+// there is one.
+Args compile_command(const fs::path& source, const fs::path& out, const Args& how) {
+  const std::string pch = precompiled_header_dir();
+  Args cmd = host().command;
+  if (!pch.empty()) cmd.push_back("-I" + pch);
+  return cmd + how + Args{source.string(), "-o", out.string()};
 }
 
 // How many objects to compile `source` as at once: one per core, each with at least a few
@@ -266,43 +429,48 @@ int compile_parts(const std::string& source) {
 }
 
 // Builds the shared object `so` from `cpp`: in one compiler run, or as `parts` objects compiled
-// at once and linked. Returns the failing command and its output, or "" on success.
+// at once and linked. Returns "" on success, else the failing command and its output.
 std::string build_shared_object(const fs::path& cpp, const fs::path& so, int parts) {
-  if (parts <= 1) {
-    const std::string cmd = compile_command(cpp, so, flags());
-    std::string output;
-    return run_command(cmd, output) == 0 ? "" : cmd + "\n" + output;
-  }
-  std::vector<std::string> cmds;
+  if (parts <= 1) return run_compiler({compile_command(cpp, so, shared_flags())});
+  std::vector<Args> cmds;
   std::vector<fs::path> objects;
   for (int j = 0; j < parts; ++j) {
     objects.push_back(detail::concat(so.string(), ".part", j, ".o"));
     cmds.push_back(compile_command(
         cpp, objects.back(),
-        detail::concat(compile_flags(), " -c -DKILN_PARTS=", parts, " -DKILN_PART=", j)));
+        compile_flags() + Args{"-c", detail::concat("-DKILN_PARTS=", parts),
+                               detail::concat("-DKILN_PART=", j)}));
   }
-  const std::vector<CommandResult> results = run_commands_at_once(cmds);
-  std::string failure;
-  for (size_t j = 0; j < results.size() && failure.empty(); ++j)
-    if (results[j].status != 0) failure = cmds[j] + "\n" + results[j].output;
-  if (failure.empty()) {
-    std::string link = detail::concat(quote(host_compiler()), " -shared -fopenmp");
-    // (detail::concat: GCC 12 warns -Wrestrict, falsely, on " " + std::string.)
-    for (const fs::path& o : objects) link += detail::concat(" ", quote(o));
-    link += detail::concat(" -o ", quote(so));
-    std::string output;
-    if (run_command(link, output) != 0) failure = link + "\n" + output;
-  }
-  std::error_code ec;
-  for (const fs::path& o : objects) fs::remove(o, ec);
-  return failure;
+  struct Cleanup {
+    const std::vector<fs::path>& files;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const fs::path& o : files) fs::remove(o, ec);
+    }
+  } cleanup{objects};
+  std::string failure = run_compiler(cmds);
+  if (!failure.empty()) return failure;
+  Args link = host().command + Args{"-shared", "-fopenmp"};
+  for (const fs::path& o : objects) link.push_back(o.string());
+  return run_compiler({link + Args{"-o", so.string()}});
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+// The line every module's source ends with: the key it was built for, as an exported symbol
+// (KILN_KERNEL gives it the module's prefix), checked right after dlopen. Only part 0 of a
+// module compiled in parts defines it.
+std::string key_symbol_line(const std::string& key) {
+  return detail::concat(
+      "\n#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n"
+      "#if !defined(KILN_PART) || KILN_PART == 0\nextern \"C\" const char KILN_KERNEL(",
+      kKeySymbol, ")[] = \"", key, "\";\n#endif\n");
 }
 
-void* open_module(const fs::path& so) { return dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL); }
+// Warns that a cache entry was damaged or not this user's, and is removed (each entry once:
+// it is then compiled again).
+void warn_damaged(const fs::path& path, const std::string& why) {
+  std::cerr << "[kiln] warning: inductor: the cached module " << path.string() << " " << why
+            << "; it is not loaded, and is removed\n";
+}
 
 }  // namespace
 
@@ -327,20 +495,7 @@ int compile_jobs() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-const std::string& host_compiler() {
-  static const std::string cxx = [] {
-    if (const char* env = std::getenv("CXX"); env && *env) {
-      std::string found;
-      if (std::string(env).find('/') != std::string::npos) return std::string(env);
-      if (on_path(env, found)) return found;
-    }
-    std::string found;
-    for (const char* name : {"c++", "g++", "clang++"})
-      if (on_path(name, found)) return found;
-    return std::string();
-  }();
-  return cxx;
-}
+std::string host_compiler() { return joined(host().command); }
 
 namespace {
 // The folder of the library this code is in ("" when it cannot be told).
@@ -386,26 +541,31 @@ std::string prepare_runtime_header() {
   const std::string folder = prepared_header_dir();
   KILN_CHECK(!folder.empty(), Error,
              "kiln prepare: cannot tell which folder the Kiln library was loaded from");
-  const fs::path root = pch_root(folder);
+  const std::string name = pch_root_name();
+  const fs::path root = fs::path(folder) / name;
   std::error_code ec;
   // Headers or compilers of earlier builds leave roots under other keys: nothing reads them.
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec))
     if (e.path() != root && e.path().filename().string().rfind("pch-", 0) == 0)
       fs::remove_all(e.path(), ec);
-  if (fs::exists(root / kPchFile, ec)) return "up to date: " + root.string();
+  std::string repaired;
+  if (fs::exists(root, ec)) {
+    repaired = pch_problem(root, true);
+    if (repaired.empty()) return "up to date: " + root.string();
+  }
   const auto start = std::chrono::steady_clock::now();
-  const std::string failure = build_precompiled_header(root);
+  const std::string failure = build_precompiled_header(folder, name);
   KILN_CHECK(failure.empty(), Error, "kiln prepare: precompiling the runtime header of generated ",
              "code into ", root.string(), " failed:\n", failure);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return detail::concat("precompiled the runtime header of generated code into ", root.string(),
-                        " (", static_cast<int>(seconds * 10 + 0.5) / 10.0, " s)");
+  return detail::concat(repaired.empty() ? "precompiled" : "repaired (" + repaired + "): precompiled",
+                        " the runtime header of generated code into ", root.string(), " (",
+                        static_cast<int>(seconds_since(start) * 10 + 0.5) / 10.0, " s)");
 }
 
 const std::string& unavailable_reason() {
   static const std::string why = []() -> std::string {
-    if (host_compiler().empty()) return "no C++ compiler found ($CXX, c++, g++ or clang++ on PATH)";
+    if (!host().problem.empty()) return host().problem;
+    if (!compiler_version().problem.empty()) return compiler_version().problem;
     const RuntimeHeaders& where = runtime_headers();
     std::error_code ec;
     if (!fs::exists(fs::path(where.runtime_dir) / kRuntimeHeader, ec))
@@ -426,8 +586,8 @@ std::string cache_dir() {
     dir = fs::path(xdg) / "kiln";
   else if (const char* home = std::getenv("HOME"); home && *home)
     dir = fs::path(home) / ".cache" / "kiln";
-  else
-    dir = fs::temp_directory_path() / "kiln-cache";
+  else  // no home: a folder of this user's own, never one shared by every user
+    dir = fs::temp_directory_path() / detail::concat("kiln-", geteuid());
   // Absolute: generated sources #include each other by path, and the compiler resolves a
   // relative include against the including file's folder, not the working directory.
   std::error_code ec;
@@ -435,82 +595,204 @@ std::string cache_dir() {
   return (ec ? dir : absolute).lexically_normal().string();
 }
 
-// The modules this process loaded, by key. Compiles are serialised by the lock: a second
-// thread wanting the same module waits for the first instead of compiling it again.
+// The modules this process loaded, by key, and the keys being built now. The lock guards the
+// tables only: compilers run without it, and a second thread wanting a module that is being
+// built waits for it instead of compiling it again.
 struct LoadedModules {
   std::mutex mu;
+  std::condition_variable built;
   std::map<std::string, std::shared_ptr<LoadedModule>> by_key;
+  std::set<std::string> building;
+  std::map<std::string, std::weak_ptr<void>> batch_libraries;  // batch id -> its dlopen handle
 };
 LoadedModules& loaded_modules() {
   static auto* m = new LoadedModules();
   return *m;
 }
 
-void compile_modules_batched(const std::vector<std::string>& sources, int jobs) {
-  KILN_CHECK(!host_compiler().empty(), Error,
-             "inductor: no C++ compiler found (set $CXX or install g++)");
-  LoadedModules& modules = loaded_modules();
-  std::lock_guard<std::mutex> lock(modules.mu);
-  // The sources still to build (not loaded, not on disk), once each.
-  std::map<std::string, const std::string*> todo;
-  for (const std::string& src : sources) {
-    const std::string key = hash_key(key_context() + "\n" + src);
-    if (!modules.by_key.count(key) && !fs::exists(module_dir() / (key + ".so")) &&
-        !fs::exists(module_dir() / (key + ".batch")))
-      todo.emplace(key, &src);
+namespace {
+// Marks keys as being built by this thread until it goes out of scope (then wakes waiters).
+class BuildingKeys {
+ public:
+  BuildingKeys(LoadedModules& m, std::vector<std::string> keys) : m_(m), keys_(std::move(keys)) {}
+  ~BuildingKeys() {
+    std::lock_guard<std::mutex> lock(m_.mu);
+    for (const std::string& k : keys_) m_.building.erase(k);
+    m_.built.notify_all();
   }
+  BuildingKeys(const BuildingKeys&) = delete;
+  BuildingKeys& operator=(const BuildingKeys&) = delete;
+
+ private:
+  LoadedModules& m_;
+  std::vector<std::string> keys_;
+};
+
+// Opens module file `name` of the cache when it is this user's, whole and built for `key`, and
+// loads it; null when it is missing. A damaged or foreign entry is removed, with a warning.
+// `why` says what was wrong with an entry that was there.
+void* load_cached(const std::string& name, const std::string& key, std::string* loaded_path,
+                  std::string* problem = nullptr) {
+  ModuleFolder& folder = ModuleFolder::instance();
+  const fs::path path = folder.path() / name;
+  std::string why;
+  const int fd = folder.open_checked(name, why);
+  if (fd < 0) {
+    if (!why.empty()) {
+      if (problem) *problem = why;
+      warn_damaged(path, why);
+      folder.remove(name);
+    }
+    return nullptr;
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  why = check_sealed_module(fd, key);
+  void* handle = nullptr;
+  if (why.empty()) {
+    std::string error;
+    handle = folder.open_library(name, error);
+    if (!handle) why = "cannot be loaded (" + error + ")";
+  }
+  close(fd);
+  if (!handle) {
+    if (problem) *problem = why;
+    folder.remove_if_same(name, st.st_dev, st.st_ino);
+    warn_damaged(path, why);
+    return nullptr;
+  }
+  if (loaded_path) *loaded_path = path.string();
+  return handle;
+}
+
+// Checks the key symbol of a loaded module (prefix: "kiln_" or a batched module's).
+bool carries_key(void* handle, const std::string& prefix, const std::string& key) {
+  const auto* stored =
+      static_cast<const char*>(dlsym(handle, (prefix + std::string(kKeySymbol)).c_str()));
+  return stored && std::string_view(stored, std::min<size_t>(std::strlen(stored), 64)) == key;
+}
+
+// Compiles, seals and moves into place the module <name> of `key`; throws kiln::Error with the
+// compiler's output on failure (CompileTimeoutError when it ran out of time).
+void build_module(const std::string& key, const std::string& source, const std::string& name,
+                  CompileStats* stats) {
+  ModuleFolder& folder = ModuleFolder::instance();
+  folder.revalidate();
+  const std::string cpp_name = key + ".cpp";
+  folder.write_atomically(cpp_name, source + key_symbol_line(key));
+  const fs::path cpp = folder.path() / cpp_name;
+  const fs::path tmp_so = folder.make_temporary(name);
+  struct RemoveTemporary {
+    fs::path p;
+    ~RemoveTemporary() {
+      std::error_code ec;
+      if (!p.empty()) fs::remove(p, ec);
+    }
+  } remove_tmp{tmp_so};
+  const auto tc = std::chrono::steady_clock::now();
+  const int parts = compile_parts(source);
+  std::string failure = build_shared_object(cpp, tmp_so, parts);
+  if (stats) {
+    stats->cxx_seconds = seconds_since(tc);
+    stats->parts = parts;
+  }
+  if (!failure.empty()) {
+    if (failure.size() > 4000) failure = failure.substr(0, 4000) + "\n[... cut]";
+    throw Error(detail::concat("inductor: compiling the generated code failed: ", failure,
+                               "\nThe source is ", cpp.string()));
+  }
+  seal_module(tmp_so, key);
+  folder.rename_into_place(tmp_so, name);
+  remove_tmp.p.clear();
+}
+}  // namespace
+
+void compile_modules_batched(const std::vector<std::string>& sources, int jobs) {
+  KILN_CHECK(unavailable_reason().empty(), Error, "inductor: ", unavailable_reason());
+  LoadedModules& modules = loaded_modules();
+  ModuleFolder& folder = ModuleFolder::instance();
+  // The sources still to build (not loaded, not being built, not on disk), once each.
+  std::map<std::string, const std::string*> todo;
+  {
+    std::lock_guard<std::mutex> lock(modules.mu);
+    std::error_code ec;
+    for (const std::string& src : sources) {
+      const std::string key = hash_key(key_context() + "\n" + src);
+      if (!modules.by_key.count(key) && !modules.building.count(key) &&
+          !fs::exists(folder.path() / (key + ".so"), ec) &&
+          !fs::exists(folder.path() / (key + ".batch"), ec))
+        todo.emplace(key, &src);
+    }
+    for (const auto& [key, src] : todo) modules.building.insert(key);
+  }
+  std::vector<std::string> keys;
+  for (const auto& [key, src] : todo) keys.push_back(key);
+  BuildingKeys marking(modules, keys);
   if (todo.empty()) return;
+  folder.revalidate();
   jobs = std::max(1, std::min<int>(jobs, static_cast<int>(todo.size())));
-  // Library j includes every jobs-th source, each with its own kernel prefix.
-  const std::string stem =
-      detail::concat("batch.", getpid(), ".", todo.begin()->first.substr(0, 8));
-  std::vector<std::string> prefixes(todo.size());
+  // Library j includes every jobs-th source, each with its own kernel prefix; it is named by a
+  // hash of the keys it holds, and each key's <key>.batch index holds that name (a key, never
+  // a path).
   std::vector<std::string> units(static_cast<size_t>(jobs));
   std::vector<std::vector<std::string>> keys_of(static_cast<size_t>(jobs));
   for (auto& u : units) u = detail::concat("#include \"", kRuntimeHeader, "\"\n");
   size_t i = 0;
   for (const auto& [key, src] : todo) {
-    const fs::path cpp = module_dir() / (key + ".cpp");
-    {
-      std::ofstream out(cpp, std::ios::binary);
-      out << *src;
-      KILN_CHECK(out.good(), Error, "inductor: cannot write ", cpp.string());
-    }
+    folder.write_atomically(key + ".cpp", *src + key_symbol_line(key));
     const size_t j = i++ % static_cast<size_t>(jobs);
     units[j] += detail::concat("#define KILN_KERNEL(name) kiln_", key, "_##name\n#include \"",
-                               cpp.string(), "\"\n#undef KILN_KERNEL\n");
+                               (folder.path() / (key + ".cpp")).string(),
+                               "\"\n#undef KILN_KERNEL\n");
     keys_of[j].push_back(key);
   }
-  std::vector<std::string> cmds;
-  std::vector<fs::path> libs;
+  std::vector<Args> cmds;
+  std::vector<std::string> batch_ids;
+  std::vector<fs::path> unit_files, libs;
   for (size_t j = 0; j < units.size(); ++j) {
-    const fs::path unit = module_dir() / detail::concat(stem, ".", j, ".cpp");
-    const fs::path lib = module_dir() / detail::concat(stem, ".", j, ".so");
-    std::ofstream(unit, std::ios::binary) << units[j];
-    cmds.push_back(compile_command(unit, lib, flags()));
-    libs.push_back(lib);
+    std::string all_keys;
+    for (const std::string& k : keys_of[j]) all_keys += k;
+    batch_ids.push_back(hash_key(all_keys));
+    unit_files.push_back(folder.make_temporary("batch-" + batch_ids.back(), ".cpp"));
+    folder.write_atomically(unit_files.back().filename().string(), units[j]);
+    libs.push_back(folder.make_temporary("batch-" + batch_ids.back(), ".so"));
+    cmds.push_back(compile_command(unit_files.back(), libs.back(), shared_flags()));
   }
-  const std::vector<CommandResult> results = run_commands_at_once(cmds);
+  const double limit = compile_timeout();
+  const std::vector<detail::ProcessResult> results = detail::run_processes(cmds, limit);
   std::string errors;
+  std::error_code ec;
   for (size_t j = 0; j < results.size(); ++j) {
-    std::error_code ec;
-    fs::remove(module_dir() / detail::concat(stem, ".", j, ".cpp"), ec);
-    void* handle =
-        results[j].status == 0 ? dlopen(libs[j].c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
-    if (!handle) {
-      errors += results[j].output.substr(0, 2000);
-      continue;
+    fs::remove(unit_files[j], ec);
+    const std::string lib_name = "batch-" + batch_ids[j] + ".so";
+    void* handle = nullptr;
+    if (results[j].succeeded()) {
+      try {
+        seal_module(libs[j], batch_ids[j]);
+        folder.rename_into_place(libs[j], lib_name);
+        handle = load_cached(lib_name, batch_ids[j], nullptr);
+      } catch (const Error& e) {
+        errors += std::string(e.what()) + "\n";
+      }
+    } else {
+      errors += results[j].describe(limit) + "\n" + results[j].output.substr(0, 2000);
     }
+    fs::remove(libs[j], ec);
+    if (!handle) continue;
     std::shared_ptr<void> owner(handle, [](void* h) { dlclose(h); });
+    std::lock_guard<std::mutex> lock(modules.mu);
+    modules.batch_libraries[batch_ids[j]] = owner;
     for (const std::string& key : keys_of[j]) {
-      auto m = std::make_shared<LoadedModule>(handle, libs[j].string(), "kiln_" + key + "_");
+      if (!carries_key(handle, "kiln_" + key + "_", key)) continue;
+      auto m = std::make_shared<LoadedModule>(handle, (folder.path() / lib_name).string(),
+                                              "kiln_" + key + "_");
       m->handle_owner_ = owner;
       modules.by_key[key] = std::move(m);
-      // On disk: <key>.batch names the library holding it (written whole, then renamed).
-      const fs::path index = module_dir() / (key + ".batch");
-      const fs::path tmp = index.string() + ".tmp." + std::to_string(getpid());
-      std::ofstream(tmp, std::ios::binary) << libs[j].filename().string();
-      fs::rename(tmp, index, ec);
+      try {
+        folder.write_atomically(key + ".batch", batch_ids[j]);
+      } catch (const Error&) {
+        // Loaded for this process; a later one compiles it on its own.
+      }
     }
   }
   // A library that failed leaves its sources to compile_module, which reports each error.
@@ -521,27 +803,36 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
 }
 
 std::shared_ptr<LoadedModule> load_batched(const std::string& key, LoadedModules& modules) {
-  const fs::path index = module_dir() / (key + ".batch");
-  if (!fs::exists(index)) return nullptr;
-  const fs::path lib = module_dir() / read_file(index);
-  // The library's other modules share its handle: find one already loaded.
+  ModuleFolder& folder = ModuleFolder::instance();
+  const std::optional<std::string> index = folder.read(key + ".batch");
+  if (!index) return nullptr;
+  // The index names a library by its batch id: anything else (a path, a torn write) is ignored.
+  if (!is_key(*index)) {
+    folder.remove(key + ".batch");
+    return nullptr;
+  }
+  const std::string& id = *index;
+  const std::string lib_name = "batch-" + id + ".so";
   std::shared_ptr<void> owner;
-  void* handle = nullptr;
-  for (const auto& [k, m] : modules.by_key)
-    if (m->handle_owner_ && m->path_ == lib.string()) {
-      owner = m->handle_owner_;
-      handle = m->handle_;
-      break;
+  {
+    std::lock_guard<std::mutex> lock(modules.mu);
+    if (auto it = modules.batch_libraries.find(id); it != modules.batch_libraries.end())
+      owner = it->second.lock();
+  }
+  if (!owner) {
+    void* handle = load_cached(lib_name, id, nullptr);
+    if (!handle) {
+      folder.remove(key + ".batch");
+      return nullptr;  // gone or damaged: compile this one on its own
     }
-  if (!handle) {
-    handle = open_module(lib);
-    if (!handle) return nullptr;  // gone or corrupt: compile this one on its own
     owner = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
   }
-  auto m = std::make_shared<LoadedModule>(handle, lib.string(), "kiln_" + key + "_");
-  m->handle_owner_ = std::move(owner);
-  if (!dlsym(handle, (m->prefix_ + "kernel_0").c_str())) return nullptr;
-  modules.by_key[key] = m;
+  const std::string prefix = "kiln_" + key + "_";
+  if (!carries_key(owner.get(), prefix, key)) return nullptr;
+  auto m = std::make_shared<LoadedModule>(owner.get(), (folder.path() / lib_name).string(), prefix);
+  m->handle_owner_ = owner;
+  std::lock_guard<std::mutex> lock(modules.mu);
+  modules.batch_libraries[id] = owner;
   return m;
 }
 
@@ -549,68 +840,61 @@ void forget_loaded_modules() {
   LoadedModules& m = loaded_modules();
   std::lock_guard<std::mutex> lock(m.mu);
   m.by_key.clear();
+  m.batch_libraries.clear();
 }
 
 std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats) {
-  KILN_CHECK(!host_compiler().empty(), Error,
-             "inductor: no C++ compiler found (set $CXX or install g++)");
+  KILN_CHECK(unavailable_reason().empty(), Error, "inductor: ", unavailable_reason());
   const std::string key = hash_key(key_context() + "\n" + source);
   LoadedModules& modules = loaded_modules();
-  std::lock_guard<std::mutex> lock(modules.mu);
-  auto& loaded = modules.by_key;
-  if (auto it = loaded.find(key); it != loaded.end()) {
-    if (stats) stats->cache_hit = true;
-    return it->second;
+  {
+    std::unique_lock<std::mutex> lock(modules.mu);
+    for (;;) {
+      if (auto it = modules.by_key.find(key); it != modules.by_key.end()) {
+        if (stats) stats->cache_hit = true;
+        return it->second;
+      }
+      if (!modules.building.count(key)) break;
+      modules.built.wait(lock);  // another thread builds it (or fails, then this one tries)
+    }
+    modules.building.insert(key);
   }
-  const fs::path so = module_dir() / (key + ".so");
-  auto t0 = std::chrono::steady_clock::now();
-  if (auto batched = load_batched(key, modules)) {
-    if (stats) {
+  BuildingKeys marking(modules, {key});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<LoadedModule> module = load_batched(key, modules);
+  if (!module) {
+    const std::string name = key + ".so";
+    std::string path;
+    void* handle = load_cached(name, key, &path);
+    if (handle && !carries_key(handle, "kiln_", key)) {
+      dlclose(handle);
+      ModuleFolder::instance().remove(name);
+      warn_damaged(path, "does not carry its key (a module stored under another's name)");
+      handle = nullptr;
+    }
+    if (!handle) {
+      // Built beside the final name and renamed: readers never see a partial file, and two
+      // processes building the same module at once both end with a complete one.
+      build_module(key, source, name, stats);
+      std::string why;
+      handle = load_cached(name, key, &path, &why);
+      if (handle && !carries_key(handle, "kiln_", key)) {
+        dlclose(handle);
+        handle = nullptr;
+        why = "it does not define its key symbol";
+      }
+      KILN_CHECK(handle, Error, "inductor: the module the C++ compiler (", host_compiler(),
+                 ") just built for ", name, " cannot be loaded: ", why.empty() ? "it is gone" : why);
+    } else if (stats) {
       stats->cache_hit = true;
-      stats->load_seconds = seconds_since(t0);
     }
-    return batched;
+    module = std::make_shared<LoadedModule>(handle, path);
+  } else if (stats) {
+    stats->cache_hit = true;
   }
-  void* handle = fs::exists(so) ? open_module(so) : nullptr;
-  if (handle) {
-    if (stats) stats->cache_hit = true;
-  } else {
-    // Build beside the final path, then rename: readers never see a partial file, and two
-    // processes building the same module at once both end with a complete one.
-    const std::string tmp_stem = detail::concat(key, ".tmp.", getpid());
-    const fs::path cpp = module_dir() / (key + ".cpp");
-    const fs::path tmp_cpp = module_dir() / (tmp_stem + ".cpp");
-    const fs::path tmp_so = module_dir() / (tmp_stem + ".so");
-    {
-      std::ofstream out(tmp_cpp, std::ios::binary);
-      out << source;
-      KILN_CHECK(out.good(), Error, "inductor: cannot write ", tmp_cpp.string());
-    }
-    std::error_code ec;
-    fs::rename(tmp_cpp, cpp, ec);
-    auto tc = std::chrono::steady_clock::now();
-    const int parts = compile_parts(source);
-    std::string failure = build_shared_object(cpp, tmp_so, parts);
-    if (stats) {
-      stats->cxx_seconds = seconds_since(tc);
-      stats->parts = parts;
-    }
-    if (!failure.empty()) {
-      fs::remove(tmp_so, ec);
-      if (failure.size() > 4000) failure = failure.substr(0, 4000) + "\n[... cut]";
-      throw Error(detail::concat("inductor: compiling the generated code failed: ", failure,
-                                 "\nThe source is ", cpp.string()));
-    }
-    fs::rename(tmp_so, so, ec);
-    KILN_CHECK(!ec, Error, "inductor: cannot move the compiled module into ", so.string(), ": ",
-               ec.message());
-    t0 = std::chrono::steady_clock::now();
-    handle = open_module(so);
-    KILN_CHECK(handle, Error, "inductor: loading ", so.string(), " failed: ", dlerror());
-  }
-  if (stats) stats->load_seconds = seconds_since(t0);
-  auto module = std::make_shared<LoadedModule>(handle, so.string());
-  loaded[key] = module;
+  if (stats) stats->load_seconds = seconds_since(t0) - (stats ? stats->cxx_seconds : 0);
+  std::lock_guard<std::mutex> lock(modules.mu);
+  modules.by_key[key] = module;
   return module;
 }
 

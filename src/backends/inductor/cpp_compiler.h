@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/capture/compile.h"
+#include "kiln/core/error.h"
 
 namespace kiln::inductor {
 
@@ -36,9 +37,21 @@ class LoadedModule {
   friend std::shared_ptr<LoadedModule> load_batched(const std::string&, LoadedModules&);
 };
 
-// The C++ compiler generated code is built with: $CXX, else the first of c++, g++, clang++ on
-// PATH; "" when there is none.
-const std::string& host_compiler();
+// The C++ compiler generated code is built with, as its words: $CXX (a launcher such as ccache
+// may come first: "ccache g++"; shell syntax is refused), else the first of c++, g++, clang++ on
+// PATH; "" when there is none. It runs without a shell, as an argument vector, and under
+// compile_config().compile_timeout.
+std::string host_compiler();
+
+// A compile that ran past compile_config().compile_timeout: the compiler's process group was
+// killed. The inductor backend then runs the graph with the eager kernels, with one warning.
+class CompileTimeoutError : public Error {
+  using Error::Error;
+};
+
+// The exported symbol every module carries (after its kernel prefix): the key it was built for,
+// checked right after it is loaded.
+inline constexpr const char* kKeySymbol = "module_key";
 
 // Where generated code finds the headers it includes: an installed Kiln's copy
 // (<prefix>/share/kiln/runtime, with <prefix>/include), found from the loaded library's path,
@@ -66,7 +79,8 @@ std::string prepare_runtime_header();
 const std::string& unavailable_reason();
 
 // Where compiled modules are cached: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
-// ~/.cache/kiln (each with an "inductor" folder below it).
+// ~/.cache/kiln, else (no home) <temp>/kiln-<uid>; each with an "inductor" folder below it that
+// only this user may write (module_cache.h).
 std::string cache_dir();
 
 struct CompileStats {
@@ -82,10 +96,13 @@ int compile_jobs();
 
 // The module built from `source`: from the in-process or on-disk cache (keyed by the source,
 // the compiler's identity, the flags and the runtime headers' text), else compiled and stored
-// atomically (a temp file renamed into place, so a killed or concurrent build never leaves a
-// half-written entry; an entry that fails to load is rebuilt). A cache folder that cannot be
-// written falls back to a private temporary folder. Throws kiln::Error with the compiler's
-// output when compilation fails.
+// atomically (a uniquely named temporary renamed into place, so a killed or concurrent build
+// never leaves a half-written entry). Before a cached module is loaded its owner, mode and
+// trailer (key, size, checksum) are checked, and after it is loaded its key symbol: an entry
+// failing any check is removed, compiled again, with a warning. A cache folder that cannot be
+// used falls back to a private temporary folder (module_cache.h). No lock is held while the
+// compiler runs. Throws kiln::Error with the compiler's output when compilation fails, and
+// CompileTimeoutError when it runs out of time.
 std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats);
 
 // Compiles every source not cached yet in a few compiler runs (`jobs` at once, each building

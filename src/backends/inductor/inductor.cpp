@@ -9,15 +9,18 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
+#include "backends/inductor/module_cache.h"
 #include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"
 #include "capture/state.h"
@@ -158,6 +161,10 @@ class CompiledInductorGraph {
   std::shared_ptr<inductor::GraphProfile> register_profile() const;
   void load_tuning();
   void save_tuning() const;
+  // The cache file of the tuning choices: beside the module, "<module file>.tune".
+  std::string tuning_file() const {
+    return std::filesystem::path(module_->path()).filename().string() + ".tune";
+  }
 
   ir::Graph graph_;
   Schedule schedule_;
@@ -549,7 +556,8 @@ void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) con
 
 void CompiledInductorGraph::load_tuning() {
   bool complete = true;
-  std::ifstream in(module_->path() + ".tune");
+  const std::optional<std::string> text = inductor::ModuleFolder::instance().read(tuning_file());
+  std::istringstream in(text.value_or(""));
   std::map<std::string, int64_t> known;
   for (std::string line; std::getline(in, line);) {
     // "<threads> <elements> <kernel> <grain>"; anything else (a torn write) is skipped.
@@ -576,10 +584,10 @@ void CompiledInductorGraph::save_tuning() const {
   // Merged with what is there (the module may serve other shapes); written to a temporary file
   // and renamed, so a reader never sees half a file. A cache that cannot be written keeps the
   // choices in this process only.
-  const std::string path = module_->path() + ".tune";
+  inductor::ModuleFolder& folder = inductor::ModuleFolder::instance();
   std::map<std::string, std::string> lines;
   {
-    std::ifstream in(path);
+    std::istringstream in(folder.read(tuning_file()).value_or(""));
     for (std::string line; std::getline(in, line);)
       if (const size_t last = line.rfind(' '); last != std::string::npos)
         lines[line.substr(0, last)] = line;
@@ -587,15 +595,13 @@ void CompiledInductorGraph::save_tuning() const {
   for (size_t k = 0; k < schedule_.kernels.size(); ++k)
     if (needs_tuning(k) && kernel_grain_[k] != 0)
       lines[tuning_key(k)] = tuning_key(k) + " " + std::to_string(kernel_grain_[k]);
-  const std::string tmp = detail::concat(path, ".tmp", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [key, line] : lines) out << line << "\n";
-    if (!out) return;
+  std::string text;
+  for (const auto& [key, line] : lines) text += line + "\n";
+  try {
+    folder.write_atomically(tuning_file(), text);
+  } catch (const Error&) {
+    // A full or read-only disk: the choices stay in this process.
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
 }
 
 std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inputs,
@@ -698,8 +704,21 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
 Backend make_eager_backend();  // backends/eager/eager.cpp
 
 Backend make_inductor_backend(bool max_autotune) {
-  return [max_autotune](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
-    auto compiled = std::make_shared<const CompiledInductorGraph>(graph, max_autotune);
+  return [max_autotune](const ir::Graph& graph,
+                        std::span<const TensorMeta> inputs) -> CompiledGraph {
+    std::shared_ptr<const CompiledInductorGraph> compiled;
+    try {
+      compiled = std::make_shared<const CompiledInductorGraph>(graph, max_autotune);
+    } catch (const inductor::CompileTimeoutError& e) {
+      // As when no compiler exists: the graph runs, with the eager kernels.
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        std::cerr << "[kiln] warning: " << e.what()
+                  << ". This graph (and any other whose compile runs out of time) runs with the "
+                     "eager kernels instead.\n";
+      });
+      return make_eager_backend()(graph, inputs);
+    }
     return [compiled](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
       return compiled->run(inputs, runtime_values);
     };
