@@ -130,6 +130,7 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return static_cast<int>(std::max<int64_t>(0, left.count()));
   };
+  std::chrono::microseconds reap_wait(50);
   // Read every pipe until it closes (the program and everything it started have exited or
   // closed their output), then reap; at the deadline kill what is left.
   for (;;) {
@@ -151,12 +152,17 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
         Running& r = running[j];
         if (r.pid <= 0 || r.reaped) continue;
         int status = 0;
-        if (waitpid(r.pid, &status, WNOHANG) == r.pid) {
+        const pid_t got = waitpid(r.pid, &status, WNOHANG);
+        if (got == r.pid) {
           r.reaped = true;
           record_status(status, results[j]);
+        } else if (got < 0 && errno == ECHILD) {
+          r.reaped = true;  // reaped elsewhere (SIGCHLD ignored): its status is unknown
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      // (Usually it has just exited: first waits are short, later ones up to 5 ms.)
+      std::this_thread::sleep_for(reap_wait);
+      reap_wait = std::min(reap_wait * 2, std::chrono::microseconds(5000));
       continue;
     }
     const int ready = poll(fds.data(), fds.size(), time_left_ms());

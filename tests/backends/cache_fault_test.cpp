@@ -106,12 +106,19 @@ fs::path probe_source(const fs::path& dir, int value, const fs::path& marker = {
   return file;
 }
 
+// The cache client: this build's, or $KILN_TEST_CACHE_CLIENT (to run these tests against a
+// client built with another Kiln, e.g. to see them fail on an older one).
+std::string client_program() {
+  const char* other = std::getenv("KILN_TEST_CACHE_CLIENT");
+  return other && *other ? other : KILN_CACHE_CLIENT;
+}
+
 // Runs the cache client with exactly `env` (plus PATH and the sanitizers' options) after the
 // command words `prefix` (unshare, ...). Its output holds stdout and stderr.
 detail::ProcessResult run_client(const std::vector<std::string>& env,
                                  const std::vector<std::string>& args,
                                  const std::vector<std::string>& prefix = {},
-                                 const std::string& client = KILN_CACHE_CLIENT,
+                                 const std::string& client = client_program(),
                                  double timeout = 300) {
   std::vector<std::string> argv{"env", "-i"};
   for (const char* name : {"PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
@@ -160,7 +167,8 @@ fs::path forge_module(const Scratch& s, const std::string& key, const fs::path& 
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string evil_key = only_module_key(evil_cache);
   std::string bytes = read_file(evil_cache / "inductor" / (evil_key + ".so"));
-  bytes.resize(bytes.size() - 64);  // the trailer
+  if (bytes.size() > 64 && bytes.compare(bytes.size() - 8, 8, std::string("KILNEND\0", 8)) == 0)
+    bytes.resize(bytes.size() - 64);  // the trailer (a client of an older Kiln writes none)
   for (size_t at; (at = bytes.find(evil_key)) != std::string::npos;) bytes.replace(at, 32, key);
   const fs::path forged = s.dir / "forged.so";
   write_file(forged, bytes);
@@ -184,91 +192,89 @@ void plant(const fs::path& cache, const std::string& key, const fs::path& file, 
 
 // ---- trust ----
 
+// The attacker's preparation: the victim's function (a probe returning 1), its key, and a
+// forged module for that key whose constructor appends to `marker`.
+struct Attack {
+  Scratch s;
+  fs::path marker = s.dir / "planted-code-ran";
+  fs::path source = probe_source(s.dir / "src", 1);
+  std::string key = learn_key(s, source);
+  fs::path forged = forge_module(s, key, marker);
+};
+
 // The control for the tests below: in a folder the victim owns, the forgery is loaded (its
 // bytes are indistinguishable from the real module's), so where it is not, the folder's or
 // the file's owner and mode are why.
 TEST(CacheTrust, AForgedModuleInTheUsersOwnFolderIsIndistinguishable) {
-  Scratch s;
-  const fs::path marker = s.dir / "planted-code-ran";
-  const fs::path source = probe_source(s.dir / "src", 1);
-  const std::string key = learn_key(s, source);
-  const fs::path forged = forge_module(s, key, marker);
-  const fs::path cache = s.dir / "victim";
-  plant(cache, key, forged, 0700, geteuid());
-  ASSERT_EQ(chmod((cache / "inductor" / (key + ".so")).c_str(), 0600), 0);
-  const detail::ProcessResult r = run_client(cache_env(s, cache), {"probe", source.string()});
+  const Attack a;
+  const fs::path cache = a.s.dir / "victim";
+  plant(cache, a.key, a.forged, 0700, geteuid());
+  ASSERT_EQ(chmod((cache / "inductor" / (a.key + ".so")).c_str(), 0600), 0);
+  const detail::ProcessResult r = run_client(cache_env(a.s, cache), {"probe", a.source.string()});
   EXPECT_THAT(r.output, HasSubstr("probe=666 (cached)"));
-  EXPECT_TRUE(fs::exists(marker));
+  EXPECT_TRUE(fs::exists(a.marker));
 }
 
 TEST(CacheTrust, AFolderOthersCanWriteIsNeverLoadedFrom) {
-  Scratch s;
-  const fs::path marker = s.dir / "planted-code-ran";
-  const fs::path source = probe_source(s.dir / "src", 1);
-  const std::string key = learn_key(s, source);
-  const fs::path forged = forge_module(s, key, marker);
-  const fs::path victim_file = s.dir / "victims-own-file";
+  const Attack a;
+  const fs::path victim_file = a.s.dir / "victims-own-file";
   // The folder writable by everyone (its owner is this user or root), with links at the names
   // the module's files would take.
-  const fs::path cache = s.dir / "shared";
-  plant(cache, key, forged, 0777, geteuid());
+  const fs::path cache = a.s.dir / "shared";
+  plant(cache, a.key, a.forged, 0777, geteuid());
   write_file(victim_file, "precious\n");
-  for (const std::string& name : {key + ".cpp", key + ".batch", key + ".so.tune"})
+  for (const std::string& name : {a.key + ".cpp", a.key + ".batch", a.key + ".so.tune"})
     fs::create_symlink(victim_file, cache / "inductor" / name);
-  detail::ProcessResult r = run_client(cache_env(s, cache), {"probe", source.string()});
+  detail::ProcessResult r = run_client(cache_env(a.s, cache), {"probe", a.source.string()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("probe=1 (compiled)"));
   EXPECT_THAT(r.output, HasSubstr("cannot be used: it is writable by its group and others"));
   EXPECT_THAT(r.output, HasSubstr("private folder"));
-  EXPECT_FALSE(fs::exists(marker)) << "the planted module ran";
+  EXPECT_FALSE(fs::exists(a.marker)) << "the planted module ran";
   EXPECT_EQ(read_file(victim_file), "precious\n");
   // The private folder went with the process.
-  EXPECT_THAT(names_with(s.dir / "tmp", "kiln-"), ::testing::IsEmpty());
+  EXPECT_THAT(names_with(a.s.dir / "tmp", "kiln-"), ::testing::IsEmpty());
 
   // KILN_CACHE_STRICT makes it an error.
-  std::vector<std::string> strict = cache_env(s, cache);
+  std::vector<std::string> strict = cache_env(a.s, cache);
   strict.push_back("KILN_CACHE_STRICT=1");
-  r = run_client(strict, {"probe", source.string()});
+  r = run_client(strict, {"probe", a.source.string()});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("cannot be used: it is writable"));
-  EXPECT_FALSE(fs::exists(marker));
+  EXPECT_FALSE(fs::exists(a.marker));
 
   // A folder above the cache that others can write (no sticky bit): the cache could be
   // swapped for another.
-  const fs::path open_parent = s.dir / "open";
+  const fs::path open_parent = a.s.dir / "open";
   fs::create_directories(open_parent);
   ASSERT_EQ(chmod(open_parent.c_str(), 0777), 0);
-  plant(open_parent / "cache", key, forged, 0700, geteuid());
-  r = run_client(cache_env(s, open_parent / "cache"), {"probe", source.string()});
+  plant(open_parent / "cache", a.key, a.forged, 0700, geteuid());
+  r = run_client(cache_env(a.s, open_parent / "cache"), {"probe", a.source.string()});
   EXPECT_THAT(r.output, HasSubstr("probe=1 (compiled)"));
   EXPECT_THAT(r.output, HasSubstr("lies in " + open_parent.string()));
-  EXPECT_FALSE(fs::exists(marker)) << "the planted module ran";
+  EXPECT_FALSE(fs::exists(a.marker)) << "the planted module ran";
 }
 
 TEST(CacheTrust, AFolderOrModuleOwnedByAnotherUserIsNeverLoaded) {
   SKIP_UNLESS_ROOT();
-  Scratch s;
-  const fs::path marker = s.dir / "planted-code-ran";
-  const fs::path source = probe_source(s.dir / "src", 1);
-  const std::string key = learn_key(s, source);
-  const fs::path forged = forge_module(s, key, marker);
+  const Attack a;
   // The folder belongs to nobody (who planted the module in it).
-  const fs::path theirs = s.dir / "theirs";
-  plant(theirs, key, forged, 0755, kNobody);
-  detail::ProcessResult r = run_client(cache_env(s, theirs), {"probe", source.string()});
+  const fs::path theirs = a.s.dir / "theirs";
+  plant(theirs, a.key, a.forged, 0755, kNobody);
+  detail::ProcessResult r = run_client(cache_env(a.s, theirs), {"probe", a.source.string()});
   EXPECT_THAT(r.output, HasSubstr("probe=1 (compiled)"));
   EXPECT_THAT(r.output, HasSubstr("is owned by nobody (uid 65534)"));
-  EXPECT_FALSE(fs::exists(marker)) << "the planted module ran";
+  EXPECT_FALSE(fs::exists(a.marker)) << "the planted module ran";
 
   // The folder is the victim's, the module in it nobody's.
-  const fs::path mine = s.dir / "mine";
-  plant(mine, key, forged, 0700, geteuid());
-  ASSERT_EQ(chown((mine / "inductor" / (key + ".so")).c_str(), kNobody, kNobody), 0);
-  r = run_client(cache_env(s, mine), {"probe", source.string()});
+  const fs::path mine = a.s.dir / "mine";
+  plant(mine, a.key, a.forged, 0700, geteuid());
+  ASSERT_EQ(chown((mine / "inductor" / (a.key + ".so")).c_str(), kNobody, kNobody), 0);
+  r = run_client(cache_env(a.s, mine), {"probe", a.source.string()});
   EXPECT_THAT(r.output, HasSubstr("probe=1 (compiled)"));
-  EXPECT_THAT(r.output, HasSubstr((mine / "inductor" / (key + ".so")).string() +
+  EXPECT_THAT(r.output, HasSubstr((mine / "inductor" / (a.key + ".so")).string() +
                                   " is owned by nobody (uid 65534)"));
-  EXPECT_FALSE(fs::exists(marker)) << "the planted module ran";
+  EXPECT_FALSE(fs::exists(a.marker)) << "the planted module ran";
 }
 
 TEST(CacheTrust, WithoutAHomeTheDefaultFolderIsPerUserAndChecked) {
@@ -303,24 +309,20 @@ TEST(CacheTrust, WithoutAHomeTheDefaultFolderIsPerUserAndChecked) {
 }
 
 TEST(CacheTrust, ABatchIndexHoldsAKeyNeverAPath) {
-  Scratch s;
-  const fs::path marker = s.dir / "planted-code-ran";
-  const fs::path source = probe_source(s.dir / "src", 1);
-  const std::string key = learn_key(s, source);
-  const fs::path evil = forge_module(s, key, marker);
-  const fs::path cache = s.dir / "victim";
+  const Attack a;
+  const fs::path cache = a.s.dir / "victim";
   fs::create_directories(cache / "inductor");
   fs::permissions(cache / "inductor", fs::perms::owner_all);
-  fs::copy_file(evil, cache / "evil.so");
+  fs::copy_file(a.forged, cache / "evil.so");
   // An absolute path, a path climbing out of the folder, and a name with a slash.
   for (const std::string& index :
-       {evil.string(), std::string("../evil.so"), std::string("sub/evil")}) {
-    write_file(cache / "inductor" / (key + ".batch"), index);
-    fs::remove(cache / "inductor" / (key + ".so"));
-    const detail::ProcessResult r = run_client(cache_env(s, cache), {"probe", source.string()});
+       {a.forged.string(), std::string("../evil.so"), std::string("sub/evil")}) {
+    write_file(cache / "inductor" / (a.key + ".batch"), index);
+    fs::remove(cache / "inductor" / (a.key + ".so"));
+    const detail::ProcessResult r = run_client(cache_env(a.s, cache), {"probe", a.source.string()});
     EXPECT_THAT(r.output, HasSubstr("probe=1 (compiled)")) << index;
-    EXPECT_FALSE(fs::exists(marker)) << "the library the index named was loaded: " << index;
-    EXPECT_FALSE(fs::exists(cache / "inductor" / (key + ".batch"))) << "the bad index stayed";
+    EXPECT_FALSE(fs::exists(a.marker)) << "the library the index named was loaded: " << index;
+    EXPECT_FALSE(fs::exists(cache / "inductor" / (a.key + ".batch"))) << "the bad index stayed";
   }
 }
 
@@ -357,7 +359,7 @@ TEST(CacheTrust, NoShellReadsAProgramsPath) {
   // call site up with addr2line on the program's path.
   const fs::path odd = s.dir / "bob's tools;touch X;'";
   fs::create_directories(odd);
-  fs::copy_file(KILN_CACHE_CLIENT, odd / "client");
+  fs::copy_file(client_program(), odd / "client");
   fs::permissions(odd / "client", fs::perms::owner_all);
   std::vector<std::string> env = cache_env(s, s.dir / "cache");
   env.push_back("KILN_LOGS=graph_breaks");
@@ -550,7 +552,10 @@ TEST(CacheFaults, AHangingCompilerIsStoppedAndTheGraphRunsEagerly) {
   std::vector<std::string> env = cache_env(s, s.dir / "cache");
   env.push_back("KILN_COMPILE_TIMEOUT=2");
   // The driver waits on a child, as g++ on cc1plus: the whole process group must go.
-  env.push_back("CXX=" + fake_compiler(s, "hanging-cxx", "sleep 987 &\nwait\n").string());
+  // A sleep of its own length (another run of this test may be going on), told apart below.
+  const std::string hang = std::to_string(5000 + getpid() % 4000);
+  const std::string mute = std::to_string(10000 + getpid() % 4000);
+  env.push_back("CXX=" + fake_compiler(s, "hanging-cxx", "sleep " + hang + " &\nwait\n").string());
   const auto start = std::chrono::steady_clock::now();
   detail::ProcessResult r = run_client(env, {"graph"});
   const double seconds =
@@ -560,15 +565,15 @@ TEST(CacheFaults, AHangingCompilerIsStoppedAndTheGraphRunsEagerly) {
   EXPECT_THAT(r.output, HasSubstr("did not finish within 2 s"));
   EXPECT_THAT(r.output, HasSubstr("runs with the eager kernels instead"));
   EXPECT_LT(seconds, 60);
-  EXPECT_EQ(sleeping_processes("987"), 0) << "the compiler's children were left running";
+  EXPECT_EQ(sleeping_processes(hang), 0) << "the compiler's children were left running";
 
   // A compiler that hangs on --version too: inductor is unavailable, with the reason.
-  env.back() = "CXX=" + fake_compiler(s, "mute-cxx", "sleep 988 &\nwait\n", true).string();
+  env.back() = "CXX=" + fake_compiler(s, "mute-cxx", "sleep " + mute + " &\nwait\n", true).string();
   r = run_client(env, {"graph"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("graph ok"));
   EXPECT_THAT(r.output, HasSubstr("when asked for --version"));
-  EXPECT_EQ(sleeping_processes("988"), 0);
+  EXPECT_EQ(sleeping_processes(mute), 0);
 }
 
 TEST(CacheFaults, BrokenCompilersAndCxxValuesAreReported) {
@@ -615,7 +620,7 @@ detail::ProcessResult run_on_tmpfs(const std::vector<std::string>& env, const fs
       {"unshare", "-m", "sh", "-c",
        "mount -t tmpfs -o \"$1\" tmpfs \"$2\" || exit 97; \"$3\" probe \"$4\"; echo \"status=$?\"; "
        "echo left:; ls -A \"$2/inductor\" 2>&1",
-       "sh", options, where.string(), KILN_CACHE_CLIENT, source.string()},
+       "sh", options, where.string(), client_program(), source.string()},
       "true");
 }
 
@@ -707,7 +712,7 @@ TEST(CacheFaults, EightProcessesInTwoPidNamespacesShareOneCache) {
       for (const std::string& e : cache_env(s, cache)) argv.push_back(e);
       if (namespaces && p >= 6)
         for (const char* w : {"unshare", "--pid", "--fork"}) argv.push_back(w);
-      argv.push_back(KILN_CACHE_CLIENT);
+      argv.push_back(client_program());
       argv.push_back("graph");
       argv.push_back(std::to_string(3 + round));
       commands.push_back(argv);

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -85,19 +86,26 @@ std::string read_file(const fs::path& p) {
   return os.str();
 }
 
-// Two FNV-1a passes with different offsets: a 128-bit key as 32 hex digits.
-std::string hash_key(const std::string& text) {
+// Two FNV-1a passes with different offsets: a 128-bit key as 32 hex digits. Streaming, so the
+// state after the long, fixed key context is computed once (module_key).
+struct KeyHash {
   uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
-  for (unsigned char c : text) {
-    a = (a ^ c) * 0x100000001b3ULL;
-    b = (b ^ c) * 0x100000001b3ULL;
-    b ^= b >> 29;
+  KeyHash& update(std::string_view text) {
+    for (unsigned char c : text) {
+      a = (a ^ c) * 0x100000001b3ULL;
+      b = (b ^ c) * 0x100000001b3ULL;
+      b ^= b >> 29;
+    }
+    return *this;
   }
-  char out[33];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b));
-  return out;
-}
+  std::string hex() const {
+    char out[33];
+    std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b));
+    return out;
+  }
+};
+std::string hash_key(std::string_view text) { return KeyHash().update(text).hex(); }
 
 bool is_key(std::string_view text) {
   return text.size() == 32 &&
@@ -238,6 +246,12 @@ const std::string& key_context() {
            joined(shared_flags()) + "\n" + cpu_identity() + headers;
   }();
   return context;
+}
+
+// The cache key of a module built from `source`: the hash of the key context, then the source.
+std::string module_key(const std::string& source) {
+  static const KeyHash after_context = KeyHash().update(key_context()).update("\n");
+  return KeyHash(after_context).update(source).hex();
 }
 
 // Runs compiler commands at once under the time limit. A command that runs out of time makes
@@ -629,8 +643,8 @@ class BuildingKeys {
 };
 
 // Opens module file `name` of the cache when it is this user's, whole and built for `key`, and
-// loads it; null when it is missing. A damaged or foreign entry is removed, with a warning.
-// `why` says what was wrong with an entry that was there.
+// loads it; null when it is missing. A damaged or foreign entry is removed, with a warning;
+// `problem` then says what was wrong with it.
 void* load_cached(const std::string& name, const std::string& key, std::string* loaded_path,
                   std::string* problem = nullptr) {
   ModuleFolder& folder = ModuleFolder::instance();
@@ -669,7 +683,7 @@ void* load_cached(const std::string& name, const std::string& key, std::string* 
 bool carries_key(void* handle, const std::string& prefix, const std::string& key) {
   const auto* stored =
       static_cast<const char*>(dlsym(handle, (prefix + std::string(kKeySymbol)).c_str()));
-  return stored && std::string_view(stored, std::min<size_t>(std::strlen(stored), 64)) == key;
+  return stored && std::string_view(stored, strnlen(stored, 33)) == key;
 }
 
 // Compiles, seals and moves into place the module <name> of `key`; throws kiln::Error with the
@@ -717,7 +731,7 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
     std::lock_guard<std::mutex> lock(modules.mu);
     std::error_code ec;
     for (const std::string& src : sources) {
-      const std::string key = hash_key(key_context() + "\n" + src);
+      const std::string key = module_key(src);
       if (!modules.by_key.count(key) && !modules.building.count(key) &&
           !fs::exists(folder.path() / (key + ".so"), ec) &&
           !fs::exists(folder.path() / (key + ".batch"), ec))
@@ -845,7 +859,7 @@ void forget_loaded_modules() {
 
 std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileStats* stats) {
   KILN_CHECK(unavailable_reason().empty(), Error, "inductor: ", unavailable_reason());
-  const std::string key = hash_key(key_context() + "\n" + source);
+  const std::string key = module_key(source);
   LoadedModules& modules = loaded_modules();
   {
     std::unique_lock<std::mutex> lock(modules.mu);
