@@ -611,16 +611,18 @@ TEST(CacheFaults, BrokenCompilersAndCxxValuesAreReported) {
   EXPECT_THAT(r.output, HasSubstr("names 'no-such-compiler-kiln', which is not an executable"));
 }
 
-// Runs the client in a mount namespace of its own with a tmpfs mounted (`options`) on `where`,
-// then lists what is left in <where>/inductor after "left:".
+// Runs the client in a mount namespace of its own with a tmpfs mounted (`options`) on `where`
+// (with `fill`, filled up first), then lists what is left in <where>/inductor after "left:".
 detail::ProcessResult run_on_tmpfs(const std::vector<std::string>& env, const fs::path& where,
-                                   const std::string& options, const fs::path& source) {
+                                   const std::string& options, const fs::path& source,
+                                   bool fill = false) {
   return run_client(
       env, {},
       {"unshare", "-m", "sh", "-c",
-       "mount -t tmpfs -o \"$1\" tmpfs \"$2\" || exit 97; \"$3\" probe \"$4\"; echo \"status=$?\"; "
-       "echo left:; ls -A \"$2/inductor\" 2>&1",
-       "sh", options, where.string(), client_program(), source.string()},
+       "mount -t tmpfs -o \"$1\" tmpfs \"$2\" || exit 97; "
+       "if [ \"$5\" = fill ]; then head -c 1000000 /dev/zero >\"$2/fill\" 2>/dev/null; fi; "
+       "\"$3\" probe \"$4\"; echo \"status=$?\"; echo left:; ls -A \"$2/inductor\" 2>&1",
+       "sh", options, where.string(), client_program(), source.string(), fill ? "fill" : "-"},
       "true");
 }
 
@@ -640,6 +642,12 @@ TEST(CacheFaults, AFullDiskIsReportedWithItsReasonAndLeavesNoTemporaries) {
   EXPECT_THAT(r.output, HasSubstr("No space left on device"));
   const std::string left = r.output.substr(r.output.find("left:"));
   EXPECT_THAT(left, Not(HasSubstr(".tmp"))) << r.output;
+  // Already full: Kiln's own first write (the source) fails, and says why.
+  const detail::ProcessResult full = run_on_tmpfs(cache_env(s, where), where, "size=8k",
+                                                  probe_source(s.dir / "src", 5), true);
+  EXPECT_THAT(full.output, HasSubstr("status=1"));
+  EXPECT_THAT(full.output, HasSubstr(".cpp: No space left on device"));
+  EXPECT_THAT(full.output.substr(full.output.find("left:")), Not(HasSubstr(".tmp"))) << full.output;
 }
 
 TEST(CacheFaults, AReadOnlyCacheFallsBackOnceWithTheReason) {
