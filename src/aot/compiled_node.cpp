@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "capture/state.h"
 #include "capture/tracer.h"
+#include "core/clock.h"
 #include "ir/attr_utils.h"
 #include "kiln/ir/passes.h"
 #include "kiln/ops/factory.h"
@@ -30,10 +31,6 @@ std::vector<std::vector<bool>> values_read(const ir::Graph& g) {
       read[static_cast<size_t>(in.node)][static_cast<size_t>(in.output)] = true;
   return read;
 }
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // Per forward input: the differentiated values (tangent indices) an autograd path reaches from
 // it — through values that require grad, as the eager engine's edges go.
 std::vector<std::vector<int32_t>> tangents_reached(
@@ -105,7 +102,7 @@ CompiledGraph AotPlan::compile_part(const std::string& part, const std::string& 
     capture::CollectingInto collecting(&collector);
     compiled = compiler(graph, placeholder_metas(graph));
   }
-  collector.seconds["backend_compile"] += seconds_since(t0);
+  collector.seconds["backend_compile"] += detail::seconds_since(t0);
   observer(part, missing, graph, std::move(collector.outputs), std::move(collector.seconds));
   return compiled;
 }
@@ -138,7 +135,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   const std::vector<std::vector<bool>> read = values_read(forward);
   for (ir::ValueRef v : values)
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
-  capture::add_compile_time("aot_autograd", seconds_since(t0));
+  capture::add_compile_time("aot_autograd", detail::seconds_since(t0));
   auto t1 = std::chrono::steady_clock::now();
   plan->forward = plan->compile_part("forward", "", fw_compiler, plan->partition.forward);
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
@@ -146,7 +143,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->backward = plan->compile_part("backward", "", bw, plan->partition.backward);
   KILN_CHECK(plan->forward && plan->backward, Error,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
-  capture::add_compile_time("backend_compile", seconds_since(t1));
+  capture::add_compile_time("backend_compile", detail::seconds_since(t1));
   return plan;
 }
 
@@ -165,7 +162,7 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
     made->run = compile_part("backward_partial", missing, backward_compiler, pruned.graph);
     made->output_of = std::move(pruned.output_of);
     made->runtime_kept = std::move(pruned.runtime_kept);
-    capture::add_compile_time("backend_compile", seconds_since(t0));
+    capture::add_compile_time("backend_compile", detail::seconds_since(t0));
     entry = std::move(made);
   }
   return *entry;

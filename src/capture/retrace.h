@@ -1,7 +1,7 @@
 // Tracing below the frontend: a function of tensors traced on metadata-only tensors into a
 // graph, with no data touched and nothing run. Backends use it to apply decompositions (each
-// op that has one is replaced by the ops its decomposition calls); AOT autograd will use it
-// to trace joint graphs.
+// op that has one is replaced by the ops its decomposition calls), and AOT autograd to trace
+// joint graphs.
 #pragma once
 
 #include <functional>

@@ -10,6 +10,7 @@
 
 #include "aot/compiled_node.h"
 #include "capture/tracer.h"
+#include "core/clock.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -18,10 +19,6 @@
 namespace kiln::capture {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // The cached entry nearest to `g` (fewest differing nodes), for a recompile reason.
 const CacheEntry* nearest_entry(
@@ -56,7 +53,7 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
   }
   KILN_CHECK(compiled, Error, "kiln::compile: the backend of '", name,
              "' returned an empty callable");
-  add_compile_time("backend_compile", seconds_since(t0));
+  add_compile_time("backend_compile", detail::seconds_since(t0));
   return compiled;
 }
 
@@ -90,7 +87,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
     n.attrs =
         ir::with_attr(n.attrs, static_cast<size_t>(r.attr), raw_values[static_cast<size_t>(k)]);
   }
-  add_compile_time("passes", seconds_since(t0));
+  add_compile_time("passes", detail::seconds_since(t0));
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
   if (state.backend.target<detail::AotBackendFn>() && !plain_now) {

@@ -94,6 +94,14 @@ std::string layout_text(const TensorMeta& m) {
 }
 }  // namespace
 
+bool is_view(const Node& n) { return n.kind == NodeKind::Call && n.op->kind == OpKind::View; }
+
+ValueRef root_of(const Graph& g, ValueRef v) {
+  while (is_view(g.nodes[static_cast<size_t>(v.node)]))
+    v = g.nodes[static_cast<size_t>(v.node)].inputs[0];
+  return v;
+}
+
 bool addresses_alike(const TensorMeta& a, const TensorMeta& b) {
   if (a.dtype != b.dtype || a.sizes != b.sizes) return false;
   int64_t numel = 1;

@@ -12,6 +12,7 @@
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
+#include "backends/inductor/lowering.h"
 #include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"
 #include "capture/retrace.h"
@@ -1762,3 +1763,43 @@ TEST(InductorAutotune, RowKernelsAreTimedBothWaysAndStayEqual) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln {
+namespace {
+// The lowering table (src/backends/inductor/lowering.cpp) is the one place the backend names
+// ops: each entry is a registered op of the kind its lowering expects.
+TEST(InductorLowering, EveryEntryIsARegisteredOpOfTheKindItsLoweringExpects) {
+  const auto entries = inductor::all_lowerings();
+  ASSERT_GE(entries.size(), 40u);
+  for (const auto& [op, lowering] : entries) {
+    ASSERT_NE(op, nullptr);
+    ASSERT_EQ(inductor::lowering_of(op), lowering) << op->name;
+    const OpKind kind = op->kind;
+    std::visit(
+        [&](const auto& l) {
+          using L = std::decay_t<decltype(l)>;
+          if constexpr (std::is_same_v<L, inductor::PointwiseLowering>) {
+            EXPECT_EQ(kind, OpKind::Pointwise) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::RowFoldLowering>) {
+            EXPECT_TRUE(kind == OpKind::Reduction && l.fold) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::DrawLowering>) {
+            EXPECT_EQ(kind, OpKind::Random) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::WindowLowering> ||
+                             std::is_same_v<L, inductor::TriangleLowering>) {
+            EXPECT_EQ(kind, OpKind::Layout) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::IndirectLoadLowering>) {
+            EXPECT_EQ(kind, OpKind::Indexing) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::SoftmaxLowering> ||
+                             std::is_same_v<L, inductor::RowNormLowering>) {
+            EXPECT_EQ(kind, OpKind::Composite) << op->name;
+          } else if constexpr (std::is_same_v<L, inductor::ViewLowering>) {
+            EXPECT_EQ(kind, OpKind::View) << op->name;
+          }
+        },
+        *lowering);
+  }
+  // An op with no entry has none (a pointwise op then fuses with its functor as it is).
+  EXPECT_EQ(inductor::lowering_of(find_op("add")), nullptr);
+}
+}  // namespace
+}  // namespace kiln

@@ -8,7 +8,8 @@
 
 namespace kiln {
 
-// Base of every error Kiln throws on user input.
+// Base of every error Kiln throws: on bad user input, and (saying "internal error") where Kiln
+// finds itself in a state it should never reach.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}

@@ -129,7 +129,6 @@ class TensorImpl {
 
   // Made by a view op: shares storage with the tensor it was viewed from.
   bool is_view() const { return view_; }
-  void set_is_view(bool v) { view_ = v; }
   // A view's base: the first tensor of the chain of views it came from, which is not a view
   // itself (autograd rebases its history when the view is written in place). Null otherwise.
   const std::shared_ptr<TensorImpl>& view_base() const { return view_base_; }

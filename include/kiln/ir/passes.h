@@ -23,5 +23,9 @@ TensorMeta view_layout(const Node& n, const TensorMeta& in);
 // Whether two layouts address the same elements: same dtype and sizes, and the same offset and
 // strides except where they address nothing (strides of dims of size 1, all of an empty tensor).
 bool addresses_alike(const TensorMeta& a, const TensorMeta& b);
+// Whether `n` is a call of a view op.
+bool is_view(const Node& n);
+// The value a chain of views starts from (v itself when it is not a view's result).
+ValueRef root_of(const Graph& g, ValueRef v);
 
 }  // namespace kiln::ir

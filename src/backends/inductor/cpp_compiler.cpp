@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "backends/inductor/module_cache.h"
+#include "core/clock.h"
 #include "core/subprocess.h"
 #include "kiln/core/error.h"
 
@@ -110,10 +111,6 @@ std::string hash_key(std::string_view text) { return KeyHash().update(text).hex(
 bool is_key(std::string_view text) {
   return text.size() == 32 &&
          std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // ---- the compiler ----
@@ -573,7 +570,7 @@ std::string prepare_runtime_header() {
              "code into ", root.string(), " failed:\n", failure);
   return detail::concat(repaired.empty() ? "precompiled" : "repaired (" + repaired + "): precompiled",
                         " the runtime header of generated code into ", root.string(), " (",
-                        static_cast<int>(seconds_since(start) * 10 + 0.5) / 10.0, " s)");
+                        static_cast<int>(detail::seconds_since(start) * 10 + 0.5) / 10.0, " s)");
 }
 
 const std::string& unavailable_reason() {
@@ -707,7 +704,7 @@ void build_module(const std::string& key, const std::string& source, const std::
   const int parts = compile_parts(source);
   std::string failure = build_shared_object(cpp, tmp_so, parts);
   if (stats) {
-    stats->cxx_seconds = seconds_since(tc);
+    stats->cxx_seconds = detail::seconds_since(tc);
     stats->parts = parts;
   }
   if (!failure.empty()) {
@@ -906,7 +903,7 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
   } else if (stats) {
     stats->cache_hit = true;
   }
-  if (stats) stats->load_seconds = seconds_since(t0) - (stats ? stats->cxx_seconds : 0);
+  if (stats) stats->load_seconds = detail::seconds_since(t0) - (stats ? stats->cxx_seconds : 0);
   std::lock_guard<std::mutex> lock(modules.mu);
   modules.by_key[key] = module;
   return module;

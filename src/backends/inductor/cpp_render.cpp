@@ -11,14 +11,17 @@
 #include <set>
 #include <sstream>
 
+#include "backends/inductor/lowering.h"
 #include "ops/kernels/block_loop.h"
+#include "ops/kernels/loops.h"
 
 namespace kiln::inductor {
 
 namespace {
 
-constexpr int64_t kStreamingStoreBytes = int64_t{8} << 20;  // as the eager engine
-constexpr int kMaxDims = 64;                                // kernels::kMaxDims
+// A kernel's limits and thresholds are the eager engine's (one definition each).
+using kernels::kMaxDims;
+using kernels::kStreamingStoreBytes;
 
 const char* ctype(DType d) {
   switch (d) {
@@ -371,12 +374,12 @@ void render_vector_loop(std::ostream& os, const Kernel& k, DType t, size_t first
 // code (and measured within noise, slightly slower, on W1's streaming kernel): 1 vector. The
 // weight counts a transcendental function as ~8 dependent steps, anything else as 1.
 int vector_group(const Kernel& k) {
-  static const std::set<std::string, std::less<>> transcendental = {
-      "exp", "exp2", "expm1", "log", "log2", "log1p", "tanh", "sigmoid",
-      "erf", "gelu", "silu",  "sin", "cos",  "tan",   "pow",  "atan2"};
   constexpr int kLongChain = 32;
   int weight = 0;
-  for (const KernelOp& op : k.ops) weight += transcendental.count(op.op->name) ? 8 : 1;
+  for (const KernelOp& op : k.ops) {
+    const PointwiseLowering* pointwise = lowering_as<PointwiseLowering>(op.op);
+    weight += pointwise && pointwise->transcendental ? 8 : 1;
+  }
   return weight >= kLongChain ? 4 : 1;
 }
 
@@ -602,26 +605,28 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
     }
     os << "    // " << op.op->name << "\n";
-    if (op.by_index && (op.op->name == "tril" || op.op->name == "triu")) {
+    const TriangleLowering* triangle = lowering_as<TriangleLowering>(op.op);
+    if (op.by_index && triangle) {
       // Elements first .. first + n - 1: kept or zero by their row and column.
-      os << "    inductor_rt::triangle_block<" << (op.op->name == "tril" ? "true" : "false") << ">("
+      os << "    inductor_rt::triangle_block<" << (triangle->lower ? "true" : "false") << ">("
          << result[j] << ", " << args[0] << ", n, first, " << k.ranges.end()[-2] << ", "
          << k.ranges.back() << ", attrs[" << j << "]->i(0));\n";
     } else if (op.by_index) {
       // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
       // (uniform, normal, randint: attrs [size, dtype, a, b, seed, offset], a and b their
       // from and to, mean and std, low and high.)
-      const std::string_view name = op.op->name;
+      const DrawLowering::Kind kind = lowering_as<DrawLowering>(op.op)->kind;
       const std::string draw = detail::concat(result[j], ", n, first, seed", j, ", offset", j);
-      if (name == "bernoulli")
+      if (kind == DrawLowering::Kind::Bernoulli)
         os << "    kernels::bernoulli_block(" << result[j] << ", " << args[0] << ", n, first, seed"
            << j << ", offset" << j << ");\n";
-      else if (name == "randint")
+      else if (kind == DrawLowering::Kind::Randint)
         os << "    kernels::randint_block(" << draw << ", attrs[" << j
            << "]->i(2), static_cast<uint64_t>(attrs[" << j
            << "]->i(3)) - static_cast<uint64_t>(attrs[" << j << "]->i(2)));\n";
       else
-        os << "    kernels::" << (name == "normal" ? "normal_block(" : "uniform_block(") << draw
+        os << "    kernels::"
+           << (kind == DrawLowering::Kind::Normal ? "normal_block(" : "uniform_block(") << draw
            << ", attrs[" << j << "]->f(2), attrs[" << j << "]->f(3));\n";
     } else if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
       os << "    vec::map<" << out_t << ">(f" << j << ", "
@@ -818,7 +823,9 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       body << "    " << out_t << "* " << result[j] << " = " << row_buffer(op.dtype) << ";\n";
     }
     body << "    // " << op.op->name << "\n";
-    if (op.row && op.per_row && (op.op->name == "max_dim" || op.op->name == "min_dim")) {
+    const RowExtremeLowering* extreme = lowering_as<RowExtremeLowering>(op.op);
+    const RowNormLowering* norm = lowering_as<RowNormLowering>(op.op);
+    if (op.row && op.per_row && extreme) {
       // Values and indices (the next op): where the row's extreme first occurs, and the element
       // there (so -0 or 0 as the row has it), as the eager max(dim) and min(dim) give them.
       const size_t at = j + 1;
@@ -830,33 +837,24 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
       else
         body << "    alignas(64) int64_t " << result[at] << "[1];\n";
       body << "    " << result[at]
-           << "[0] = inductor_rt::" << (op.op->name == "max_dim" ? "row_argmax(" : "row_argmin(")
+           << "[0] = inductor_rt::" << (extreme->max ? "row_argmax(" : "row_argmin(")
            << name_of(op.args[0]) << ", cols);\n"
            << "    " << result[j] << "[0] = " << name_of(op.args[0]) << "[" << result[at]
            << "[0]];\n";
       broadcast_if_read(at);
     } else if (op.row && op.per_row) {
       // A row reduction: the row folded as the eager reduction folds it.
-      const std::string_view name = op.op->name;
-      const bool mean = name == "mean";
-      const char* fold = name == "amax"        ? "row_max"
-                         : name == "amin"      ? "row_min"
-                         : name == "var"       ? "row_var"
-                         : name == "prod"      ? "row_prod"
-                         : name == "argmax"    ? "row_argmax"
-                         : name == "argmin"    ? "row_argmin"
-                         : name == "logsumexp" ? "row_logsumexp"
-                         : name == "norm"      ? "row_norm"
-                                               : "row_sum";
-      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold
+      const RowFoldLowering& fold = *lowering_as<RowFoldLowering>(op.op);
+      using Arg = RowFoldLowering::Argument;
+      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold.fold
            << "(" << name_of(op.args[0]) << ", cols"
-           << (name == "var"    ? detail::concat(", attrs[", j, "]->i(2)")
-               : name == "norm" ? detail::concat(", attrs[", j, "]->f(2)")
-                                : std::string())
-           << ")" << (mean ? " / static_cast<double>(cols)" : "") << ");\n";
-    } else if (op.row && (op.op->name == "layer_norm" || op.op->name == "rms_norm")) {
+           << (fold.argument == Arg::IntAttr2     ? detail::concat(", attrs[", j, "]->i(2)")
+               : fold.argument == Arg::FloatAttr2 ? detail::concat(", attrs[", j, "]->f(2)")
+                                                  : std::string())
+           << ")" << (fold.mean ? " / static_cast<double>(cols)" : "") << ");\n";
+    } else if (op.row && norm) {
       // The eager kernel's row function; its statistics (the ops after it) are per-row values.
-      const bool layer = op.op->name == "layer_norm";
+      const bool layer = norm->layer;
       std::vector<std::string> stats;
       for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2) {
         const bool stat_out = output_slot[s2] >= 0;
@@ -892,7 +890,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
         broadcast_if_read(s2);
     } else if (op.row) {
       // The whole row at once, as the eager kernel; a large output streams past the caches.
-      const bool log = op.op->name == "log_softmax";
+      const bool log = lowering_as<SoftmaxLowering>(op.op)->log;
       // An input read in place: the next row is prefetched while this one is summed, as the
       // eager kernel does (its first pass would otherwise wait on memory).
       const std::string next = next_row(op, "kernels::kRowBuffer");
@@ -957,7 +955,7 @@ void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, cons
   for (size_t j = 0; j < k.ops.size(); ++j) {
     if (accumulator_of[j] < 0 || output_slot[j] < 0) continue;
     const char* t = ctype(k.ops[j].dtype);
-    const bool mean = k.ops[j].op->name == "mean";
+    const bool mean = lowering_as<RowFoldLowering>(k.ops[j].op)->mean;
     os << "  {  // " << k.ops[j].op->name << "\n"
        << "    " << t << "* out = reinterpret_cast<" << t << "*>(buffers[" << output_slot[j]
        << "]);\n"

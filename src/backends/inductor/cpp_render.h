@@ -18,9 +18,10 @@ namespace kiln::inductor {
 // where buffers are the data pointers of K's outputs (fresh, contiguous) then of its inputs'
 // root tensors (kernel.inputs order) advanced by each input's offset, and attrs the attributes
 // of K's ops (kernel.ops order).
-// Sources depend on sizes and strides only through the loop a plain kernel runs in (whether
-// its innermost range is short: short_run_loop): the rest arrives per call in `shape` (below),
-// so graphs that differ only in shapes mostly share one compiled module.
+// Sources depend on sizes and strides through the loop a plain kernel runs in (whether its
+// innermost range is short: short_run_loop), tril's and triu's row length and column count
+// (triangle_block) and an indirect load's table strides: the rest arrives per call in `shape`
+// (below), so graphs that differ only in shapes mostly share one compiled module.
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
 
 // The `shape` argument of kernel k: {numel, nd, sizes[nd] (coalesced, innermost first), then

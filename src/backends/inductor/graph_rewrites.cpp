@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "backends/inductor/lowering.h"
 #include "backends/inductor/schedule.h"
 #include "ir/graph_rebuild.h"
 #include "kiln/ops/op.h"
@@ -19,7 +20,7 @@ bool contiguous(const TensorMeta& m) {
 // dim and fewer leading dims, both contiguous), or v itself.
 ir::ValueRef flattened_from(const ir::Graph& g, ir::ValueRef v) {
   const ir::Node& n = g.nodes[static_cast<size_t>(v.node)];
-  if (n.kind != ir::NodeKind::Call || n.op->name != "view" || n.inputs.size() != 1) return v;
+  if (!lowering_as<ViewLowering>(n) || n.inputs.size() != 1) return v;
   const ir::ValueRef r = n.inputs[0];
   const TensorMeta &in = g.info(r), &out = g.info(v);
   if (in.sizes.size() <= out.sizes.size() || out.sizes.empty() ||
@@ -30,9 +31,8 @@ ir::ValueRef flattened_from(const ir::Graph& g, ir::ValueRef v) {
 }
 
 bool rewritable(const ir::Graph& g, const ir::Node& n) {
-  if (n.kind != ir::NodeKind::Call || (n.op->name != "sum" && n.op->name != "mean") ||
-      n.inputs.size() != 1)
-    return false;
+  const RowFoldLowering* fold = lowering_as<RowFoldLowering>(n);
+  if (!fold || !fold->columns || n.inputs.size() != 1) return false;
   const ir::ValueRef v = n.inputs[0];
   return flattened_from(g, v) != v &&
          reduces_all_but_last(n.attrs.ints(0), g.info(v).sizes.ssize());
@@ -45,7 +45,7 @@ int64_t read_column_reductions_through_flattening(ir::Graph& graph) {
   if (std::none_of(g.nodes.begin(), g.nodes.end(),
                    [&](const ir::Node& n) { return rewritable(g, n); }))
     return 0;
-  static const OpDef& view = *find_op("view");
+  const OpDef& view = view_op();
   ir::GraphRebuild rebuild(g);
   ir::Graph& out = rebuild.out();
   int64_t rewritten = 0;
@@ -84,7 +84,7 @@ namespace {
 // (and graph outputs) read output o of node n.
 std::optional<ir::ValueRef> elidable_copy_source(const ir::Graph& g, size_t i,
                                                  const std::vector<std::vector<int>>& readers) {
-  static const OpDef& to_copy = *find_op("to_copy");
+  const OpDef& to_copy = to_copy_op();
   const ir::Node& c = g.nodes[i];
   if (c.kind != ir::NodeKind::Call || c.op != &to_copy) return std::nullopt;
   const ir::ValueRef v = c.inputs[0];

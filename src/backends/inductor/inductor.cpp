@@ -24,11 +24,13 @@
 #include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"
 #include "capture/state.h"
+#include "core/clock.h"
 #include "core/stack_tensors.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
 #include "kiln/core/parallel.h"
+#include "kiln/ir/passes.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/indexing_utils.h"
 #include "ops/op_utils.h"
@@ -43,23 +45,13 @@ using inductor::Schedule;
 using inductor::Step;
 using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 int64_t nanoseconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
       .count();
 }
 
-bool is_view(const ir::Node& n) {
-  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
-}
-ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
-  while (is_view(g.nodes[static_cast<size_t>(v.node)]))
-    v = g.nodes[static_cast<size_t>(v.node)].inputs[0];
-  return v;
-}
+using ir::is_view;
+using ir::root_of;
 
 // Whether nothing but this handle holds t's buffer (so a kernel may overwrite it).
 bool exclusively_owned(const Tensor& t) {
@@ -81,7 +73,7 @@ class CompiledInductorGraph {
     if (!schedule_.kernels.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
       source_ = inductor::render_cpp(graph_, schedule_);
-      capture::add_compile_time("inductor_codegen", seconds_since(t0));
+      capture::add_compile_time("inductor_codegen", detail::seconds_since(t0));
       inductor::CompileStats stats;
       module_ = inductor::compile_module(source_, &stats);
       capture::add_compile_time("inductor_cxx", stats.cxx_seconds);
@@ -107,7 +99,6 @@ class CompiledInductorGraph {
   std::vector<Tensor> run(std::span<const Tensor> inputs,
                           std::span<const int64_t> runtime_values) const;
 
-  const Schedule& schedule() const { return schedule_; }
   // For a graph without generated kernels (nothing to fuse): what runs instead.
   std::string describe_schedule() const {
     std::string text =
@@ -119,7 +110,6 @@ class CompiledInductorGraph {
     }
     return text;
   }
-  const std::string& source() const { return source_; }
 
  private:
   // Slots, liveness, attribute pointers and constants, computed once.
@@ -526,7 +516,7 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
   std::vector<Tensor> result = run_steps(inputs, runtime_values, true);
   save_tuning();
   tuned_.store(true, std::memory_order_release);
-  capture::add_compile_time("inductor_autotune", seconds_since(t0));
+  capture::add_compile_time("inductor_autotune", detail::seconds_since(t0));
   return result;
 }
 
@@ -539,7 +529,7 @@ void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) con
     for (int rep = 0; rep < 4; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       kernel_fns_[kernel](buffers, kernel_attrs_[kernel].data(), kernel_shapes_[kernel].data());
-      if (rep > 0) best = std::min(best, seconds_since(t0));
+      if (rep > 0) best = std::min(best, detail::seconds_since(t0));
     }
     return best;
   };

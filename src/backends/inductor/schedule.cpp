@@ -9,6 +9,8 @@
 #include <span>
 
 #include "backends/inductor/graph_rewrites.h"
+#include "core/clock.h"
+#include "backends/inductor/lowering.h"
 #include "capture/retrace.h"
 #include "capture/state.h"
 #include "kiln/ir/passes.h"
@@ -19,23 +21,15 @@ namespace kiln::inductor {
 
 namespace {
 
-bool is_view(const ir::Node& n) {
-  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::View;
-}
+using ir::is_view;
+using ir::root_of;
 
-bool is_full(const ir::Node& n) { return n.kind == ir::NodeKind::Call && n.op->name == "full"; }
+bool is_full(const ir::Node& n) { return lowering_as<FillLowering>(n) != nullptr; }
 
 // What a kernel reads as the constant node n holds: a Constant node's or a full's value and dtype.
 KernelConstant constant_of_node(const ir::Node& n) {
   return is_full(n) ? KernelConstant{n.attrs.scalar(1), n.attrs.dtype(2)}
                     : KernelConstant{n.attrs.scalar(0), n.attrs.dtype(1)};
-}
-
-// The value a view chain starts from (v itself when it is not a view's result).
-ir::ValueRef root_of(const ir::Graph& g, ir::ValueRef v) {
-  while (is_view(g.nodes[static_cast<size_t>(v.node)]))
-    v = g.nodes[static_cast<size_t>(v.node)].inputs[0];
-  return v;
 }
 
 // The dtype a Predicate-form op computes in: the inputs' promoted type, decided by the same
@@ -134,8 +128,14 @@ bool reads_indirectly(const ir::Graph& g, const ir::Node& n) {
   if (g.nodes[static_cast<size_t>(root_of(g, n.inputs[0]).node)].kind == ir::NodeKind::Constant ||
       g.nodes[static_cast<size_t>(root_of(g, n.inputs[1]).node)].kind == ir::NodeKind::Constant)
     return false;
-  if (n.op->name == "embedding") return table.sizes.size() == 2;
-  if (n.op->name == "gather") return !table.sizes.empty() && index.sizes == n.outputs[0].sizes;
+  switch (lowering_as<IndirectLoadLowering>(n)->indices) {
+    case IndirectLoadLowering::Indices::Rows:
+      return table.sizes.size() == 2;
+    case IndirectLoadLowering::Indices::PerElement:
+      return !table.sizes.empty() && index.sizes == n.outputs[0].sizes;
+    case IndirectLoadLowering::Indices::AlongDim:
+      break;
+  }
   return !table.sizes.empty() && index.sizes.size() == 1;
 }
 
@@ -145,13 +145,14 @@ bool reads_indirectly(const ir::Graph& g, const ir::Node& n) {
 void add_indirect_inputs(const ir::Graph& g, const ir::Node& n, Kernel& kernel) {
   const Shape& ranges = n.outputs[0].sizes;
   const auto rank = static_cast<size_t>(ranges.size());
-  const bool embedding = n.op->name == "embedding";
+  const auto indices = lowering_as<IndirectLoadLowering>(n)->indices;
+  const bool embedding = indices == IndirectLoadLowering::Indices::Rows;
   const TensorMeta& table = g.info(n.inputs[0]);
   const TensorMeta& index = g.info(n.inputs[1]);
   const int64_t dim = indexed_dim(g, n);
   // Indices: embedding's over the leading ranges, index_select's along `dim`, gather's everywhere.
   const ir::ValueRef index_root = root_of(g, n.inputs[1]);
-  const bool gather = n.op->name == "gather";
+  const bool gather = indices == IndirectLoadLowering::Indices::PerElement;
   KernelInput idx = gather ? read_at(g, n.inputs[1], static_cast<int64_t>(rank))
                            : KernelInput{index_root, index.dtype,
                                          index.storage_offset - g.info(index_root).storage_offset,
@@ -192,7 +193,8 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
   const ir::Node& n = g.nodes[static_cast<size_t>(w)];
   const Shape& ranges = n.outputs[0].sizes;
   const int64_t rank = ranges.ssize();
-  if (n.op->name == "flip") {
+  const WindowLowering::Kind kind = lowering_as<WindowLowering>(n)->kind;
+  if (kind == WindowLowering::Kind::Flip) {
     // The input seen with negated strides along the flipped dims (no flipped dims: a copy).
     KernelInput in = read_at(g, n.inputs[0], rank);
     for (int64_t d : n.attrs.ints(0)) {
@@ -204,7 +206,7 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
     kernel.inputs.push_back(std::move(in));
     return;
   }
-  if (n.op->name == "roll") {
+  if (kind == WindowLowering::Kind::Roll) {
     // out[i] = x[(i - s) mod size] along each rolled dim: per rolled dim two pieces, x shifted
     // by s over [s, size) and by s - size over [0, s).
     const std::map<int64_t, int64_t> net = roll_shifts(g, n);
@@ -220,7 +222,7 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
     }
     return;
   }
-  if (n.op->name == "repeat") {
+  if (kind == WindowLowering::Kind::Repeat) {
     // One piece per copy: the input shifted to the copy's place, windowed to it.
     const auto reps = n.attrs.ints(0);
     const Shape& sizes = g.info(n.inputs[0]).sizes;
@@ -239,7 +241,7 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
     }
     return;
   }
-  if (n.op->name == "pad") {
+  if (kind == WindowLowering::Kind::Pad) {
     // pad holds (left, right) pairs from the last dim backwards; negative amounts crop.
     const auto pad = n.attrs.ints(0);
     Shape shift(static_cast<size_t>(rank), 0);
@@ -266,8 +268,9 @@ void add_windowed_inputs(const ir::Graph& g, int32_t w, Kernel& kernel) {
 
 RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
   if (n.kind != ir::NodeKind::Call || n.inputs.empty()) return RowOpKind::None;
-  const std::string_view name = n.op->name;
-  if (name == "layer_norm" || name == "rms_norm") {
+  const Lowering* lowering = lowering_of(n.op);
+  if (!lowering) return RowOpKind::None;
+  if (std::holds_alternative<RowNormLowering>(*lowering)) {
     // Normalised over the last dim alone (weight and bias: one value per column).
     const TensorMeta& x = g.info(n.inputs[0]);
     const int64_t cols = x.sizes.empty() ? 0 : x.sizes.back();
@@ -276,7 +279,8 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     return ok ? RowOpKind::Norm : RowOpKind::None;
   }
   if (n.inputs.size() != 1) return RowOpKind::None;
-  if (name == "argmax" || name == "argmin" || name == "max_dim" || name == "min_dim") {
+  const auto* fold = std::get_if<RowFoldLowering>(lowering);
+  if (std::holds_alternative<RowExtremeLowering>(*lowering) || (fold && fold->index_result)) {
     // Along the last dim (attributes: dim, keepdim) of a floating tensor whose rows are read in
     // place; an index per row (and max_dim's, min_dim's values: the element there), the same
     // however eager splits the row across threads.
@@ -289,11 +293,9 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     return ok ? RowOpKind::Reduction : RowOpKind::None;
   }
   if (n.outputs.size() != 1) return RowOpKind::None;
-  const bool softmax = name == "softmax" || name == "log_softmax";
-  if (!softmax && name != "sum" && name != "mean" && name != "prod" && name != "amax" &&
-      name != "amin" && name != "var" && name != "logsumexp" && name != "norm")
-    return RowOpKind::None;
-  if (name == "norm") {  // attributes: dims, keepdim, p; the 2-, 1- and inf-norms
+  const bool softmax = std::holds_alternative<SoftmaxLowering>(*lowering);
+  if (!softmax && !fold) return RowOpKind::None;
+  if (fold && fold->p_norm) {  // attributes: dims, keepdim, p; the 2-, 1- and inf-norms
     const double p = n.attrs.f(2);
     if (p != 2 && p != 1 && !std::isinf(p)) return RowOpKind::None;
   }
@@ -307,9 +309,9 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
     const int64_t dim = n.attrs.i(0);
     return dim == rank - 1 || dim == -1 ? RowOpKind::Softmax : RowOpKind::None;
   }
-  if ((name == "sum" || name == "prod") && n.attrs.has(2)) return RowOpKind::None;  // dtype=
+  if (fold->dtype_attr && n.attrs.has(2)) return RowOpKind::None;  // dtype=
   const auto dims = n.attrs.ints(0);
-  if ((name == "sum" || name == "mean") && rank >= 2 && reduces_all_but_last(dims, rank)) {
+  if (fold->columns && rank >= 2 && reduces_all_but_last(dims, rank)) {
     // A column reduction, of a tensor eager folds by its outer path (kept dim contiguous).
     const bool ok = cols >= kMinColumns && checked_numel(in.sizes, "inductor") > 0 &&
                     same_addressing(in.sizes, in.strides, contiguous_strides(in.sizes));
@@ -325,12 +327,11 @@ RowOpKind row_op_kind(const ir::Graph& g, const ir::Node& n) {
 }
 
 bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
-  if (n.kind != ir::NodeKind::Call || n.op->kind != OpKind::Random || n.outputs.size() != 1)
-    return false;
-  if (n.op->name == "randint") return true;  // (its meta checked the dtype and the range)
+  const DrawLowering* draw = lowering_as<DrawLowering>(n);
+  if (!draw || n.outputs.size() != 1) return false;
+  if (draw->kind == DrawLowering::Kind::Randint) return true;  // (its meta checked the range)
   if (!is_floating(n.outputs[0].dtype)) return false;
-  if (n.op->name == "uniform" || n.op->name == "normal") return true;
-  if (n.op->name != "bernoulli") return false;
+  if (draw->kind != DrawLowering::Kind::Bernoulli) return true;
   const ir::Node& p = g.nodes[static_cast<size_t>(n.inputs[0].node)];
   if (p.kind != ir::NodeKind::Constant && !is_full(p)) return false;
   const double probability = constant_of_node(p).value.to<double>();
@@ -338,7 +339,8 @@ bool draws_in_kernel(const ir::Graph& g, const ir::Node& n) {
 }
 
 int64_t indexed_dim(const ir::Graph& g, const ir::Node& n) {
-  if (n.op->name == "embedding") return 0;
+  if (lowering_as<IndirectLoadLowering>(n)->indices == IndirectLoadLowering::Indices::Rows)
+    return 0;
   const int64_t dim = n.attrs.i(0);
   return dim < 0 ? dim + g.info(n.inputs[0]).sizes.ssize() : dim;
 }
@@ -364,11 +366,8 @@ bool same_addressing(IntList sizes, IntList a, IntList b) {
 
 bool computed_by_index(const ir::Graph& g, const ir::Node& n) {
   if (draws_in_kernel(g, n)) return true;
-  if (n.kind != ir::NodeKind::Call) return false;
-  const std::string_view name = n.op->name;
-  if (name == "tril" || name == "triu") return n.outputs[0].sizes.size() >= 2;
-  if (name == "embedding" || name == "index_select" || name == "gather")
-    return reads_indirectly(g, n);
+  if (lowering_as<TriangleLowering>(n)) return n.outputs[0].sizes.size() >= 2;
+  if (lowering_as<IndirectLoadLowering>(n)) return reads_indirectly(g, n);
   return false;
 }
 
@@ -378,9 +377,8 @@ bool can_fuse(const ir::Graph& g, const ir::Node& n) {
   if (n.op->pointwise.functor.empty() || n.outputs.size() != 1) return false;
   // Integer division checks its divisors for zero in the eager kernel (a kiln::Error, where a
   // generated loop would trap): it stays an extern call.
-  const std::string_view name = n.op->name;
-  if (!is_floating(n.outputs[0].dtype) &&
-      (name == "floor_divide" || name == "trunc_divide" || name == "remainder"))
+  const PointwiseLowering* pointwise = lowering_as<PointwiseLowering>(n);
+  if (!is_floating(n.outputs[0].dtype) && pointwise && pointwise->checks_integer_divisor)
     return false;
   for (ir::ValueRef v : n.inputs) {
     // A view of a constant (never recorded in practice) would need a materialised scalar.
@@ -418,15 +416,26 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
   for (size_t i = 0; i < num_nodes; ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call || n.outputs.size() != 1) continue;
-    const std::string_view name = n.op->name;
+    const WindowLowering* window = lowering_as<WindowLowering>(n);
+    if (!window) continue;
     const TensorMeta& out = n.outputs[0];
-    const bool handled =
-        name == "pad" || name == "cat" || name == "flip" ||
-        (name == "roll" && roll_shifts(g, n).size() <= 2) ||
-        (name == "repeat" && n.attrs.ints(0).size() == g.info(n.inputs[0]).sizes.size() &&
-         repeat_copies(n) <= static_cast<int64_t>(kMaxCatPieces));
+    bool handled = true;
+    switch (window->kind) {
+      case WindowLowering::Kind::Pad:
+      case WindowLowering::Kind::Flip:
+        break;
+      case WindowLowering::Kind::Cat:
+        handled = n.inputs.size() <= kMaxCatPieces;
+        break;
+      case WindowLowering::Kind::Roll:
+        handled = roll_shifts(g, n).size() <= 2;
+        break;
+      case WindowLowering::Kind::Repeat:
+        handled = n.attrs.ints(0).size() == g.info(n.inputs[0]).sizes.size() &&
+                  repeat_copies(n) <= static_cast<int64_t>(kMaxCatPieces);
+        break;
+    }
     if (!handled || out.sizes.empty() || checked_numel(out.sizes, "inductor") == 0) continue;
-    if (name == "cat" && n.inputs.size() > kMaxCatPieces) continue;
     windowed[i] = std::all_of(n.inputs.begin(), n.inputs.end(),
                               [&](ir::ValueRef v) { return piece_ok(v, out); });
   }
@@ -547,11 +556,19 @@ Schedule schedule_graph(const ir::Graph& g) {
     auto pieces_of = [&](ir::ValueRef v) -> int64_t {
       const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
       if (constant_value(v)) return 0;
-      if (!windowed[static_cast<size_t>(v.node)] || p.op->name == "pad" || p.op->name == "flip")
-        return 1;
-      if (p.op->name == "roll") return int64_t{1} << roll_shifts(g, p).size();
-      if (p.op->name == "repeat") return repeat_copies(p);
-      return static_cast<int64_t>(p.inputs.size());  // cat
+      if (!windowed[static_cast<size_t>(v.node)]) return 1;
+      switch (lowering_as<WindowLowering>(p)->kind) {
+        case WindowLowering::Kind::Pad:
+        case WindowLowering::Kind::Flip:
+          return 1;
+        case WindowLowering::Kind::Roll:
+          return int64_t{1} << roll_shifts(g, p).size();
+        case WindowLowering::Kind::Repeat:
+          return repeat_copies(p);
+        case WindowLowering::Kind::Cat:
+          break;
+      }
+      return static_cast<int64_t>(p.inputs.size());  // a cat: one per piece
     };
     // The kernel inputs group `grp` would take with n in it (a cat: one per piece).
     auto input_pieces_with_n = [&](int32_t grp) {
@@ -760,13 +777,17 @@ bool decomposed_in_generated_code(const ir::Node& n) {
          n.op->has_decomposition(n.attrs);
 }
 
-LoweredGraph lower_graph(const ir::Graph& captured) {
+namespace {
+// The lowering pipeline; `timed`: its phases are added to the compile times (the backend), or
+// not (explain's counts).
+LoweredGraph lower(const ir::Graph& captured, bool timed) {
   using Clock = std::chrono::steady_clock;
-  auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
+  auto phase_done = [&](const char* phase, Clock::time_point& t) {
+    if (timed) capture::add_compile_time(phase, detail::seconds_since(t));
+    t = Clock::now();
   };
   LoweredGraph out;
-  auto t0 = Clock::now();
+  auto t = Clock::now();
   // Kernels address views through their recorded layouts: a wrong one is an error here, never
   // a wrong read (checked as handed over, and after inductor's own rewrites).
   ir::check_view_layouts(captured, "the graph handed to inductor");
@@ -778,22 +799,20 @@ LoweredGraph lower_graph(const ir::Graph& captured) {
   ir::eliminate_common_subexpressions(out.graph);
   ir::eliminate_dead_code(out.graph);
   ir::check_view_layouts(out.graph, "inductor's lowered graph");
-  capture::add_compile_time("inductor_decompose", seconds_since(t0));
-  t0 = Clock::now();
+  phase_done("inductor_decompose", t);
   out.schedule = schedule_graph(out.graph);
-  capture::add_compile_time("inductor_schedule", seconds_since(t0));
+  phase_done("inductor_schedule", t);
   return out;
 }
+}  // namespace
+
+LoweredGraph lower_graph(const ir::Graph& captured) { return lower(captured, /*timed=*/true); }
 
 ScheduleSummary summarize(const ir::Graph& captured) {
-  ir::Graph lowered = capture::decompose_graph(captured, decomposed_in_generated_code);
-  read_column_reductions_through_flattening(lowered);
-  elide_copies_of_unshared_values(lowered);
-  const Schedule s = schedule_graph(lowered);
+  // The backend's own lowering (CSE and DCE included), so the counts are what runs.
+  const Schedule s = lower(captured, /*timed=*/false).schedule;
   ScheduleSummary out;
   out.kernels = static_cast<int64_t>(s.kernels.size());
-  for (const Kernel& k : s.kernels)
-    for (const KernelOp& op : k.ops) out.fused_ops += op.output == 0;  // (a node once)
   for (const Step& st : s.steps) out.extern_calls += st.kind == Step::Kind::Extern;
   return out;
 }

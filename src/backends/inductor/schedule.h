@@ -137,7 +137,6 @@ LoweredGraph lower_graph(const ir::Graph& captured);
 // the backend lowers it; nothing is compiled.
 struct ScheduleSummary {
   int64_t kernels = 0;       // generated loops
-  int64_t fused_ops = 0;     // ops computed inside them
   int64_t extern_calls = 0;  // ops run by their eager kernels
 };
 ScheduleSummary summarize(const ir::Graph& captured);
