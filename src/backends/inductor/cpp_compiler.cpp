@@ -769,7 +769,12 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
     libs.push_back(folder.make_temporary("batch-" + batch_ids.back(), ".so"));
     cmds.push_back(compile_command(unit_files.back(), libs.back(), shared_flags()));
   }
-  const double limit = compile_timeout();
+  // A library holds many modules: the limit grows with them (one more limit per 50 modules;
+  // a thousand small modules take minutes on two loaded cores, well inside that).
+  const size_t largest = std::max_element(keys_of.begin(), keys_of.end(), [](auto& a, auto& b) {
+                           return a.size() < b.size();
+                         })->size();
+  const double limit = compile_timeout() * static_cast<double>(1 + largest / 50);
   const std::vector<detail::ProcessResult> results = detail::run_processes(cmds, limit);
   std::string errors;
   std::error_code ec;

@@ -108,7 +108,9 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
 // Compiles every source not cached yet in a few compiler runs (`jobs` at once, each building
 // one library from many sources), so that compile_module then finds them in memory: for
 // suites that compile hundreds of small graphs, where a process start and a header parse per
-// graph would dominate. Such modules are not written to the disk cache.
+// graph would dominate. The libraries are cached on disk as batch-<id>.so, each module found
+// through its <key>.batch index. A library's time limit is compile_config().compile_timeout
+// once more per 50 modules it holds.
 void compile_modules_batched(const std::vector<std::string>& sources, int jobs = 2);
 
 // The first pass of a batched build: a backend that renders the source inductor would compile
