@@ -59,8 +59,8 @@ Running start(const std::vector<std::string>& argv, ProcessResult& result) {
   sigemptyset(&none);
   sigemptyset(&defaults);
   for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP}) sigaddset(&defaults, s);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
@@ -127,7 +127,8 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
                          std::chrono::duration<double>(limited ? timeout_seconds : 0));
   auto time_left_ms = [&]() -> int {
     if (!limited) return -1;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return static_cast<int>(std::max<int64_t>(0, left.count()));
   };
   std::chrono::microseconds reap_wait(50);

@@ -96,12 +96,16 @@ std::vector<std::string> names_with(const fs::path& dir, const std::string& part
 fs::path probe_source(const fs::path& dir, int value, const fs::path& marker = {}) {
   fs::create_directories(dir);
   const fs::path file = dir / ("probe" + std::to_string(value) + ".cpp");
-  std::string text = "extern \"C\" int kiln_cache_probe() { return " + std::to_string(value) +
-                     "; }\n";
+  std::string text =
+      "extern \"C\" int kiln_cache_probe() { return " + std::to_string(value) + "; }\n";
   if (!marker.empty())
-    text = "#include <cstdio>\n__attribute__((constructor)) static void planted() {\n"
-           "  if (FILE* f = std::fopen(\"" + marker.string() + "\", \"a\")) {\n"
-           "    std::fputs(\"ran\\n\", f);\n    std::fclose(f);\n  }\n}\n" + text;
+    text =
+        "#include <cstdio>\n__attribute__((constructor)) static void planted() {\n"
+        "  if (FILE* f = std::fopen(\"" +
+        marker.string() +
+        "\", \"a\")) {\n"
+        "    std::fputs(\"ran\\n\", f);\n    std::fclose(f);\n  }\n}\n" +
+        text;
   write_file(file, text);
   return file;
 }
@@ -121,8 +125,8 @@ detail::ProcessResult run_client(const std::vector<std::string>& env,
                                  const std::string& client = client_program(),
                                  double timeout = 300) {
   std::vector<std::string> argv{"env", "-i"};
-  for (const char* name : {"PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-                           "OMP_WAIT_POLICY"})
+  for (const char* name :
+       {"PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "OMP_WAIT_POLICY"})
     if (const char* v = std::getenv(name)) argv.push_back(std::string(name) + "=" + v);
   argv.insert(argv.end(), env.begin(), env.end());
   argv.insert(argv.end(), prefix.begin(), prefix.end());
@@ -425,9 +429,9 @@ TEST(CacheFaults, FlippedBytesAreRebuilt) {
   const Probe p = fresh_probe();
   const uintmax_t size = fs::file_size(p.file);
   // Into the ELF header, the code and data, and each field of the trailer.
-  for (uintmax_t at : {uintmax_t{0}, uintmax_t{5}, uintmax_t{40}, size / 7, size / 3, size / 2,
-                       2 * size / 3, size - 100, size - 64, size - 50, size - 20, size - 12,
-                       size - 1}) {
+  for (uintmax_t at :
+       {uintmax_t{0}, uintmax_t{5}, uintmax_t{40}, size / 7, size / 3, size / 2, 2 * size / 3,
+        size - 100, size - 64, size - 50, size - 20, size - 12, size - 1}) {
     SCOPED_TRACE(at);
     inductor::forget_loaded_modules();  // the last rebuild is mapped: unload it first
     std::string bytes = read_file(p.file);
@@ -468,9 +472,10 @@ TEST(CacheFaults, ADamagedBatchLibraryIsRebuiltOneByOne) {
   // Kernels named through KILN_KERNEL, as generated code's: one library holds both.
   std::vector<std::string> sources;
   for (int k = 0; k < 2; ++k)
-    sources.push_back("#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n"
-                      "extern \"C\" int KILN_KERNEL(cache_probe)() { return " +
-                      std::to_string(50 + k) + "; }\n// " + inductor::random_hex16() + "\n");
+    sources.push_back(
+        "#ifndef KILN_KERNEL\n#define KILN_KERNEL(name) kiln_##name\n#endif\n"
+        "extern \"C\" int KILN_KERNEL(cache_probe)() { return " +
+        std::to_string(50 + k) + "; }\n// " + inductor::random_hex16() + "\n");
   inductor::compile_modules_batched(sources, 1);
   inductor::CompileStats stats;
   const fs::path library = inductor::compile_module(sources[0], &stats)->path();
@@ -500,8 +505,7 @@ TEST(CacheFaults, ADamagedPrecompiledHeaderIsRebuilt) {
   // library does not match, so the cache builds its own.
   std::vector<std::string> env = cache_env(s, s.dir / "cache");
   env.push_back("CXX=g++");
-  detail::ProcessResult r =
-      run_client(env, {"probe", probe_source(s.dir / "src", 1).string()});
+  detail::ProcessResult r = run_client(env, {"probe", probe_source(s.dir / "src", 1).string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<std::string> gch = names_with(s.dir / "cache" / "inductor", ".h.gch");
   ASSERT_GE(gch.size(), 1u) << "no precompiled header was built in the cache";
@@ -527,11 +531,12 @@ TEST(CacheFaults, ADamagedPrecompiledHeaderIsRebuilt) {
 fs::path fake_compiler(const Scratch& s, const std::string& name, const std::string& body,
                        bool hang_on_version = false) {
   const fs::path script = s.dir / name;
-  write_file(script, "#!/bin/sh\n" +
-                         std::string(hang_on_version
-                                         ? ""
-                                         : "case \"$1\" in --version) exec g++ --version;; esac\n") +
-                         body);
+  write_file(
+      script,
+      "#!/bin/sh\n" +
+          std::string(hang_on_version ? ""
+                                      : "case \"$1\" in --version) exec g++ --version;; esac\n") +
+          body);
   fs::permissions(script, fs::perms::owner_all);
   return script;
 }
@@ -590,8 +595,8 @@ TEST(CacheFaults, BrokenCompilersAndCxxValuesAreReported) {
       s, "garbage-cxx",
       "prev=''\nfor a in \"$@\"; do [ \"$prev\" = -o ] && echo 'not an object' > \"$a\"; "
       "prev=\"$a\"; done\nexit 0\n");
-  detail::ProcessResult r =
-      run_client(with("CXX=" + garbage.string()), {"probe", probe_source(s.dir / "src", 3).string()});
+  detail::ProcessResult r = run_client(with("CXX=" + garbage.string()),
+                                       {"probe", probe_source(s.dir / "src", 3).string()});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("just built for"));
   EXPECT_THAT(r.output, HasSubstr("cannot be loaded"));
@@ -635,16 +640,16 @@ TEST(CacheFaults, AFullDiskIsReportedWithItsReasonAndLeavesNoTemporaries) {
   Scratch s;
   const fs::path where = s.dir / "small";
   fs::create_directories(where);
-  const detail::ProcessResult r = run_on_tmpfs(cache_env(s, where), where, "size=8k",
-                                               probe_source(s.dir / "src", 5));
+  const detail::ProcessResult r =
+      run_on_tmpfs(cache_env(s, where), where, "size=8k", probe_source(s.dir / "src", 5));
   ASSERT_NE(r.exit_code, 97) << r.output;
   EXPECT_THAT(r.output, HasSubstr("status=1"));
   EXPECT_THAT(r.output, HasSubstr("No space left on device"));
   const std::string left = r.output.substr(r.output.find("left:"));
   EXPECT_THAT(left, Not(HasSubstr(".tmp"))) << r.output;
   // Already full: Kiln's own first write (the source) fails, and says why.
-  const detail::ProcessResult full = run_on_tmpfs(cache_env(s, where), where, "size=8k",
-                                                  probe_source(s.dir / "src", 5), true);
+  const detail::ProcessResult full =
+      run_on_tmpfs(cache_env(s, where), where, "size=8k", probe_source(s.dir / "src", 5), true);
   EXPECT_THAT(full.output, HasSubstr("status=1"));
   EXPECT_THAT(full.output, HasSubstr(".cpp: No space left on device"));
   EXPECT_THAT(full.output.substr(full.output.find("left:")), Not(HasSubstr(".tmp"))) << full.output;
@@ -669,9 +674,9 @@ TEST(CacheFaults, AReadOnlyCacheFallsBackOnceWithTheReason) {
 TEST(CacheFaults, ADeletedCacheFolderIsMadeAgain) {
   Scratch s;
   const fs::path cache = s.dir / "cache";
-  const detail::ProcessResult r = run_client(
-      cache_env(s, cache), {"probe", probe_source(s.dir / "src", 7).string(), "rmcache", "probe",
-                            probe_source(s.dir / "src", 8).string(), "graph"});
+  const detail::ProcessResult r =
+      run_client(cache_env(s, cache), {"probe", probe_source(s.dir / "src", 7).string(), "rmcache",
+                                       "probe", probe_source(s.dir / "src", 8).string(), "graph"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("probe=7"));
   EXPECT_THAT(r.output, HasSubstr("probe=8"));
@@ -692,7 +697,8 @@ TEST(CacheFaults, StaleTemporariesAreRemovedAtStartUp) {
       fs::create_directories(folder / n / "inner");
     else
       write_file(folder / n, "left by a killed process");
-    const timeval two_days_ago[2] = {{time(nullptr) - 2 * 86400, 0}, {time(nullptr) - 2 * 86400, 0}};
+    const timeval two_days_ago[2] = {{time(nullptr) - 2 * 86400, 0},
+                                     {time(nullptr) - 2 * 86400, 0}};
     ASSERT_EQ(utimes((folder / n).c_str(), two_days_ago), 0);
   }
   write_file(folder / "c.so.tmp-fedcba9876543210", "another process is writing this");

@@ -1785,12 +1785,12 @@ TEST(InductorLowering, EveryEntryIsARegisteredOpOfTheKindItsLoweringExpects) {
           } else if constexpr (std::is_same_v<L, inductor::DrawLowering>) {
             EXPECT_EQ(kind, OpKind::Random) << op->name;
           } else if constexpr (std::is_same_v<L, inductor::WindowLowering> ||
-                             std::is_same_v<L, inductor::TriangleLowering>) {
+                               std::is_same_v<L, inductor::TriangleLowering>) {
             EXPECT_EQ(kind, OpKind::Layout) << op->name;
           } else if constexpr (std::is_same_v<L, inductor::IndirectLoadLowering>) {
             EXPECT_EQ(kind, OpKind::Indexing) << op->name;
           } else if constexpr (std::is_same_v<L, inductor::SoftmaxLowering> ||
-                             std::is_same_v<L, inductor::RowNormLowering>) {
+                               std::is_same_v<L, inductor::RowNormLowering>) {
             EXPECT_EQ(kind, OpKind::Composite) << op->name;
           } else if constexpr (std::is_same_v<L, inductor::ViewLowering>) {
             EXPECT_EQ(kind, OpKind::View) << op->name;

@@ -109,8 +109,9 @@ struct KeyHash {
 std::string hash_key(std::string_view text) { return KeyHash().update(text).hex(); }
 
 bool is_key(std::string_view text) {
-  return text.size() == 32 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
+  return text.size() == 32 && std::all_of(text.begin(), text.end(), [](char c) {
+           return std::isxdigit(c) && !std::isupper(c);
+         });
 }
 
 // ---- the compiler ----
@@ -176,8 +177,8 @@ const CompilerVersion& compiler_version() {
   static const CompilerVersion version = [] {
     CompilerVersion v;
     if (host().command.empty()) return v;
-    const double limit = compile_timeout() > 0 ? std::min(kVersionSeconds, compile_timeout())
-                                               : kVersionSeconds;
+    const double limit =
+        compile_timeout() > 0 ? std::min(kVersionSeconds, compile_timeout()) : kVersionSeconds;
     const detail::ProcessResult r = detail::run_process(host().command + Args{"--version"}, limit);
     if (r.succeeded())
       v.text = r.output;
@@ -199,7 +200,10 @@ bool compiler_is_gcc() {
 // Flags of every compile of generated code (the precompiled header's too: they must match).
 const Args& compile_flags() {
   static const Args f = Args{"-std=c++20", "-O3"} + split_words(KILN_GENERATED_ARCH_FLAGS) +
-                        Args{"-fopenmp", "-fPIC", "-ffp-contract=off", "-w",
+                        Args{"-fopenmp",
+                             "-fPIC",
+                             "-ffp-contract=off",
+                             "-w",
                              "-I" + runtime_headers().runtime_dir,
                              "-I" + runtime_headers().include_dir};
   return f;
@@ -239,8 +243,8 @@ const std::string& key_context() {
       list.remove_prefix(std::min(comma + 1, list.size()));
     }
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
-    return joined(host().command) + "\n" + compiler_version().text + "\n" +
-           joined(shared_flags()) + "\n" + cpu_identity() + headers;
+    return joined(host().command) + "\n" + compiler_version().text + "\n" + joined(shared_flags()) +
+           "\n" + cpu_identity() + headers;
   }();
   return context;
 }
@@ -341,9 +345,8 @@ std::string build_precompiled_header(const fs::path& parent, const std::string& 
   fs::create_directories(gch.parent_path(), ec);
   const std::string failure = run_compiler(
       {host().command + compile_flags() +
-       Args{"-x", "c++-header",
-            (fs::path(runtime_headers().runtime_dir) / kRuntimeHeader).string(), "-o",
-            gch.string()}});
+       Args{"-x", "c++-header", (fs::path(runtime_headers().runtime_dir) / kRuntimeHeader).string(),
+            "-o", gch.string()}});
   if (!failure.empty()) return failure;
   const int fd = open(gch.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return detail::concat("cannot read ", gch.string(), ": ", std::strerror(errno));
@@ -397,8 +400,9 @@ std::string precompiled_header_dir() {
     if (problem.empty()) return dir = (fs::path(prepared) / name).string();
     std::cerr << "[kiln] warning: inductor: the precompiled runtime header beside the library "
                  "cannot be used: "
-              << problem << ". Run `kiln prepare` to rebuild it; this process uses one in its "
-                            "cache folder.\n";
+              << problem
+              << ". Run `kiln prepare` to rebuild it; this process uses one in its "
+                 "cache folder.\n";
   }
   const fs::path modules = ModuleFolder::instance().path();
   const fs::path cached = modules / name;
@@ -449,8 +453,8 @@ std::string build_shared_object(const fs::path& cpp, const fs::path& so, int par
     objects.push_back(detail::concat(so.string(), ".part", j, ".o"));
     cmds.push_back(compile_command(
         cpp, objects.back(),
-        compile_flags() + Args{"-c", detail::concat("-DKILN_PARTS=", parts),
-                               detail::concat("-DKILN_PART=", j)}));
+        compile_flags() +
+            Args{"-c", detail::concat("-DKILN_PARTS=", parts), detail::concat("-DKILN_PART=", j)}));
   }
   struct Cleanup {
     const std::vector<fs::path>& files;
@@ -568,9 +572,10 @@ std::string prepare_runtime_header() {
   const std::string failure = build_precompiled_header(folder, name);
   KILN_CHECK(failure.empty(), Error, "kiln prepare: precompiling the runtime header of generated ",
              "code into ", root.string(), " failed:\n", failure);
-  return detail::concat(repaired.empty() ? "precompiled" : "repaired (" + repaired + "): precompiled",
-                        " the runtime header of generated code into ", root.string(), " (",
-                        static_cast<int>(detail::seconds_since(start) * 10 + 0.5) / 10.0, " s)");
+  return detail::concat(
+      repaired.empty() ? "precompiled" : "repaired (" + repaired + "): precompiled",
+      " the runtime header of generated code into ", root.string(), " (",
+      static_cast<int>(detail::seconds_since(start) * 10 + 0.5) / 10.0, " s)");
 }
 
 const std::string& unavailable_reason() {
@@ -752,9 +757,9 @@ void compile_modules_batched(const std::vector<std::string>& sources, int jobs) 
   for (const auto& [key, src] : todo) {
     folder.write_atomically(key + ".cpp", *src + key_symbol_line(key));
     const size_t j = i++ % static_cast<size_t>(jobs);
-    units[j] += detail::concat("#define KILN_KERNEL(name) kiln_", key, "_##name\n#include \"",
-                               (folder.path() / (key + ".cpp")).string(),
-                               "\"\n#undef KILN_KERNEL\n");
+    units[j] +=
+        detail::concat("#define KILN_KERNEL(name) kiln_", key, "_##name\n#include \"",
+                       (folder.path() / (key + ".cpp")).string(), "\"\n#undef KILN_KERNEL\n");
     keys_of[j].push_back(key);
   }
   std::vector<Args> cmds;
@@ -900,7 +905,8 @@ std::shared_ptr<LoadedModule> compile_module(const std::string& source, CompileS
         why = "it does not define its key symbol";
       }
       KILN_CHECK(handle, Error, "inductor: the module the C++ compiler (", host_compiler(),
-                 ") just built for ", name, " cannot be loaded: ", why.empty() ? "it is gone" : why);
+                 ") just built for ", name,
+                 " cannot be loaded: ", why.empty() ? "it is gone" : why);
     } else if (stats) {
       stats->cache_hit = true;
     }

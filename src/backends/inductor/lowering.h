@@ -33,9 +33,9 @@ struct RowFoldLowering {
   const char* fold = nullptr;  // inductor_rt::<fold>(row, cols[, argument])
   enum class Argument : uint8_t { None, IntAttr2, FloatAttr2 };
   Argument argument = Argument::None;  // var's correction, norm's p
-  bool mean = false;          // the fold divided by the number of elements folded
-  bool columns = false;       // also a column reduction (bias and weight gradients)
-  bool dtype_attr = false;    // attribute 2 may name an output dtype: then an extern call
+  bool mean = false;                   // the fold divided by the number of elements folded
+  bool columns = false;                // also a column reduction (bias and weight gradients)
+  bool dtype_attr = false;             // attribute 2 may name an output dtype: then an extern call
   bool index_result = false;  // an int64 index per row (argmax, argmin): attributes dim, keepdim
   bool p_norm = false;        // the p-norm: only p = 1, 2, ±inf fold as eager does
 };
@@ -88,10 +88,9 @@ struct FillLowering {};
 // view: the one view op the graph rewrites look through (a flattening).
 struct ViewLowering {};
 
-using Lowering =
-    std::variant<PointwiseLowering, RowFoldLowering, RowExtremeLowering, RowNormLowering,
-                 SoftmaxLowering, DrawLowering, TriangleLowering, IndirectLoadLowering,
-                 WindowLowering, FillLowering, ViewLowering>;
+using Lowering = std::variant<PointwiseLowering, RowFoldLowering, RowExtremeLowering,
+                              RowNormLowering, SoftmaxLowering, DrawLowering, TriangleLowering,
+                              IndirectLoadLowering, WindowLowering, FillLowering, ViewLowering>;
 
 // The op's entry, or null.
 const Lowering* lowering_of(const OpDef* op);

@@ -58,7 +58,6 @@ uint64_t random_u64() {
   return v ^ static_cast<uint64_t>(std::clock());
 }
 
-
 // Is `name` a temporary of this cache ("<stem>.tmp-<hex><suffix>", or the "<stem>.tmp.<pid>"
 // of earlier versions)?
 bool is_temporary_name(std::string_view name) {
@@ -160,8 +159,8 @@ std::string folder_trust_problem(const fs::path& dir, bool must_own) {
     if (st.st_uid != me && st.st_uid != 0)
       return "lies in " + p.string() + ", owned by " + user_name(st.st_uid);
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-      return "lies in " + p.string() + ", which " + writers(st.st_mode) +
-             " can write (mode " + octal_mode(st.st_mode) + ", no sticky bit)";
+      return "lies in " + p.string() + ", which " + writers(st.st_mode) + " can write (mode " +
+             octal_mode(st.st_mode) + ", no sticky bit)";
     if (p == p.root_path() || p.parent_path() == p) break;
   }
   return "";
@@ -172,7 +171,8 @@ std::string file_trust_problem(int fd, bool root_may_own) {
   if (fstat(fd, &st) != 0) return "cannot be read: " + errno_text(errno);
   if (!S_ISREG(st.st_mode)) return "is not a regular file";
   const uid_t me = geteuid();
-  if (st.st_uid != me && !(root_may_own && st.st_uid == 0)) return "is owned by " + user_name(st.st_uid) + ", not by " + user_name(me);
+  if (st.st_uid != me && !(root_may_own && st.st_uid == 0))
+    return "is owned by " + user_name(st.st_uid) + ", not by " + user_name(me);
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return "is writable by " + writers(st.st_mode) + " (mode " + octal_mode(st.st_mode) + ")";
   return "";
@@ -220,8 +220,8 @@ std::string ModuleFolder::try_open(const fs::path& dir) {
     if (fchmod(fd, 0700) == 0) st.st_mode = S_IFDIR | 0700;
   std::string problem = folder_trust_problem(dir, true);
   struct stat now {};
-  if (problem.empty() && (lstat(dir.c_str(), &now) != 0 || now.st_ino != st.st_ino ||
-                          now.st_dev != st.st_dev))
+  if (problem.empty() &&
+      (lstat(dir.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev))
     problem = "was replaced while it was being checked";
   if (problem.empty() && access(dir.c_str(), W_OK) != 0)
     problem = "cannot be written: " + errno_text(errno);
@@ -242,8 +242,8 @@ void ModuleFolder::open_locked() {
   const fs::path wanted = fs::path(cache_dir()) / "inductor";
   const std::string why = try_open(wanted);
   if (why.empty()) return;
-  KILN_CHECK(!compile_config().strict_cache, Error, "inductor: the cache folder ",
-             wanted.string(), " cannot be used: it ", why,
+  KILN_CHECK(!compile_config().strict_cache, Error, "inductor: the cache folder ", wanted.string(),
+             " cannot be used: it ", why,
              " (compile_config().strict_cache / KILN_CACHE_STRICT asks for an error rather than a "
              "private temporary folder)");
   const bool first = fallback_.empty();
@@ -290,7 +290,8 @@ void ModuleFolder::revalidate() {
     open_locked();
     return;
   }
-  struct stat open_st {}, named_st {};
+  struct stat open_st {
+  }, named_st{};
   const bool gone = fstat(fd_, &open_st) != 0 || open_st.st_nlink == 0 ||
                     lstat(path_.c_str(), &named_st) != 0 || named_st.st_ino != ino_ ||
                     named_st.st_dev != dev_;
@@ -307,8 +308,9 @@ fs::path ModuleFolder::make_temporary(const std::string& stem, const std::string
       close(fd);
       return path() / name;
     }
-    KILN_CHECK(errno == EEXIST && attempt < 16, Error, "inductor: cannot write in the cache folder ",
-               path().string(), ": ", errno_text(errno));
+    KILN_CHECK(errno == EEXIST && attempt < 16, Error,
+               "inductor: cannot write in the cache folder ", path().string(), ": ",
+               errno_text(errno));
   }
 }
 
@@ -321,8 +323,8 @@ void ModuleFolder::write_atomically(const std::string& name, std::string_view by
   if (fd >= 0 && close(fd) != 0) ok = false;
   if (!ok) {
     unlinkat(dir, tmp.filename().c_str(), 0);
-    throw Error(detail::concat("inductor: cannot write ", (path() / name).string(), ": ",
-                               errno_text(err)));
+    throw Error(
+        detail::concat("inductor: cannot write ", (path() / name).string(), ": ", errno_text(err)));
   }
   rename_into_place(tmp, name);
 }
@@ -428,8 +430,7 @@ std::string check_sealed_module(int fd, const std::string& key) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return "cannot be read: " + errno_text(errno);
   const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < sizeof(Trailer))
-    return detail::concat("is truncated (", size, " bytes, no trailer)");
+  if (size < sizeof(Trailer)) return detail::concat("is truncated (", size, " bytes, no trailer)");
   Trailer t{};
   if (pread(fd, &t, sizeof t, static_cast<off_t>(size - sizeof t)) != sizeof t)
     return "cannot be read: " + errno_text(errno);

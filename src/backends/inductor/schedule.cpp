@@ -9,10 +9,10 @@
 #include <span>
 
 #include "backends/inductor/graph_rewrites.h"
-#include "core/clock.h"
 #include "backends/inductor/lowering.h"
 #include "capture/retrace.h"
 #include "capture/state.h"
+#include "core/clock.h"
 #include "kiln/ir/passes.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
