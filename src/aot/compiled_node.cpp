@@ -95,11 +95,11 @@ Tensor copy_keeping_strides(const Tensor& t) {
 CompiledGraph AotPlan::compile_part(const std::string& part, const std::string& missing,
                                     const Backend& compiler, const ir::Graph& graph) const {
   if (!observer) return compiler(graph, placeholder_metas(graph));
-  capture::GraphCompileCollector collector;
+  diagnostics::GraphCompileCollector collector;
   CompiledGraph compiled;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    capture::CollectingInto collecting(&collector);
+    diagnostics::CollectingInto collecting(&collector);
     compiled = compiler(graph, placeholder_metas(graph));
   }
   collector.seconds["backend_compile"] += detail::seconds_since(t0);
@@ -121,9 +121,9 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
     plan->eager_autograd = true;
     plan->why = e.what();
     if (log_enabled(LogTopic::GraphBreaks))
-      capture::log(LogTopic::GraphBreaks,
-                   detail::concat("AOT autograd could not trace a backward (", plan->why,
-                                  "); the graph runs with eager autograd"));
+      diagnostics::log(LogTopic::GraphBreaks,
+                       detail::concat("AOT autograd could not trace a backward (", plan->why,
+                                      "); the graph runs with eager autograd"));
     return plan;
   }
   plan->partition = partition_min_cut(joint);
@@ -135,7 +135,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   const std::vector<std::vector<bool>> read = values_read(forward);
   for (ir::ValueRef v : values)
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
-  capture::add_compile_time("aot_autograd", detail::seconds_since(t0));
+  diagnostics::add_compile_time("aot_autograd", detail::seconds_since(t0));
   auto t1 = std::chrono::steady_clock::now();
   plan->forward = plan->compile_part("forward", "", fw_compiler, plan->partition.forward);
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
@@ -143,7 +143,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->backward = plan->compile_part("backward", "", bw, plan->partition.backward);
   KILN_CHECK(plan->forward && plan->backward, Error,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
-  capture::add_compile_time("backend_compile", detail::seconds_since(t1));
+  diagnostics::add_compile_time("backend_compile", detail::seconds_since(t1));
   return plan;
 }
 
@@ -162,7 +162,7 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
     made->run = compile_part("backward_partial", missing, backward_compiler, pruned.graph);
     made->output_of = std::move(pruned.output_of);
     made->runtime_kept = std::move(pruned.runtime_kept);
-    capture::add_compile_time("backend_compile", detail::seconds_since(t0));
+    diagnostics::add_compile_time("backend_compile", detail::seconds_since(t0));
     entry = std::move(made);
   }
   return *entry;

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "aot/partition.h"
+#include "diagnostics/diagnostics.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
 
 namespace kiln::capture {
 class Tracer;
-struct BackendOutput;
 }  // namespace kiln::capture
 
 namespace kiln::aot {
@@ -26,7 +26,7 @@ namespace kiln::aot {
 // tangents that did not arrive). Called on the compiling thread, after the compiler returned.
 using AotPartObserver = std::function<void(
     const std::string& part, const std::string& missing, const ir::Graph& graph,
-    std::vector<capture::BackendOutput> outputs, std::map<std::string, double> seconds)>;
+    std::vector<diagnostics::BackendOutput> outputs, std::map<std::string, double> seconds)>;
 
 // A forward graph differentiated at some of its values, partitioned and compiled.
 struct AotPlan {

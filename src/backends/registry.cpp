@@ -51,11 +51,6 @@ BackendRegistry& backend_registry() {
 bool is_reserved(const std::string& name) { return name == "aot_eager" || name == "inductor"; }
 }  // namespace
 
-Backend aot_autograd(Backend fw_compiler, Backend bw_compiler) {
-  KILN_CHECK(fw_compiler, ValueError, "aot_autograd: fw_compiler is empty");
-  return detail::AotBackendFn{std::move(fw_compiler), std::move(bw_compiler)};
-}
-
 void register_backend(const std::string& name, Backend backend) {
   KILN_CHECK(!name.empty(), ValueError, "register_backend: the name is empty");
   KILN_CHECK(backend, ValueError, "register_backend('", name, "'): the backend is empty");
@@ -83,12 +78,12 @@ namespace {
 Backend with_injected_bug(Backend backend, const std::string& name) {
   const char* env = std::getenv("KILN_TESTING_ONLY_INJECT_BUG");
   if (!env || !*env) return backend;
-  if (const auto* aot = backend.target<detail::AotBackendFn>()) {
+  if (const auto* aot = backend.aot()) {
     // "inductor" is AOT autograd around the code generator: the bug goes into its compilers.
     // "aot_eager" and other AOT backends stay as they are.
     if (name != "inductor") return backend;
-    return aot_autograd(with_injected_bug(aot->fw_compiler, name),
-                        aot->bw_compiler ? with_injected_bug(aot->bw_compiler, name) : Backend());
+    return aot_autograd(with_injected_bug(aot->forward, name),
+                        with_injected_bug(aot->backward, name));
   }
   const std::string spec = env;
   const size_t colon = spec.find(':');

@@ -17,7 +17,7 @@ namespace kiln {
 namespace capture {
 
 thread_local int tls_in_backend = 0;
-thread_local const std::string* tls_compiling_function = nullptr;
+thread_local bool tls_plain_backend_with_grad = false;
 thread_local uint64_t tls_replay_hits = 0;
 
 std::vector<Frame>& frames() {
@@ -94,7 +94,7 @@ void reset() {
       st->warned_limit = false;
       st->pure_plans.clear();
     }
-  capture::reset_compile_times();
+  diagnostics::reset_compile_times();
 }
 
 namespace detail {

@@ -9,85 +9,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "backends/inductor/schedule.h"
+#include "backends/backend_lookup.h"
 #include "capture/tracer.h"
 #include "core/subprocess.h"
 
 namespace kiln {
 
 namespace capture {
-
-// ---- logs ----
-namespace {
-std::atomic<unsigned> g_log_mask{0};
-std::mutex g_log_mu;
-std::function<void(const std::string&)>& log_sink() {
-  static auto* s = new std::function<void(const std::string&)>();
-  return *s;
-}
-unsigned parse_topics(const std::string& spec) {
-  static const std::pair<const char*, LogTopic> names[] = {{"graph_breaks", LogTopic::GraphBreaks},
-                                                           {"recompiles", LogTopic::Recompiles},
-                                                           {"guards", LogTopic::Guards},
-                                                           {"graphs", LogTopic::Graphs},
-                                                           {"output_code", LogTopic::OutputCode}};
-  unsigned mask = 0;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" +"));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (item.empty()) continue;
-    if (item == "all") {
-      mask = ~0u;
-      continue;
-    }
-    bool found = false;
-    for (const auto& [n, t] : names)
-      if (item == n) mask |= static_cast<unsigned>(t), found = true;
-    KILN_CHECK(found, ValueError, "set_logs: unknown topic '", item,
-               "' (topics: graph_breaks, recompiles, guards, graphs, output_code, all)");
-  }
-  return mask;
-}
-const char* topic_name(LogTopic t) {
-  switch (t) {
-    case LogTopic::GraphBreaks:
-      return "graph_breaks";
-    case LogTopic::Recompiles:
-      return "recompiles";
-    case LogTopic::Guards:
-      return "guards";
-    case LogTopic::Graphs:
-      return "graphs";
-    case LogTopic::OutputCode:
-      return "output_code";
-  }
-  return "?";
-}
-// KILN_LOGS is read once, when the library loads.
-const bool g_env_logs_read = [] {
-  if (const char* env = std::getenv("KILN_LOGS")) {
-    try {
-      g_log_mask = parse_topics(env);
-    } catch (const Error& e) {
-      std::cerr << "[kiln] KILN_LOGS ignored: " << e.what() << "\n";
-    }
-  }
-  return true;
-}();
-}  // namespace
-
-void log(LogTopic topic, const std::string& text) {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  // Multi-line payloads (graphs) keep the tag on the first line only.
-  std::string line = std::string("[kiln:") + topic_name(topic) + "] " + text;
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  if (log_sink())
-    log_sink()(line);
-  else
-    std::cerr << line << "\n";
-}
 
 // ---- observers ----
 namespace {
@@ -149,30 +77,6 @@ void notify_aot_compiled(const detail::CompiledState& fn, const AotGraphRecord& 
 void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
                           const ir::Graph& graph, const std::string& what) {
   each_observer([&](Observer* o) { o->on_compile_error(fn, graph_index, graph, what); });
-}
-
-thread_local GraphCompileCollector* tls_compile_collector = nullptr;
-void note_backend_output(BackendOutput output) {
-  if (tls_compile_collector) tls_compile_collector->outputs.push_back(std::move(output));
-}
-
-// ---- compile times ----
-namespace {
-std::mutex g_times_mu;
-std::map<std::string, double>& times() {
-  static auto* m = new std::map<std::string, double>();
-  return *m;
-}
-}  // namespace
-void reset_compile_times() {
-  std::lock_guard<std::mutex> lock(g_times_mu);
-  times().clear();
-}
-void add_compile_time(const char* phase, double seconds) {
-  if (tls_compile_collector) tls_compile_collector->seconds[phase] += seconds;
-  std::lock_guard<std::mutex> lock(g_times_mu);
-  times()[phase] += seconds;
-  times()["total"] += seconds;
 }
 
 // ---- call sites ----
@@ -263,34 +167,6 @@ ir::SourceLoc CallSite::resolve() const {
 
 }  // namespace capture
 
-void set_logs(const std::vector<LogTopic>& topics) {
-  unsigned m = 0;
-  for (LogTopic t : topics) m |= static_cast<unsigned>(t);
-  capture::g_log_mask = m;
-}
-void set_logs(const std::string& spec) { capture::g_log_mask = capture::parse_topics(spec); }
-bool log_enabled(LogTopic topic) {
-  return (capture::g_log_mask.load(std::memory_order_relaxed) & static_cast<unsigned>(topic)) != 0;
-}
-void set_log_sink(std::function<void(const std::string&)> sink) {
-  std::lock_guard<std::mutex> lock(capture::g_log_mu);
-  capture::log_sink() = std::move(sink);
-}
-
-std::map<std::string, double> compile_times() {
-  std::lock_guard<std::mutex> lock(capture::g_times_mu);
-  return capture::times();
-}
-
-std::string compile_times_str() {
-  std::ostringstream os;
-  os << "kiln::compile times (seconds, totals since start-up or kiln::reset())\n";
-  for (const auto& [phase, s] : compile_times())
-    os << "  " << std::left << std::setw(18) << phase << std::fixed << std::setprecision(6) << s
-       << "\n";
-  return os.str();
-}
-
 // ---- explain ----
 namespace {
 struct ExplainObserver final : capture::Observer {
@@ -300,7 +176,7 @@ struct ExplainObserver final : capture::Observer {
     if (&fn != only) return;
     out->graphs.push_back(g);
     out->ops_per_graph.push_back(g.num_calls());
-    const inductor::ScheduleSummary lowered = inductor::summarize(g);
+    const backends::InductorCounts lowered = backends::inductor_counts(g);
     out->kernels_per_graph.push_back(lowered.kernels);
     out->extern_calls_per_graph.push_back(lowered.extern_calls);
     out->op_count += g.num_calls();
@@ -392,15 +268,14 @@ struct CompileProfiler::Impl final : capture::Observer {
   }
   void on_compiled(const detail::CompiledState& fn,
                    const capture::CompiledGraphRecord& r) override {
-    bool by_inductor = false;
-    for (const capture::BackendOutput& o : r.backend_outputs)
-      by_inductor = by_inductor || o.kind.rfind("inductor", 0) == 0;
-    if (!by_inductor) return;
-    const inductor::ScheduleSummary lowered = inductor::summarize(r.graph);
+    // (Counted by the inductor backend as it compiled the graph: what runs.)
+    const auto kernels = r.counts.find("inductor_kernels");
+    const auto externs = r.counts.find("inductor_extern_calls");
+    if (kernels == r.counts.end() || externs == r.counts.end()) return;
     std::lock_guard<std::mutex> lock(mu);
     auto& s = stats[fn.name];
-    s.kernels_per_graph.push_back(lowered.kernels);
-    s.extern_calls_per_graph.push_back(lowered.extern_calls);
+    s.kernels_per_graph.push_back(kernels->second);
+    s.extern_calls_per_graph.push_back(externs->second);
   }
 };
 

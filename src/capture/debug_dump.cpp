@@ -298,10 +298,11 @@ class DebugDump final : public Observer {
 
   // A graph's backend outputs (files named stem.<kind>) and phase times into its index line,
   // which is then appended; and the process's compile times so far.
-  void write_backend_outputs(const std::string& stem, const std::vector<BackendOutput>& outputs,
+  void write_backend_outputs(const std::string& stem,
+                             const std::vector<diagnostics::BackendOutput>& outputs,
                              const std::map<std::string, double>& seconds, JsonLine& line) {
     for (size_t k = 0; k < outputs.size(); ++k) {
-      const BackendOutput& out = outputs[k];
+      const diagnostics::BackendOutput& out = outputs[k];
       const std::string file = stem + "." + file_safe(out.kind);
       write_file(file, out.text);
       // The first output is "the code"; a backend rarely makes more than one.

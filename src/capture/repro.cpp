@@ -420,12 +420,11 @@ Backend wrap_backend_for_repro(Backend backend, const std::string& name) {
   const ReproSettings s = read_settings();
   if (s.after.empty()) return backend;
   const std::string shown = name.empty() ? std::string("<callable>") : name;
-  if (const auto* aot = backend.target<detail::AotBackendFn>()) {
+  if (const auto* aot = backend.aot()) {
     // Both settings see the graphs AOT autograd hands its compilers (a graph no gradient flows
-    // through goes to fw_compiler unchanged, so under "capture" that is the captured graph).
-    Backend fw = wrap(aot->fw_compiler, shown, s);
-    Backend bw = aot->bw_compiler ? wrap(aot->bw_compiler, shown, s) : Backend();
-    return aot_autograd(std::move(fw), std::move(bw));
+    // through goes to the forward compiler unchanged, so under "capture" that is the captured
+    // graph).
+    return aot_autograd(wrap(aot->forward, shown, s), wrap(aot->backward, shown, s));
   }
   KILN_CHECK(s.after != "aot", ValueError, "KILN_REPRO_AFTER=aot: backend '", shown,
              "' does not use AOT autograd, so there are no AOT graphs to dump; use an "

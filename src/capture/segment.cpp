@@ -45,15 +45,26 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
   CompiledGraph compiled;
   {
     InBackend in_backend;
-    struct Naming {
-      explicit Naming(const std::string* n) { tls_compiling_function = n; }
-      ~Naming() { tls_compiling_function = nullptr; }
-    } naming(&name);
+    // What the backend may ask while it compiles: the function's name (for its reports), and
+    // whether a plain backend is compiling a graph gradients flow through (an AOT backend it
+    // calls would lose its compiled backward: Backend::operator() warns).
+    const bool needs_grad = std::any_of(infos.begin(), infos.end(),
+                                        [](const TensorMeta& m) { return m.requires_grad; });
+    struct Compiling {
+      Compiling(const std::string* n, bool plain_with_grad) {
+        diagnostics::tls_compiling_function = n;
+        tls_plain_backend_with_grad = plain_with_grad;
+      }
+      ~Compiling() {
+        diagnostics::tls_compiling_function = nullptr;
+        tls_plain_backend_with_grad = false;
+      }
+    } compiling(&name, needs_grad && !backend.aot());
     compiled = backend(g, infos);
   }
   KILN_CHECK(compiled, Error, "kiln::compile: the backend of '", name,
              "' returned an empty callable");
-  add_compile_time("backend_compile", detail::seconds_since(t0));
+  diagnostics::add_compile_time("backend_compile", detail::seconds_since(t0));
   return compiled;
 }
 
@@ -64,9 +75,9 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
                                           const ir::Graph& raw, std::span<const Tensor> inputs,
                                           bool plain_now) {
-  std::optional<GraphCompileCollector> collector;
+  std::optional<diagnostics::GraphCompileCollector> collector;
   if (has_observers()) collector.emplace();
-  CollectingInto collecting(collector ? &*collector : nullptr);
+  diagnostics::CollectingInto collecting(collector ? &*collector : nullptr);
   auto entry = std::make_shared<CacheEntry>();
   entry->graph = raw;
   auto t0 = std::chrono::steady_clock::now();
@@ -87,10 +98,10 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
     n.attrs =
         ir::with_attr(n.attrs, static_cast<size_t>(r.attr), raw_values[static_cast<size_t>(k)]);
   }
-  add_compile_time("passes", detail::seconds_since(t0));
+  diagnostics::add_compile_time("passes", detail::seconds_since(t0));
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
-  if (state.backend.target<detail::AotBackendFn>() && !plain_now) {
+  if (state.backend.aot() && !plain_now) {
     // Compiled at its first run without gradients (CacheEntry::plain): runs that need them
     // compile forward/backward pairs instead, and compiling the graph a third way for nothing
     // would double the compile time of a training step.
@@ -106,15 +117,17 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
     }
   }
   if (log_enabled(LogTopic::Graphs))
-    log(LogTopic::Graphs, detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
+    diagnostics::log(LogTopic::Graphs,
+                     detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
   if (log_enabled(LogTopic::Guards))
     for (const std::string& line : guard_lines(raw))
-      log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
+      diagnostics::log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
   notify_graph(state, g);
   if (collector) {
-    tls_compile_collector = nullptr;  // the dump's own work is not the backend's
-    notify_compiled(state, CompiledGraphRecord{segment, raw, g, std::move(collector->outputs),
-                                               std::move(collector->seconds)});
+    diagnostics::tls_compile_collector = nullptr;  // the dump's own work is not the backend's
+    notify_compiled(
+        state, CompiledGraphRecord{segment, raw, g, std::move(collector->outputs),
+                                   std::move(collector->seconds), std::move(collector->counts)});
   }
   return entry;
 }
@@ -169,8 +182,8 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
     return false;
   }
   if (log_enabled(LogTopic::Recompiles))
-    log(LogTopic::Recompiles,
-        detail::concat("recompiling '", st.name, "' graph ", segment, ": ", reason));
+    diagnostics::log(LogTopic::Recompiles,
+                     detail::concat("recompiling '", st.name, "' graph ", segment, ": ", reason));
   notify_recompile(st, segment, reason);
   return true;
 }
@@ -344,12 +357,13 @@ std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph
       // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).
       observer = [state = std::weak_ptr(state_), segment = segment_index_](
                      const std::string& part, const std::string& missing, const ir::Graph& g,
-                     std::vector<BackendOutput> outputs, std::map<std::string, double> seconds) {
+                     std::vector<diagnostics::BackendOutput> outputs,
+                     std::map<std::string, double> seconds) {
         if (const auto fn = state.lock())
           notify_aot_compiled(*fn, AotGraphRecord{segment, part, missing, g, std::move(outputs),
                                                   std::move(seconds)});
       };
-    return aot::compile_plan(graph, request.values, aot_->fw_compiler, aot_->bw_compiler,
+    return aot::compile_plan(graph, request.values, aot_->forward, aot_->backward,
                              std::move(observer));
   };
   std::shared_ptr<const aot::AotPlan> plan;
@@ -468,7 +482,8 @@ void Tracer::report_break(const std::string& reason, const CallSite& site) {
   if (!log_enabled(LogTopic::GraphBreaks) && !has_observers()) return;
   GraphBreak br{reason, site.resolve()};
   if (log_enabled(LogTopic::GraphBreaks))
-    log(LogTopic::GraphBreaks,
+    diagnostics::log(
+        LogTopic::GraphBreaks,
         detail::concat(st.name, ": graph break after graph ", segment_index_, " at ",
                        br.loc.known() ? br.loc.str() : "an unknown location", ": ", reason));
   notify_break(st, segment_index_, br);

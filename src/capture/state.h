@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "diagnostics/diagnostics.h"
 #include "kiln/capture/debug.h"
 
 namespace kiln::aot {
@@ -94,21 +95,14 @@ class CompiledState {
 
 namespace kiln::capture {
 
-// Something a backend produced while compiling a graph, for debug dumps: generated source
-// (inductor), a description of its run plan (eager).
-struct BackendOutput {
-  std::string kind;  // the dump file's suffix, saying what it is: "inductor.cpp", "eager_plan.txt"
-  std::string text;
-  std::string path;  // where it lives on disk (a compiled module), "" if nowhere
-};
-
 // Everything known about one compiled graph once its backend returned.
 struct CompiledGraphRecord {
   size_t graph_index;      // the graph's position in a call (0: before the first break)
   const ir::Graph& raw;    // as captured: the cache key, and what the guards are read from
   const ir::Graph& graph;  // after the passes: what the backend compiled
-  std::vector<BackendOutput> backend_outputs;
+  std::vector<diagnostics::BackendOutput> backend_outputs;
   std::map<std::string, double> seconds;  // this graph's compile time per phase
+  std::map<std::string, int64_t> counts;  // what the backend counted (note_backend_count)
 };
 
 // A graph AOT autograd made from a captured one and compiled: its forward, its backward, or a
@@ -118,7 +112,7 @@ struct AotGraphRecord {
   std::string part;        // "forward", "backward", "backward_partial"
   std::string missing;     // backward_partial: the tangents that did not arrive ("0, 2")
   const ir::Graph& graph;  // what the AOT compiler was given
-  std::vector<BackendOutput> backend_outputs;
+  std::vector<diagnostics::BackendOutput> backend_outputs;
   std::map<std::string, double> seconds;
 };
 
@@ -157,37 +151,8 @@ void notify_recompile(const detail::CompiledState& fn, size_t graph_index,
 void notify_cache_limit(const detail::CompiledState& fn, size_t graph_index, int limit,
                         const std::string& reason);
 
-// While a graph is being compiled with observers present, what its backend produced and the
-// time of each phase are collected on the compiling thread (compile_entry sets this up).
-struct GraphCompileCollector {
-  std::vector<BackendOutput> outputs;
-  std::map<std::string, double> seconds;
-};
-extern thread_local GraphCompileCollector* tls_compile_collector;
-// Collects into `c` (none: stops collecting) for the scope's life, then restores the previous.
-class CollectingInto {
- public:
-  explicit CollectingInto(GraphCompileCollector* c) : previous_(tls_compile_collector) {
-    tls_compile_collector = c;
-  }
-  ~CollectingInto() { tls_compile_collector = previous_; }
-  CollectingInto(const CollectingInto&) = delete;
-  CollectingInto& operator=(const CollectingInto&) = delete;
-
- private:
-  GraphCompileCollector* previous_;
-};
-// Whether someone (a debug dump) will look at backend outputs: backends skip making them
-// otherwise.
-inline bool wants_backend_output() { return tls_compile_collector != nullptr; }
-void note_backend_output(BackendOutput output);
-
 // Debug dumps (debug_dump.cpp): reads KILN_DEBUG_DIR once, at the first kiln::compile.
 void debug_dump_first_use();
-
-void log(LogTopic topic, const std::string& line);
-void add_compile_time(const char* phase, double seconds);
-void reset_compile_times();
 
 // The per-thread capture stack: a Tracer per active capture, or a null entry for a region
 // where capture is off (disable). The top decides what dispatch does.
@@ -206,9 +171,10 @@ struct InBackend {
   InBackend& operator=(const InBackend&) = delete;
 };
 
-// The name of the compiled function whose graph a backend is compiling on this thread (null
-// outside compile_with_backend): backends use it to label what they report.
-extern thread_local const std::string* tls_compiling_function;
+// Whether a plain backend (no AOT compilers) is compiling, on this thread, a graph that takes
+// inputs requiring gradients: an AOT backend called inside it warns that its compiled backward
+// is lost (Backend::wrapped keeps it).
+extern thread_local bool tls_plain_backend_with_grad;
 
 // Cache hits this thread found by replaying a cached graph (no recording, no lookup): read
 // by the tests that pin replay down.

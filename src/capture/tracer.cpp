@@ -178,7 +178,7 @@ Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
     rec_.inputs.swap(spare->inputs);
   }
   if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
-  aot_ = state_->backend.target<detail::AotBackendFn>();
+  aot_ = state_->backend.aot();
   start_replay();
 }
 
@@ -818,7 +818,7 @@ std::vector<Tensor> Tracer::trace_inline_backward(
   // derivative re-runs the function) gets per-op nodes, not this graph's AOT node.
   struct Tracing {
     Tracer& t;
-    const detail::AotBackendFn* aot;
+    const Backend::AotCompilers* aot;
     explicit Tracing(Tracer& tracer) : t(tracer), aot(tracer.aot_) {
       t.inline_tracing_ = true;
       t.aot_ = nullptr;

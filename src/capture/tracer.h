@@ -308,7 +308,7 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   size_t segment_index_ = 0;
   std::shared_ptr<CacheEntry> last_entry_;  // the entry run_segment ran (null: interpreted)
   std::shared_ptr<PureObservation> pure_;
-  const detail::AotBackendFn* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
+  const Backend::AotCompilers* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
   std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
   // This segment's earlier nodes, whose backward was traced inline (begin_inline_backward).
   std::vector<std::shared_ptr<aot::CompiledFunctionNode>> inlined_nodes_;

@@ -12,6 +12,7 @@
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
+#include "backends/inductor/lower.h"
 #include "backends/inductor/lowering.h"
 #include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"

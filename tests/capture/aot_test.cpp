@@ -1023,5 +1023,92 @@ TEST(AotAutograd, InductorCompilesTheBackwardOfAModelCompiledOnItsOwn) {
     EXPECT_TRUE(allclose(got[i], want[i], 1e-5, 1e-6)) << "parameter " << i;
 }
 
+// Whether a backend compiles the backward is a property of the Backend value.
+TEST(AotBackend, AotIsAPropertyOfTheBackendNotOfTheCallableInside) {
+  EXPECT_NE(lookup_backend("aot_eager").aot(), nullptr);
+  EXPECT_NE(lookup_backend("inductor").aot(), nullptr);
+  EXPECT_EQ(lookup_backend("eager").aot(), nullptr);
+  const Backend eager = lookup_backend("eager");
+  // A plain callable is a plain backend, even when it calls an AOT one.
+  const Backend around = [aot = lookup_backend("aot_eager")](const ir::Graph& g,
+                                                             std::span<const TensorMeta> in) {
+    return aot(g, in);
+  };
+  EXPECT_EQ(around.aot(), nullptr);
+  // aot_autograd with no backward compiler uses the forward's; an AOT backend given as a
+  // compiler contributes its own compiler of that part.
+  const Backend a = aot_autograd(eager);
+  ASSERT_NE(a.aot(), nullptr);
+  EXPECT_TRUE(a.aot()->backward);
+  const Backend nested = aot_autograd(lookup_backend("aot_eager"));
+  ASSERT_NE(nested.aot(), nullptr);
+  EXPECT_EQ(nested.aot()->forward.aot(), nullptr);
+  EXPECT_THROW(aot_autograd(Backend()), ValueError);
+  EXPECT_THROW(Backend()(ir::Graph(), {}), ValueError);
+  EXPECT_THROW(eager.wrapped(nullptr), ValueError);
+}
+
+// Backend::wrapped sees the forward and the backward graphs of an AOT backend and keeps it one:
+// the backward stays compiled, and gradients match eager.
+TEST(AotBackend, AWrappedAotBackendStillCompilesTheBackward) {
+  manual_seed(3);
+  Tensor w = randn({4, 3}).requires_grad_();
+  Tensor w_copy = w.detach().clone().requires_grad_();
+  auto graphs = std::make_shared<std::vector<int64_t>>();  // ops per graph the wrapper saw
+  CompileOptions o;
+  o.backend = lookup_backend("aot_eager")
+                  .wrapped([graphs](const ir::Graph& g, std::span<const TensorMeta> in,
+                                    const Backend& next) {
+                    graphs->push_back(g.num_calls());
+                    return next(g, in);
+                  });
+  ASSERT_NE(std::get<Backend>(o.backend).aot(), nullptr);
+  auto f = compile([&](const Tensor& x) { return matmul(x, w_copy).tanh().sum(); }, o);
+  Tensor x = randn({5, 4});
+  Tensor expected = matmul(x, w).tanh().sum();
+  expected.backward();
+  Tensor got = f(x);
+  expect_equal(got, expected);
+  got.backward();
+  EXPECT_TRUE(allclose(w_copy.grad(), w.grad(), 1e-6, 1e-6));
+  // The forward and the compiled backward both went through the wrapper.
+  EXPECT_EQ(graphs->size(), 2u);
+  // A plain backend is wrapped as itself.
+  int plain_calls = 0;
+  const Backend plain = lookup_backend("eager").wrapped(
+      [&plain_calls](const ir::Graph& g, std::span<const TensorMeta> in, const Backend& next) {
+        ++plain_calls;
+        return next(g, in);
+      });
+  EXPECT_EQ(plain.aot(), nullptr);
+  CompileOptions p;
+  p.backend = plain;
+  expect_equal(compile([](const Tensor& x) { return x.exp() * 2; }, p)(x), x.exp() * 2);
+  EXPECT_EQ(plain_calls, 1);
+}
+
+// A plain lambda around an AOT backend compiles no backward; Kiln says so (once), and the
+// gradients, computed by eager autograd, are still right.
+TEST(AotBackend, APlainLambdaAroundAnAotBackendWarnsThatItsBackwardIsNotCompiled) {
+  manual_seed(4);
+  Tensor w = randn({3, 3}).requires_grad_();
+  Tensor w_copy = w.detach().clone().requires_grad_();
+  CompileOptions o;
+  o.name = "plain_around_aot";
+  o.backend = [aot = lookup_backend("aot_eager")](
+                  const ir::Graph& g, std::span<const TensorMeta> in) { return aot(g, in); };
+  auto f = compile([&](const Tensor& x) { return sin(x * w_copy).sum(); }, o);
+  Tensor x = randn({3, 3});
+  ::testing::internal::CaptureStderr();
+  Tensor got = f(x);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("plain callable that calls an AOT backend"), std::string::npos) << err;
+  EXPECT_NE(err.find("plain_around_aot"), std::string::npos) << err;
+  got.backward();
+  Tensor expected = sin(x * w).sum();
+  expected.backward();
+  EXPECT_TRUE(allclose(w_copy.grad(), w.grad(), 1e-6, 1e-6));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -36,25 +36,57 @@ class RecompileError : public Error {
 using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
                                                         std::span<const int64_t> runtime_values)>;
 // A backend: compiles a captured graph, given the metadata of its example inputs. Called once
-// per cache miss; may throw kiln::Error (the call fails and nothing is cached).
-using Backend =
-    std::function<CompiledGraph(const ir::Graph& graph, std::span<const TensorMeta> inputs)>;
-namespace detail {
-// What aot_autograd returns, recognisable by kiln::compile (Backend::target<AotBackendFn>()).
-// Called as a plain backend it compiles a graph no gradient flows through.
-struct AotBackendFn {
-  Backend fw_compiler, bw_compiler;
-  CompiledGraph operator()(const ir::Graph& graph, std::span<const TensorMeta> inputs) const {
-    return fw_compiler(graph, inputs);
-  }
+// per cache miss; may throw kiln::Error (the call fails and nothing is cached). Any callable
+// `CompiledGraph(const ir::Graph&, std::span<const TensorMeta>)` is a plain backend: a graph
+// that needs gradients runs the eager derivatives of its ops backward. aot_autograd makes an
+// AOT backend, which also compiles the backward (Backend::aot()).
+class Backend {
+ public:
+  using CompileFn =
+      std::function<CompiledGraph(const ir::Graph& graph, std::span<const TensorMeta> inputs)>;
+  struct AotCompilers;
+
+  Backend() = default;
+  template <class F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, Backend> &&
+           std::is_invocable_r_v<CompiledGraph, F&, const ir::Graph&, std::span<const TensorMeta>>)
+      Backend(F fn)
+      : compile_(std::move(fn)) {}  // NOLINT: any compiling callable is a backend
+
+  // Compiles `graph`; an AOT backend compiles it with its forward compiler, as a graph no
+  // gradient flows through.
+  CompiledGraph operator()(const ir::Graph& graph, std::span<const TensorMeta> inputs) const;
+  explicit operator bool() const { return static_cast<bool>(compile_); }
+
+  // The forward and backward compilers when this is an AOT backend (aot_autograd, "aot_eager",
+  // "inductor"); null for a plain one.
+  const AotCompilers* aot() const { return aot_.get(); }
+
+  // This backend with `wrapper` called for each graph it compiles, given the graph, its inputs
+  // and the compiler to hand it to (a plain backend's callable, or an AOT backend's forward or
+  // backward compiler: the result stays an AOT backend). Use it to observe or change what a
+  // backend compiles; a plain lambda calling an AOT backend would lose its compiled backward.
+  using Wrapper = std::function<CompiledGraph(
+      const ir::Graph& graph, std::span<const TensorMeta> inputs, const Backend& compiler)>;
+  Backend wrapped(Wrapper wrapper) const;
+
+ private:
+  friend Backend aot_autograd(Backend fw_compiler, Backend bw_compiler);
+  CompileFn compile_;
+  std::shared_ptr<const AotCompilers> aot_;
 };
-}  // namespace detail
+struct Backend::AotCompilers {
+  Backend forward;
+  Backend backward;  // never empty (aot_autograd puts the forward compiler where none is given)
+};
 // AOT autograd around backend compilers (torch's aot_autograd(fw_compiler=, bw_compiler=)):
 // for every captured graph whose outputs need gradients, kiln::compile traces the backward
 // from the ops' derivatives into a joint graph, splits it with a min-cut (the forward saves
 // only what the backward cannot cheaply recompute), compiles the forward with `fw_compiler`
 // and the backward with `bw_compiler` (empty: fw_compiler), and gives the graph's outputs one
-// autograd node that runs the compiled backward. "aot_eager" is aot_autograd(eager).
+// autograd node that runs the compiled backward. "aot_eager" is aot_autograd(eager); "inductor"
+// is aot_autograd around the code generator. A compiler that is itself an AOT backend
+// contributes its own compilers (forward for forward, backward for backward).
 Backend aot_autograd(Backend fw_compiler, Backend bw_compiler = {});
 // Registers a backend under a name (kiln::Error if the name is taken).
 void register_backend(const std::string& name, Backend backend);

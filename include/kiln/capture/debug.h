@@ -73,7 +73,10 @@ ExplainOutput explain(F&& fn, Args&&... args) {
 }
 
 // ---- logs ----
-// Topics: graph_breaks, recompiles, guards, graphs, output_code. Each event is one line tagged
+// Topics: graph_breaks, recompiles, guards, graphs, output_code, fusion (inductor's scheduler:
+// where each fusable op went, and why it did not fuse into a kernel it tried, as in "cannot fuse
+// %5 (softmax) into kernel_2: it iterates over [4, 8], the kernel over [4]"). Each event is one
+// line tagged
 // "[kiln:<topic>]" on stderr (or the sink). Also switched on by KILN_LOGS="graph_breaks,recompiles"
 // (or "all") in the environment, read once at start-up.
 enum class LogTopic : unsigned {
@@ -81,7 +84,8 @@ enum class LogTopic : unsigned {
   Recompiles = 2,
   Guards = 4,
   Graphs = 8,
-  OutputCode = 16
+  OutputCode = 16,
+  Fusion = 32
 };
 void set_logs(const std::vector<LogTopic>& topics);
 void set_logs(const std::string& spec);  // "graph_breaks,recompiles", "all", "" (off)

@@ -1,6 +1,6 @@
 // The "eager" backend: runs the captured graph node by node with the eager kernels. What it
 // checks is the capture itself (the reference FAQ's first triage step).
-#include "capture/state.h"
+#include "diagnostics/diagnostics.h"
 #include "kiln/capture/compile.h"
 #include "kiln/ir/interpreter.h"
 
@@ -10,8 +10,8 @@ Backend make_eager_backend() {
   return [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
     auto interpreter =
         std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
-    if (capture::wants_backend_output())
-      capture::note_backend_output({"eager_plan.txt", interpreter->describe_plan(), ""});
+    if (diagnostics::wants_backend_output())
+      diagnostics::note_backend_output({"eager_plan.txt", interpreter->describe_plan(), ""});
     return [interpreter](std::span<const Tensor> inputs, std::span<const int64_t> runtime_values) {
       return interpreter->run(inputs, runtime_values);
     };

@@ -17,15 +17,16 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "backends/backend_lookup.h"
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
+#include "backends/inductor/lower.h"
 #include "backends/inductor/module_cache.h"
-#include "backends/inductor/schedule.h"
 #include "backends/inductor/step_profile.h"
-#include "capture/state.h"
 #include "core/clock.h"
 #include "core/stack_tensors.h"
+#include "diagnostics/diagnostics.h"
 #include "ir/attr_utils.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
@@ -73,26 +74,31 @@ class CompiledInductorGraph {
     if (!schedule_.kernels.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
       source_ = inductor::render_cpp(graph_, schedule_);
-      capture::add_compile_time("inductor_codegen", detail::seconds_since(t0));
+      diagnostics::add_compile_time("inductor_codegen", detail::seconds_since(t0));
       inductor::CompileStats stats;
       module_ = inductor::compile_module(source_, &stats);
-      capture::add_compile_time("inductor_cxx", stats.cxx_seconds);
-      capture::add_compile_time("inductor_load", stats.load_seconds);
+      diagnostics::add_compile_time("inductor_cxx", stats.cxx_seconds);
+      diagnostics::add_compile_time("inductor_load", stats.load_seconds);
       if (log_enabled(LogTopic::OutputCode))
-        capture::log(LogTopic::OutputCode,
-                     detail::concat("inductor: ", module_->path(), " (headers from ",
-                                    inductor::runtime_headers().runtime_dir, ")\n", source_));
+        diagnostics::log(LogTopic::OutputCode,
+                         detail::concat("inductor: ", module_->path(), " (headers from ",
+                                        inductor::runtime_headers().runtime_dir, ")\n", source_));
       for (const Kernel& k : schedule_.kernels)
         kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
       kernel_grain_.assign(schedule_.kernels.size(), 0);
       if (max_autotune) load_tuning();
     }
     if (inductor::step_profiling()) profile_ = register_profile();
-    if (capture::wants_backend_output()) {
+    if (diagnostics::wants_backend_output()) {
+      int64_t externs = 0;
+      for (const Step& st : schedule_.steps) externs += st.kind == Step::Kind::Extern;
+      diagnostics::note_backend_count("inductor_kernels",
+                                      static_cast<int64_t>(schedule_.kernels.size()));
+      diagnostics::note_backend_count("inductor_extern_calls", externs);
       if (schedule_.kernels.empty())
-        capture::note_backend_output({"inductor_schedule.txt", describe_schedule(), ""});
+        diagnostics::note_backend_output({"inductor_schedule.txt", describe_schedule(), ""});
       else
-        capture::note_backend_output({"inductor.cpp", source_, module_->path()});
+        diagnostics::note_backend_output({"inductor.cpp", source_, module_->path()});
     }
   }
 
@@ -215,7 +221,7 @@ bool CompiledInductorGraph::can_write_in_place(const InPlaceWrite& write,
 
 std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile() const {
   static std::atomic<int> graphs{0};
-  const std::string* fn = capture::tls_compiling_function;
+  const std::string* fn = diagnostics::tls_compiling_function;
   const std::string title =
       detail::concat("'", fn ? *fn : std::string("?"), "', graph ", ++graphs, " compiled");
   std::vector<inductor::GraphProfile::StepInfo> steps;
@@ -516,7 +522,7 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
   std::vector<Tensor> result = run_steps(inputs, runtime_values, true);
   save_tuning();
   tuned_.store(true, std::memory_order_release);
-  capture::add_compile_time("inductor_autotune", detail::seconds_since(t0));
+  diagnostics::add_compile_time("inductor_autotune", detail::seconds_since(t0));
   return result;
 }
 
@@ -537,11 +543,12 @@ void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) con
   const double parallel = fastest(inductor::kGrainParallel);
   kernel_grain_[kernel] = parallel < serial ? inductor::kGrainParallel : inductor::kGrainSerial;
   if (log_enabled(LogTopic::OutputCode))
-    capture::log(LogTopic::OutputCode,
-                 detail::concat("inductor max-autotune: ", schedule_.kernels[kernel].name, " (",
-                                kernel_shapes_[kernel][0], " elements): one thread ", serial * 1e6,
-                                " us, ", get_num_threads(), " threads ", parallel * 1e6, " us -> ",
-                                parallel < serial ? "threads" : "one thread"));
+    diagnostics::log(
+        LogTopic::OutputCode,
+        detail::concat("inductor max-autotune: ", schedule_.kernels[kernel].name, " (",
+                       kernel_shapes_[kernel][0], " elements): one thread ", serial * 1e6, " us, ",
+                       get_num_threads(), " threads ", parallel * 1e6, " us -> ",
+                       parallel < serial ? "threads" : "one thread"));
 }
 
 void CompiledInductorGraph::load_tuning() {
@@ -713,6 +720,11 @@ Backend make_inductor_backend(bool max_autotune) {
       return compiled->run(inputs, runtime_values);
     };
   };
+}
+
+InductorCounts inductor_counts(const ir::Graph& graph) {
+  const inductor::ScheduleSummary s = inductor::summarize(graph);
+  return {s.kernels, s.extern_calls};
 }
 
 }  // namespace kiln::backends

@@ -2,17 +2,13 @@
 #include "backends/inductor/schedule.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 #include <span>
 
-#include "backends/inductor/graph_rewrites.h"
 #include "backends/inductor/lowering.h"
-#include "capture/retrace.h"
-#include "capture/state.h"
-#include "core/clock.h"
+#include "diagnostics/diagnostics.h"
 #include "kiln/ir/passes.h"
 #include "ops/kernels/reduce.h"
 #include "ops/op_utils.h"
@@ -454,367 +450,504 @@ std::vector<bool> read_by_index_arithmetic(const ir::Graph& g) {
   return windowed;
 }
 
-Schedule schedule_graph(const ir::Graph& g) {
-  const size_t num_nodes = g.nodes.size();
-  std::vector<int32_t> group_of(num_nodes, -1);
-  std::vector<Group> groups;
-  // Per value read by some group from outside: the latest such group (horizontal fusion's lead).
-  std::map<std::pair<int32_t, int32_t>, int32_t> last_group_reading;
-  std::vector<int32_t> externs;                   // nodes run by their eager kernels
-  int32_t last_joined = -1;                       // the group the previous fusable node went to
-  std::vector<bool> per_row(num_nodes, false);    // computed once per row of a row kernel
-  std::vector<bool> row_op(num_nodes, false);     // a row op (row_op_kind), in a kernel
-  std::vector<bool> column_op(num_nodes, false);  // a column reduction, in a kernel
+namespace {
+
+// Why a node did not join a kernel it could have joined (the "fusion" log, tests).
+struct Refusal {
+  enum class Kind : uint8_t {
+    None,
+    KernelFull,           // the kernel holds kMaxKernelOps ops
+    TooManyOperands,      // its inputs and outputs would pass kMaxKernelOperands
+    OtherShape,           // another iteration space
+    ColumnsApart,         // a column reduction shares its kernel with pointwise ops only
+    NeedsPlainLoop,       // windows and by-index ops are a plain loop's, not a row loop's
+    NeedsRowLoop,         // a row op in a plain kernel that reads windows or computes by index
+    ReadsThroughView,     // reads a member through a view (which needs it in memory)
+    ReadsColumnResult,    // a column reduction's result is complete only when the kernel ends
+    IndirectReadsMember,  // an indirect load reads its table and indices whole
+    ReadsOtherElements,   // reads a member at other elements than the one being computed
+    InputNotReady,        // reads a value made after the (sealed) kernel runs
+  };
+  Kind kind = Kind::None;
+  ir::ValueRef value{-1, 0};  // the value read, where the reason is about one
+  explicit operator bool() const { return kind != Kind::None; }
+};
+
+std::string shape_str(const Shape& s) { return detail::concat(IntList(s)); }
+
+std::string value_str(ir::ValueRef v) {
+  return v.output ? detail::concat("%", v.node, ".", v.output) : detail::concat("%", v.node);
+}
+
+// Lowers a graph to a schedule in three named passes: group (fusable nodes into kernels, in
+// graph order), realize (which values must exist in memory), build kernels (their inputs,
+// ops and outputs); the steps run in the order the grouping fixed.
+class Scheduler {
+ public:
+  Scheduler(const ir::Graph& g, std::vector<std::string>* decisions);
+  Schedule run() {
+    group_nodes();
+    realize_values();
+    Schedule s = build_kernels();
+    s.steps = order_steps();
+    return s;
+  }
+
+ private:
+  // A fusable node looking for a group: what decides where it may go.
+  struct Joining {
+    size_t node;
+    RowOpKind row_kind;
+    bool by_index;
+    bool indirect;  // an indirect load (two kernel inputs of its own)
+    Shape shape;    // the iteration space it needs: a row op's input's, else its output's
+  };
+
+  void group_nodes();
+  void place(size_t i);
+  Refusal refusal(int32_t grp, const Joining& j) const;
+  int64_t input_pieces(ir::ValueRef v) const;
+  int64_t input_pieces_with(int32_t grp, const Joining& j) const;
+  int64_t possible_outputs(int32_t grp, size_t joining) const;
+  void seal_producer(ir::ValueRef v);
+  void realize_values();
+  Schedule build_kernels() const;
+  Kernel build_kernel(size_t k, Schedule& s) const;
+  std::vector<Step> order_steps() const;
+
+  bool logging() const { return decisions_ != nullptr || log_enabled(LogTopic::Fusion); }
+  void note(const std::string& line) const;
+  std::string node_str(size_t i) const {
+    return detail::concat("%", i, " (", g_.nodes[i].op->name, ")");
+  }
+  std::string describe(const Refusal& r, int32_t grp, const Joining& j) const;
+
+  Group& group_at(int32_t grp) { return groups_[static_cast<size_t>(grp)]; }
+  const Group& group_at(int32_t grp) const { return groups_[static_cast<size_t>(grp)]; }
+  int32_t group_of_root(ir::ValueRef v) const {
+    return group_of_[static_cast<size_t>(root_of(g_, v).node)];
+  }
   // Whether value v has one element per row in its row kernel: a per-row node's result, or a
   // normalisation's statistics (its outputs after the first).
-  auto value_per_row = [&](ir::ValueRef v) {
-    return per_row[static_cast<size_t>(v.node)] ||
-           (v.output > 0 && row_op[static_cast<size_t>(v.node)]);
-  };
-  const std::vector<bool> windowed = read_by_index_arithmetic(g);
-  const std::vector<bool> as_constant = read_as_constant(g);
+  bool value_per_row(ir::ValueRef v) const {
+    return per_row_[static_cast<size_t>(v.node)] ||
+           (v.output > 0 && row_op_[static_cast<size_t>(v.node)]);
+  }
   // Whether value v is read as a constant (a Constant node, or a full read as one).
-  auto constant_value = [&](ir::ValueRef v) {
-    return g.nodes[static_cast<size_t>(v.node)].kind == ir::NodeKind::Constant ||
-           as_constant[static_cast<size_t>(v.node)];
-  };
-  auto reads_windows = [&](const ir::Node& n) {
+  bool constant_value(ir::ValueRef v) const {
+    return g_.nodes[static_cast<size_t>(v.node)].kind == ir::NodeKind::Constant ||
+           as_constant_[static_cast<size_t>(v.node)];
+  }
+  bool reads_windows(const ir::Node& n) const {
     return std::any_of(n.inputs.begin(), n.inputs.end(),
-                       [&](ir::ValueRef v) { return windowed[static_cast<size_t>(v.node)]; });
-  };
-  auto group_at = [&](int32_t grp) -> Group& { return groups[static_cast<size_t>(grp)]; };
-  // Who reads each node's values directly (as pass 2 below sees reads), and whether something
-  // reads them otherwise (through a view, or returned): what may make a member of a group one of
-  // its kernel's outputs.
-  std::vector<std::vector<int32_t>> direct_readers(num_nodes);
-  std::vector<bool> read_otherwise(num_nodes, false);
-  for (size_t i = 0; i < num_nodes; ++i) {
+                       [&](ir::ValueRef v) { return windowed_[static_cast<size_t>(v.node)]; });
+  }
+
+  const ir::Graph& g_;
+  std::vector<std::string>* decisions_;
+  const size_t num_nodes_;
+  // What the graph's analyses decided before grouping.
+  const std::vector<bool> windowed_;     // read through windows (read_by_index_arithmetic)
+  const std::vector<bool> as_constant_;  // read as constants (read_as_constant)
+  // Who reads each node's values directly (as realize_values sees reads), and whether something
+  // reads them otherwise (through a view, or returned): what may make a member of a group one
+  // of its kernel's outputs.
+  std::vector<std::vector<int32_t>> direct_readers_;
+  std::vector<bool> read_otherwise_;
+
+  // The grouping's state.
+  std::vector<Group> groups_;
+  std::vector<int32_t> group_of_;  // per node; -1: in no group
+  // Per value read by some group from outside: the latest such group (horizontal fusion's lead).
+  std::map<std::pair<int32_t, int32_t>, int32_t> last_group_reading_;
+  std::vector<int32_t> externs_;  // nodes run by their eager kernels
+  int32_t last_joined_ = -1;      // the group the previous fusable node went to
+  std::vector<bool> per_row_;     // computed once per row of a row kernel
+  std::vector<bool> row_op_;      // a row op (row_op_kind), in a kernel
+  std::vector<bool> column_op_;   // a column reduction, in a kernel
+
+  // Per node output: whether it exists in memory (realize_values).
+  std::vector<std::vector<bool>> realized_;
+};
+
+Scheduler::Scheduler(const ir::Graph& g, std::vector<std::string>* decisions)
+    : g_(g),
+      decisions_(decisions),
+      num_nodes_(g.nodes.size()),
+      windowed_(read_by_index_arithmetic(g)),
+      as_constant_(read_as_constant(g)),
+      direct_readers_(num_nodes_),
+      read_otherwise_(num_nodes_, false),
+      group_of_(num_nodes_, -1),
+      per_row_(num_nodes_, false),
+      row_op_(num_nodes_, false),
+      column_op_(num_nodes_, false) {
+  for (size_t i = 0; i < num_nodes_; ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
     for (ir::ValueRef v : n.inputs) {
       const ir::ValueRef r = root_of(g, v);
       if (r != v)
-        read_otherwise[static_cast<size_t>(r.node)] = true;
+        read_otherwise_[static_cast<size_t>(r.node)] = true;
       else
-        direct_readers[static_cast<size_t>(r.node)].push_back(static_cast<int32_t>(i));
+        direct_readers_[static_cast<size_t>(r.node)].push_back(static_cast<int32_t>(i));
     }
   }
-  for (ir::ValueRef v : g.outputs) read_otherwise[static_cast<size_t>(root_of(g, v).node)] = true;
-  // The kernel outputs group `grp` may end up with if node `joining` joins it: the members
-  // something outside the group may still read (all of them for a long chain would split it
-  // into kernels of kMaxKernelOperands ops; only its last member is one).
-  auto possible_outputs = [&](int32_t grp, size_t joining) {
-    int64_t count = static_cast<int64_t>(g.nodes[joining].outputs.size());
-    for (int32_t m : group_at(grp).nodes) {
-      const auto& readers = direct_readers[static_cast<size_t>(m)];
-      const bool outside =
-          read_otherwise[static_cast<size_t>(m)] ||
-          std::any_of(readers.begin(), readers.end(), [&](int32_t r) {
-            return static_cast<size_t>(r) != joining && group_of[static_cast<size_t>(r)] != grp;
-          });
-      if (outside) count += static_cast<int64_t>(g.nodes[static_cast<size_t>(m)].outputs.size());
-    }
-    return count;
-  };
-  auto seal_producer = [&](ir::ValueRef v) {
-    const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
-    if (grp >= 0) group_at(grp).sealed = true;
-  };
+  for (ir::ValueRef v : g.outputs) read_otherwise_[static_cast<size_t>(root_of(g, v).node)] = true;
+}
 
-  // Pass 1: grouping in graph order. Each group runs as one step at its position `pos`: the
-  // index of its last member while nothing outside reads it, frozen when something does (the
-  // group is then sealed: it must run before that reader). A fusable node n may join a group
-  // over its own iteration space when every input n reads is there at the group's position:
-  // a member read elementwise, or a value made before it (for an unsealed group, whose
-  // position moves to n, that is every value not in the group). Candidates, in order: the
-  // groups n reads from (vertical fusion), the groups reading one of n's inputs (horizontal
-  // fusion: that input is loaded once), the group the previous fusable node joined; else n
-  // starts a group.
-  for (size_t i = 0; i < num_nodes; ++i) {
-    const ir::Node& n = g.nodes[i];
+void Scheduler::note(const std::string& line) const {
+  if (decisions_) decisions_->push_back(line);
+  if (log_enabled(LogTopic::Fusion)) diagnostics::log(LogTopic::Fusion, line);
+}
+
+std::string Scheduler::describe(const Refusal& r, int32_t grp, const Joining& j) const {
+  const Group& to = group_at(grp);
+  const std::string v = value_str(r.value);
+  switch (r.kind) {
+    case Refusal::Kind::None:
+      break;
+    case Refusal::Kind::KernelFull:
+      return detail::concat("the kernel holds ", kMaxKernelOps, " ops already");
+    case Refusal::Kind::TooManyOperands:
+      return detail::concat("the kernel would have more than ", kMaxKernelOperands,
+                            " inputs and outputs");
+    case Refusal::Kind::OtherShape:
+      return detail::concat("it iterates over ", shape_str(j.shape), ", the kernel over ",
+                            shape_str(to.ranges));
+    case Refusal::Kind::ColumnsApart:
+      return "a column reduction shares its kernel with pointwise ops only";
+    case Refusal::Kind::NeedsPlainLoop:
+      return "it reads a window or computes by element index, which a row kernel cannot";
+    case Refusal::Kind::NeedsRowLoop:
+      return "a row op cannot join a kernel that reads windows or computes by element index";
+    case Refusal::Kind::ReadsThroughView:
+      return detail::concat("it reads ", value_str(root_of(g_, r.value)),
+                            " through a view, which needs it in memory");
+    case Refusal::Kind::ReadsColumnResult:
+      return detail::concat("it reads column reduction ", v,
+                            ", whose result is complete only when the kernel ends");
+    case Refusal::Kind::IndirectReadsMember:
+      return detail::concat("an indirect load reads ", v, " whole, not element by element");
+    case Refusal::Kind::ReadsOtherElements:
+      return detail::concat("it reads ", v, " at other elements than the one being computed");
+    case Refusal::Kind::InputNotReady:
+      return detail::concat("it reads ", v, ", which is made after the kernel must run");
+  }
+  return "";
+}
+
+// The kernel inputs value v takes when read from outside a group (none for a constant).
+int64_t Scheduler::input_pieces(ir::ValueRef v) const {
+  const ir::Node& p = g_.nodes[static_cast<size_t>(v.node)];
+  if (constant_value(v)) return 0;
+  if (!windowed_[static_cast<size_t>(v.node)]) return 1;
+  switch (lowering_as<WindowLowering>(p)->kind) {
+    case WindowLowering::Kind::Pad:
+    case WindowLowering::Kind::Flip:
+      return 1;
+    case WindowLowering::Kind::Roll:
+      return int64_t{1} << roll_shifts(g_, p).size();
+    case WindowLowering::Kind::Repeat:
+      return repeat_copies(p);
+    case WindowLowering::Kind::Cat:
+      break;
+  }
+  return static_cast<int64_t>(p.inputs.size());  // a cat: one per piece
+}
+
+// The kernel inputs group `grp` would take with the joining node in it.
+int64_t Scheduler::input_pieces_with(int32_t grp, const Joining& j) const {
+  std::set<std::pair<int32_t, int32_t>> reads = group_at(grp).reads;
+  for (ir::ValueRef v : g_.nodes[j.node].inputs)
+    if (group_of_root(v) != grp) reads.insert({v.node, v.output});
+  int64_t count = 2 * (group_at(grp).indirect_loads + (j.indirect ? 1 : 0));
+  for (const auto& [node, output] : reads) count += input_pieces({node, output});
+  return count;
+}
+
+// The kernel outputs group `grp` may end up with if node `joining` joins it: the members
+// something outside the group may still read (all of them for a long chain would split it into
+// kernels of kMaxKernelOperands ops; only its last member is one).
+int64_t Scheduler::possible_outputs(int32_t grp, size_t joining) const {
+  int64_t count = static_cast<int64_t>(g_.nodes[joining].outputs.size());
+  for (int32_t m : group_at(grp).nodes) {
+    const auto& readers = direct_readers_[static_cast<size_t>(m)];
+    const bool outside =
+        read_otherwise_[static_cast<size_t>(m)] ||
+        std::any_of(readers.begin(), readers.end(), [&](int32_t r) {
+          return static_cast<size_t>(r) != joining && group_of_[static_cast<size_t>(r)] != grp;
+        });
+    if (outside) count += static_cast<int64_t>(g_.nodes[static_cast<size_t>(m)].outputs.size());
+  }
+  return count;
+}
+
+void Scheduler::seal_producer(ir::ValueRef v) {
+  const int32_t grp = group_of_root(v);
+  if (grp >= 0) group_at(grp).sealed = true;
+}
+
+// Why the joining node may not join group `grp` (none: it may). A fusable node may join a
+// group over its own iteration space when every input it reads is there at the group's
+// position: a member read elementwise, or a value made before it (for an unsealed group, whose
+// position moves to the node, that is every value not in the group).
+Refusal Scheduler::refusal(int32_t grp, const Joining& j) const {
+  using Kind = Refusal::Kind;
+  const ir::Node& n = g_.nodes[j.node];
+  const Group& to = group_at(grp);
+  if (to.nodes.size() >= kMaxKernelOps) return {Kind::KernelFull};
+  if (possible_outputs(grp, j.node) + input_pieces_with(grp, j) > kMaxKernelOperands)
+    return {Kind::TooManyOperands};
+  // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
+  const bool once_per_row = j.row_kind == RowOpKind::None && to.row && !to.columns &&
+                            to.ranges != j.shape && !to.ranges.empty() &&
+                            j.shape == per_row_shape(to.ranges);
+  if (to.ranges != j.shape && !once_per_row) return {Kind::OtherShape};
+  // Column reductions share a kernel with pointwise ops only (a thread may see part of a row).
+  if (j.row_kind != RowOpKind::None && to.row && (j.row_kind == RowOpKind::Columns) != to.columns)
+    return {Kind::ColumnsApart};
+  // Windows and ops computed by element index are a plain loop's (block_loop_any's), not a
+  // row loop's.
+  if (to.row && (reads_windows(n) || j.by_index)) return {Kind::NeedsPlainLoop};
+  if ((to.windowed || to.by_index) && j.row_kind != RowOpKind::None) return {Kind::NeedsRowLoop};
+  for (ir::ValueRef v : n.inputs) {
+    const ir::ValueRef r = root_of(g_, v);
+    const ir::Node& producer = g_.nodes[static_cast<size_t>(r.node)];
+    if (producer.kind != ir::NodeKind::Call || constant_value(r)) continue;  // inputs, constants
+    const int32_t from = group_of_[static_cast<size_t>(r.node)];
+    if (from == grp) {
+      if (r != v) return {Kind::ReadsThroughView, v};
+      if (column_op_[static_cast<size_t>(r.node)]) return {Kind::ReadsColumnResult, v};
+      if (j.indirect) return {Kind::IndirectReadsMember, v};
+      const Shape& got = g_.info(v).sizes;
+      // A member read at the element being computed, or a per-row member read by a pointwise
+      // op (a broadcast along the row: the value is complete by then).
+      const bool elementwise = got == (once_per_row ? per_row_shape(to.ranges) : to.ranges) &&
+                               value_per_row(r) == once_per_row;
+      const bool broadcast = j.row_kind == RowOpKind::None && !once_per_row && value_per_row(r) &&
+                             got == per_row_shape(to.ranges);
+      if (!elementwise && !broadcast) return {Kind::ReadsOtherElements, v};
+    } else if (to.sealed) {
+      const int32_t ready_at = from >= 0 ? group_at(from).pos : r.node;
+      if (ready_at >= to.pos) return {Kind::InputNotReady, v};
+    }
+  }
+  return {};
+}
+
+// Pass 1: grouping in graph order. Each group runs as one step at its position `pos`: the
+// index of its last member while nothing outside reads it, frozen when something does (the
+// group is then sealed: it must run before that reader).
+void Scheduler::group_nodes() {
+  for (size_t i = 0; i < num_nodes_; ++i) {
+    const ir::Node& n = g_.nodes[i];
     if (n.kind != ir::NodeKind::Call) continue;  // placeholders and constants: no step
-    if (is_view(n) || windowed[i] || as_constant[i]) {
+    if (is_view(n) || windowed_[i] || as_constant_[i]) {
       // Views are index arithmetic over their root, which must then be in memory: a later
       // node of the group could not read it at other positions of the same loop. So are pads
       // and cats read through windows, over their pieces. (A full read as a constant: nothing.)
       for (ir::ValueRef v : n.inputs) seal_producer(v);
       continue;
     }
-    if (!can_fuse(g, n)) {
+    if (!can_fuse(g_, n)) {
       for (ir::ValueRef v : n.inputs) seal_producer(v);
-      externs.push_back(static_cast<int32_t>(i));
+      externs_.push_back(static_cast<int32_t>(i));
       continue;
     }
-    // A row op iterates over its input's rows (a reduction's result has one element per row);
-    // a pointwise op over its output.
-    const RowOpKind row_kind = row_op_kind(g, n);
-    const bool by_index = computed_by_index(g, n);
-    const bool indirect = by_index && n.op->kind == OpKind::Indexing;
-    const Shape& shape =
-        row_kind == RowOpKind::None ? n.outputs[0].sizes : g.info(n.inputs[0]).sizes;
-    // The kernel inputs value v takes when read from outside a group (none for a constant).
-    auto pieces_of = [&](ir::ValueRef v) -> int64_t {
-      const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
-      if (constant_value(v)) return 0;
-      if (!windowed[static_cast<size_t>(v.node)]) return 1;
-      switch (lowering_as<WindowLowering>(p)->kind) {
-        case WindowLowering::Kind::Pad:
-        case WindowLowering::Kind::Flip:
-          return 1;
-        case WindowLowering::Kind::Roll:
-          return int64_t{1} << roll_shifts(g, p).size();
-        case WindowLowering::Kind::Repeat:
-          return repeat_copies(p);
-        case WindowLowering::Kind::Cat:
-          break;
-      }
-      return static_cast<int64_t>(p.inputs.size());  // a cat: one per piece
-    };
-    // The kernel inputs group `grp` would take with n in it (a cat: one per piece).
-    auto input_pieces_with_n = [&](int32_t grp) {
-      std::set<std::pair<int32_t, int32_t>> reads = group_at(grp).reads;
-      for (ir::ValueRef v : n.inputs)
-        if (group_of[static_cast<size_t>(root_of(g, v).node)] != grp)
-          reads.insert({v.node, v.output});
-      int64_t count = 2 * (group_at(grp).indirect_loads + (indirect ? 1 : 0));
-      for (const auto& [node, output] : reads) count += pieces_of({node, output});
-      return count;
-    };
-    auto joinable = [&](int32_t grp) {
-      if (grp < 0) return false;
-      const Group& to = group_at(grp);
-      if (to.nodes.size() >= kMaxKernelOps ||
-          possible_outputs(grp, i) + input_pieces_with_n(grp) > kMaxKernelOperands)
-        return false;
-      // Over the group's whole rows, or (a pointwise op in a row kernel) once per row.
-      const bool once_per_row = row_kind == RowOpKind::None && to.row && !to.columns &&
-                                to.ranges != shape && !to.ranges.empty() &&
-                                shape == per_row_shape(to.ranges);
-      if (to.ranges != shape && !once_per_row) return false;
-      // Column reductions share a kernel with pointwise ops only (a thread may see part of a row).
-      if (row_kind != RowOpKind::None && to.row && (row_kind == RowOpKind::Columns) != to.columns)
-        return false;
-      // Windows and ops computed by element index are a plain loop's (block_loop_any's), not a
-      // row loop's.
-      if ((to.row && (reads_windows(n) || by_index)) ||
-          ((to.windowed || to.by_index) && row_kind != RowOpKind::None))
-        return false;
-      for (ir::ValueRef v : n.inputs) {
-        const ir::ValueRef r = root_of(g, v);
-        const ir::Node& producer = g.nodes[static_cast<size_t>(r.node)];
-        if (producer.kind != ir::NodeKind::Call || constant_value(r))
-          continue;  // inputs, constants
-        const int32_t from = group_of[static_cast<size_t>(r.node)];
-        if (from == grp) {
-          // (A column reduction's result is complete only when the kernel ends; an indirect
-          // load reads its table and indices whole.)
-          if (r != v || column_op[static_cast<size_t>(r.node)] || indirect) return false;
-          const Shape& got = g.info(v).sizes;
-          // A member read at the element being computed, or a per-row member read by a
-          // pointwise op (a broadcast along the row: the value is complete by then).
-          const bool elementwise = got == (once_per_row ? per_row_shape(to.ranges) : to.ranges) &&
-                                   value_per_row(r) == once_per_row;
-          const bool broadcast = row_kind == RowOpKind::None && !once_per_row && value_per_row(r) &&
-                                 got == per_row_shape(to.ranges);
-          if (!elementwise && !broadcast) return false;
-        } else if (to.sealed) {
-          const int32_t ready_at = from >= 0 ? group_at(from).pos : r.node;
-          if (ready_at >= to.pos) return false;
-        }
-      }
-      return true;
-    };
-    int32_t target = -1;
-    for (ir::ValueRef v : n.inputs) {
-      const int32_t grp = group_of[static_cast<size_t>(root_of(g, v).node)];
-      if (grp > target && joinable(grp)) target = grp;
-    }
-    if (target < 0) {
-      for (ir::ValueRef v : n.inputs) {
-        auto it = last_group_reading.find({v.node, v.output});
-        if (it != last_group_reading.end() && it->second > target && joinable(it->second))
-          target = it->second;
-      }
-    }
-    if (target < 0 && joinable(last_joined)) target = last_joined;
-    // Every other group n reads from now has an outside reader.
-    for (ir::ValueRef v : n.inputs)
-      if (group_of[static_cast<size_t>(root_of(g, v).node)] != target) seal_producer(v);
-    if (target < 0) {
-      target = static_cast<int32_t>(groups.size());
-      groups.push_back({shape, {}});
-    }
-    Group& grp = group_at(target);
-    row_op[i] = row_kind != RowOpKind::None;
-    column_op[i] = row_kind == RowOpKind::Columns;
-    per_row[i] = row_kind == RowOpKind::Reduction ||
-                 (row_kind == RowOpKind::None && grp.row && grp.ranges != shape);
-    grp.row = grp.row || row_kind != RowOpKind::None;
-    grp.columns = grp.columns || row_kind == RowOpKind::Columns;
-    grp.by_index = grp.by_index || by_index;
-    grp.indirect_loads += indirect ? 1 : 0;
-    grp.windowed = grp.windowed || reads_windows(n);
-    grp.nodes.push_back(static_cast<int32_t>(i));
-    if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
-    group_of[i] = target;
-    last_joined = target;
-    for (ir::ValueRef v : n.inputs)
-      if (group_of[static_cast<size_t>(root_of(g, v).node)] != target)
-        grp.reads.insert({v.node, v.output});
-    for (ir::ValueRef v : n.inputs)
-      if (group_of[static_cast<size_t>(v.node)] != target && !constant_value(v))
-        last_group_reading[{v.node, v.output}] = target;
+    place(i);
   }
-  // The steps, by position: each extern where its node stands, each kernel at its `pos`.
+}
+
+// Puts fusable node i in a group. Candidates, in order: the groups it reads from (vertical
+// fusion), the groups reading one of its inputs (horizontal fusion: that input is loaded once),
+// the group the previous fusable node joined; else it starts a group.
+void Scheduler::place(size_t i) {
+  const ir::Node& n = g_.nodes[i];
+  // A row op iterates over its input's rows (a reduction's result has one element per row);
+  // a pointwise op over its output.
+  Joining j{i, row_op_kind(g_, n), computed_by_index(g_, n), false, {}};
+  j.indirect = j.by_index && n.op->kind == OpKind::Indexing;
+  j.shape = j.row_kind == RowOpKind::None ? n.outputs[0].sizes : g_.info(n.inputs[0]).sizes;
+  std::set<int32_t> refused;  // (each refusal logged once)
+  auto joinable = [&](int32_t grp) {
+    if (grp < 0 || refused.count(grp)) return false;
+    const Refusal why = refusal(grp, j);
+    if (!why) return true;
+    refused.insert(grp);
+    if (logging())
+      note(detail::concat("cannot fuse ", node_str(i), " into kernel_", grp, ": ",
+                          describe(why, grp, j)));
+    return false;
+  };
+  int32_t target = -1;
+  const char* how = "";
+  for (ir::ValueRef v : n.inputs) {
+    const int32_t grp = group_of_root(v);
+    if (grp > target && joinable(grp)) target = grp, how = "reads its result";
+  }
+  if (target < 0) {
+    for (ir::ValueRef v : n.inputs) {
+      auto it = last_group_reading_.find({v.node, v.output});
+      if (it != last_group_reading_.end() && it->second > target && joinable(it->second))
+        target = it->second, how = "reads an input it reads";
+    }
+  }
+  if (target < 0 && joinable(last_joined_)) target = last_joined_, how = "the previous op's";
+  // Every other group n reads from now has an outside reader.
+  for (ir::ValueRef v : n.inputs)
+    if (group_of_root(v) != target) seal_producer(v);
+  if (target < 0) {
+    target = static_cast<int32_t>(groups_.size());
+    groups_.push_back({j.shape, {}});
+    if (logging())
+      note(detail::concat(node_str(i), " starts kernel_", target, " over ", shape_str(j.shape)));
+  } else if (logging()) {
+    note(detail::concat("fused ", node_str(i), " into kernel_", target, " (", how, ")"));
+  }
+  Group& grp = group_at(target);
+  row_op_[i] = j.row_kind != RowOpKind::None;
+  column_op_[i] = j.row_kind == RowOpKind::Columns;
+  per_row_[i] = j.row_kind == RowOpKind::Reduction ||
+                (j.row_kind == RowOpKind::None && grp.row && grp.ranges != j.shape);
+  grp.row = grp.row || j.row_kind != RowOpKind::None;
+  grp.columns = grp.columns || j.row_kind == RowOpKind::Columns;
+  grp.by_index = grp.by_index || j.by_index;
+  grp.indirect_loads += j.indirect ? 1 : 0;
+  grp.windowed = grp.windowed || reads_windows(n);
+  grp.nodes.push_back(static_cast<int32_t>(i));
+  if (!grp.sealed) grp.pos = static_cast<int32_t>(i);
+  group_of_[i] = target;
+  last_joined_ = target;
+  for (ir::ValueRef v : n.inputs)
+    if (group_of_root(v) != target) grp.reads.insert({v.node, v.output});
+  for (ir::ValueRef v : n.inputs)
+    if (group_of_[static_cast<size_t>(v.node)] != target && !constant_value(v))
+      last_group_reading_[{v.node, v.output}] = target;
+}
+
+// The steps, by position: each extern where its node stands, each kernel at its `pos`.
+std::vector<Step> Scheduler::order_steps() const {
   std::vector<std::pair<int32_t, Step>> keyed;
-  for (int32_t node : externs) keyed.push_back({node, {Step::Kind::Extern, node}});
-  for (size_t k = 0; k < groups.size(); ++k)
-    keyed.push_back({groups[k].pos, {Step::Kind::Kernel, static_cast<int32_t>(k)}});
+  for (int32_t node : externs_) keyed.push_back({node, {Step::Kind::Extern, node}});
+  for (size_t k = 0; k < groups_.size(); ++k)
+    keyed.push_back({groups_[k].pos, {Step::Kind::Kernel, static_cast<int32_t>(k)}});
   std::sort(keyed.begin(), keyed.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Step> order;
   for (const auto& [key, step] : keyed) order.push_back(step);
+  return order;
+}
 
-  // Pass 2: realized values — read outside their group (or through a view), or returned.
-  std::vector<std::vector<bool>> realized(num_nodes);
-  for (size_t i = 0; i < num_nodes; ++i) realized[i].assign(g.nodes[i].outputs.size(), false);
+// Pass 2: realized values — read outside their group (or through a view), or returned.
+void Scheduler::realize_values() {
+  realized_.assign(num_nodes_, {});
+  for (size_t i = 0; i < num_nodes_; ++i) realized_[i].assign(g_.nodes[i].outputs.size(), false);
   auto realize = [&](ir::ValueRef v) {
-    const ir::ValueRef r = root_of(g, v);
-    realized[static_cast<size_t>(r.node)][static_cast<size_t>(r.output)] = true;
+    const ir::ValueRef r = root_of(g_, v);
+    realized_[static_cast<size_t>(r.node)][static_cast<size_t>(r.output)] = true;
   };
-  for (size_t i = 0; i < num_nodes; ++i) {
-    const ir::Node& n = g.nodes[i];
+  for (size_t i = 0; i < num_nodes_; ++i) {
+    const ir::Node& n = g_.nodes[i];
     if (n.kind != ir::NodeKind::Call || is_view(n)) continue;
     for (ir::ValueRef v : n.inputs) {
       // (A pad or cat read through windows: its pieces are. A full read as a constant: nothing.)
-      if (windowed[static_cast<size_t>(v.node)] || as_constant[static_cast<size_t>(v.node)])
+      if (windowed_[static_cast<size_t>(v.node)] || as_constant_[static_cast<size_t>(v.node)])
         continue;
-      const ir::ValueRef r = root_of(g, v);
-      const int32_t producer_group = group_of[static_cast<size_t>(r.node)];
-      if (group_of[i] < 0 || producer_group != group_of[i] || r != v) realize(v);
+      const ir::ValueRef r = root_of(g_, v);
+      const int32_t producer_group = group_of_[static_cast<size_t>(r.node)];
+      if (group_of_[i] < 0 || producer_group != group_of_[i] || r != v) realize(v);
     }
   }
-  for (ir::ValueRef v : g.outputs) realize(v);
+  for (ir::ValueRef v : g_.outputs) realize(v);
+}
 
-  // Pass 3: the kernels.
+// Pass 3: the kernels.
+Schedule Scheduler::build_kernels() const {
   Schedule s;
-  s.fused_away.assign(num_nodes, false);
-  for (size_t k = 0; k < groups.size(); ++k) {
-    const Group& grp = groups[k];
-    Kernel kernel;
-    kernel.ranges = grp.ranges;
-    kernel.name = "kernel_" + std::to_string(k);
-    std::map<std::pair<int32_t, int32_t>, int32_t> op_of;     // node output → ops index
-    std::map<std::pair<int32_t, int32_t>, int32_t> input_of;  // value → inputs index
-    std::map<int32_t, int32_t> constant_of;                   // constant node → constants index
-    const int64_t rank = grp.ranges.ssize();
-    auto operand = [&](ir::ValueRef v) -> Operand {
-      const ir::Node& p = g.nodes[static_cast<size_t>(v.node)];
-      if (auto it = op_of.find({v.node, v.output}); it != op_of.end())
-        return {Operand::Kind::Op, it->second};
-      if (constant_value(v)) {
-        auto [it, fresh] =
-            constant_of.try_emplace(v.node, static_cast<int32_t>(kernel.constants.size()));
-        if (fresh) kernel.constants.push_back(constant_of_node(p));
-        return {Operand::Kind::Constant, it->second};
-      }
+  s.fused_away.assign(num_nodes_, false);
+  for (size_t k = 0; k < groups_.size(); ++k) s.kernels.push_back(build_kernel(k, s));
+  for (size_t i = 0; i < num_nodes_; ++i)
+    if (as_constant_[i]) s.fused_away[i] = true;
+  return s;
+}
+
+Kernel Scheduler::build_kernel(size_t k, Schedule& s) const {
+  const Group& grp = groups_[k];
+  Kernel kernel;
+  kernel.ranges = grp.ranges;
+  kernel.name = "kernel_" + std::to_string(k);
+  std::map<std::pair<int32_t, int32_t>, int32_t> op_of;     // node output → ops index
+  std::map<std::pair<int32_t, int32_t>, int32_t> input_of;  // value → inputs index
+  std::map<int32_t, int32_t> constant_of;                   // constant node → constants index
+  const int64_t rank = grp.ranges.ssize();
+  auto operand = [&](ir::ValueRef v) -> Operand {
+    const ir::Node& p = g_.nodes[static_cast<size_t>(v.node)];
+    if (auto it = op_of.find({v.node, v.output}); it != op_of.end())
+      return {Operand::Kind::Op, it->second};
+    if (constant_value(v)) {
       auto [it, fresh] =
-          input_of.try_emplace({v.node, v.output}, static_cast<int32_t>(kernel.inputs.size()));
-      if (fresh && windowed[static_cast<size_t>(v.node)]) {
-        add_windowed_inputs(g, v.node, kernel);
-      } else if (fresh) {
-        kernel.inputs.push_back(read_at(g, v, rank));
-      }
-      return {Operand::Kind::Input, it->second};
-    };
-    for (int32_t node : grp.nodes) {
-      const ir::Node& n = g.nodes[static_cast<size_t>(node)];
-      KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
-      if (n.op->kind == OpKind::Indexing) {
-        // An indirect load: its own two inputs (indices, then the table), read by it alone.
-        add_indirect_inputs(g, n, kernel);
-        const auto rows = static_cast<int32_t>(kernel.inputs.size() - 1);
-        op.args = {{Operand::Kind::Input, rows}, {Operand::Kind::Input, rows - 1}};
-      } else {
-        for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
-      }
-      op.row = row_op[static_cast<size_t>(node)];
-      op.per_row = per_row[static_cast<size_t>(node)];
-      op.columns = column_op[static_cast<size_t>(node)];
-      op.by_index = computed_by_index(g, n);
-      if (grp.row) kernel.row_size = kernel.ranges.back();
-      if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
-        op.compute = promoted_dtype(g, n);
-      s.fused_away[static_cast<size_t>(node)] = true;
-      // One op per output (only row ops have several: see KernelOp::output).
-      for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) {
-        KernelOp each =
-            o == 0 ? op : KernelOp{node, n.op, {}, n.outputs[o].dtype, n.outputs[o].dtype,
-                                   true, true, o};
-        op_of[{node, o}] = static_cast<int32_t>(kernel.ops.size());
-        kernel.ops.push_back(std::move(each));
-        if (realized[static_cast<size_t>(node)][static_cast<size_t>(o)]) {
-          kernel.outputs.push_back({static_cast<int32_t>(kernel.ops.size() - 1), {node, o}});
-          s.fused_away[static_cast<size_t>(node)] = false;
-        }
+          constant_of.try_emplace(v.node, static_cast<int32_t>(kernel.constants.size()));
+      if (fresh) kernel.constants.push_back(constant_of_node(p));
+      return {Operand::Kind::Constant, it->second};
+    }
+    auto [it, fresh] =
+        input_of.try_emplace({v.node, v.output}, static_cast<int32_t>(kernel.inputs.size()));
+    if (fresh && windowed_[static_cast<size_t>(v.node)]) {
+      add_windowed_inputs(g_, v.node, kernel);
+    } else if (fresh) {
+      kernel.inputs.push_back(read_at(g_, v, rank));
+    }
+    return {Operand::Kind::Input, it->second};
+  };
+  for (int32_t node : grp.nodes) {
+    const ir::Node& n = g_.nodes[static_cast<size_t>(node)];
+    KernelOp op{node, n.op, {}, n.outputs[0].dtype, n.outputs[0].dtype};
+    if (n.op->kind == OpKind::Indexing) {
+      // An indirect load: its own two inputs (indices, then the table), read by it alone.
+      add_indirect_inputs(g_, n, kernel);
+      const auto rows = static_cast<int32_t>(kernel.inputs.size() - 1);
+      op.args = {{Operand::Kind::Input, rows}, {Operand::Kind::Input, rows - 1}};
+    } else {
+      for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
+    }
+    op.row = row_op_[static_cast<size_t>(node)];
+    op.per_row = per_row_[static_cast<size_t>(node)];
+    op.columns = column_op_[static_cast<size_t>(node)];
+    op.by_index = computed_by_index(g_, n);
+    if (grp.row) kernel.row_size = kernel.ranges.back();
+    if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
+      op.compute = promoted_dtype(g_, n);
+    s.fused_away[static_cast<size_t>(node)] = true;
+    // One op per output (only row ops have several: see KernelOp::output).
+    for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) {
+      KernelOp each = o == 0 ? op : KernelOp{node, n.op, {}, n.outputs[o].dtype, n.outputs[o].dtype,
+                                             true, true, o};
+      op_of[{node, o}] = static_cast<int32_t>(kernel.ops.size());
+      kernel.ops.push_back(std::move(each));
+      if (realized_[static_cast<size_t>(node)][static_cast<size_t>(o)]) {
+        kernel.outputs.push_back({static_cast<int32_t>(kernel.ops.size() - 1), {node, o}});
+        s.fused_away[static_cast<size_t>(node)] = false;
       }
     }
-    KILN_CHECK(
-        static_cast<int64_t>(kernel.inputs.size() + kernel.outputs.size()) <= kMaxKernelOperands,
-        Error, "inductor: internal error: kernel ", k, " has ", kernel.inputs.size(),
-        " inputs and ", kernel.outputs.size(), " outputs, more than the ", kMaxKernelOperands,
-        " operands a kernel may have");
-    s.kernels.push_back(std::move(kernel));
   }
-  for (size_t i = 0; i < num_nodes; ++i)
-    if (as_constant[i]) s.fused_away[i] = true;
-  s.steps = std::move(order);
-  return s;
+  KILN_CHECK(
+      static_cast<int64_t>(kernel.inputs.size() + kernel.outputs.size()) <= kMaxKernelOperands,
+      Error, "inductor: internal error: kernel ", k, " has ", kernel.inputs.size(), " inputs and ",
+      kernel.outputs.size(), " outputs, more than the ", kMaxKernelOperands,
+      " operands a kernel may have");
+  return kernel;
+}
+
+}  // namespace
+
+Schedule schedule_graph(const ir::Graph& g, std::vector<std::string>* decisions) {
+  return Scheduler(g, decisions).run();
 }
 
 bool decomposed_in_generated_code(const ir::Node& n) {
   return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::Pointwise &&
          n.op->has_decomposition(n.attrs);
-}
-
-namespace {
-// The lowering pipeline; `timed`: its phases are added to the compile times (the backend), or
-// not (explain's counts).
-LoweredGraph lower(const ir::Graph& captured, bool timed) {
-  using Clock = std::chrono::steady_clock;
-  auto phase_done = [&](const char* phase, Clock::time_point& t) {
-    if (timed) capture::add_compile_time(phase, detail::seconds_since(t));
-    t = Clock::now();
-  };
-  LoweredGraph out;
-  auto t = Clock::now();
-  // Kernels address views through their recorded layouts: a wrong one is an error here, never
-  // a wrong read (checked as handed over, and after inductor's own rewrites).
-  ir::check_view_layouts(captured, "the graph handed to inductor");
-  out.graph = capture::decompose_graph(captured, decomposed_in_generated_code);
-  read_column_reductions_through_flattening(out.graph);
-  elide_copies_of_unshared_values(out.graph);
-  // What decompositions share with the rest of the graph (gelu's erf with its derivative's)
-  // is computed once.
-  ir::eliminate_common_subexpressions(out.graph);
-  ir::eliminate_dead_code(out.graph);
-  ir::check_view_layouts(out.graph, "inductor's lowered graph");
-  phase_done("inductor_decompose", t);
-  out.schedule = schedule_graph(out.graph);
-  phase_done("inductor_schedule", t);
-  return out;
-}
-}  // namespace
-
-LoweredGraph lower_graph(const ir::Graph& captured) { return lower(captured, /*timed=*/true); }
-
-ScheduleSummary summarize(const ir::Graph& captured) {
-  // The backend's own lowering (CSE and DCE included), so the counts are what runs.
-  const Schedule s = lower(captured, /*timed=*/false).schedule;
-  ScheduleSummary out;
-  out.kernels = static_cast<int64_t>(s.kernels.size());
-  for (const Step& st : s.steps) out.extern_calls += st.kind == Step::Kind::Extern;
-  return out;
 }
 
 }  // namespace kiln::inductor

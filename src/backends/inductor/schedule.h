@@ -121,25 +121,11 @@ struct Schedule {
   std::vector<bool> fused_away;
 };
 
-// Lowers `graph` (a captured, DCE'd graph) to a schedule.
-Schedule schedule_graph(const ir::Graph& graph);
-
-// What the backend generates code for: the captured graph with the ops generated code computes
-// through their decomposition replaced by it (see decomposed_in_generated_code), and its
-// schedule. The backend and the tests that pre-compile its modules both lower through here.
-struct LoweredGraph {
-  ir::Graph graph;
-  Schedule schedule;
-};
-LoweredGraph lower_graph(const ir::Graph& captured);
-
-// What inductor makes of a captured graph, in numbers (explain(), CompileProfiler): lowered as
-// the backend lowers it; nothing is compiled.
-struct ScheduleSummary {
-  int64_t kernels = 0;       // generated loops
-  int64_t extern_calls = 0;  // ops run by their eager kernels
-};
-ScheduleSummary summarize(const ir::Graph& captured);
+// Lowers `graph` (inductor's lowered graph: lower.h) to a schedule. What the scheduler decided
+// for each fusable node, and why it did not fuse it into a kernel it tried ("cannot fuse %5
+// (softmax) into kernel_2: it iterates over [4, 8], the kernel over [4]"), is logged under the
+// "fusion" topic and, when `decisions` is given, appended to it one line each.
+Schedule schedule_graph(const ir::Graph& graph, std::vector<std::string>* decisions = nullptr);
 
 // Pads, cats, flips, rolls and repeats read as index arithmetic (KernelInput::window, negated
 // strides) by the kernels of every node that reads them, never stored: a `pad` (constant
