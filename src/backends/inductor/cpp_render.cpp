@@ -5,11 +5,15 @@
 #include "backends/inductor/cpp_render.h"
 
 #include <bit>
+#include <charconv>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "backends/inductor/lowering.h"
 #include "ops/kernels/block_loop.h"
@@ -39,13 +43,28 @@ const char* ctype(DType d) {
   return "?";
 }
 
-// `value` as a C++ expression of type T, exactly (floats through their bits).
+// `value` as a C++ expression of type T, exactly: a float as its shortest decimal that reads
+// back to it (std::to_chars' guarantee, and C++ compilers round literals correctly), with its
+// bits beside it ("2.0f /* 0x40000000 */"); infinities, NaNs and integers through their bits.
 template <typename T>
 std::string literal(T value) {
   std::ostringstream os;
   if constexpr (std::is_same_v<T, bool>) {
     os << (value ? "true" : "false");
-  } else {
+  } else if constexpr (std::is_floating_point_v<T>) {
+    using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    const Bits bits = std::bit_cast<Bits>(value);
+    const char* suffix = sizeof(T) == 8 ? "ULL" : "U";
+    if (!std::isfinite(value)) {
+      os << "std::bit_cast<" << ctype(dtype_v<T>) << ">(" << bits << suffix << ")";
+      return os.str();
+    }
+    char buf[64];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+    std::string text(buf, end);
+    if (text.find_first_of(".e") == std::string::npos) text += ".0";
+    os << text << (sizeof(T) == 8 ? "" : "f") << " /* 0x" << std::hex << bits << " */";
+  } else {  // (through the bits too: the most negative value has no literal)
     using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
     os << "std::bit_cast<" << ctype(dtype_v<T>) << ">(" << std::bit_cast<Bits>(value)
        << (sizeof(T) == 8 ? "ULL" : "U") << ")";
@@ -145,14 +164,14 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
   std::vector<std::vector<int64_t>> byte_strides(item.size());
   const Shape contiguous = contiguous_strides(k.ranges);
   for (size_t o = 0; o < num_out; ++o) {
-    if (k.ops[static_cast<size_t>(k.outputs[o].op)].per_row) {
+    if (k.ops[static_cast<size_t>(k.outputs[o].op)].per_row()) {
       // One element per row: contiguous over the rows, the same along the row.
       const Shape rows(k.ranges.begin(), k.ranges.end() - 1);
       for (int64_t s : contiguous_strides(rows)) byte_strides[o].push_back(s * item[o]);
       byte_strides[o].push_back(0);
       continue;
     }
-    if (k.ops[static_cast<size_t>(k.outputs[o].op)].columns) {
+    if (k.ops[static_cast<size_t>(k.outputs[o].op)].role == KernelOp::Role::ColumnFold) {
       // One element per column, written after the rows (the same place at every row).
       byte_strides[o].assign(k.ranges.size() - 1, 0);
       byte_strides[o].push_back(item[o]);
@@ -213,7 +232,8 @@ std::map<std::pair<int32_t, DType>, std::string> render_functors_and_constants(
     std::ostringstream& os, const Kernel& k) {
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
-    if (op.row || op.by_index) continue;  // these call functions of their own
+    if (op.row_op() || op.role == KernelOp::Role::ByIndex)
+      continue;  // these call functions of their own
     os << "  const auto f" << j << " = inductor_rt::make_functor<" << op.op->pointwise.functor
        << "<" << ctype(op.compute) << ">>(attrs[" << j << "]);\n";
   }
@@ -287,8 +307,9 @@ std::string scalar_loop(const Kernel& k, size_t j, const std::string& out, const
 // operands in t (constants are broadcast in t).
 bool on_registers(const Kernel& k, size_t j, DType t) {
   const KernelOp& op = k.ops[j];
-  if ((t != DType::Float32 && t != DType::Float64) || op.row || op.per_row || op.by_index ||
-      op.op->pointwise.form != PointwiseBody::Form::Vector || op.dtype != t || op.compute != t)
+  if ((t != DType::Float32 && t != DType::Float64) || op.row_op() || op.per_row() ||
+      op.role == KernelOp::Role::ByIndex || op.op->pointwise.form != PointwiseBody::Form::Vector ||
+      op.dtype != t || op.compute != t)
     return false;
   for (const Operand& a : op.args)
     if (a.kind != Operand::Kind::Constant && operand_dtype(k, a) != t) return false;
@@ -446,8 +467,9 @@ bool runs_short(const Kernel& k) {
 void render_loop_call(std::ostringstream& os, const Kernel& k) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
   // (A kernel with ops computed by index also takes the flat index of the block's first element.)
-  const bool by_index =
-      std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) { return op.by_index; });
+  const bool by_index = std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) {
+    return op.role == KernelOp::Role::ByIndex;
+  });
   const char* body = by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
                               : "[&](char* const* p, int64_t n) {\n";
   const bool short_runs = runs_short(k);
@@ -490,11 +512,11 @@ void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int
   const KernelInput& rows = k.inputs[table];
   const char* t = ctype(op.dtype);
   if (slot >= 0) {
-    result = "out" + std::to_string(slot);
+    result = detail::concat("out", slot);
     os << "    " << t << "* " << result << " = reinterpret_cast<" << t << "*>(p[" << slot
        << "]);\n";
   } else {
-    result = "v" + std::to_string(j);
+    result = detail::concat("v", j);
     os << "    alignas(64) " << t << " " << result << "[inductor_rt::kBlock];\n";
   }
   auto list = [](const Shape& values) {
@@ -566,7 +588,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       case Operand::Kind::Constant:
         return constant_blocks.at({a.index, want});
       case Operand::Kind::Input:
-        name = "in" + std::to_string(a.index);
+        name = detail::concat("in", a.index);
         have = k.inputs[static_cast<size_t>(a.index)].dtype;
         break;
       case Operand::Kind::Op:
@@ -597,21 +619,21 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
                  : op.compute));
     const char* out_t = ctype(op.dtype);
     if (output_slot[j] >= 0) {
-      result[j] = "out" + std::to_string(output_slot[j]);
+      result[j] = detail::concat("out", output_slot[j]);
       os << "    " << out_t << "* " << result[j] << " = reinterpret_cast<" << out_t << "*>(p["
          << output_slot[j] << "]);\n";
     } else {
-      result[j] = "v" + std::to_string(j);
+      result[j] = detail::concat("v", j);
       os << "    alignas(64) " << out_t << " " << result[j] << "[inductor_rt::kBlock];\n";
     }
     os << "    // " << op.op->name << "\n";
     const TriangleLowering* triangle = lowering_as<TriangleLowering>(op.op);
-    if (op.by_index && triangle) {
+    if (op.role == KernelOp::Role::ByIndex && triangle) {
       // Elements first .. first + n - 1: kept or zero by their row and column.
       os << "    inductor_rt::triangle_block<" << (triangle->lower ? "true" : "false") << ">("
          << result[j] << ", " << args[0] << ", n, first, " << k.ranges.end()[-2] << ", "
          << k.ranges.back() << ", attrs[" << j << "]->i(0));\n";
-    } else if (op.by_index) {
+    } else if (op.role == KernelOp::Role::ByIndex) {
       // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
       // (uniform, normal, randint: attrs [size, dtype, a, b, seed, offset], a and b their
       // from and to, mean and std, low and high.)
@@ -646,325 +668,431 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
 // The body of row kernel k (see Kernel::row_size): row_loop hands it one row of every operand
 // at a time (contiguous along the row or not), and the ops run in order, each over the whole
 // row: a pointwise op in blocks of up to kBlock elements with its functor, a row op with its
-// row function. Values not written to an output live in row buffers, from `scratch`.
-void render_row_kernel_body(std::ostringstream& os, const ir::Graph& graph, const Kernel& k) {
-  const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
-  const size_t n = num_out + num_in;
-  os << "{\n";
-  os << "  using namespace kiln;\n";
-  os << "  (void)attrs;\n";
-  os << "  const int64_t numel = shape[0];\n";
-  os << "  (void)numel;\n";
-  os << "  const std::array<char*, " << n << "> base = {";
-  for (size_t k2 = 0; k2 < n; ++k2) os << (k2 ? ", " : "") << "buffers[" << k2 << "]";
-  os << "};\n";
-  const auto constant_blocks = render_functors_and_constants(os, k);
-  std::ostringstream body;  // rendered first: the number of row buffers goes before it
-  int num_row_buffers = 0;
-  auto row_buffer = [&](DType d) {
-    return detail::concat("reinterpret_cast<", ctype(d), "*>(scratch + ", num_row_buffers++,
+// row function. Values not written to an output live in row buffers, from `scratch`. One
+// write_* function per way an op is computed (KernelOp::Role, and a row op's lowering).
+class RowKernelWriter {
+ public:
+  RowKernelWriter(std::ostringstream& os, const ir::Graph& graph, const Kernel& k);
+  void write();
+
+ private:
+  using Role = KernelOp::Role;
+  // A row buffer of `d` elements, from the thread's scratch.
+  std::string row_buffer(DType d) {
+    return detail::concat("reinterpret_cast<", ctype(d), "*>(scratch + ", num_row_buffers_++,
                           " * row_bytes)");
-  };
-  for (size_t i = 0; i < num_in; ++i) {
-    const char* t = ctype(k.inputs[i].dtype);
-    body << "    const " << t << "* in" << i << " = inductor_rt::row_of<" << t << ">(p["
-         << num_out + i << "], row_stride[" << num_out + i << "], cols, "
-         << row_buffer(k.inputs[i].dtype) << ");\n";
   }
-  std::vector<int> output_slot(k.ops.size(), -1);
-  for (size_t o = 0; o < num_out; ++o)
-    output_slot[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
-  std::vector<std::string> result(k.ops.size());
-  int num_accumulators = 0;                           // a column kernel's, per column
-  std::vector<const char*> folded_type;               // the type each accumulator folds
-  std::vector<int> accumulator_of(k.ops.size(), -1);  // per column reduction
-  auto name_of = [&](const Operand& a) {
-    return a.kind == Operand::Kind::Input ? "in" + std::to_string(a.index)
-                                          : result[static_cast<size_t>(a.index)];
-  };
-  auto dtype_of = [&](const Operand& a) {
-    return a.kind == Operand::Kind::Input ? k.inputs[static_cast<size_t>(a.index)].dtype
-                                          : k.ops[static_cast<size_t>(a.index)].dtype;
-  };
+  std::string name_of(const Operand& a) const {
+    return a.kind == Operand::Kind::Input ? detail::concat("in", a.index)
+                                          : result_[static_cast<size_t>(a.index)];
+  }
+  DType dtype_of(const Operand& a) const {
+    return a.kind == Operand::Kind::Input ? k_.inputs[static_cast<size_t>(a.index)].dtype
+                                          : k_.ops[static_cast<size_t>(a.index)].dtype;
+  }
+  bool is_output(size_t j) const { return output_slot_[j] >= 0; }
+  std::string output_name(size_t j) const {
+    return is_output(j) ? detail::concat("out", output_slot_[j]) : detail::concat("v", j);
+  }
+  // Declares op j's result: its output, one value (per row), or a row buffer.
+  void declare_result(size_t j, bool one_value);
+  std::string operand_as(size_t j, const Operand& a, size_t slot, const std::string& at,
+                         const char* count, const char* indent);
+  void apply(size_t j, const std::vector<std::string>& args, const std::string& out,
+             const char* count, const char* indent);
+  std::string next_row(const KernelOp& op, const char* limit) const;
+  void broadcast_if_read(size_t j);
+  std::string streams(size_t j) const;
+
+  void write_register_run(size_t first, size_t end);
+  void write_column_fold(size_t j);
+  void write_row_extreme(size_t j, const RowExtremeLowering& extreme);
+  void write_row_fold(size_t j, const RowFoldLowering& fold);
+  void write_row_norm(size_t j, const RowNormLowering& norm);
+  void write_softmax(size_t j, const SoftmaxLowering& softmax);
+  void write_per_row(size_t j);
+  void write_elementwise(size_t j);
+  void write_row_loop();
+  void write_column_loop();
+
+  std::ostringstream& os_;
+  const ir::Graph& graph_;
+  const Kernel& k_;
+  const size_t num_out_, num_in_, n_;
+  std::map<std::pair<int32_t, DType>, std::string> constant_blocks_;
+  std::ostringstream body_;  // written first: the number of row buffers goes before it
+  int num_row_buffers_ = 0;
+  std::vector<int> output_slot_;          // per op: its output's slot, or -1
+  std::vector<std::string> result_;       // per op: the name its value goes by
+  int num_accumulators_ = 0;              // a column kernel's, per column
+  std::vector<const char*> folded_type_;  // the type each accumulator folds
+  std::vector<int> accumulator_of_;       // per column reduction
   // Per-row values that ops over the whole row read: also kept as a block filled with the
   // row's value (a broadcast along the row).
-  std::vector<bool> read_broadcast(k.ops.size(), false);
+  std::vector<bool> read_broadcast_;
+  // The last reader of each op's value (k.ops.size() for a kernel output).
+  std::vector<size_t> last_reader_;
+};
+
+RowKernelWriter::RowKernelWriter(std::ostringstream& os, const ir::Graph& graph, const Kernel& k)
+    : os_(os),
+      graph_(graph),
+      k_(k),
+      num_out_(k.outputs.size()),
+      num_in_(k.inputs.size()),
+      n_(num_out_ + num_in_),
+      output_slot_(k.ops.size(), -1),
+      result_(k.ops.size()),
+      accumulator_of_(k.ops.size(), -1),
+      read_broadcast_(k.ops.size(), false),
+      last_reader_(k.ops.size(), 0) {
+  for (size_t o = 0; o < num_out_; ++o)
+    output_slot_[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
   for (const KernelOp& op : k.ops)
     for (const Operand& a : op.args)
-      if (!op.per_row && a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row)
-        read_broadcast[static_cast<size_t>(a.index)] = true;
-  // An operand as `count` elements of `want` for op j (converted by static_cast, as eager's
-  // cast, into a block when its dtype differs); `at` is where its elements start.
-  auto operand_as = [&](size_t j, const Operand& a, size_t slot, const std::string& at,
-                        const char* count, const char* indent) -> std::string {
-    const KernelOp& op = k.ops[j];
-    if (a.kind == Operand::Kind::Constant) return constant_blocks.at({a.index, op.compute});
-    if (dtype_of(a) == op.compute || passes_bools_as_is(op, dtype_of(a))) return at;
-    const std::string cvt = detail::concat("a", j, "_", slot);
-    body << indent << "alignas(64) " << ctype(op.compute) << " " << cvt
-         << "[inductor_rt::kBlock];\n"
-         << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << cvt
-         << "[j] = static_cast<" << ctype(op.compute) << ">(" << element_of(at, dtype_of(a))
-         << ");\n";
-    return cvt;
-  };
-  auto apply = [&](size_t j, const std::vector<std::string>& args, const std::string& out,
-                   const char* count, const char* indent) {
-    const KernelOp& op = k.ops[j];
-    if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
-      body << indent << "vec::map<" << ctype(op.dtype) << ">(f" << j << ", false, " << out << ", "
-           << count;
-      for (const std::string& a : args) body << ", " << a;
-      body << ");\n";
-    } else {
-      body << indent << scalar_loop(k, j, out, count, args) << "\n";
-    }
-  };
-  // The last reader of each op's value (k.ops.size() for a kernel output).
-  std::vector<size_t> last_reader(k.ops.size(), 0);
+      if (!op.per_row() && a.kind == Operand::Kind::Op &&
+          k.ops[static_cast<size_t>(a.index)].per_row())
+        read_broadcast_[static_cast<size_t>(a.index)] = true;
   for (size_t j = 0; j < k.ops.size(); ++j)
     for (const Operand& a : k.ops[j].args)
-      if (a.kind == Operand::Kind::Op) last_reader[static_cast<size_t>(a.index)] = j;
-  for (size_t o = 0; o < num_out; ++o)
-    last_reader[static_cast<size_t>(k.outputs[o].op)] = k.ops.size();
-  // A run of two or more such ops [first, end) as one loop over the row: a vector at a time
-  // through all of them, storing only the values read after the run.
-  auto render_register_run = [&](size_t first, size_t end) {
-    const DType t = k.ops[first].dtype;
-    const std::string T = ctype(t), V = detail::concat("vec::Vec<", T, ">");
-    std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
-    std::vector<int> y_of(k.ops.size(), -1);
-    std::map<std::pair<int, int32_t>, LoopOperand> operand_of;  // by (kind, index)
-    body << "    // ";
-    for (size_t j = first; j < end; ++j) body << (j > first ? ", " : "") << k.ops[j].op->name;
-    body << " (on registers)\n";
-    for (size_t j = first; j < end; ++j) {
-      for (const Operand& a : k.ops[j].args) {
-        const auto key = std::make_pair(static_cast<int>(a.kind), a.index);
-        if (operand_of.count(key) ||
-            (a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first))
-          continue;
-        // (Named after the run too: another run of the row may broadcast the same values.)
-        if (a.kind == Operand::Kind::Constant) {
-          operand_of[key].name = detail::concat("k", a.index, "_", first);
-          body << "    const " << V << " " << operand_of[key].name << "("
-               << constant_literal(k.constants[static_cast<size_t>(a.index)], t) << ");\n";
-        } else if (a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row) {
-          operand_of[key].name = detail::concat("b", a.index, "_", first);
-          body << "    const " << V << " " << operand_of[key].name << "(" << name_of(a)
-               << "[0]);\n";
-        } else {
-          operand_of[key].loaded = static_cast<int64_t>(loaded.size());
-          loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
-        }
+      if (a.kind == Operand::Kind::Op) last_reader_[static_cast<size_t>(a.index)] = j;
+  for (size_t o = 0; o < num_out_; ++o)
+    last_reader_[static_cast<size_t>(k.outputs[o].op)] = k.ops.size();
+}
+
+void RowKernelWriter::declare_result(size_t j, bool one_value) {
+  const char* t = ctype(k_.ops[j].dtype);
+  result_[j] = output_name(j);
+  if (is_output(j))
+    body_ << "    " << t << "* " << result_[j] << " = reinterpret_cast<" << t << "*>(p["
+          << output_slot_[j] << "]);\n";
+  else if (one_value)
+    body_ << "    alignas(64) " << t << " " << result_[j] << "[1];\n";
+  else
+    body_ << "    " << t << "* " << result_[j] << " = " << row_buffer(k_.ops[j].dtype) << ";\n";
+}
+
+// An operand as `count` elements of `want` for op j (converted by static_cast, as eager's
+// cast, into a block when its dtype differs); `at` is where its elements start.
+std::string RowKernelWriter::operand_as(size_t j, const Operand& a, size_t slot,
+                                        const std::string& at, const char* count,
+                                        const char* indent) {
+  const KernelOp& op = k_.ops[j];
+  if (a.kind == Operand::Kind::Constant) return constant_blocks_.at({a.index, op.compute});
+  if (dtype_of(a) == op.compute || passes_bools_as_is(op, dtype_of(a))) return at;
+  const std::string cvt = detail::concat("a", j, "_", slot);
+  body_ << indent << "alignas(64) " << ctype(op.compute) << " " << cvt << "[inductor_rt::kBlock];\n"
+        << indent << "for (int64_t j = 0; j < " << count << "; ++j) " << cvt << "[j] = static_cast<"
+        << ctype(op.compute) << ">(" << element_of(at, dtype_of(a)) << ");\n";
+  return cvt;
+}
+
+void RowKernelWriter::apply(size_t j, const std::vector<std::string>& args, const std::string& out,
+                            const char* count, const char* indent) {
+  const KernelOp& op = k_.ops[j];
+  if (op.op->pointwise.form == PointwiseBody::Form::Vector) {
+    body_ << indent << "vec::map<" << ctype(op.dtype) << ">(f" << j << ", false, " << out << ", "
+          << count;
+    for (const std::string& a : args) body_ << ", " << a;
+    body_ << ");\n";
+  } else {
+    body_ << indent << scalar_loop(k_, j, out, count, args) << "\n";
+  }
+}
+
+// A row op's next input row, for prefetching: when it reads an input in place, rows up to
+// `limit` long, as the eager kernel prefetches.
+std::string RowKernelWriter::next_row(const KernelOp& op, const char* limit) const {
+  if (op.args[0].kind != Operand::Kind::Input) return "nullptr";
+  const size_t slot = num_out_ + static_cast<size_t>(op.args[0].index);
+  return detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
+                        " && cols <= ", limit, " ? reinterpret_cast<const ", ctype(op.dtype),
+                        "*>(next[", slot, "]) : nullptr");
+}
+
+// A per-row value that ops over the row read: kept as a block filled with it too.
+void RowKernelWriter::broadcast_if_read(size_t j) {
+  if (!read_broadcast_[j]) return;
+  body_ << "    alignas(64) " << ctype(k_.ops[j].dtype) << " " << result_[j]
+        << "_b[inductor_rt::kBlock];\n    std::fill_n(" << result_[j]
+        << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result_[j] << "[0]);\n";
+}
+
+// Whether op j's row function streams its output past the caches (a large kernel output).
+std::string RowKernelWriter::streams(size_t j) const {
+  return is_output(j)
+             ? detail::concat("numel * ", itemsize(k_.ops[j].dtype), " >= ", kStreamingStoreBytes)
+             : std::string("false");
+}
+
+// A run of two or more elementwise ops [first, end) as one loop over the row: a vector at a
+// time through all of them, storing only the values read after the run.
+void RowKernelWriter::write_register_run(size_t first, size_t end) {
+  const DType t = k_.ops[first].dtype;
+  const std::string T = ctype(t), V = detail::concat("vec::Vec<", T, ">");
+  std::vector<std::string> stored, loaded;  // row pointers: the loop's outputs and inputs
+  std::vector<int> y_of(k_.ops.size(), -1);
+  std::map<std::pair<int, int32_t>, LoopOperand> operand_of;  // by (kind, index)
+  body_ << "    // ";
+  for (size_t j = first; j < end; ++j) body_ << (j > first ? ", " : "") << k_.ops[j].op->name;
+  body_ << " (on registers)\n";
+  for (size_t j = first; j < end; ++j) {
+    for (const Operand& a : k_.ops[j].args) {
+      const auto key = std::make_pair(static_cast<int>(a.kind), a.index);
+      if (operand_of.count(key) ||
+          (a.kind == Operand::Kind::Op && static_cast<size_t>(a.index) >= first))
+        continue;
+      // (Named after the run too: another run of the row may broadcast the same values.)
+      if (a.kind == Operand::Kind::Constant) {
+        operand_of[key].name = detail::concat("k", a.index, "_", first);
+        body_ << "    const " << V << " " << operand_of[key].name << "("
+              << constant_literal(k_.constants[static_cast<size_t>(a.index)], t) << ");\n";
+      } else if (a.kind == Operand::Kind::Op && k_.ops[static_cast<size_t>(a.index)].per_row()) {
+        operand_of[key].name = detail::concat("b", a.index, "_", first);
+        body_ << "    const " << V << " " << operand_of[key].name << "(" << name_of(a) << "[0]);\n";
+      } else {
+        operand_of[key].loaded = static_cast<int64_t>(loaded.size());
+        loaded.push_back(detail::concat("static_cast<const ", T, "*>(", name_of(a), ")"));
       }
-      const bool is_output = output_slot[j] >= 0;
-      result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
-      if (last_reader[j] < end) continue;  // read only inside the run: stays in a register
-      if (is_output)
-        body << "    " << T << "* " << result[j] << " = reinterpret_cast<" << T << "*>(p["
-             << output_slot[j] << "]);\n";
-      else
-        body << "    " << T << "* " << result[j] << " = " << row_buffer(t) << ";\n";
-      y_of[j] = static_cast<int>(stored.size());
-      stored.push_back(result[j]);
     }
-    render_vector_loop(body, k, t, first, end, "false", "cols", stored, loaded, y_of,
-                       [&](const Operand& a) {
-                         return operand_of.at({static_cast<int>(a.kind), a.index});
-                       });
+    result_[j] = output_name(j);
+    if (last_reader_[j] < end) continue;  // read only inside the run: stays in a register
+    if (is_output(j))
+      body_ << "    " << T << "* " << result_[j] << " = reinterpret_cast<" << T << "*>(p["
+            << output_slot_[j] << "]);\n";
+    else
+      body_ << "    " << T << "* " << result_[j] << " = " << row_buffer(t) << ";\n";
+    y_of[j] = static_cast<int>(stored.size());
+    stored.push_back(result_[j]);
+  }
+  render_vector_loop(body_, k_, t, first, end, "false", "cols", stored, loaded, y_of,
+                     [&](const Operand& a) {
+                       return operand_of.at({static_cast<int>(a.kind), a.index});
+                     });
+}
+
+// A column reduction: the row it reads, noted for the pass that adds the whole batch to its
+// accumulators (its result is written after the loop).
+void RowKernelWriter::write_column_fold(size_t j) {
+  const KernelOp& op = k_.ops[j];
+  body_ << "    // " << op.op->name << " (into accumulators " << num_accumulators_ << ")\n"
+        << "    fold" << num_accumulators_ << "[b] = " << name_of(op.args[0]) << ";\n";
+  folded_type_.push_back(ctype(dtype_of(op.args[0])));
+  accumulator_of_[j] = num_accumulators_++;
+}
+
+// max_dim, min_dim: values and indices (the next op): where the row's extreme first occurs,
+// and the element there (so -0 or 0 as the row has it), as the eager max(dim) and min(dim)
+// give them.
+void RowKernelWriter::write_row_extreme(size_t j, const RowExtremeLowering& extreme) {
+  const KernelOp& op = k_.ops[j];
+  const size_t at = j + 1;
+  result_[at] = output_name(at);
+  if (is_output(at))
+    body_ << "    int64_t* " << result_[at] << " = reinterpret_cast<int64_t*>(p["
+          << output_slot_[at] << "]);\n";
+  else
+    body_ << "    alignas(64) int64_t " << result_[at] << "[1];\n";
+  body_ << "    " << result_[at]
+        << "[0] = inductor_rt::" << (extreme.max ? "row_argmax(" : "row_argmin(")
+        << name_of(op.args[0]) << ", cols);\n"
+        << "    " << result_[j] << "[0] = " << name_of(op.args[0]) << "[" << result_[at]
+        << "[0]];\n";
+  broadcast_if_read(at);
+}
+
+// A row reduction: the row folded as the eager reduction folds it.
+void RowKernelWriter::write_row_fold(size_t j, const RowFoldLowering& fold) {
+  const KernelOp& op = k_.ops[j];
+  using Arg = RowFoldLowering::Argument;
+  body_ << "    " << result_[j] << "[0] = static_cast<" << ctype(op.dtype)
+        << ">(inductor_rt::" << fold.fold << "(" << name_of(op.args[0]) << ", cols"
+        << (fold.argument == Arg::IntAttr2     ? detail::concat(", attrs[", j, "]->i(2)")
+            : fold.argument == Arg::FloatAttr2 ? detail::concat(", attrs[", j, "]->f(2)")
+                                               : std::string())
+        << ")" << (fold.mean ? " / static_cast<double>(cols)" : "") << ");\n";
+}
+
+// layer_norm, rms_norm: the eager kernel's row function; its statistics (the ops after it)
+// are per-row values.
+void RowKernelWriter::write_row_norm(size_t j, const RowNormLowering& norm) {
+  const KernelOp& op = k_.ops[j];
+  const char* out_t = ctype(op.dtype);
+  const bool layer = norm.layer;
+  std::vector<std::string> stats;
+  for (size_t s = j + 1; s < k_.ops.size() && k_.ops[s].node == op.node; ++s) {
+    declare_result(s, /*one_value=*/true);
+    stats.push_back(result_[s]);
+  }
+  const std::string next = next_row(op, "kernels::kPrefetchRow");
+  // The op's attributes: layer_norm [shape, eps, has_weight, has_bias], rms_norm [shape, eps,
+  // has_weight]; its inputs x, then the weight and bias it has.
+  const Attrs& attrs = graph_.nodes[static_cast<size_t>(op.node)].attrs;
+  const bool has_w = attrs.b(2), has_b = layer && attrs.b(3);
+  auto arg_or_null = [&](bool has, size_t a) {
+    return has ? name_of(op.args[a]) : std::string("nullptr");
   };
-  // A row op's next input row, for prefetching: when it reads an input in place, rows up to
-  // `limit` long, as the eager kernel prefetches.
-  auto next_row = [&](const KernelOp& op, const char* limit) -> std::string {
-    if (op.args[0].kind != Operand::Kind::Input) return "nullptr";
-    const size_t slot = num_out + static_cast<size_t>(op.args[0].index);
-    return detail::concat("next[", slot, "] && row_stride[", slot, "] == ", itemsize(op.dtype),
-                          " && cols <= ", limit, " ? reinterpret_cast<const ", ctype(op.dtype),
-                          "*>(next[", slot, "]) : nullptr");
-  };
-  // A per-row value that ops over the row read: kept as a block filled with it too.
-  auto broadcast_if_read = [&](size_t j) {
-    if (!read_broadcast[j]) return;
-    body << "    alignas(64) " << ctype(k.ops[j].dtype) << " " << result[j]
-         << "_b[inductor_rt::kBlock];\n    std::fill_n(" << result[j]
-         << "_b, std::min<int64_t>(cols, inductor_rt::kBlock), " << result[j] << "[0]);\n";
-  };
-  for (size_t j = 0; j < k.ops.size(); ++j) {
-    const KernelOp& op = k.ops[j];
-    if (on_registers(k, j, op.dtype)) {
+  body_ << "    kernels::" << (layer ? "layer_norm_row<" : "rms_norm_row<") << out_t << ", "
+        << (has_w ? "true" : "false");
+  if (layer) body_ << ", " << (has_b ? "true" : "false");
+  body_ << ">(" << name_of(op.args[0]) << ", " << result_[j] << ", cols, static_cast<" << out_t
+        << ">(attrs[" << j << "]->f(1)), " << arg_or_null(has_w, 1) << ", ";
+  if (layer) body_ << arg_or_null(has_b, 1 + has_w) << ", ";
+  body_ << streams(j) << ", " << next;
+  for (const std::string& st : stats) body_ << ", " << st;
+  body_ << ");\n";
+  for (size_t s = j + 1; s < k_.ops.size() && k_.ops[s].node == op.node; ++s) broadcast_if_read(s);
+}
+
+// softmax, log_softmax: the whole row at once, as the eager kernel; a large output streams
+// past the caches.
+void RowKernelWriter::write_softmax(size_t j, const SoftmaxLowering& softmax) {
+  const KernelOp& op = k_.ops[j];
+  // An input read in place: the next row is prefetched while this one is summed, as the
+  // eager kernel does (its first pass would otherwise wait on memory).
+  const std::string next = next_row(op, "kernels::kRowBuffer");
+  body_ << "    kernels::softmax_row<" << ctype(op.dtype) << ", "
+        << (softmax.log ? "true" : "false") << ">(" << name_of(op.args[0]) << ", " << result_[j]
+        << ", cols, "
+        << (is_output(j) ? detail::concat(streams(j), ", ", row_buffer(op.dtype))
+                         : std::string("false, nullptr"))
+        << ", " << next << ");\n";
+}
+
+// A pointwise op once per row: every operand is one value per row (or a constant).
+void RowKernelWriter::write_per_row(size_t j) {
+  std::vector<std::string> args;
+  for (const Operand& a : k_.ops[j].args)
+    args.push_back(operand_as(j, a, args.size(), name_of(a), "1", "    "));
+  apply(j, args, result_[j], "1", "    ");
+}
+
+// A pointwise op over the whole row, a block at a time; per-row operands read as blocks
+// filled with the row's value.
+void RowKernelWriter::write_elementwise(size_t j) {
+  body_ << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
+        << "      const int64_t n = std::min<int64_t>(inductor_rt::kBlock, cols - c);\n";
+  std::vector<std::string> args;
+  for (const Operand& a : k_.ops[j].args) {
+    const bool broadcast =
+        a.kind == Operand::Kind::Op && k_.ops[static_cast<size_t>(a.index)].per_row();
+    // (detail::concat, not "(" + std::string: GCC 12 warns -Wrestrict, falsely, inside that +.)
+    const std::string at = broadcast ? name_of(a) + "_b" : detail::concat("(", name_of(a), " + c)");
+    args.push_back(operand_as(j, a, args.size(), at, "n", "      "));
+  }
+  apply(j, args, detail::concat("(", result_[j], " + c)"), "n", "      ");
+  body_ << "    }\n";
+}
+
+void RowKernelWriter::write() {
+  os_ << "{\n";
+  os_ << "  using namespace kiln;\n";
+  os_ << "  (void)attrs;\n";
+  os_ << "  const int64_t numel = shape[0];\n";
+  os_ << "  (void)numel;\n";
+  os_ << "  const std::array<char*, " << n_ << "> base = {";
+  for (size_t k2 = 0; k2 < n_; ++k2) os_ << (k2 ? ", " : "") << "buffers[" << k2 << "]";
+  os_ << "};\n";
+  constant_blocks_ = render_functors_and_constants(os_, k_);
+  for (size_t i = 0; i < num_in_; ++i) {
+    const char* t = ctype(k_.inputs[i].dtype);
+    body_ << "    const " << t << "* in" << i << " = inductor_rt::row_of<" << t << ">(p["
+          << num_out_ + i << "], row_stride[" << num_out_ + i << "], cols, "
+          << row_buffer(k_.inputs[i].dtype) << ");\n";
+  }
+  for (size_t j = 0; j < k_.ops.size(); ++j) {
+    const KernelOp& op = k_.ops[j];
+    if (on_registers(k_, j, op.dtype)) {
       size_t end = j + 1;
-      while (end < k.ops.size() && on_registers(k, end, op.dtype)) ++end;
+      while (end < k_.ops.size() && on_registers(k_, end, op.dtype)) ++end;
       if (end - j >= 2) {
-        render_register_run(j, end);
+        write_register_run(j, end);
         j = end - 1;
         continue;
       }
     }
     if (op.output > 0) continue;  // a statistic its row op (just before) computed
-    const char* out_t = ctype(op.dtype);
-    if (op.columns) {
-      // A column reduction: the row it reads, noted for the pass that adds the whole batch to
-      // its accumulators (its result is written after the loop).
-      body << "    // " << op.op->name << " (into accumulators " << num_accumulators << ")\n"
-           << "    fold" << num_accumulators << "[b] = " << name_of(op.args[0]) << ";\n";
-      folded_type.push_back(ctype(dtype_of(op.args[0])));
-      accumulator_of[j] = num_accumulators++;
+    if (op.role == Role::ColumnFold) {
+      write_column_fold(j);
       continue;
     }
-    const bool is_output = output_slot[j] >= 0;
-    result[j] = is_output ? "out" + std::to_string(output_slot[j]) : "v" + std::to_string(j);
-    if (is_output) {
-      body << "    " << out_t << "* " << result[j] << " = reinterpret_cast<" << out_t << "*>(p["
-           << output_slot[j] << "]);\n";
-    } else if (op.per_row) {
-      body << "    alignas(64) " << out_t << " " << result[j] << "[1];\n";
+    declare_result(j, op.per_row() && !is_output(j));
+    body_ << "    // " << op.op->name << "\n";
+    if (op.row_op()) {
+      std::visit(
+          [&](const auto& lowering) {
+            using L = std::decay_t<decltype(lowering)>;
+            if constexpr (std::is_same_v<L, RowExtremeLowering>)
+              write_row_extreme(j, lowering);
+            else if constexpr (std::is_same_v<L, RowFoldLowering>)
+              write_row_fold(j, lowering);
+            else if constexpr (std::is_same_v<L, RowNormLowering>)
+              write_row_norm(j, lowering);
+            else if constexpr (std::is_same_v<L, SoftmaxLowering>)
+              write_softmax(j, lowering);
+            else
+              KILN_CHECK(false, Error, "inductor: internal error: ", op.op->name,
+                         " is a row op without a row lowering");
+          },
+          *lowering_of(op.op));
+    } else if (op.role == Role::PerRow) {
+      write_per_row(j);
     } else {
-      body << "    " << out_t << "* " << result[j] << " = " << row_buffer(op.dtype) << ";\n";
-    }
-    body << "    // " << op.op->name << "\n";
-    const RowExtremeLowering* extreme = lowering_as<RowExtremeLowering>(op.op);
-    const RowNormLowering* norm = lowering_as<RowNormLowering>(op.op);
-    if (op.row && op.per_row && extreme) {
-      // Values and indices (the next op): where the row's extreme first occurs, and the element
-      // there (so -0 or 0 as the row has it), as the eager max(dim) and min(dim) give them.
-      const size_t at = j + 1;
-      const bool index_out = output_slot[at] >= 0;
-      result[at] = index_out ? "out" + std::to_string(output_slot[at]) : "v" + std::to_string(at);
-      if (index_out)
-        body << "    int64_t* " << result[at] << " = reinterpret_cast<int64_t*>(p["
-             << output_slot[at] << "]);\n";
-      else
-        body << "    alignas(64) int64_t " << result[at] << "[1];\n";
-      body << "    " << result[at]
-           << "[0] = inductor_rt::" << (extreme->max ? "row_argmax(" : "row_argmin(")
-           << name_of(op.args[0]) << ", cols);\n"
-           << "    " << result[j] << "[0] = " << name_of(op.args[0]) << "[" << result[at]
-           << "[0]];\n";
-      broadcast_if_read(at);
-    } else if (op.row && op.per_row) {
-      // A row reduction: the row folded as the eager reduction folds it.
-      const RowFoldLowering& fold = *lowering_as<RowFoldLowering>(op.op);
-      using Arg = RowFoldLowering::Argument;
-      body << "    " << result[j] << "[0] = static_cast<" << out_t << ">(inductor_rt::" << fold.fold
-           << "(" << name_of(op.args[0]) << ", cols"
-           << (fold.argument == Arg::IntAttr2     ? detail::concat(", attrs[", j, "]->i(2)")
-               : fold.argument == Arg::FloatAttr2 ? detail::concat(", attrs[", j, "]->f(2)")
-                                                  : std::string())
-           << ")" << (fold.mean ? " / static_cast<double>(cols)" : "") << ");\n";
-    } else if (op.row && norm) {
-      // The eager kernel's row function; its statistics (the ops after it) are per-row values.
-      const bool layer = norm->layer;
-      std::vector<std::string> stats;
-      for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2) {
-        const bool stat_out = output_slot[s2] >= 0;
-        result[s2] = stat_out ? "out" + std::to_string(output_slot[s2]) : "v" + std::to_string(s2);
-        if (stat_out)
-          body << "    " << out_t << "* " << result[s2] << " = reinterpret_cast<" << out_t
-               << "*>(p[" << output_slot[s2] << "]);\n";
-        else
-          body << "    alignas(64) " << out_t << " " << result[s2] << "[1];\n";
-        stats.push_back(result[s2]);
-      }
-      const std::string next = next_row(op, "kernels::kPrefetchRow");
-      // The op's attributes: layer_norm [shape, eps, has_weight, has_bias], rms_norm [shape, eps,
-      // has_weight]; its inputs x, then the weight and bias it has.
-      const Attrs& attrs = graph.nodes[static_cast<size_t>(op.node)].attrs;
-      const bool has_w = attrs.b(2), has_b = layer && attrs.b(3);
-      auto arg_or_null = [&](bool has, size_t a) {
-        return has ? name_of(op.args[a]) : std::string("nullptr");
-      };
-      body << "    kernels::" << (layer ? "layer_norm_row<" : "rms_norm_row<") << out_t << ", "
-           << (has_w ? "true" : "false");
-      if (layer) body << ", " << (has_b ? "true" : "false");
-      body << ">(" << name_of(op.args[0]) << ", " << result[j] << ", cols, static_cast<" << out_t
-           << ">(attrs[" << j << "]->f(1)), " << arg_or_null(has_w, 1) << ", ";
-      if (layer) body << arg_or_null(has_b, 1 + has_w) << ", ";
-      body << (is_output
-                   ? detail::concat("numel * ", itemsize(op.dtype), " >= ", kStreamingStoreBytes)
-                   : std::string("false"))
-           << ", " << next;
-      for (const std::string& st : stats) body << ", " << st;
-      body << ");\n";
-      for (size_t s2 = j + 1; s2 < k.ops.size() && k.ops[s2].node == op.node; ++s2)
-        broadcast_if_read(s2);
-    } else if (op.row) {
-      // The whole row at once, as the eager kernel; a large output streams past the caches.
-      const bool log = lowering_as<SoftmaxLowering>(op.op)->log;
-      // An input read in place: the next row is prefetched while this one is summed, as the
-      // eager kernel does (its first pass would otherwise wait on memory).
-      const std::string next = next_row(op, "kernels::kRowBuffer");
-      body << "    kernels::softmax_row<" << out_t << ", " << (log ? "true" : "false") << ">("
-           << name_of(op.args[0]) << ", " << result[j] << ", cols, "
-           << (is_output ? detail::concat("numel * ", itemsize(op.dtype),
-                                          " >= ", kStreamingStoreBytes, ", ", row_buffer(op.dtype))
-                         : std::string("false, nullptr"))
-           << ", " << next << ");\n";
-    } else if (op.per_row) {
-      // Once per row: every operand is one value per row (or a constant).
-      std::vector<std::string> args;
-      for (const Operand& a : op.args)
-        args.push_back(operand_as(j, a, args.size(), name_of(a), "1", "    "));
-      apply(j, args, result[j], "1", "    ");
-    } else {
-      body << "    for (int64_t c = 0; c < cols; c += inductor_rt::kBlock) {\n"
-           << "      const int64_t n = std::min<int64_t>(inductor_rt::kBlock, cols - c);\n";
-      std::vector<std::string> args;
-      for (const Operand& a : op.args) {
-        const bool broadcast =
-            a.kind == Operand::Kind::Op && k.ops[static_cast<size_t>(a.index)].per_row;
-        const std::string at = broadcast ? name_of(a) + "_b" : "(" + name_of(a) + " + c)";
-        args.push_back(operand_as(j, a, args.size(), at, "n", "      "));
-      }
-      apply(j, args, "(" + result[j] + " + c)", "n", "      ");
-      body << "    }\n";
+      write_elementwise(j);
     }
     broadcast_if_read(j);
   }
-  if (!k.folds_columns()) {
-    os << "  inductor_rt::row_loop<" << n << ">(shape, base, " << num_row_buffers
-       << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
-          "char* scratch, int64_t row_bytes) {\n"
-       << "    (void)next;\n    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
-       << body.str() << "  });\n}\n\n";
-    return;
+  if (k_.folds_columns())
+    write_column_loop();
+  else
+    write_row_loop();
+}
+
+void RowKernelWriter::write_row_loop() {
+  os_ << "  inductor_rt::row_loop<" << n_ << ">(shape, base, " << num_row_buffers_
+      << ", [&](char* const* p, char* const* next, const int64_t* row_stride, int64_t cols, "
+         "char* scratch, int64_t row_bytes) {\n"
+      << "    (void)next;\n    (void)row_stride;\n    (void)scratch;\n    (void)row_bytes;\n"
+      << body_.str() << "  });\n}\n\n";
+}
+
+// A column kernel: the rows folded into per-column accumulators, then each reduction's result
+// made from them as the eager reduction finishes it (a mean divides by the rows' count).
+// Each batch of rows is computed row by row, then folded into the accumulators in one pass.
+void RowKernelWriter::write_column_loop() {
+  os_ << "  const int64_t columns = shape[1];\n"
+      << "  std::unique_ptr<double[]> folded(new double[" << num_accumulators_ << " * columns]);\n"
+      << "  inductor_rt::column_loop<" << n_ << ">(shape, base, " << num_row_buffers_ << ", "
+      << num_accumulators_ << ", folded.get(), [&](char* const* rows, int64_t batch, "
+      << "const int64_t* row_stride, int64_t cols, char* batch_scratch, int64_t row_bytes, "
+      << "double* acc, int64_t acc_stride) {\n";
+  for (int a = 0; a < num_accumulators_; ++a)
+    os_ << "    const " << folded_type_[static_cast<size_t>(a)] << "* fold" << a
+        << "[inductor_rt::kFoldBatch];\n";
+  os_ << "    for (int64_t b = 0; b < batch; ++b) {\n"
+      << "      char* const* p = rows + b * " << n_ << ";\n"
+      << "      char* scratch = batch_scratch + b * " << num_row_buffers_ << " * row_bytes;\n"
+      << "      (void)scratch;\n";
+  std::istringstream row_body(body_.str());  // indented one more level, inside the batch's loop
+  for (std::string line; std::getline(row_body, line);) os_ << "  " << line << "\n";
+  os_ << "    }\n";
+  for (int a = 0; a < num_accumulators_; ++a)
+    os_ << "    inductor_rt::fold_columns(acc + " << a << " * acc_stride, fold" << a
+        << ", batch, cols);\n";
+  os_ << "  });\n";
+  for (size_t j = 0; j < k_.ops.size(); ++j) {
+    if (accumulator_of_[j] < 0 || output_slot_[j] < 0) continue;
+    const char* t = ctype(k_.ops[j].dtype);
+    const bool mean = lowering_as<RowFoldLowering>(k_.ops[j].op)->mean;
+    os_ << "  {  // " << k_.ops[j].op->name << "\n"
+        << "    " << t << "* out = reinterpret_cast<" << t << "*>(buffers[" << output_slot_[j]
+        << "]);\n"
+        << "    const double* a = folded.get() + " << accumulator_of_[j] << " * columns;\n";
+    if (mean) os_ << "    const double count = static_cast<double>(numel / columns);\n";
+    os_ << "    for (int64_t c = 0; c < columns; ++c) out[c] = static_cast<" << t << ">(a[c]"
+        << (mean ? " / count" : "") << ");\n  }\n";
   }
-  // A column kernel: the rows folded into per-column accumulators, then each reduction's result
-  // made from them as the eager reduction finishes it (a mean divides by the rows' count).
-  // Each batch of rows is computed row by row, then folded into the accumulators in one pass.
-  os << "  const int64_t columns = shape[1];\n"
-     << "  std::unique_ptr<double[]> folded(new double[" << num_accumulators << " * columns]);\n"
-     << "  inductor_rt::column_loop<" << n << ">(shape, base, " << num_row_buffers << ", "
-     << num_accumulators << ", folded.get(), [&](char* const* rows, int64_t batch, "
-     << "const int64_t* row_stride, int64_t cols, char* batch_scratch, int64_t row_bytes, "
-     << "double* acc, int64_t acc_stride) {\n";
-  for (int a = 0; a < num_accumulators; ++a)
-    os << "    const " << folded_type[static_cast<size_t>(a)] << "* fold" << a
-       << "[inductor_rt::kFoldBatch];\n";
-  os << "    for (int64_t b = 0; b < batch; ++b) {\n"
-     << "      char* const* p = rows + b * " << n << ";\n"
-     << "      char* scratch = batch_scratch + b * " << num_row_buffers << " * row_bytes;\n"
-     << "      (void)scratch;\n";
-  std::istringstream row_body(body.str());  // indented one more level, inside the batch's loop
-  for (std::string line; std::getline(row_body, line);) os << "  " << line << "\n";
-  os << "    }\n";
-  for (int a = 0; a < num_accumulators; ++a)
-    os << "    inductor_rt::fold_columns(acc + " << a << " * acc_stride, fold" << a
-       << ", batch, cols);\n";
-  os << "  });\n";
-  for (size_t j = 0; j < k.ops.size(); ++j) {
-    if (accumulator_of[j] < 0 || output_slot[j] < 0) continue;
-    const char* t = ctype(k.ops[j].dtype);
-    const bool mean = lowering_as<RowFoldLowering>(k.ops[j].op)->mean;
-    os << "  {  // " << k.ops[j].op->name << "\n"
-       << "    " << t << "* out = reinterpret_cast<" << t << "*>(buffers[" << output_slot[j]
-       << "]);\n"
-       << "    const double* a = folded.get() + " << accumulator_of[j] << " * columns;\n";
-    if (mean) os << "    const double count = static_cast<double>(numel / columns);\n";
-    os << "    for (int64_t c = 0; c < columns; ++c) out[c] = static_cast<" << t << ">(a[c]"
-       << (mean ? " / count" : "") << ");\n  }\n";
-  }
-  os << "}\n\n";
+  os_ << "}\n\n";
 }
 
 }  // namespace
@@ -1003,7 +1131,7 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
         ")(char* const* buffers, const kiln::Attrs* const* attrs, const int64_t* shape) ";
     std::ostringstream body;
     if (k.row_size > 0)
-      render_row_kernel_body(body, graph, k);
+      RowKernelWriter(body, graph, k).write();
     else
       render_kernel_body(body, k);
     const int next_index = static_cast<int>(kernel_with_body.size());
@@ -1020,6 +1148,19 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
   }
   os << "// distinct kernel bodies: " << kernel_with_body.size() << "\n";
   return os.str();
+}
+
+const KernelRenderer& cpp_renderer() {
+  struct CppRenderer final : KernelRenderer {
+    std::string render(const ir::Graph& graph, const Schedule& schedule) const override {
+      return render_cpp(graph, schedule);
+    }
+    std::vector<int64_t> launch_shape(const Kernel& k) const override {
+      return inductor::launch_shape(k);
+    }
+  };
+  static const CppRenderer renderer;
+  return renderer;
 }
 
 }  // namespace kiln::inductor

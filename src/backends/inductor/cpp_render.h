@@ -24,6 +24,18 @@ namespace kiln::inductor {
 // (below), so graphs that differ only in shapes mostly share one compiled module.
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
 
+// A target's renderer: a schedule's kernels as source in the target's language, each a function
+// with the calling convention above and launched with launch_shape's argument. The C++ renderer
+// (cpp_renderer(): render_cpp and launch_shape below) is the one target today; another (CUDA)
+// renders the same schedule through the same interface, and the scheduler does not change.
+class KernelRenderer {
+ public:
+  virtual ~KernelRenderer() = default;
+  virtual std::string render(const ir::Graph& graph, const Schedule& schedule) const = 0;
+  virtual std::vector<int64_t> launch_shape(const Kernel& k) const = 0;
+};
+const KernelRenderer& cpp_renderer();
+
 // The `shape` argument of kernel k: {numel, nd, sizes[nd] (coalesced, innermost first), then
 // per operand (outputs, then inputs) its byte strides[nd]}; when some inputs are read through
 // windows (Kernel::reads_windows), then per operand what it reads outside its window and its

@@ -73,7 +73,7 @@ class CompiledInductorGraph {
     plan();
     if (!schedule_.kernels.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
-      source_ = inductor::render_cpp(graph_, schedule_);
+      source_ = renderer_.render(graph_, schedule_);
       diagnostics::add_compile_time("inductor_codegen", detail::seconds_since(t0));
       inductor::CompileStats stats;
       module_ = inductor::compile_module(source_, &stats);
@@ -164,6 +164,7 @@ class CompiledInductorGraph {
 
   ir::Graph graph_;
   Schedule schedule_;
+  const inductor::KernelRenderer& renderer_ = inductor::cpp_renderer();  // the C++ target
   std::string source_;
   std::shared_ptr<inductor::LoadedModule> module_;
   std::vector<KernelFn> kernel_fns_;
@@ -312,7 +313,7 @@ void CompiledInductorGraph::plan() {
     for (const inductor::KernelOp& op : k.ops)
       if (op.op->kind == OpKind::Indexing) indirect.push_back(op.node);
     kernel_indirect_loads_.push_back(std::move(indirect));
-    kernel_shapes_.push_back(inductor::launch_shape(k));
+    kernel_shapes_.push_back(renderer_.launch_shape(k));
     std::vector<int64_t> offsets;
     for (const inductor::KernelInput& in : k.inputs)
       offsets.push_back(in.offset * itemsize(in.dtype));
@@ -339,7 +340,7 @@ bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, cons
   // No op after the writer reads it, nor a column reduction anywhere: those fold a batch of rows
   // after the batch's other ops have written them.
   for (size_t j = 0; j < kernel.ops.size(); ++j) {
-    if (j <= writer && !kernel.ops[j].columns) continue;
+    if (j <= writer && kernel.ops[j].role != inductor::KernelOp::Role::ColumnFold) continue;
     for (const inductor::Operand& a : kernel.ops[j].args)
       if (a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i))
         return false;

@@ -227,11 +227,13 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
       result[j] += partial[static_cast<size_t>(t * per_thread + j)];
 }
 
-namespace {
-// The sum of one contiguous row as the eager sum and mean fold it (reduce_loop's inner path,
+// The row folds of KILN_INDUCTOR_ROW_FOLDS (inductor_runtime.h), each over a contiguous row of n
+// elements with the argument generated code passes (ignored by the folds that take none).
+namespace row_fold {
+// The sum of the row as the eager sum and mean fold it (reduce_loop's inner path,
 // with kernels::folds_rows_whole): in double, from 0, with the reducer's row().
 template <typename T>
-double row_sum(const T* x, int64_t n) {
+double sum(const T* x, int64_t n, double /*argument*/) {
   const auto r = kiln::kernels::make_reducer<T, T>(
       0.0, kiln::kernels::IdentityMap{}, kiln::kernels::fold::Add{},
       [](double a, int64_t) { return static_cast<T>(a); });
@@ -240,9 +242,9 @@ double row_sum(const T* x, int64_t n) {
   return acc;
 }
 
-// The product of one contiguous row as the eager prod folds it (as row_sum, from 1).
+// The product of the row as the eager prod folds it (as sum, from 1).
 template <typename T>
-double row_prod(const T* x, int64_t n) {
+double prod(const T* x, int64_t n, double /*argument*/) {
   const auto r = kiln::kernels::make_reducer<T, T>(
       1.0, kiln::kernels::IdentityMap{}, kiln::kernels::fold::Mul{},
       [](double a, int64_t) { return static_cast<T>(a); });
@@ -254,7 +256,7 @@ double row_prod(const T* x, int64_t n) {
 // The largest (smallest) element of a contiguous row, folded as the eager amax (amin) folds it
 // (NaN wins; which of -0 and 0 depends on the order, so the order is eager's).
 template <bool IsMax, typename T>
-T row_extreme(const T* x, int64_t n) {
+T extreme(const T* x, int64_t n) {
   using Fold = std::conditional_t<IsMax, kiln::kernels::fold::Max, kiln::kernels::fold::Min>;
   const auto r = kiln::kernels::make_reducer<T, T>(
       IsMax ? kiln::kernels::lowest_value<T>() : kiln::kernels::highest_value<T>(),
@@ -268,15 +270,31 @@ T row_extreme(const T* x, int64_t n) {
 // any), as the eager argmax (argmin) finds it: whichever way eager splits a row across threads,
 // the answer is this one.
 template <bool IsMax, typename T>
-int64_t row_arg_extreme(const T* x, int64_t n) {
-  return kiln::kernels::find_first(x, n, row_extreme<IsMax>(x, n));
+int64_t arg_extreme(const T* x, int64_t n) {
+  return kiln::kernels::find_first(x, n, extreme<IsMax>(x, n));
+}
+template <typename T>
+T max(const T* x, int64_t n, double /*argument*/) {
+  return extreme<true>(x, n);
+}
+template <typename T>
+T min(const T* x, int64_t n, double /*argument*/) {
+  return extreme<false>(x, n);
+}
+template <typename T>
+int64_t argmax(const T* x, int64_t n, double /*argument*/) {
+  return arg_extreme<true>(x, n);
+}
+template <typename T>
+int64_t argmin(const T* x, int64_t n, double /*argument*/) {
+  return arg_extreme<false>(x, n);
 }
 
 // log(sum(exp(x))) of a contiguous row as the eager logsumexp computes it: the row's max (in
 // double; an infinite max is not subtracted), then the sum of exp(x - max) (exp in the row's
 // dtype, summed in double), whose log the max is added to.
 template <typename T>
-T row_logsumexp(const T* x, int64_t n) {
+T logsumexp(const T* x, int64_t n, double /*argument*/) {
   namespace k = kiln::kernels;
   const auto max_of = k::make_reducer<T, double>(
       -std::numeric_limits<double>::infinity(), k::IdentityMap{}, k::fold::Max{},
@@ -295,7 +313,7 @@ T row_logsumexp(const T* x, int64_t n) {
 // The p-norm of a contiguous row (p = 2, 1, inf or -inf) as the eager norm folds it: squares
 // summed in double then the root, magnitudes summed, or the largest (smallest) magnitude.
 template <typename T>
-T row_norm(const T* x, int64_t n, double p) {
+T norm(const T* x, int64_t n, double p) {
   namespace k = kiln::kernels;
   auto fold_row = [&](double identity, auto map, auto fold, auto finish) {
     const auto r = k::make_reducer<T, T>(identity, map, fold, finish);
@@ -318,10 +336,10 @@ T row_norm(const T* x, int64_t n, double p) {
 // The variance of a contiguous row as the eager var computes it: the mean (in double), then the
 // sum of squared deviations from it, divided by max(0, n - correction).
 template <typename T>
-T row_var(const T* x, int64_t n, int64_t correction) {
+T var(const T* x, int64_t n, double correction) {
   namespace k = kiln::kernels;
   const double count = static_cast<double>(n);
-  const double denom = std::max(0.0, count - static_cast<double>(correction));
+  const double denom = std::max(0.0, count - correction);
   const auto mean_of = k::make_reducer<T, double>(0.0, k::IdentityMap{}, k::fold::Add{},
                                                   [count](double a, int64_t) { return a / count; });
   double sum = mean_of.identity;
@@ -338,53 +356,16 @@ T row_var(const T* x, int64_t n, int64_t correction) {
   deviations.row(acc, x, n, 0);
   return deviations.finish(acc, 0);
 }
-}  // namespace
+}  // namespace row_fold
 
-extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction) {
-  return row_var(x, n, correction);
-}
-extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction) {
-  return row_var(x, n, correction);
-}
-extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n) { return row_sum(x, n); }
-extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n) { return row_sum(x, n); }
-extern "C" float kiln_inductor_row_max_float(const float* x, int64_t n) {
-  return row_extreme<true>(x, n);
-}
-extern "C" double kiln_inductor_row_max_double(const double* x, int64_t n) {
-  return row_extreme<true>(x, n);
-}
-extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n) {
-  return row_extreme<false>(x, n);
-}
-extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n) {
-  return row_extreme<false>(x, n);
-}
-extern "C" double kiln_inductor_row_prod_float(const float* x, int64_t n) { return row_prod(x, n); }
-extern "C" double kiln_inductor_row_prod_double(const double* x, int64_t n) {
-  return row_prod(x, n);
-}
-extern "C" int64_t kiln_inductor_row_argmax_float(const float* x, int64_t n) {
-  return row_arg_extreme<true>(x, n);
-}
-extern "C" int64_t kiln_inductor_row_argmax_double(const double* x, int64_t n) {
-  return row_arg_extreme<true>(x, n);
-}
-extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n) {
-  return row_arg_extreme<false>(x, n);
-}
-extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n) {
-  return row_arg_extreme<false>(x, n);
-}
-extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n) {
-  return row_logsumexp(x, n);
-}
-extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n) {
-  return row_logsumexp(x, n);
-}
-extern "C" float kiln_inductor_row_norm_float(const float* x, int64_t n, double p) {
-  return row_norm(x, n, p);
-}
-extern "C" double kiln_inductor_row_norm_double(const double* x, int64_t n, double p) {
-  return row_norm(x, n, p);
-}
+#define KILN_INDUCTOR_DEFINE_ROW_FOLD(name, FloatResult, DoubleResult)                  \
+  extern "C" FloatResult kiln_inductor_row_##name##_float(const float* x, int64_t n,    \
+                                                          double argument) {            \
+    return row_fold::name(x, n, argument);                                              \
+  }                                                                                     \
+  extern "C" DoubleResult kiln_inductor_row_##name##_double(const double* x, int64_t n, \
+                                                            double argument) {          \
+    return row_fold::name(x, n, argument);                                              \
+  }
+KILN_INDUCTOR_ROW_FOLDS(KILN_INDUCTOR_DEFINE_ROW_FOLD)
+#undef KILN_INDUCTOR_DEFINE_ROW_FOLD

@@ -911,18 +911,27 @@ Kernel Scheduler::build_kernel(size_t k, Schedule& s) const {
     } else {
       for (ir::ValueRef v : n.inputs) op.args.push_back(operand(v));
     }
-    op.row = row_op_[static_cast<size_t>(node)];
-    op.per_row = per_row_[static_cast<size_t>(node)];
-    op.columns = column_op_[static_cast<size_t>(node)];
-    op.by_index = computed_by_index(g_, n);
+    const auto at = static_cast<size_t>(node);
+    using Role = KernelOp::Role;
+    op.role = column_op_[at]                ? Role::ColumnFold
+              : row_op_[at] && per_row_[at] ? Role::RowReduction
+              : row_op_[at]                 ? Role::RowOp
+              : per_row_[at]                ? Role::PerRow
+              : computed_by_index(g_, n)    ? Role::ByIndex
+                                            : Role::Elementwise;
     if (grp.row) kernel.row_size = kernel.ranges.back();
-    if (!op.row && n.op->pointwise.form == PointwiseBody::Form::Predicate)
+    if (!op.row_op() && n.op->pointwise.form == PointwiseBody::Form::Predicate)
       op.compute = promoted_dtype(g_, n);
     s.fused_away[static_cast<size_t>(node)] = true;
     // One op per output (only row ops have several: see KernelOp::output).
     for (int32_t o = 0; o < static_cast<int32_t>(n.outputs.size()); ++o) {
-      KernelOp each = o == 0 ? op : KernelOp{node, n.op, {}, n.outputs[o].dtype, n.outputs[o].dtype,
-                                             true, true, o};
+      KernelOp each = o == 0 ? op : KernelOp{node,
+                                             n.op,
+                                             {},
+                                             n.outputs[o].dtype,
+                                             n.outputs[o].dtype,
+                                             KernelOp::Role::RowReduction,
+                                             o};
       op_of[{node, o}] = static_cast<int32_t>(kernel.ops.size());
       kernel.ops.push_back(std::move(each));
       if (realized_[static_cast<size_t>(node)][static_cast<size_t>(o)]) {

@@ -57,19 +57,32 @@ struct KernelOp {
   int32_t node;  // the graph node it computes
   const OpDef* op;
   std::vector<Operand> args;
-  DType dtype;           // its result's
-  DType compute;         // what its functor computes in (a Predicate's inputs' promoted dtype)
-  bool row = false;      // a row op: reads its input's whole row (see row_op_kind)
-  bool per_row = false;  // its result has one element per row (a row reduction, or a
-                         // pointwise op over such results) in a row kernel
+  DType dtype;    // its result's
+  DType compute;  // what its functor computes in (a Predicate's inputs' promoted dtype)
+  // How the kernel computes it. What it computes (functor, row function, draw, ...) is its
+  // op's lowering (lowering.h).
+  enum class Role : uint8_t {
+    Elementwise,   // element by element with its functor (in a row kernel, over the whole row)
+    ByIndex,       // from each element's flat index in the iteration space (computed_by_index:
+                   // a random draw, tril, triu, an indirect load): plain kernels only
+    PerRow,        // a pointwise op over per-row values in a row kernel: once per row
+    RowOp,         // a row op whose result is a row (softmax; a normalisation's normalised row)
+    RowReduction,  // a row op with one element per row (a row fold, max_dim; a normalisation's
+                   // statistics)
+    ColumnFold,    // a column reduction (RowOpKind::Columns): folds each row into one
+                   // accumulator per column, its result written at the end
+  };
+  Role role = Role::Elementwise;
   // Which of the node's outputs it stands for. A row op with several (layer_norm's normalised
   // row, mean and rstd) is one op per output, in order: the first computes them all, the
   // others (no args) only name where the per-row statistics go.
   int32_t output = 0;
-  bool columns = false;   // a column reduction (RowOpKind::Columns; also a row op): folds each
-                          // row into one accumulator per column, its result written at the end
-  bool by_index = false;  // computed from the element's flat index in the iteration space
-                          // (computed_by_index: a random draw, tril, triu): plain kernels only
+  // A row op: reads its input's whole row (see row_op_kind).
+  bool row_op() const {
+    return role == Role::RowOp || role == Role::RowReduction || role == Role::ColumnFold;
+  }
+  // Its result has one element per row, in a row kernel.
+  bool per_row() const { return role == Role::PerRow || role == Role::RowReduction; }
 };
 
 struct KernelConstant {
@@ -103,7 +116,7 @@ struct Kernel {
   // thread may see a segment of each row only; it holds no other row op.
   bool folds_columns() const {
     for (const KernelOp& op : ops)
-      if (op.columns) return true;
+      if (op.role == KernelOp::Role::ColumnFold) return true;
     return false;
   }
 };

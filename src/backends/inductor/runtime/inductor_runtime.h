@@ -76,75 +76,50 @@ extern "C" void kiln_inductor_column_loop(int num_operands, const int64_t* shape
                                           int num_row_buffers, int num_accumulators, double* result,
                                           kiln::inductor_rt::ColumnBody body, void* context);
 
-// The sum of a contiguous row, folded as the eager sum and mean fold it (in double).
-extern "C" double kiln_inductor_row_sum_float(const float* x, int64_t n);
-extern "C" double kiln_inductor_row_sum_double(const double* x, int64_t n);
-// Its product, folded as the eager prod folds it (in double).
-extern "C" double kiln_inductor_row_prod_float(const float* x, int64_t n);
-extern "C" double kiln_inductor_row_prod_double(const double* x, int64_t n);
-// Its largest and smallest element, folded as the eager amax and amin fold it.
-extern "C" float kiln_inductor_row_max_float(const float* x, int64_t n);
-extern "C" double kiln_inductor_row_max_double(const double* x, int64_t n);
-extern "C" float kiln_inductor_row_min_float(const float* x, int64_t n);
-extern "C" double kiln_inductor_row_min_double(const double* x, int64_t n);
-// Where its largest and smallest element first occur, as the eager argmax and argmin find it.
-extern "C" int64_t kiln_inductor_row_argmax_float(const float* x, int64_t n);
-extern "C" int64_t kiln_inductor_row_argmax_double(const double* x, int64_t n);
-extern "C" int64_t kiln_inductor_row_argmin_float(const float* x, int64_t n);
-extern "C" int64_t kiln_inductor_row_argmin_double(const double* x, int64_t n);
-// log(sum(exp(x))), computed as the eager logsumexp computes it (the max, then the sum of exps).
-extern "C" float kiln_inductor_row_logsumexp_float(const float* x, int64_t n);
-extern "C" double kiln_inductor_row_logsumexp_double(const double* x, int64_t n);
-// Its 2-, 1-, inf- or -inf-norm, folded as the eager norm folds it.
-extern "C" float kiln_inductor_row_norm_float(const float* x, int64_t n, double p);
-extern "C" double kiln_inductor_row_norm_double(const double* x, int64_t n, double p);
-// Its variance, computed as the eager var computes it (two passes, divided by n - correction).
-extern "C" float kiln_inductor_row_var_float(const float* x, int64_t n, int64_t correction);
-extern "C" double kiln_inductor_row_var_double(const double* x, int64_t n, int64_t correction);
+// The row folds generated code calls, one entry each: X(name, what a float row folds to, what a
+// double row folds to). Each folds a contiguous row of n elements exactly as the eager
+// reduction of that name folds it (runtime_exports.cpp's row_fold::<name>), given one argument
+// that only some use (var: the correction, norm: p), and is exported from libkiln as
+// kiln_inductor_row_<name>_float / _double; generated code calls inductor_rt::row_<name> (the
+// name lowering.cpp's RowFoldLowering::fold gives). Adding a row fold: an entry here, its
+// row_fold::<name>, and the op's entry in lowering.cpp.
+//   sum, prod: in double (sum also serves mean); max, min: the largest and smallest element;
+//   argmax, argmin: where it first occurs; logsumexp: the max, then the sum of exps;
+//   norm: the 2-, 1-, inf- or -inf-norm; var: two passes, divided by n - correction.
+#define KILN_INDUCTOR_ROW_FOLDS(X) \
+  X(sum, double, double)           \
+  X(prod, double, double)          \
+  X(max, float, double)            \
+  X(min, float, double)            \
+  X(argmax, int64_t, int64_t)      \
+  X(argmin, int64_t, int64_t)      \
+  X(logsumexp, float, double)      \
+  X(norm, float, double)           \
+  X(var, float, double)
+
+#define KILN_INDUCTOR_DECLARE_ROW_FOLD(name, FloatResult, DoubleResult)                 \
+  extern "C" FloatResult kiln_inductor_row_##name##_float(const float* x, int64_t n,    \
+                                                          double argument);             \
+  extern "C" DoubleResult kiln_inductor_row_##name##_double(const double* x, int64_t n, \
+                                                            double argument);
+KILN_INDUCTOR_ROW_FOLDS(KILN_INDUCTOR_DECLARE_ROW_FOLD)
+#undef KILN_INDUCTOR_DECLARE_ROW_FOLD
 
 namespace kiln::inductor_rt {
 
 using kernels::kBlock;
 using kernels::kShortRun;
 
-inline double row_sum(const float* x, int64_t n) { return kiln_inductor_row_sum_float(x, n); }
-inline double row_sum(const double* x, int64_t n) { return kiln_inductor_row_sum_double(x, n); }
-inline double row_prod(const float* x, int64_t n) { return kiln_inductor_row_prod_float(x, n); }
-inline double row_prod(const double* x, int64_t n) { return kiln_inductor_row_prod_double(x, n); }
-inline float row_max(const float* x, int64_t n) { return kiln_inductor_row_max_float(x, n); }
-inline double row_max(const double* x, int64_t n) { return kiln_inductor_row_max_double(x, n); }
-inline float row_min(const float* x, int64_t n) { return kiln_inductor_row_min_float(x, n); }
-inline double row_min(const double* x, int64_t n) { return kiln_inductor_row_min_double(x, n); }
-inline int64_t row_argmax(const float* x, int64_t n) {
-  return kiln_inductor_row_argmax_float(x, n);
-}
-inline int64_t row_argmax(const double* x, int64_t n) {
-  return kiln_inductor_row_argmax_double(x, n);
-}
-inline int64_t row_argmin(const float* x, int64_t n) {
-  return kiln_inductor_row_argmin_float(x, n);
-}
-inline int64_t row_argmin(const double* x, int64_t n) {
-  return kiln_inductor_row_argmin_double(x, n);
-}
-inline float row_logsumexp(const float* x, int64_t n) {
-  return kiln_inductor_row_logsumexp_float(x, n);
-}
-inline double row_logsumexp(const double* x, int64_t n) {
-  return kiln_inductor_row_logsumexp_double(x, n);
-}
-inline float row_norm(const float* x, int64_t n, double p) {
-  return kiln_inductor_row_norm_float(x, n, p);
-}
-inline double row_norm(const double* x, int64_t n, double p) {
-  return kiln_inductor_row_norm_double(x, n, p);
-}
-inline float row_var(const float* x, int64_t n, int64_t correction) {
-  return kiln_inductor_row_var_float(x, n, correction);
-}
-inline double row_var(const double* x, int64_t n, int64_t correction) {
-  return kiln_inductor_row_var_double(x, n, correction);
-}
+#define KILN_INDUCTOR_CALL_ROW_FOLD(name, FloatResult, DoubleResult)                \
+  inline FloatResult row_##name(const float* x, int64_t n, double argument = 0) {   \
+    return kiln_inductor_row_##name##_float(x, n, argument);                        \
+  }                                                                                 \
+  inline DoubleResult row_##name(const double* x, int64_t n, double argument = 0) { \
+    return kiln_inductor_row_##name##_double(x, n, argument);                       \
+  }
+KILN_INDUCTOR_ROW_FOLDS(KILN_INDUCTOR_CALL_ROW_FOLD)
+#undef KILN_INDUCTOR_CALL_ROW_FOLD
+
 inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
 
 // A kernel body over one block: body(p, n), or body(p, n, first) when it computes ops by element
