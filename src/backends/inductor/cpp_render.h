@@ -23,6 +23,8 @@ namespace kiln::inductor {
 // (triangle_block) and an indirect load's table strides: the rest arrives per call in `shape`
 // (below), so graphs that differ only in shapes mostly share one compiled module.
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
+// A loaded kernel of that convention.
+using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
 // A target's renderer: a schedule's kernels as source in the target's language, each a function
 // with the calling convention above and launched with launch_shape's argument. The C++ renderer

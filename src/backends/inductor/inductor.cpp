@@ -1,8 +1,8 @@
-// The "inductor" backend: schedule (fuse pointwise ops into kernels), render C++, compile and
-// load it, and run the schedule — generated kernels and extern calls to the eager kernels — on
-// a plan of buffers freed after their last reader. Mode "max-autotune" also times each large
-// kernel on one thread and on all of them at its first run and keeps the faster (kept on disk
-// beside the module).
+// The "inductor" backend: lower (lower.h), render C++ (cpp_render.h), compile and load it
+// (cpp_compiler.h), and run the schedule — generated kernels and extern calls to the eager
+// kernels — on its run plan (run_plan.h: buffers freed after their last reader, donated,
+// written in place). Mode "max-autotune" also times each large kernel at its first run
+// (autotune.h); KILN_INDUCTOR_PROFILE times every step (step_profile.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,11 +18,13 @@
 
 #include "autograd/grad_mode.h"
 #include "backends/backend_lookup.h"
+#include "backends/inductor/autotune.h"
 #include "backends/inductor/cpp_compiler.h"
 #include "backends/inductor/cpp_render.h"
 #include "backends/inductor/kernel_grain.h"
 #include "backends/inductor/lower.h"
 #include "backends/inductor/module_cache.h"
+#include "backends/inductor/run_plan.h"
 #include "backends/inductor/step_profile.h"
 #include "core/clock.h"
 #include "core/stack_tensors.h"
@@ -41,10 +43,10 @@ namespace kiln::backends {
 namespace {
 
 using inductor::Kernel;
+using inductor::KernelFn;
 using inductor::KernelGrainScope;
 using inductor::Schedule;
 using inductor::Step;
-using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
 int64_t nanoseconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t)
@@ -60,9 +62,6 @@ bool exclusively_owned(const Tensor& t) {
          t.impl()->storage_if_concrete().use_count() == 1;
 }
 
-// Kernels smaller than this are not tuned: a parallel region costs more than they take.
-constexpr int64_t kMinTunedElements = 4096;
-
 // A graph compiled by inductor: the schedule, the loaded kernels, and the run plan.
 class CompiledInductorGraph {
  public:
@@ -70,7 +69,7 @@ class CompiledInductorGraph {
     inductor::LoweredGraph lowered = inductor::lower_graph(graph);
     graph_ = std::move(lowered.graph);
     schedule_ = std::move(lowered.schedule);
-    plan();
+    plan_ = inductor::make_run_plan(graph_, schedule_, renderer_);
     if (!schedule_.kernels.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
       source_ = renderer_.render(graph_, schedule_);
@@ -85,10 +84,10 @@ class CompiledInductorGraph {
                                         inductor::runtime_headers().runtime_dir, ")\n", source_));
       for (const Kernel& k : schedule_.kernels)
         kernel_fns_.push_back(reinterpret_cast<KernelFn>(module_->kernel(k.name)));
-      kernel_grain_.assign(schedule_.kernels.size(), 0);
-      if (max_autotune) load_tuning();
+      tuning_.emplace(schedule_, plan_, module_->path());
+      if (max_autotune) tuned_.store(tuning_->load(), std::memory_order_release);
     }
-    if (inductor::step_profiling()) profile_ = register_profile();
+    if (inductor::step_profiling()) profile_ = inductor::profile_graph(graph_, schedule_);
     if (diagnostics::wants_backend_output()) {
       int64_t externs = 0;
       for (const Step& st : schedule_.steps) externs += st.kind == Step::Kind::Extern;
@@ -118,15 +117,7 @@ class CompiledInductorGraph {
   }
 
  private:
-  // Slots, liveness, attribute pointers and constants, computed once.
-  void plan();
-  void plan_donations();
-  void plan_input_writes(const std::vector<int64_t>& last_read);
-  struct InPlaceWrite;
-  static bool can_write_in_place(const InPlaceWrite& write, std::span<const Tensor> inputs);
-  // The slot of a value that is a tensor between steps (see plan()).
-  size_t slot(ir::ValueRef v) const { return slot_of_[static_cast<size_t>(v.node)] + v.output; }
-  static constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();  // computed in a kernel
+  size_t slot(ir::ValueRef v) const { return plan_.slot(v); }
   // The tensor of value v: its slot, or a view made over its root's slot from the recorded
   // metadata (views cost no copy).
   Tensor value(std::span<Tensor> slots, ir::ValueRef v) const;
@@ -141,307 +132,22 @@ class CompiledInductorGraph {
   std::vector<Tensor> run_steps(std::span<const Tensor> inputs,
                                 std::span<const int64_t> runtime_values, bool tune) const;
 
-  // max-autotune. A kernel is tuned when it has kMinTunedElements or more; the choices are kept
-  // in <module>.tune, one line per kernel: threads, elements, kernel name, grain.
-  // (A column kernel splits its work as the eager reduction does, whatever the grain.)
-  bool needs_tuning(size_t kernel) const {
-    return kernel_shapes_[kernel][0] >= kMinTunedElements && get_num_threads() > 1 &&
-           !schedule_.kernels[kernel].folds_columns();
-  }
-  std::string tuning_key(size_t kernel) const {
-    return detail::concat(get_num_threads(), " ", kernel_shapes_[kernel][0], " ",
-                          schedule_.kernels[kernel].name);
-  }
-  void tune_kernel(size_t kernel, char* const* buffers) const;
-  // KILN_INDUCTOR_PROFILE: a label per step for the report at exit.
-  std::shared_ptr<inductor::GraphProfile> register_profile() const;
-  void load_tuning();
-  void save_tuning() const;
-  // The cache file of the tuning choices: beside the module, "<module file>.tune".
-  std::string tuning_file() const {
-    return std::filesystem::path(module_->path()).filename().string() + ".tune";
-  }
-
   ir::Graph graph_;
   Schedule schedule_;
   const inductor::KernelRenderer& renderer_ = inductor::cpp_renderer();  // the C++ target
   std::string source_;
   std::shared_ptr<inductor::LoadedModule> module_;
   std::vector<KernelFn> kernel_fns_;
-  std::vector<size_t> slot_of_;
-  size_t num_slots_ = 0;
-  struct Placeholder {
-    int32_t node;  // its meta: what the input must be
-    int32_t input;
-  };
-  std::vector<Placeholder> placeholders_;
-  std::vector<std::vector<size_t>> release_after_;           // per step: slots dead after it
-  std::vector<std::vector<const Attrs*>> kernel_attrs_;      // per kernel, per op
-  std::vector<bool> kernel_draws_;                           // per kernel: holds a random op
-  std::vector<std::vector<int32_t>> kernel_indirect_loads_;  // per kernel: their nodes
-  std::vector<std::vector<int64_t>> kernel_shapes_;          // per kernel: its launch shape
-  std::vector<std::vector<int64_t>> input_offsets_;          // per kernel, per input: bytes
-  std::vector<std::vector<int64_t>> donor_slot_;  // per kernel, per output: a dying input's, or -1
-  // An output computed in the memory of the graph input it is written back to
-  // (ir::InputWrite). Other inputs may be the same memory in a call (the tensor read before it
-  // was written: a placeholder of its own); whether they are is checked per run. One of
-  // `late_inputs` (read after the kernel, or by it elsewhere than where it writes) must not
-  // share the memory; one of `same_place_inputs` (read by the kernel only where it writes) may,
-  // if it starts where the target does (then it is the same elements).
-  struct InPlaceWrite {
-    int32_t input;
-    std::vector<int32_t> late_inputs, same_place_inputs;
-  };
-  std::vector<std::vector<std::optional<InPlaceWrite>>> in_place_;  // per kernel, per output
-  std::vector<std::pair<size_t, Tensor>> constants_;                // slot, value
+  inductor::RunPlan plan_;
   mutable std::atomic<bool> verified_{false};
-  // max-autotune: per kernel, the grain it runs with (0: its own); written once, by the first
-  // run (under tune_mu_), before tuned_ is set.
-  mutable std::vector<int64_t> kernel_grain_;
+  // Per kernel, the grain it runs with (max-autotune's choice, or 0: its own); the choices are
+  // made once, by the first run (under tune_mu_), before tuned_ is set. Made when there are
+  // kernels.
+  mutable std::optional<inductor::KernelTuning> tuning_;
   mutable std::atomic<bool> tuned_{true};
   mutable std::mutex tune_mu_;
   std::shared_ptr<inductor::GraphProfile> profile_;  // null unless KILN_INDUCTOR_PROFILE is set
 };
-
-bool CompiledInductorGraph::can_write_in_place(const InPlaceWrite& write,
-                                               std::span<const Tensor> inputs) {
-  const Tensor& target = inputs[static_cast<size_t>(write.input)];
-  if (!target.is_contiguous()) return false;
-  const Storage* memory = target.impl()->storage_if_concrete().get();
-  auto shares = [&](int32_t a) {
-    return inputs[static_cast<size_t>(a)].impl()->storage_if_concrete().get() == memory;
-  };
-  for (int32_t a : write.late_inputs)
-    if (shares(a)) return false;
-  for (int32_t a : write.same_place_inputs)
-    if (shares(a) && (inputs[static_cast<size_t>(a)].storage_offset() != target.storage_offset() ||
-                      !inputs[static_cast<size_t>(a)].is_contiguous()))
-      return false;
-  return true;
-}
-
-std::shared_ptr<inductor::GraphProfile> CompiledInductorGraph::register_profile() const {
-  static std::atomic<int> graphs{0};
-  const std::string* fn = diagnostics::tls_compiling_function;
-  const std::string title =
-      detail::concat("'", fn ? *fn : std::string("?"), "', graph ", ++graphs, " compiled");
-  std::vector<inductor::GraphProfile::StepInfo> steps;
-  for (const Step& st : schedule_.steps) {
-    if (st.kind == Step::Kind::Kernel) {
-      const Kernel& k = schedule_.kernels[static_cast<size_t>(st.index)];
-      std::string ops;
-      int64_t count = 0;  // nodes (a layer_norm's statistics are ops of their own)
-      for (const inductor::KernelOp& op : k.ops) {
-        if (op.output != 0) continue;
-        if (count < 4) ops += detail::concat(count ? ", " : "", op.op->name);
-        ++count;
-      }
-      if (count > 4) ops += ", …";
-      steps.push_back(
-          {detail::concat(k.name, ": ", ops, " (", count, " ops) over ", IntList(k.ranges)),
-           "generated kernels"});
-    } else {
-      const ir::Node& n = graph_.nodes[static_cast<size_t>(st.index)];
-      steps.push_back({detail::concat("extern ", n.op->name, " %", st.index, " -> ",
-                                      n.outputs[0].dtype, IntList(n.outputs[0].sizes)),
-                       detail::concat("extern ", n.op->name)});
-    }
-  }
-  return inductor::register_graph_profile(title, std::move(steps));
-}
-
-void CompiledInductorGraph::plan() {
-  const ir::Graph& g = graph_;
-  // Slots only for the values that are tensors between steps (inputs, constants, extern calls'
-  // and kernels' outputs; views are made over their roots): a value computed inside a kernel has
-  // none, so a call of a graph of 100 fused ops fills a handful of slots, not 100.
-  std::vector<bool> materialized(g.nodes.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    materialized[i] =
-        g.nodes[i].kind == ir::NodeKind::Placeholder || g.nodes[i].kind == ir::NodeKind::Constant;
-  for (const Step& st : schedule_.steps) {
-    if (st.kind == Step::Kind::Extern) {
-      materialized[static_cast<size_t>(st.index)] = true;
-    } else {
-      for (const Kernel::Output& o : schedule_.kernels[static_cast<size_t>(st.index)].outputs)
-        materialized[static_cast<size_t>(o.value.node)] = true;
-    }
-  }
-  slot_of_.assign(g.nodes.size(), kNoSlot);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!materialized[i]) continue;
-    slot_of_[i] = num_slots_;
-    num_slots_ += g.nodes[i].outputs.size();
-  }
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    if (n.kind == ir::NodeKind::Constant)
-      constants_.emplace_back(slot_of_[i], ir::constant_value(n));
-    if (n.kind == ir::NodeKind::Placeholder)
-      placeholders_.push_back({static_cast<int32_t>(i), n.input_index});
-  }
-  // Last reader of each root slot (graph outputs live to the end).
-  std::vector<int64_t> last(num_slots_, -1);
-  const auto steps = static_cast<int64_t>(schedule_.steps.size());
-  auto read = [&](ir::ValueRef v, int64_t step) {
-    const size_t s = slot(root_of(g, v));
-    last[s] = std::max(last[s], step);
-  };
-  for (int64_t k = 0; k < steps; ++k) {
-    const Step& st = schedule_.steps[static_cast<size_t>(k)];
-    if (st.kind == Step::Kind::Kernel) {
-      for (const inductor::KernelInput& in :
-           schedule_.kernels[static_cast<size_t>(st.index)].inputs)
-        read(in.root, k);
-    } else {
-      for (ir::ValueRef v : g.nodes[static_cast<size_t>(st.index)].inputs) read(v, k);
-    }
-  }
-  for (ir::ValueRef v : g.outputs) read(v, steps);
-  release_after_.resize(schedule_.steps.size());
-  for (size_t s = 0; s < num_slots_; ++s)
-    if (last[s] >= 0 && last[s] < steps) release_after_[static_cast<size_t>(last[s])].push_back(s);
-  for (const Kernel& k : schedule_.kernels) {
-    std::vector<const Attrs*> attrs;
-    for (const inductor::KernelOp& op : k.ops)
-      attrs.push_back(&g.nodes[static_cast<size_t>(op.node)].attrs);
-    kernel_attrs_.push_back(std::move(attrs));
-    kernel_draws_.push_back(
-        std::any_of(k.ops.begin(), k.ops.end(),
-                    [](const inductor::KernelOp& op) { return op.op->kind == OpKind::Random; }));
-    std::vector<int32_t> indirect;
-    for (const inductor::KernelOp& op : k.ops)
-      if (op.op->kind == OpKind::Indexing) indirect.push_back(op.node);
-    kernel_indirect_loads_.push_back(std::move(indirect));
-    kernel_shapes_.push_back(renderer_.launch_shape(k));
-    std::vector<int64_t> offsets;
-    for (const inductor::KernelInput& in : k.inputs)
-      offsets.push_back(in.offset * itemsize(in.dtype));
-    input_offsets_.push_back(std::move(offsets));
-  }
-  plan_donations();
-  plan_input_writes(last);
-}
-
-// Whether kernel input i is read only at the element being written by op `writer`: the whole
-// of its root, laid out as the kernel's iteration (one element per iteration, no other view of
-// the root in the kernel), and read by no op after the writer. Then the writer may write its
-// result into the input's memory: every element is read before it is overwritten.
-bool read_only_where_written(const Kernel& kernel, size_t i, size_t writer, const ir::Graph& g) {
-  const inductor::KernelInput& in = kernel.inputs[i];
-  const TensorMeta& root = g.info(in.root);
-  // (A pad, cat or roll read through a window reads its pieces elsewhere than where it writes;
-  // an indirect load, anywhere.)
-  if (in.windowed() || in.index >= 0 || root.strides != contiguous_strides(root.sizes) ||
-      in.offset != 0 || in.strides != contiguous_strides(kernel.ranges))
-    return false;
-  for (size_t other = 0; other < kernel.inputs.size(); ++other)
-    if (other != i && kernel.inputs[other].root == in.root) return false;
-  // No op after the writer reads it, nor a column reduction anywhere: those fold a batch of rows
-  // after the batch's other ops have written them.
-  for (size_t j = 0; j < kernel.ops.size(); ++j) {
-    if (j <= writer && kernel.ops[j].role != inductor::KernelOp::Role::ColumnFold) continue;
-    for (const inductor::Operand& a : kernel.ops[j].args)
-      if (a.kind == inductor::Operand::Kind::Input && a.index == static_cast<int32_t>(i))
-        return false;
-  }
-  return true;
-}
-
-void CompiledInductorGraph::plan_input_writes(const std::vector<int64_t>& last_read) {
-  const ir::Graph& g = graph_;
-  in_place_.resize(schedule_.kernels.size());
-  for (size_t k = 0; k < schedule_.kernels.size(); ++k)
-    in_place_[k].resize(schedule_.kernels[k].outputs.size());
-  std::vector<int32_t> placeholder_of(static_cast<size_t>(g.num_inputs()), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].kind == ir::NodeKind::Placeholder)
-      placeholder_of[static_cast<size_t>(g.nodes[i].input_index)] = static_cast<int32_t>(i);
-  for (const ir::InputWrite& w : g.input_writes) {
-    if (w.output < 0 || static_cast<size_t>(w.output) >= g.outputs.size() || w.input < 0 ||
-        w.input >= g.num_inputs())
-      continue;
-    const ir::ValueRef v = g.outputs[static_cast<size_t>(w.output)];
-    if (std::count(g.outputs.begin(), g.outputs.end(), v) != 1) continue;  // returned twice
-    const ir::ValueRef target{placeholder_of[static_cast<size_t>(w.input)], 0};
-    const TensorMeta& tm = g.info(target);
-    const TensorMeta& vm = g.info(v);
-    if (tm.dtype != vm.dtype || tm.strides != contiguous_strides(tm.sizes) ||
-        checked_numel(tm.sizes, "inductor") != checked_numel(vm.sizes, "inductor"))
-      continue;
-    const size_t target_slot = slot(target);
-    for (size_t step = 0; step < schedule_.steps.size(); ++step) {
-      const Step& st = schedule_.steps[step];
-      if (st.kind != Step::Kind::Kernel) continue;
-      const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
-      for (size_t o = 0; o < kernel.outputs.size(); ++o) {
-        if (kernel.outputs[o].value != v) continue;
-        // Nothing after this kernel reads the input's old value, and the kernel itself only
-        // where it writes.
-        bool ok = last_read[target_slot] <= static_cast<int64_t>(step);
-        for (size_t i = 0; ok && i < kernel.inputs.size(); ++i)
-          if (kernel.inputs[i].root == target)
-            ok = read_only_where_written(kernel, i, static_cast<size_t>(kernel.outputs[o].op), g);
-        if (!ok) continue;
-        InPlaceWrite plan{w.input, {}, {}};
-        for (size_t a = 0; a < placeholder_of.size(); ++a) {
-          const ir::ValueRef other{placeholder_of[a], 0};
-          const int64_t last = last_read[slot(other)];
-          if (static_cast<int32_t>(a) == w.input || last < static_cast<int64_t>(step)) continue;
-          const TensorMeta& om = g.info(other);
-          bool same_place =
-              last == static_cast<int64_t>(step) && om.strides == contiguous_strides(om.sizes) &&
-              checked_numel(om.sizes, "inductor") == checked_numel(tm.sizes, "inductor");
-          for (size_t i = 0; same_place && i < kernel.inputs.size(); ++i)
-            if (kernel.inputs[i].root == other)
-              same_place =
-                  read_only_where_written(kernel, i, static_cast<size_t>(kernel.outputs[o].op), g);
-          (same_place ? plan.same_place_inputs : plan.late_inputs)
-              .push_back(static_cast<int32_t>(a));
-        }
-        in_place_[static_cast<size_t>(st.index)][o] = std::move(plan);
-      }
-    }
-  }
-}
-
-// A kernel output may take the buffer of an input that dies at the kernel instead of a fresh
-// one (less memory, and the output lands in cache lines the kernel just read) when writing it
-// in place cannot change what the kernel reads: the input is a whole intermediate of the
-// output's dtype and shape, read only at the element being written (no other view of it in the
-// kernel), and no op after the one writing the output reads it. Whether the buffer is really
-// unshared is checked when the kernel runs.
-void CompiledInductorGraph::plan_donations() {
-  const ir::Graph& g = graph_;
-  donor_slot_.resize(schedule_.kernels.size());
-  for (size_t k = 0; k < schedule_.steps.size(); ++k) {
-    const Step& st = schedule_.steps[k];
-    if (st.kind != Step::Kind::Kernel) continue;
-    const Kernel& kernel = schedule_.kernels[static_cast<size_t>(st.index)];
-    std::vector<int64_t>& donors = donor_slot_[static_cast<size_t>(st.index)];
-    donors.assign(kernel.outputs.size(), -1);
-    const Shape elementwise = contiguous_strides(kernel.ranges);
-    std::vector<bool> taken(kernel.inputs.size(), false);
-    for (size_t o = 0; o < kernel.outputs.size(); ++o) {
-      const auto writer = static_cast<size_t>(kernel.outputs[o].op);
-      const TensorMeta& out = g.info(kernel.outputs[o].value);
-      for (size_t i = 0; i < kernel.inputs.size() && donors[o] < 0; ++i) {
-        const inductor::KernelInput& in = kernel.inputs[i];
-        const ir::Node& producer = g.nodes[static_cast<size_t>(in.root.node)];
-        const TensorMeta& root = g.info(in.root);
-        const size_t s = slot(in.root);
-        const bool ok = !taken[i] && producer.kind == ir::NodeKind::Call &&
-                        root.dtype == out.dtype && root.sizes == out.sizes &&
-                        std::find(release_after_[k].begin(), release_after_[k].end(), s) !=
-                            release_after_[k].end() &&
-                        read_only_where_written(kernel, i, writer, g);
-        if (!ok) continue;
-        taken[i] = true;
-        donors[o] = static_cast<int64_t>(s);
-      }
-    }
-  }
-}
 
 Tensor CompiledInductorGraph::value(std::span<Tensor> slots, ir::ValueRef v) const {
   const ir::ValueRef r = root_of(graph_, v);
@@ -486,7 +192,7 @@ void CompiledInductorGraph::run_extern(int32_t node, std::span<Tensor> slots,
     patched = attrs_this_call(node, runtime_values);
     attrs = &patched;
   }
-  Tensor* out = &slots[slot_of_[static_cast<size_t>(node)]];
+  Tensor* out = &slots[plan_.slot_of[static_cast<size_t>(node)]];
   const auto m = static_cast<int>(n.outputs.size());
   const bool direct = n.op->kind != OpKind::Opaque && n.op->kind != OpKind::DataDependent;
   if (direct && verified_.load(std::memory_order_acquire)) {
@@ -521,85 +227,10 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
   if (tuned_.load(std::memory_order_acquire)) return run_steps(inputs, runtime_values, false);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> result = run_steps(inputs, runtime_values, true);
-  save_tuning();
+  tuning_->save();
   tuned_.store(true, std::memory_order_release);
   diagnostics::add_compile_time("inductor_autotune", detail::seconds_since(t0));
   return result;
-}
-
-void CompiledInductorGraph::tune_kernel(size_t kernel, char* const* buffers) const {
-  // Kernels are pure functions of their inputs into fresh outputs, so running one again is
-  // harmless. Each way: one warm-up, then the fastest of three.
-  auto fastest = [&](int64_t grain) {
-    KernelGrainScope scope(grain);
-    double best = 1e300;
-    for (int rep = 0; rep < 4; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      kernel_fns_[kernel](buffers, kernel_attrs_[kernel].data(), kernel_shapes_[kernel].data());
-      if (rep > 0) best = std::min(best, detail::seconds_since(t0));
-    }
-    return best;
-  };
-  const double serial = fastest(inductor::kGrainSerial);
-  const double parallel = fastest(inductor::kGrainParallel);
-  kernel_grain_[kernel] = parallel < serial ? inductor::kGrainParallel : inductor::kGrainSerial;
-  if (log_enabled(LogTopic::OutputCode))
-    diagnostics::log(
-        LogTopic::OutputCode,
-        detail::concat("inductor max-autotune: ", schedule_.kernels[kernel].name, " (",
-                       kernel_shapes_[kernel][0], " elements): one thread ", serial * 1e6, " us, ",
-                       get_num_threads(), " threads ", parallel * 1e6, " us -> ",
-                       parallel < serial ? "threads" : "one thread"));
-}
-
-void CompiledInductorGraph::load_tuning() {
-  bool complete = true;
-  const std::optional<std::string> text = inductor::ModuleFolder::instance().read(tuning_file());
-  std::istringstream in(text.value_or(""));
-  std::map<std::string, int64_t> known;
-  for (std::string line; std::getline(in, line);) {
-    // "<threads> <elements> <kernel> <grain>"; anything else (a torn write) is skipped.
-    const size_t last = line.rfind(' ');
-    if (last == std::string::npos) continue;
-    const std::string grain = line.substr(last + 1);
-    if (grain == std::to_string(inductor::kGrainParallel))
-      known[line.substr(0, last)] = inductor::kGrainParallel;
-    else if (grain == std::to_string(inductor::kGrainSerial))
-      known[line.substr(0, last)] = inductor::kGrainSerial;
-  }
-  for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
-    if (!needs_tuning(k)) continue;
-    auto it = known.find(tuning_key(k));
-    if (it != known.end())
-      kernel_grain_[k] = it->second;
-    else
-      complete = false;
-  }
-  tuned_.store(complete, std::memory_order_release);
-}
-
-void CompiledInductorGraph::save_tuning() const {
-  // Merged with what is there (the module may serve other shapes); written to a temporary file
-  // and renamed, so a reader never sees half a file. A cache that cannot be written keeps the
-  // choices in this process only.
-  inductor::ModuleFolder& folder = inductor::ModuleFolder::instance();
-  std::map<std::string, std::string> lines;
-  {
-    std::istringstream in(folder.read(tuning_file()).value_or(""));
-    for (std::string line; std::getline(in, line);)
-      if (const size_t last = line.rfind(' '); last != std::string::npos)
-        lines[line.substr(0, last)] = line;
-  }
-  for (size_t k = 0; k < schedule_.kernels.size(); ++k)
-    if (needs_tuning(k) && kernel_grain_[k] != 0)
-      lines[tuning_key(k)] = tuning_key(k) + " " + std::to_string(kernel_grain_[k]);
-  std::string text;
-  for (const auto& [key, line] : lines) text += line + "\n";
-  try {
-    folder.write_atomically(tuning_file(), text);
-  } catch (const Error&) {
-    // A full or read-only disk: the choices stay in this process.
-  }
 }
 
 std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inputs,
@@ -610,9 +241,9 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
              "inductor: the graph takes ", g.num_inputs(), " inputs, got ", inputs.size());
   InterceptorScope no_interceptor(nullptr);
   AutoGradMode no_grad(false);
-  StackTensors<8> slot_list(num_slots_);  // (this runs on every call)
+  StackTensors<8> slot_list(plan_.num_slots);  // (this runs on every call)
   const std::span<Tensor> slots = slot_list.span();
-  for (const Placeholder& ph : placeholders_) {
+  for (const inductor::RunPlan::Placeholder& ph : plan_.placeholders) {
     const Tensor& t = inputs[static_cast<size_t>(ph.input)];
     const TensorMeta& want = g.nodes[static_cast<size_t>(ph.node)].outputs[0];
     KILN_CHECK(t.defined() && t.dtype() == want.dtype && t.sizes() == want.sizes &&
@@ -623,9 +254,9 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
                    : "undefined",
                " but the graph was compiled for ", want.dtype, IntList(want.sizes), " strides ",
                IntList(want.strides));
-    slots[slot_of_[static_cast<size_t>(ph.node)]] = t;
+    slots[plan_.slot_of[static_cast<size_t>(ph.node)]] = t;
   }
-  for (const auto& [s, t] : constants_) slots[s] = t;
+  for (const auto& [s, t] : plan_.constants) slots[s] = t;
   SmallVector<char*, 16> buffers;
   inductor::GraphProfile* const profile = tune ? nullptr : profile_.get();
   // (The clock is read only while profiling: this loop runs on every call.)
@@ -644,10 +275,10 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
         const TensorMeta& m = g.info(kernel.outputs[o].value);
         Tensor& t = slots[slot(kernel.outputs[o].value)];
         // (Not while tuning: the kernel runs again and must find its inputs unchanged.)
-        const bool retuned = tune && needs_tuning(ki);
-        const int64_t donor = retuned ? -1 : donor_slot_[ki][o];
-        const std::optional<InPlaceWrite>& write = in_place_[ki][o];
-        if (write && !retuned && can_write_in_place(*write, inputs)) {
+        const bool retuned = tune && tuning_->needs_tuning(ki);
+        const int64_t donor = retuned ? -1 : plan_.donor_slot[ki][o];
+        const std::optional<inductor::RunPlan::InPlaceWrite>& write = plan_.in_place[ki][o];
+        if (write && !retuned && inductor::RunPlan::can_write_in_place(*write, inputs)) {
           const Tensor& target = inputs[static_cast<size_t>(write->input)];
           t = Tensor(std::make_shared<TensorImpl>(target.impl()->storage(), target.storage_offset(),
                                                   m.sizes, contiguous_strides(m.sizes), m.dtype));
@@ -660,17 +291,17 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
       }
       for (size_t i = 0; i < kernel.inputs.size(); ++i)
         buffers.push_back(static_cast<char*>(slots[slot(kernel.inputs[i].root)].data_ptr()) +
-                          input_offsets_[ki][i]);
+                          plan_.input_offsets[ki][i]);
       // (Before the kernel runs, tuned or not: it must not read outside a table.)
-      for (int32_t node : kernel_indirect_loads_[ki]) check_indices(node, slots);
-      if (tune && needs_tuning(ki)) tune_kernel(ki, buffers.data());
-      KernelGrainScope grain(kernel_grain_[ki]);
-      const Attrs* const* attrs = kernel_attrs_[ki].data();
+      for (int32_t node : plan_.kernel_indirect_loads[ki]) check_indices(node, slots);
+      if (tune && tuning_->needs_tuning(ki)) tuning_->tune(ki, kernel_fns_[ki], buffers.data());
+      KernelGrainScope grain(tuning_->grain(ki));
+      const Attrs* const* attrs = plan_.kernel_attrs[ki].data();
       // A kernel drawing random numbers draws with this call's seeds and offsets.
       std::vector<Attrs> random_attrs;
       std::vector<const Attrs*> attrs_now;
-      if (!runtime_values.empty() && kernel_draws_[ki]) [[unlikely]] {
-        attrs_now = kernel_attrs_[ki];
+      if (!runtime_values.empty() && plan_.kernel_draws[ki]) [[unlikely]] {
+        attrs_now = plan_.kernel_attrs[ki];
         random_attrs.reserve(kernel.ops.size());
         for (size_t j = 0; j < kernel.ops.size(); ++j)
           if (kernel.ops[j].op->kind == OpKind::Random) {
@@ -679,14 +310,14 @@ std::vector<Tensor> CompiledInductorGraph::run_steps(std::span<const Tensor> inp
           }
         attrs = attrs_now.data();
       }
-      kernel_fns_[ki](buffers.data(), attrs, kernel_shapes_[ki].data());
+      kernel_fns_[ki](buffers.data(), attrs, plan_.kernel_shapes[ki].data());
       if (autograd::inference_mode()) [[unlikely]]
         for (const Kernel::Output& o : kernel.outputs)
           slots[slot(o.value)].impl()->set_inference(true);
     }
     if (profile) [[unlikely]]
       profile->add_step(k, nanoseconds_since(step_start));
-    for (size_t s : release_after_[k]) slots[s] = Tensor();
+    for (size_t s : plan_.release_after[k]) slots[s] = Tensor();
   }
   verified_.store(true, std::memory_order_release);
   std::vector<Tensor> result;

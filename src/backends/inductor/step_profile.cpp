@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "diagnostics/diagnostics.h"
 #include "kiln/core/error.h"
 
 namespace kiln::inductor {
@@ -121,6 +122,38 @@ std::string step_profile_report() {
   std::string out;
   for (const auto& g : r.graphs) out += g->report(g_slowest.load());
   return out;
+}
+
+// The profile of a graph compiled as `schedule`: a label per step, its kind, and the title
+// naming the compiled function being compiled on this thread.
+std::shared_ptr<GraphProfile> profile_graph(const ir::Graph& graph, const Schedule& schedule) {
+  static std::atomic<int> graphs{0};
+  const std::string* fn = diagnostics::tls_compiling_function;
+  const std::string title =
+      detail::concat("'", fn ? *fn : std::string("?"), "', graph ", ++graphs, " compiled");
+  std::vector<GraphProfile::StepInfo> steps;
+  for (const Step& st : schedule.steps) {
+    if (st.kind == Step::Kind::Kernel) {
+      const Kernel& k = schedule.kernels[static_cast<size_t>(st.index)];
+      std::string ops;
+      int64_t count = 0;  // nodes (a layer_norm's statistics are ops of their own)
+      for (const KernelOp& op : k.ops) {
+        if (op.output != 0) continue;
+        if (count < 4) ops += detail::concat(count ? ", " : "", op.op->name);
+        ++count;
+      }
+      if (count > 4) ops += ", …";
+      steps.push_back(
+          {detail::concat(k.name, ": ", ops, " (", count, " ops) over ", IntList(k.ranges)),
+           "generated kernels"});
+    } else {
+      const ir::Node& n = graph.nodes[static_cast<size_t>(st.index)];
+      steps.push_back({detail::concat("extern ", n.op->name, " %", st.index, " -> ",
+                                      n.outputs[0].dtype, IntList(n.outputs[0].sizes)),
+                       detail::concat("extern ", n.op->name)});
+    }
+  }
+  return register_graph_profile(title, std::move(steps));
 }
 
 }  // namespace kiln::inductor

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/inductor/schedule.h"
+
 namespace kiln::inductor {
 
 // KILN_INDUCTOR_PROFILE, read once; set_step_profiling overrides it (tests). Graphs compiled
@@ -47,6 +49,10 @@ class GraphProfile {
 // lives: a graph freed earlier still shows where its time went.
 std::shared_ptr<GraphProfile> register_graph_profile(std::string title,
                                                      std::vector<GraphProfile::StepInfo> steps);
+// A registered profile for a graph compiled as `schedule` (the compiled function being compiled
+// on this thread names it): a label per step, "kernel_5: gelu, mul, … (11 ops) over [...]" or
+// "extern addmm %7 -> float32[...]".
+std::shared_ptr<GraphProfile> profile_graph(const ir::Graph& graph, const Schedule& schedule);
 // Every registered graph's report, in the order they were compiled.
 std::string step_profile_report();
 
