@@ -6,7 +6,6 @@
 #include "aot/missing_tangents.h"
 #include "autograd/grad_mode.h"
 #include "capture/state.h"
-#include "capture/tracer.h"
 #include "core/clock.h"
 #include "ir/attr_utils.h"
 #include "kiln/ir/passes.h"

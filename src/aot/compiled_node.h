@@ -10,14 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aot/inline_backward.h"
 #include "aot/partition.h"
 #include "diagnostics/diagnostics.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
-
-namespace kiln::capture {
-class Tracer;
-}  // namespace kiln::capture
 
 namespace kiln::aot {
 
@@ -122,9 +119,9 @@ class CompiledFunctionNode final : public Node {
   // Inline backward. While the graph is still being captured, a backward() on the capturing
   // thread (without retain_graph or create_graph; not grad()) does not run the graph: the capture
   // traces the node's backward from the derivative formulas into the same graph
-  // (Tracer::begin_inline_backward), so that a training step with backward() inside stays one
-  // graph. The tracer set here is cleared when its segment ends.
-  void set_inline_tracer(capture::Tracer* tracer) { inline_tracer_ = tracer; }
+  // (InlineBackwardTracer::begin_inline_backward), so that a training step with backward()
+  // inside stays one graph. The tracer set here is cleared when its segment ends.
+  void set_inline_tracer(InlineBackwardTracer* tracer) { inline_tracer_ = tracer; }
   // The capture takes this node's backward inline: `inputs` (graph inputs that require grad)
   // become its edges, `input_values` their placeholders.
   void begin_inline(std::span<const Tensor> inputs, std::vector<ir::ValueRef> input_values);
@@ -152,7 +149,7 @@ class CompiledFunctionNode final : public Node {
   std::vector<const void*> saved_memory_;  // per saved value: its memory (memory_id)
   std::vector<int64_t> runtime_values_;
   bool released_ = false;
-  capture::Tracer* inline_tracer_ = nullptr;
+  InlineBackwardTracer* inline_tracer_ = nullptr;
   bool inlined_ = false;
   std::vector<ir::ValueRef> inline_input_values_;  // per edge: its graph input
 };

@@ -8,7 +8,6 @@
 
 #include "autograd/grad_mode.h"
 #include "capture/retrace.h"
-#include "capture/tracer.h"
 #include "kiln/ops/pointwise.h"
 
 namespace kiln::aot {
@@ -172,18 +171,17 @@ JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> v
   joint.num_forward_inputs = forward.num_inputs();
   joint.forward_outputs = forward.outputs;
   capture::MetadataOnlyRun run("AOT autograd's backward trace");
-  capture::Tracer& tracer = run.tracer();
-  tracer.adopt_graph(forward);
+  run.adopt_graph(forward);
   const ForwardNodes nodes{
       static_cast<int32_t>(forward.nodes.size()),
       [&](int32_t i) -> const ir::Node& { return forward.nodes[static_cast<size_t>(i)]; },
-      [&](ir::ValueRef v) { return tracer.value_tensor(v); }};
+      [&](ir::ValueRef v) { return run.value_tensor(v); }};
   std::vector<std::pair<ir::ValueRef, Tensor>> seeds;
   for (ir::ValueRef v : values) {
     const TensorMeta& m = forward.info(v);
     KILN_CHECK(is_floating(m.dtype), Error, "internal error: AOT autograd differentiates a ",
                m.dtype, " value");
-    seeds.emplace_back(v, tracer.symbolic_input(TensorMeta(m.dtype, m.sizes)));
+    seeds.emplace_back(v, run.symbolic_input(TensorMeta(m.dtype, m.sizes)));
   }
   std::vector<ir::ValueRef> placeholders;
   std::vector<int32_t> input_index;
@@ -196,14 +194,14 @@ JointGraph trace_joint(const ir::Graph& forward, std::span<const ir::ValueRef> v
       trace_backward(nodes, seeds, placeholders, joint.missing_derivative, &joint.gradient_flows);
   // The graph's outputs: the forward's, then each input's gradient (those that exist).
   std::vector<Tensor> results;
-  for (ir::ValueRef v : forward.outputs) results.push_back(tracer.value_tensor(v));
+  for (ir::ValueRef v : forward.outputs) results.push_back(run.value_tensor(v));
   std::vector<int32_t> grad_slot(static_cast<size_t>(forward.num_inputs()), -1);
   for (size_t k = 0; k < placeholders.size(); ++k) {
     if (!input_grads[k].defined()) continue;
     grad_slot[static_cast<size_t>(input_index[k])] = static_cast<int32_t>(results.size());
     results.push_back(input_grads[k]);
   }
-  joint.graph = tracer.take_graph(results);
+  joint.graph = run.take_graph(results);
   // Tangent placeholders follow the forward's, in seeding order.
   for (size_t i = static_cast<size_t>(joint.num_forward_nodes); i < joint.graph.nodes.size(); ++i)
     if (joint.graph.nodes[i].kind == ir::NodeKind::Placeholder)

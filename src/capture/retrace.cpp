@@ -53,13 +53,22 @@ MetadataOnlyRun::~MetadataOnlyRun() {
   frames().pop_back();
 }
 
+Tensor MetadataOnlyRun::symbolic_input(const TensorMeta& meta) {
+  return tracer_->symbolic_input(meta);
+}
+void MetadataOnlyRun::adopt_graph(const ir::Graph& g) { tracer_->adopt_graph(g); }
+Tensor MetadataOnlyRun::value_tensor(ir::ValueRef v) { return tracer_->value_tensor(v); }
+ir::Graph MetadataOnlyRun::take_graph(std::span<const Tensor> results) {
+  return tracer_->take_graph(results);
+}
+
 ir::Graph trace_graph(std::span<const TensorMeta> inputs, const TracedFn& fn,
                       const std::string& who) {
   MetadataOnlyRun run(who);
   std::vector<Tensor> symbolic;
-  for (const TensorMeta& m : inputs) symbolic.push_back(run.tracer().symbolic_input(m));
+  for (const TensorMeta& m : inputs) symbolic.push_back(run.symbolic_input(m));
   const std::vector<Tensor> results = fn(symbolic);
-  return run.tracer().take_graph(results);
+  return run.take_graph(results);
 }
 
 ir::Graph decompose_graph(const ir::Graph& g,

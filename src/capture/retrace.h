@@ -26,7 +26,14 @@ class MetadataOnlyRun {
   ~MetadataOnlyRun();
   MetadataOnlyRun(const MetadataOnlyRun&) = delete;
   MetadataOnlyRun& operator=(const MetadataOnlyRun&) = delete;
-  Tracer& tracer() { return *tracer_; }
+  // A new graph input of `meta`'s dtype and sizes, as a pending tensor to compute with.
+  Tensor symbolic_input(const TensorMeta& meta);
+  // Extending a graph (AOT autograd's joint graph): the run's graph starts as a copy of `g`
+  // without its outputs, and value_tensor(v) is a pending tensor holding g's value v.
+  void adopt_graph(const ir::Graph& g);
+  Tensor value_tensor(ir::ValueRef v);
+  // The graph recorded, with `results` as its outputs.
+  ir::Graph take_graph(std::span<const Tensor> results);
 
  private:
   std::unique_ptr<Tracer> tracer_;

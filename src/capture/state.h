@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "diagnostics/diagnostics.h"
+#include "kiln/autograd/autograd.h"
 #include "kiln/capture/debug.h"
 
 namespace kiln::aot {
@@ -162,6 +163,20 @@ struct Frame {
 };
 std::vector<Frame>& frames();
 Tracer* current_tracer();
+// Turns interception and autograd recording off for a scope: what runs inside (a backend
+// compiling or running a graph) computes eagerly.
+class PauseCapture {
+ public:
+  PauseCapture() { frames().push_back({nullptr, true}); }
+  ~PauseCapture() { frames().pop_back(); }
+  PauseCapture(const PauseCapture&) = delete;
+  PauseCapture& operator=(const PauseCapture&) = delete;
+
+ private:
+  InterceptorScope no_interceptor_{nullptr};
+  AutoGradMode no_grad_{false};
+};
+
 // How many backends are compiling or running a graph on this thread (is_compiling()).
 extern thread_local int tls_in_backend;
 struct InBackend {

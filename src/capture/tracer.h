@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aot/inline_backward.h"
 #include "capture/state.h"
 #include "kiln/autograd/autograd.h"
 
@@ -27,20 +28,6 @@ class CompiledFunctionNode;
 namespace kiln::capture {
 
 class Tracer;
-
-// Turns interception and autograd recording off for a scope: what runs inside (a backend
-// compiling or running a graph) computes eagerly.
-class PauseCapture {
- public:
-  PauseCapture() { frames().push_back({nullptr, true}); }
-  ~PauseCapture() { frames().pop_back(); }
-  PauseCapture(const PauseCapture&) = delete;
-  PauseCapture& operator=(const PauseCapture&) = delete;
-
- private:
-  InterceptorScope no_interceptor_{nullptr};
-  AutoGradMode no_grad_{false};
-};
 
 struct Buffer {
   ir::ValueRef value;  // contiguous, numel elements
@@ -119,7 +106,9 @@ void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& gra
 
 // Installed as this thread's DispatchInterceptor while its function runs, and as its
 // PendingWrites while it has writes into concrete storages recorded.
-class Tracer final : public DispatchInterceptor, public PendingWrites {
+class Tracer final : public DispatchInterceptor,
+                     public PendingWrites,
+                     public aot::InlineBackwardTracer {
  public:
   Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen);
   ~Tracer() override;
@@ -160,12 +149,12 @@ class Tracer final : public DispatchInterceptor, public PendingWrites {
   // have its backward traced into the graph being captured now; if so it gets its edges (the
   // graph inputs that require grad) and is retired: ops recorded with gradients from then on
   // get a new node.
-  bool begin_inline_backward(aot::CompiledFunctionNode& node);
+  bool begin_inline_backward(aot::CompiledFunctionNode& node) override;
   // Records the backward of the segment's graph from `seeds` (value, gradient) to `wanted`
   // (graph inputs); returns their gradients (undefined: none reaches one).
   std::vector<Tensor> trace_inline_backward(std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
                                             std::span<const ir::ValueRef> wanted,
-                                            std::string& missing_derivative);
+                                            std::string& missing_derivative) override;
   // Pure mode's record of this call (null unless the function is compiled with pure=true).
   const std::shared_ptr<PureObservation>& pure_observation() const { return pure_; }
 
