@@ -1,6 +1,7 @@
 /* W7's Linear products (as bench/w7_gemms.py and `kiln bench --only W7gl`) through the
  * cblas_sgemm of any BLAS library, loaded at run time: to compare libraries on one machine
- * without rebuilding Kiln (docs/performance.md, 2026-11-27). Not part of the build:
+ * without rebuilding Kiln (docs/performance.md, "What made the difference": Kiln's own sgemm,
+ * the BLAS libraries compared). Not part of the build:
  *
  *   gcc -O2 bench/gemm_libraries.c -o /tmp/gemm_libraries -ldl
  *   L=/usr/lib/x86_64-linux-gnu

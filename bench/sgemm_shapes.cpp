@@ -1,6 +1,7 @@
 // Kiln's own float32 GEMM (src/ops/sgemm.h) against OpenBLAS's cblas_sgemm, shape by shape, on
 // the same operands, alternating call by call: the measurement behind own_sgemm_applies's
-// shape rule (docs/performance.md, 2026-11-27 stop 30). Not part of the build:
+// shape rule (docs/performance.md, "What made the difference": Kiln's own sgemm). Not part of
+// the build:
 //
 //   g++ -O2 -std=c++20 -fopenmp -Isrc -Iinclude bench/sgemm_shapes.cpp -o /tmp/sgemm_shapes \
 //       -Lbuild/release/src -lkiln -lopenblas -Wl,-rpath,$PWD/build/release/src

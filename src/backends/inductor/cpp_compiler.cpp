@@ -242,7 +242,9 @@ const std::string& key_context() {
       headers += read_file(fs::path(where.runtime_dir) / std::string(list.substr(0, comma)));
       list.remove_prefix(std::min(comma + 1, list.size()));
     }
+    // (Public headers the runtime header names directly: op.h, and parallel.h's kParallelGrain.)
     headers += read_file(fs::path(where.include_dir) / "kiln/ops/op.h");
+    headers += read_file(fs::path(where.include_dir) / "kiln/core/parallel.h");
     return joined(host().command) + "\n" + compiler_version().text + "\n" + joined(shared_flags()) +
            "\n" + cpu_identity() + headers;
   }();

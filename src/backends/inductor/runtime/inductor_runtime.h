@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kiln/core/parallel.h"
 #include "ops/kernels/block_loop.h"
 #include "ops/kernels/norm_row.h"
 #include "ops/kernels/philox.h"
@@ -120,7 +121,7 @@ using kernels::kShortRun;
 KILN_INDUCTOR_ROW_FOLDS(KILN_INDUCTOR_CALL_ROW_FOLD)
 #undef KILN_INDUCTOR_CALL_ROW_FOLD
 
-inline constexpr int64_t kParallelGrain = 32768;  // below this many elements: one thread (eager's)
+using kiln::kParallelGrain;  // below this many elements: one thread (eager's)
 
 // A kernel body over one block: body(p, n), or body(p, n, first) when it computes ops by element
 // index (random draws, tril/triu, indirect loads: element first + j of the iteration space is
