@@ -1116,9 +1116,35 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
   };
   std::map<std::string, Body> kernel_with_body;
   for (const Kernel& k : schedule.kernels) {
+    // What the kernel computes, in the graph's names: each op with its operands (inputs as the
+    // body names them, in<i>), then which graph value each input and output is. Kept out of the
+    // body, which names operands by position so that equal bodies are compiled once.
     os << "// " << k.name << ":";
-    for (const KernelOp& op : k.ops)
-      if (op.output == 0) os << " %" << op.node << " = " << op.op->name << ";";
+    auto operand_name = [&](const Operand& a) {
+      switch (a.kind) {
+        case Operand::Kind::Input:
+          return detail::concat("in", a.index);
+        case Operand::Kind::Op:
+          return detail::concat("%", k.ops[static_cast<size_t>(a.index)].node);
+        case Operand::Kind::Constant:
+          break;
+      }
+      return detail::concat(k.constants[static_cast<size_t>(a.index)].value);
+    };
+    for (const KernelOp& op : k.ops) {
+      if (op.output != 0) continue;
+      os << " %" << op.node << " = " << op.op->name << "(";
+      for (size_t a = 0; a < op.args.size(); ++a)
+        os << (a ? ", " : "") << operand_name(op.args[a]);
+      os << ");";
+    }
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      os << " in" << i << " = %" << k.inputs[i].root.node
+         << (k.inputs[i].root.output ? detail::concat(".", k.inputs[i].root.output) : "") << ";";
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      os << " out" << o << " = %" << k.outputs[o].value.node
+         << (k.outputs[o].value.output ? detail::concat(".", k.outputs[o].value.output) : "")
+         << ";";
     int32_t last_through = -1;
     for (const KernelInput& in : k.inputs)
       if (in.through >= 0 && in.through != last_through) {
