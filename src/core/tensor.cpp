@@ -102,6 +102,21 @@ void TensorImpl::set_sizes_strides(Shape sizes, Shape strides) {
   refresh();
 }
 
+void TensorImpl::set_data(const TensorImpl& source) {
+  KILN_CHECK(!pending_ && !source.pending_ && source.storage_, Error,
+             "set_data: both tensors must be concrete (not pending under kiln::compile)");
+  KILN_CHECK(!source.view_, Error, "set_data: the source must not be a view");
+  storage_ = source.storage_;
+  offset_ = source.offset_;
+  sizes_ = source.sizes_;
+  strides_ = source.strides_;
+  dtype_ = source.dtype_;
+  autograd_.reset();
+  view_ = false;
+  view_base_.reset();
+  refresh();
+}
+
 void TensorImpl::set_storage(std::shared_ptr<Storage> storage, int64_t offset) {
   storage_ = std::move(storage);
   offset_ = offset;

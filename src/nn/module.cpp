@@ -8,21 +8,22 @@
 
 namespace kiln::nn {
 
-void Module::register_parameter(std::string name, Tensor& member) {
-  KILN_CHECK(member.defined(), Error, type_name_, ": parameter '", name, "' is undefined");
-  if (!member.requires_grad()) member.requires_grad_(true);
-  params_.emplace_back(std::move(name), &member);
+Tensor Module::register_parameter(std::string name, Tensor tensor) {
+  KILN_CHECK(tensor.defined(), Error, type_name_, ": parameter '", name, "' is undefined");
+  if (!tensor.requires_grad()) tensor.requires_grad_(true);
+  params_.emplace_back(std::move(name), tensor);
+  return tensor;
 }
 
-void Module::register_buffer(std::string name, Tensor& member) {
-  KILN_CHECK(member.defined(), Error, type_name_, ": buffer '", name, "' is undefined");
-  buffers_.emplace_back(std::move(name), &member);
+Tensor Module::register_buffer(std::string name, Tensor tensor) {
+  KILN_CHECK(tensor.defined(), Error, type_name_, ": buffer '", name, "' is undefined");
+  buffers_.emplace_back(std::move(name), tensor);
+  return tensor;
 }
 
 void Module::collect(const std::string& prefix, bool recurse, bool buffers,
                      NamedTensorList& out) const {
-  for (const auto& [name, slot] : buffers ? buffers_ : params_)
-    out.emplace_back(prefix + name, *slot);
+  for (const auto& [name, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, t);
   if (!recurse) return;
   for (const auto& [name, child] : children_)
     child->collect(prefix + name + ".", true, buffers, out);
@@ -73,28 +74,19 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
-std::vector<std::pair<std::string, Tensor*>> Module::all_slots(bool buffers) const {
-  std::vector<std::pair<std::string, Tensor*>> out(buffers ? buffers_ : params_);
-  for (const auto& [name, child] : children_)
-    for (auto& [n, slot] : child->all_slots(buffers)) out.emplace_back(name + "." + n, slot);
-  return out;
-}
-
 void Module::to(DType dtype) {
   NoGradGuard no_grad;
-  // Tied parameters share one impl: convert each once and point every slot at the result.
-  std::map<const TensorImpl*, Tensor> converted;
+  // In place (TensorImpl::set_data), so every handle — the layer's member, an optimizer's list —
+  // sees the new dtype. Tied parameters share one tensor: converted once.
+  std::set<const TensorImpl*> converted;
   for (bool buffers : {false, true}) {
-    for (auto& [name, slot] : all_slots(buffers)) {
-      if (!is_floating(slot->dtype())) continue;
-      auto it = converted.find(slot->impl());
-      if (it == converted.end()) {
-        Tensor t = slot->to(dtype).detach();
-        if (t.is_same(*slot)) t = slot->detach();
-        if (!buffers) t.requires_grad_(true);
-        it = converted.emplace(slot->impl(), t).first;
-      }
-      *slot = it->second;
+    NamedTensorList all;
+    collect("", true, buffers, all);
+    for (auto& [name, t] : all) {
+      if (!is_floating(t.dtype()) || t.dtype() == dtype || !converted.insert(t.impl()).second)
+        continue;
+      const Tensor value = t.detach().to(dtype).contiguous();
+      t.impl()->set_data(*value.impl());
     }
   }
 }

@@ -87,6 +87,50 @@ TEST(Module, ToDtypeConvertsParametersAndBuffers) {
   EXPECT_EQ(m.parameters()[0].dtype(), DType::Float64);  // the registry sees the new tensors
 }
 
+// Parameters kept in a std::vector that grows after registration (its elements move): the
+// module keeps its own handles, so nothing it holds points into the vector's old memory (a
+// use-after-free under ASan when it kept pointers to members).
+class GrowingList : public Module {
+ public:
+  explicit GrowingList(int n) : Module("GrowingList") {
+    for (int i = 0; i < n; ++i)
+      weights.push_back(register_parameter(detail::concat("w", i), full({3}, double(i))));
+  }
+  std::vector<Tensor> weights;
+};
+
+TEST(Module, ParametersMayLiveInAVectorThatGrows) {
+  GrowingList m(40);  // the vector reallocates several times while registering
+  ASSERT_EQ(m.named_parameters().size(), 40u);
+  for (int i = 0; i < 40; ++i) {
+    const Tensor& w = m.weights[static_cast<size_t>(i)];
+    EXPECT_TRUE(m.named_parameters()[static_cast<size_t>(i)].second.is_same(w));
+    EXPECT_TRUE(w.requires_grad());
+  }
+  m.to(DType::Float64);
+  EXPECT_EQ(m.weights[39].dtype(), DType::Float64);
+  EXPECT_EQ(m.weights[39][0].item<double>(), 39.0);
+  NamedTensorList state = m.state_dict();
+  state[5].second = full({3}, -1.0, DType::Float64);
+  m.load_state_dict(state);
+  EXPECT_EQ(m.weights[5][2].item<double>(), -1.0);
+}
+
+// Module::to converts in place: a handle taken before (an optimizer's parameter list) sees the
+// new dtype, and training goes on with it.
+TEST(Module, ToDtypeIsSeenByHandlesTakenBefore) {
+  TwoLayer m;
+  std::vector<Tensor> params = m.parameters();
+  m.to(DType::Float64);
+  for (const Tensor& p : params) EXPECT_EQ(p.dtype(), DType::Float64);
+  Tensor loss = m.forward(randn({3, 4}, DType::Float64)).sum();
+  loss.backward();
+  for (const Tensor& p : params) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_EQ(p.grad().dtype(), DType::Float64);
+  }
+}
+
 TEST(Module, StateDictRoundTripsThroughSafetensors) {
   manual_seed(1);
   TwoLayer a;

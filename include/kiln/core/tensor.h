@@ -153,6 +153,11 @@ class TensorImpl {
 
   // Replaces sizes/strides (views made in place, e.g. squeeze_); recomputes cached facts.
   void set_sizes_strides(Shape sizes, Shape strides);
+  // Makes this (concrete) tensor hold `source`'s memory, layout and dtype, in place, so every
+  // handle to it sees the change (PyTorch's `param.data = source`, what Module::to uses). Its
+  // gradient and hooks, made for the old data, are dropped; requires_grad stays. kiln::Error
+  // when either tensor is pending or `source` is a view.
+  void set_data(const TensorImpl& source);
 
  private:
   void materialize();

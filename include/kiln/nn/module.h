@@ -1,6 +1,8 @@
 // nn::Module: a tree of named parameters, buffers and child modules (torch.nn.Module in C++).
-// Layers keep their tensors as members and register them by reference, so state_dict, dtype
-// conversion and loading all reach the very tensors that forward uses.
+// The module keeps its own handle to each registered tensor (a handle shares the tensor, as in
+// LibTorch), so a tensor may live anywhere — a member, a std::vector that grows, nowhere else —
+// and state_dict, dtype conversion (in place: every handle sees it) and loading all reach the
+// very tensors that forward uses.
 #pragma once
 
 #include <memory>
@@ -51,10 +53,13 @@ class Module {
   void load_state_dict(const NamedTensorList& state, bool strict = true);
 
  protected:
-  // Registers a member tensor as a parameter (made a leaf that requires grad).
-  void register_parameter(std::string name, Tensor& member);
-  // Registers a member tensor as a buffer (state that is saved but not trained).
-  void register_buffer(std::string name, Tensor& member);
+  // Registers `tensor` as a parameter (made a leaf that requires grad) and returns it:
+  // `weight = register_parameter("weight", randn({4, 3}))`, or a member registered as is. The
+  // module keeps a handle to that tensor: assigning another tensor to the member later does not
+  // change what is registered (as in LibTorch); write into it (copy_) instead.
+  Tensor register_parameter(std::string name, Tensor tensor);
+  // Registers `tensor` as a buffer (state that is saved but not trained) and returns it.
+  Tensor register_buffer(std::string name, Tensor tensor);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
     children_.emplace_back(std::move(name), child);
@@ -63,10 +68,8 @@ class Module {
 
  private:
   void collect(const std::string& prefix, bool recurse, bool buffers, NamedTensorList& out) const;
-  std::vector<std::pair<std::string, Tensor*>> all_slots(bool buffers) const;
-
   std::string type_name_;
-  std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
