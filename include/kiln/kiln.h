@@ -26,4 +26,5 @@
 #include "kiln/ops/optimizer_updates.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
