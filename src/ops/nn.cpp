@@ -385,6 +385,134 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   return sq;
 }
 
+// ---- elementwise losses (composites) ----
+
+namespace {
+// Checks two floating operands that broadcast; `op` names the loss in errors.
+void check_elementwise_loss(const char* op, const Tensor& input, const Tensor& target) {
+  KILN_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError, op,
+             ": expected floating tensors, got dtypes ", input.dtype(), " and ", target.dtype());
+  const Tensor operands[] = {input, target};
+  ops::broadcast_shapes(op, operands);
+}
+Tensor reduce_elementwise(const Tensor& loss, Reduction r) {
+  switch (r) {
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return mean(loss);
+  }
+  return loss;
+}
+// Multiplies by an optional weight (which must broadcast to the loss).
+Tensor weighted(const char* op, const Tensor& loss, const std::optional<Tensor>& weight) {
+  if (!weight) return loss;
+  KILN_CHECK(is_floating(weight->dtype()), DTypeError, op,
+             ": expected a floating weight, got dtype ", weight->dtype());
+  const Tensor operands[] = {loss, *weight};
+  KILN_CHECK(ops::broadcast_shapes(op, operands) == loss.sizes(), ShapeError, op,
+             ": weight of shape ", weight->shape_str(), " does not broadcast to the loss's ",
+             loss.shape_str());
+  return loss * *weight;
+}
+}  // namespace
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  const Reduction r = parse_reduction("l1_loss", reduction);
+  check_elementwise_loss("l1_loss", input, target);
+  return reduce_elementwise(abs(input - target), r);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                      double beta) {
+  const Reduction r = parse_reduction("smooth_l1_loss", reduction);
+  check_elementwise_loss("smooth_l1_loss", input, target);
+  KILN_CHECK(beta >= 0 && std::isfinite(beta), ValueError,
+             "smooth_l1_loss: beta must be finite and >= 0, got ", beta);
+  const Tensor d = abs(input - target);
+  if (beta == 0) return reduce_elementwise(d, r);
+  return reduce_elementwise(
+      where(lt(d, wrap_scalar(Scalar(beta))), d * d * (0.5 / beta), d - 0.5 * beta), r);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
+                  double delta) {
+  const Reduction r = parse_reduction("huber_loss", reduction);
+  check_elementwise_loss("huber_loss", input, target);
+  KILN_CHECK(delta > 0 && std::isfinite(delta), ValueError,
+             "huber_loss: delta must be finite and > 0, got ", delta);
+  const Tensor d = abs(input - target);
+  return reduce_elementwise(
+      where(lt(d, wrap_scalar(Scalar(delta))), d * d * 0.5, (d - 0.5 * delta) * delta), r);
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::optional<Tensor>& weight, const std::string& reduction) {
+  const char* op = "binary_cross_entropy";
+  const Reduction r = parse_reduction(op, reduction);
+  check_elementwise_loss(op, input, target);
+  KILN_CHECK(input.sizes() == target.sizes(), ShapeError, op, ": target of shape ",
+             target.shape_str(), " must have the input's shape ", input.shape_str());
+  // log clamped at -100, as PyTorch, so that a probability of 0 or 1 costs 100, not infinity.
+  const Tensor log_x = clamp(log(input), Scalar(-100.0), std::nullopt);
+  const Tensor log_1mx = clamp(log(1.0 - input), Scalar(-100.0), std::nullopt);
+  const Tensor loss = -(target * log_x + (1.0 - target) * log_1mx);
+  return reduce_elementwise(weighted(op, loss, weight), r);
+}
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::string& reduction) {
+  return binary_cross_entropy(input, target, std::nullopt, reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight,
+                                        const std::optional<Tensor>& pos_weight,
+                                        const std::string& reduction) {
+  const char* op = "binary_cross_entropy_with_logits";
+  const Reduction r = parse_reduction(op, reduction);
+  check_elementwise_loss(op, input, target);
+  KILN_CHECK(input.sizes() == target.sizes(), ShapeError, op, ": target of shape ",
+             target.shape_str(), " must have the input's shape ", input.shape_str());
+  // -log(sigmoid(x)) = max(-x, 0) + log1p(exp(-|x|)), never overflowing.
+  const Tensor neg_log_sigmoid = relu(-input) + log1p(exp(-abs(input)));
+  Tensor loss;
+  if (pos_weight) {
+    KILN_CHECK(is_floating(pos_weight->dtype()), DTypeError, op,
+               ": expected a floating pos_weight, got dtype ", pos_weight->dtype());
+    const Tensor operands[] = {input, *pos_weight};
+    KILN_CHECK(ops::broadcast_shapes(op, operands) == input.sizes(), ShapeError, op,
+               ": pos_weight of shape ", pos_weight->shape_str(),
+               " does not broadcast to the input's ", input.shape_str());
+    const Tensor log_weight = (*pos_weight - 1.0) * target + 1.0;
+    loss = (1.0 - target) * input + log_weight * neg_log_sigmoid;
+  } else {
+    loss = (1.0 - target) * input + neg_log_sigmoid;
+  }
+  return reduce_elementwise(weighted(op, loss, weight), r);
+}
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::string& reduction) {
+  return binary_cross_entropy_with_logits(input, target, std::nullopt, std::nullopt, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
+              bool log_target) {
+  const bool batchmean = reduction == "batchmean";
+  const Reduction r = parse_reduction("kl_div", batchmean ? "sum" : reduction);
+  check_elementwise_loss("kl_div", input, target);
+  // target log(target) is 0 where target is 0 (xlogy), so masked rather than computed there.
+  const Tensor loss = log_target ? exp(target) * (target - input)
+                                 : where(gt(target, wrap_scalar(Scalar(0.0))), target * log(target),
+                                         zeros_like(target)) -
+                                       target * input;
+  const Tensor reduced = reduce_elementwise(loss, r);
+  if (!batchmean) return reduced;
+  const int64_t batch = loss.dim() == 0 ? 1 : loss.size(0);
+  return reduced / static_cast<double>(batch);
+}
+
 // ---- dropout and attention (composites) ----
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {

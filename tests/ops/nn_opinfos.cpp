@@ -677,6 +677,203 @@ Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
   return true;
 }();
 
+// ---- elementwise losses: l1, smooth_l1, huber, binary cross-entropy, kl_div ----
+struct ElementwiseLoss {
+  std::string name;
+  std::vector<std::string> covers;
+  // The loss of inputs (input, target[, extra]) with a reduction.
+  std::function<Tensor(const std::vector<Tensor>&, const std::string&)> fn;
+  std::function<double(const std::vector<double>&)> ref;  // one element's loss
+  double lo_x = -3, hi_x = 3, lo_t = -3, hi_t = 3;
+  std::vector<std::string> reductions = {"mean", "sum", "none"};
+  bool pos_weight = false;  // a third input: one weight per column (the last dim)
+  std::vector<ErrorCase> errors;
+};
+
+std::vector<Sample> loss_samples(const ElementwiseLoss& l, DType dt) {
+  auto pair = [&](std::vector<int64_t> sizes, Layout layout, uint32_t seed) {
+    std::vector<Tensor> in{mk(sizes, dt, l.lo_x, l.hi_x, layout, seed),
+                           mk(sizes, dt, l.lo_t, l.hi_t, Layout::Contiguous, seed + 1)};
+    if (l.pos_weight) {
+      const int64_t cols = sizes.empty() ? 1 : sizes.back();
+      in.push_back(mk(sizes.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{cols}, dt, 0.2,
+                      3, Layout::Contiguous, seed + 2));
+    }
+    return in;
+  };
+  return {
+      {"[4, 5]", pair({4, 5}, Layout::Contiguous, 1)},
+      {"0-d", pair({}, Layout::Contiguous, 3)},
+      {"empty [0, 3]", pair({0, 3}, Layout::Contiguous, 5)},
+      {"transposed [6, 9]", pair({6, 9}, Layout::Transposed, 7)},
+      {"threaded [300, 257]", pair({300, 257}, Layout::Contiguous, 9)},
+  };
+}
+
+void register_loss(const ElementwiseLoss& l) {
+  for (const std::string& reduction : l.reductions) {
+    opinfos().push_back(OpInfo{
+        .name = l.name + "_" + reduction,
+        .covers = l.covers,
+        .dtypes = kF,
+        .samples = [l](DType dt) { return loss_samples(l, dt); },
+        .fn =
+            [l, reduction](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{l.fn(in, reduction)};
+            },
+        .ref =
+            [l, reduction](const std::vector<Ref>& in) {
+              const DType dt = in[0].dtype;
+              Ref loss = zip(in, dt, l.ref);
+              if (reduction != "batchmean")
+                return std::vector<Ref>{
+                    reduce_ref(loss, std::vector<bool>(loss.v.size(), true), reduction)};
+              Ref total = reduce_ref(loss, std::vector<bool>(loss.v.size(), true), "sum");
+              total.v[0] /= loss.sizes.empty() ? 1.0 : static_cast<double>(loss.sizes[0]);
+              return std::vector<Ref>{total};
+            },
+        .rtol32 = 1e-4,
+        .atol32 = 1e-5,
+        .errors = l.errors,
+    });
+  }
+}
+
+[[maybe_unused]] const bool kElementwiseLossesRegistered = [] {
+  register_loss({
+      .name = "l1_loss",
+      .covers = {"sub", "abs", "sum", "mean"},
+      .fn = [](const auto& in, const auto& r) { return l1_loss(in[0], in[1], r); },
+      .ref = [](const std::vector<double>& v) { return std::abs(v[0] - v[1]); },
+      .errors = {expect_error<ValueError>("bad reduction", "l1_loss: reduction must be",
+                                          [] { l1_loss(ones({2}), ones({2}), "max"); }),
+                 expect_error<DTypeError>("int input", "expected floating tensors",
+                                          [] { l1_loss(ones({2}, DType::Int64), ones({2})); })},
+  });
+  register_loss({
+      .name = "smooth_l1_loss",
+      .covers = {"sub", "abs", "lt", "where", "mul", "sum", "mean"},
+      .fn = [](const auto& in, const auto& r) { return smooth_l1_loss(in[0], in[1], r, 0.5); },
+      .ref =
+          [](const std::vector<double>& v) {
+            const double d = std::abs(v[0] - v[1]);
+            return d < 0.5 ? 0.5 * d * d / 0.5 : d - 0.25;
+          },
+      .errors = {expect_error<ValueError>(
+          "negative beta", "beta must be finite and >= 0",
+          [] { smooth_l1_loss(ones({2}), ones({2}), "mean", -1); })},
+  });
+  register_loss({
+      .name = "huber_loss",
+      .covers = {"sub", "abs", "lt", "where", "mul", "sum", "mean"},
+      .fn = [](const auto& in, const auto& r) { return huber_loss(in[0], in[1], r, 0.7); },
+      .ref =
+          [](const std::vector<double>& v) {
+            const double d = std::abs(v[0] - v[1]);
+            return d < 0.7 ? 0.5 * d * d : 0.7 * (d - 0.35);
+          },
+      .errors = {expect_error<ValueError>("zero delta", "delta must be finite and > 0",
+                                          [] { huber_loss(ones({2}), ones({2}), "mean", 0); })},
+  });
+  register_loss({
+      .name = "binary_cross_entropy",
+      .covers = {"log", "clamp", "rsub", "mul", "add", "neg", "sum", "mean"},
+      .fn = [](const auto& in, const auto& r) { return binary_cross_entropy(in[0], in[1], r); },
+      .ref =
+          [](const std::vector<double>& v) {
+            return -(v[1] * std::log(v[0]) + (1 - v[1]) * std::log(1 - v[0]));
+          },
+      .lo_x = 0.05,
+      .hi_x = 0.95,
+      .lo_t = 0,
+      .hi_t = 1,
+      .errors = {expect_error<ShapeError>("target of another shape",
+                                          "binary_cross_entropy: target of shape [3] must have the "
+                                          "input's shape [2, 3]",
+                                          [] {
+                                            binary_cross_entropy(full({2, 3}, 0.5), full({3}, 0.5));
+                                          })},
+  });
+  register_loss({
+      .name = "binary_cross_entropy_with_logits",
+      .covers = {"relu", "neg", "abs", "exp", "log1p", "mul", "add", "sum", "mean"},
+      .fn = [](const auto& in,
+               const auto& r) { return binary_cross_entropy_with_logits(in[0], in[1], r); },
+      .ref =
+          [](const std::vector<double>& v) {
+            return (1 - v[1]) * v[0] + std::max(-v[0], 0.0) + std::log1p(std::exp(-std::abs(v[0])));
+          },
+      .lo_t = 0,
+      .hi_t = 1,
+      .errors = {expect_error<ShapeError>(
+          "target of another shape",
+          "binary_cross_entropy_with_logits: target of shape [2, 3] must have the input's shape "
+          "[3]",
+          [] {
+            binary_cross_entropy_with_logits(ones({3}), ones({2, 3}));
+          })},
+  });
+  register_loss({
+      .name = "binary_cross_entropy_with_logits_pos_weight",
+      .covers = {"relu", "neg", "abs", "exp", "log1p", "mul", "add", "sum", "mean"},
+      .fn =
+          [](const auto& in, const auto& r) {
+            return binary_cross_entropy_with_logits(in[0], in[1], std::nullopt, in[2], r);
+          },
+      .ref =
+          [](const std::vector<double>& v) {
+            const double log_weight = (v[2] - 1) * v[1] + 1;
+            return (1 - v[1]) * v[0] +
+                   log_weight * (std::max(-v[0], 0.0) + std::log1p(std::exp(-std::abs(v[0]))));
+          },
+      .lo_t = 0,
+      .hi_t = 1,
+      .pos_weight = true,
+      .errors = {expect_error<DTypeError>("int pos_weight", "expected a floating pos_weight",
+                                          [] {
+                                            binary_cross_entropy_with_logits(
+                                                ones({3}), ones({3}), std::nullopt,
+                                                ones({3}, DType::Int64));
+                                          }),
+                 expect_error<ShapeError>("pos_weight of another width",
+                                          "binary_cross_entropy_with_logits: shapes [2, 3], [4]",
+                                          [] {
+                                            binary_cross_entropy_with_logits(
+                                                ones({2, 3}), ones({2, 3}), std::nullopt,
+                                                ones({4}));
+                                          })},
+  });
+  register_loss({
+      .name = "kl_div",
+      .covers = {"gt", "log", "where", "mul", "sub", "sum", "mean", "div"},
+      .fn = [](const auto& in, const auto& r) { return kl_div(in[0], in[1], r); },
+      .ref =
+          [](const std::vector<double>& v) {
+            return v[1] > 0 ? v[1] * (std::log(v[1]) - v[0]) : -v[1] * v[0];
+          },
+      .lo_x = -3,
+      .hi_x = 0,
+      .lo_t = 0.01,
+      .hi_t = 1,
+      .reductions = {"mean", "sum", "none", "batchmean"},
+      .errors = {expect_error<ValueError>("bad reduction", "kl_div: reduction must be",
+                                          [] { kl_div(ones({2}), ones({2}), "max"); })},
+  });
+  register_loss({
+      .name = "kl_div_log_target",
+      .covers = {"exp", "mul", "sub", "sum", "mean"},
+      .fn = [](const auto& in, const auto& r) { return kl_div(in[0], in[1], r, true); },
+      .ref = [](const std::vector<double>& v) { return std::exp(v[1]) * (v[1] - v[0]); },
+      .lo_x = -3,
+      .hi_x = 0,
+      .lo_t = -3,
+      .hi_t = 0,
+      .errors = {expect_error<DTypeError>("int target", "kl_div: expected floating tensors",
+                                          [] { kl_div(ones({2}), ones({2}, DType::Int64)); })},
+  });
+  return true;
+}();
+
 // ---- dropout ----
 std::vector<Sample> dropout_samples(DType dt) {
   return {

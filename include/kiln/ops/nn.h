@@ -22,6 +22,35 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
                 const std::string& reduction = "mean");
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// |input - target|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// 0.5 d^2 / beta where d = |input - target| < beta, else d - 0.5 beta (beta 0: l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      const std::string& reduction = "mean", double beta = 1.0);
+// 0.5 d^2 where d = |input - target| < delta, else delta (d - 0.5 delta).
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                  double delta = 1.0);
+// -w (t log(x) + (1 - t) log(1 - x)) of probabilities x, each log clamped at -100 (as PyTorch).
+// x outside [0, 1] gives NaN (PyTorch checks the values, a sync point; Kiln does not read them).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::optional<Tensor>& weight = {},
+                            const std::string& reduction = "mean");
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const std::string& reduction);
+// The same on logits, computed stably: -w (p t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x))),
+// p = pos_weight (per class, broadcast along the last dim) weighting the positive term.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight = {},
+                                        const std::optional<Tensor>& pos_weight = {},
+                                        const std::string& reduction = "mean");
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::string& reduction);
+// Kullback-Leibler divergence of log-probabilities `input` from `target` (probabilities, or
+// log-probabilities with log_target): target (log(target) - input), 0 where target is 0.
+// reduction: "mean" (over elements, as PyTorch), "batchmean" (the sum over the batch size,
+// dim 0: the mathematical KL divergence), "sum" or "none".
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
