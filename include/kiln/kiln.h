@@ -16,6 +16,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/ir/passes.h"
 #include "kiln/nn/gpt.h"
+#include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
 #include "kiln/ops/factory.h"

@@ -300,3 +300,82 @@ TEST(GPT, GenerateRefusesGarbageAndHandlesTinyTemperatures) {
 
 }  // namespace
 }  // namespace kiln::nn
+
+namespace kiln::nn {
+namespace {
+
+double mean_of(const Tensor& t) { return mean(t.to(DType::Float64)).item<double>(); }
+double std_of(const Tensor& t) { return std(t.to(DType::Float64)).item<double>(); }
+
+TEST(Init, GainsAndFansArePyTorchs) {
+  EXPECT_EQ(init::calculate_gain("linear"), 1.0);
+  EXPECT_EQ(init::calculate_gain("conv2d"), 1.0);
+  EXPECT_DOUBLE_EQ(init::calculate_gain("tanh"), 5.0 / 3.0);
+  EXPECT_DOUBLE_EQ(init::calculate_gain("relu"), std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(init::calculate_gain("leaky_relu"), std::sqrt(2.0 / (1 + 0.01 * 0.01)));
+  EXPECT_DOUBLE_EQ(init::calculate_gain("leaky_relu", 0.2), std::sqrt(2.0 / 1.04));
+  EXPECT_EQ(init::calculate_gain("selu"), 0.75);
+  EXPECT_THROW(init::calculate_gain("swish"), ValueError);
+  EXPECT_EQ(init::fan_in_and_fan_out(empty({8, 3})), (std::pair<int64_t, int64_t>{3, 8}));
+  // A conv weight [out, in, kh, kw]: the receptive field multiplies both.
+  EXPECT_EQ(init::fan_in_and_fan_out(empty({16, 4, 3, 3})), (std::pair<int64_t, int64_t>{36, 144}));
+  EXPECT_THROW(init::fan_in_and_fan_out(empty({5})), ValueError);
+}
+
+TEST(Init, DistributionsHaveTheirBoundsAndSpread) {
+  manual_seed(11);
+  Tensor w = empty({200, 300});
+  init::xavier_uniform_(w);
+  const double xb = std::sqrt(6.0 / 500);
+  EXPECT_LE(amax(abs(w)).item<double>(), xb);
+  EXPECT_GT(amax(abs(w)).item<double>(), 0.99 * xb);
+  init::xavier_normal_(w, 2.0);
+  EXPECT_NEAR(std_of(w), 2.0 * std::sqrt(2.0 / 500), 0.002);
+  init::kaiming_uniform_(w, 0, "fan_in", "relu");
+  const double kb = std::sqrt(3.0) * std::sqrt(2.0) / std::sqrt(300.0);
+  EXPECT_LE(amax(abs(w)).item<double>(), kb);
+  EXPECT_GT(amax(abs(w)).item<double>(), 0.99 * kb);
+  init::kaiming_normal_(w, 0, "fan_out", "relu");
+  EXPECT_NEAR(std_of(w), std::sqrt(2.0) / std::sqrt(200.0), 0.002);
+  EXPECT_NEAR(mean_of(w), 0.0, 0.002);
+  init::constant_(w, 0.25);
+  EXPECT_EQ(amin(w).item<double>(), 0.25);
+  init::zeros_(w);
+  EXPECT_EQ(amax(abs(w)).item<double>(), 0.0);
+  Tensor sq = empty({3, 4});
+  init::eye_(sq);
+  EXPECT_EQ(sum(sq).item<double>(), 3.0);
+  EXPECT_EQ(sq[1][1].item<double>(), 1.0);
+  EXPECT_THROW(init::kaiming_uniform_(w, 0, "fan_sideways"), ValueError);
+  Tensor ints = zeros({2, 2}, DType::Int64);
+  EXPECT_THROW(init::xavier_uniform_(ints), DTypeError);
+}
+
+TEST(Init, OrthogonalRowsOrColumnsAreOrthonormal) {
+  manual_seed(12);
+  for (auto shape :
+       {std::vector<int64_t>{6, 4}, std::vector<int64_t>{4, 6}, std::vector<int64_t>{5, 2, 3}}) {
+    Tensor w = empty(shape, DType::Float64);
+    init::orthogonal_(w, 1.5);
+    Tensor m = w.reshape({shape[0], -1});
+    // The smaller side's Gram matrix is gain^2 times the identity.
+    Tensor g = m.size(0) >= m.size(1) ? matmul(m.transpose(0, 1), m) : matmul(m, m.transpose(0, 1));
+    const int64_t k = g.size(0);
+    EXPECT_LT(amax(abs(g - eye(k, k, DType::Float64) * 2.25)).item<double>(), 1e-12)
+        << IntList(shape);
+  }
+}
+
+// Initialising a module's parameters in place keeps them the module's (and leaves).
+TEST(Init, InitialisesAModulesParametersInPlace) {
+  Linear lin(8, 4);
+  init::kaiming_normal_(lin.weight);
+  init::zeros_(lin.bias);
+  EXPECT_TRUE(lin.named_parameters()[0].second.is_same(lin.weight));
+  EXPECT_TRUE(lin.weight.is_leaf());
+  EXPECT_TRUE(lin.weight.requires_grad());
+  EXPECT_EQ(amax(abs(lin.named_parameters()[1].second)).item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln::nn
