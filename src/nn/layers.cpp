@@ -1,6 +1,7 @@
 // The standard layers and their PyTorch-default initialisation.
 #include "kiln/nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
@@ -84,6 +85,61 @@ RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> eps_, bool af
 Tensor RMSNorm::forward(const Tensor& x) {
   return rms_norm(x, normalized_shape,
                   weight.defined() ? std::optional<Tensor>(weight) : std::nullopt, eps);
+}
+
+BatchNorm::BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_features_,
+                     double eps_, double momentum_, bool affine, bool track, DType dtype)
+    : UnaryModule(name),
+      num_features(num_features_),
+      eps(eps_),
+      momentum(momentum_),
+      track_running_stats(track),
+      ranks_(std::move(ranks)) {
+  KILN_CHECK(num_features > 0, ValueError, name, ": num_features must be positive, got ",
+             num_features);
+  KILN_CHECK(momentum >= 0 && momentum <= 1, ValueError, name, ": momentum must be in [0, 1], got ",
+             momentum);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}, dtype));
+    bias = register_parameter("bias", zeros({num_features}, dtype));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({num_features}, dtype));
+    running_var = register_buffer("running_var", ones({num_features}, dtype));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  const bool rank_ok = std::find(ranks_.begin(), ranks_.end(), x.dim()) != ranks_.end();
+  KILN_CHECK(rank_ok, ShapeError, type_name(), ": expected an input of ",
+             ranks_.size() == 1 ? "" : "either ", IntList(ranks_), " dims, got shape ",
+             x.shape_str());
+  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  const bool use_batch_stats = is_training() || !track_running_stats;
+  if (is_training() && track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(Scalar(1));
+  }
+  return batch_norm(x, opt(running_mean), opt(running_var), opt(weight), opt(bias), use_batch_stats,
+                    momentum, eps);
+}
+
+GroupNorm::GroupNorm(int64_t num_groups_, int64_t num_channels, double eps_, bool affine,
+                     DType dtype)
+    : UnaryModule("GroupNorm"), num_groups(num_groups_), eps(eps_) {
+  KILN_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, ValueError,
+             "GroupNorm: num_groups (", num_groups, ") must be positive and divide num_channels (",
+             num_channels, ")");
+  if (affine) {
+    weight = register_parameter("weight", ones({num_channels}, dtype));
+    bias = register_parameter("bias", zeros({num_channels}, dtype));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return group_norm(x, num_groups, opt(weight), opt(bias), eps);
 }
 
 Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {

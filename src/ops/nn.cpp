@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/random.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
@@ -383,6 +384,92 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
       return mean(sq);
   }
   return sq;
+}
+
+// ---- batch and group normalisation (composites) ----
+
+namespace {
+// A per-channel [C] tensor viewed as [1, C, 1, ...] against x of `rank` dims.
+Tensor per_channel(const Tensor& t, int64_t rank) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[1] = t.numel();
+  return t.reshape(shape);
+}
+void check_per_channel(const char* op, const char* what, const std::optional<Tensor>& t,
+                       int64_t channels) {
+  if (!t) return;
+  KILN_CHECK(t->dim() == 1 && t->size(0) == channels, ShapeError, op, ": ", what,
+             " must have shape [", channels, "] (one value per channel), got ", t->shape_str());
+  KILN_CHECK(is_floating(t->dtype()), DTypeError, op, ": ", what, " must be floating, got dtype ",
+             t->dtype());
+}
+Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+              int64_t rank) {
+  if (weight) y = y * per_channel(*weight, rank);
+  if (bias) y = y + per_channel(*bias, rank);
+  return y;
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
+                  const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  KILN_CHECK(x.dim() >= 2, ShapeError, op, ": expected an input [N, C, *] of at least 2 dims, got ",
+             x.shape_str());
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, op, ": expected a floating input, got dtype ",
+             x.dtype());
+  const int64_t rank = x.dim(), channels = x.size(1);
+  check_per_channel(op, "weight", weight, channels);
+  check_per_channel(op, "bias", bias, channels);
+  check_per_channel(op, "running_mean", running_mean, channels);
+  check_per_channel(op, "running_var", running_var, channels);
+  KILN_CHECK(running_mean.has_value() == running_var.has_value(), ValueError, op,
+             ": running_mean and running_var must be given together");
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  if (!training) {
+    KILN_CHECK(running_mean && running_var, ValueError, op,
+               ": running_mean and running_var are needed when not training");
+    const Tensor scale = rsqrt(per_channel(*running_var, rank) + eps);
+    return affine((x - per_channel(*running_mean, rank)) * scale, weight, bias, rank);
+  }
+  const int64_t count = channels == 0 ? 0 : x.numel() / channels;
+  KILN_CHECK(count > 1, ValueError, op,
+             ": expected more than 1 value per channel when training, got input of shape ",
+             x.shape_str());
+  const Tensor mean_c = mean(x, dims, /*keepdim=*/true);
+  const Tensor var_c = var(x, dims, /*correction=*/0, /*keepdim=*/true);
+  const Tensor y = (x - mean_c) * rsqrt(var_c + eps);
+  if (running_mean) {
+    KILN_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, ValueError, op,
+               ": momentum must be in [0, 1], got ", momentum);
+    NoGradGuard no_grad;
+    const double unbiased = static_cast<double>(count) / static_cast<double>(count - 1);
+    Tensor rm = *running_mean, rv = *running_var;
+    rm.mul_(Scalar(1 - momentum)).add_(mean_c.detach().reshape({channels}) * momentum);
+    rv.mul_(Scalar(1 - momentum)).add_(var_c.detach().reshape({channels}) * (momentum * unbiased));
+  }
+  return affine(y, weight, bias, rank);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  const char* op = "group_norm";
+  KILN_CHECK(x.dim() >= 2, ShapeError, op, ": expected an input [N, C, *] of at least 2 dims, got ",
+             x.shape_str());
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, op, ": expected a floating input, got dtype ",
+             x.dtype());
+  const int64_t n = x.size(0), channels = x.size(1);
+  KILN_CHECK(num_groups > 0 && channels % num_groups == 0, ValueError, op, ": num_groups (",
+             num_groups, ") must be positive and divide the number of channels (", channels, ")");
+  check_per_channel(op, "weight", weight, channels);
+  check_per_channel(op, "bias", bias, channels);
+  const Tensor grouped = x.reshape({n, num_groups, -1});
+  const Tensor mean_g = mean(grouped, {2}, true);
+  const Tensor var_g = var(grouped, {2}, 0, true);
+  const Tensor y = ((grouped - mean_g) * rsqrt(var_g + eps)).reshape(x.sizes());
+  return affine(y, weight, bias, x.dim());
 }
 
 // ---- elementwise losses (composites) ----

@@ -379,3 +379,78 @@ TEST(Init, InitialisesAModulesParametersInPlace) {
 
 }  // namespace
 }  // namespace kiln::nn
+
+namespace kiln::nn {
+namespace {
+
+TEST(BatchNorm, TrainingUpdatesRunningStatsAndEvalUsesThem) {
+  manual_seed(21);
+  BatchNorm2d bn(3);
+  std::vector<std::string> names;
+  for (auto& [n, t] : bn.state_dict()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                             "num_batches_tracked"}));
+  Tensor x = randn({4, 3, 5, 5}) * 2 + 1;
+  Tensor y = bn.forward(x);
+  // Per channel: mean 0, biased variance 1 (weight ones, bias zeros).
+  EXPECT_LT(amax(abs(mean(y, {0, 2, 3}))).item<double>(), 1e-5);
+  EXPECT_LT(amax(abs(var(y, {0, 2, 3}, 0) - 1)).item<double>(), 1e-3);
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 1);
+  Tensor expect_rm = mean(x, {0, 2, 3}) * 0.1;
+  Tensor expect_rv = var(x, {0, 2, 3}, 1) * 0.1 + 0.9;  // the unbiased variance
+  EXPECT_TRUE(near(bn.running_mean, expect_rm, 1e-6));
+  EXPECT_TRUE(near(bn.running_var, expect_rv, 1e-5));
+  bn.eval();
+  Tensor z = bn.forward(x);
+  EXPECT_TRUE(
+      near(z, (x - expect_rm.reshape({1, 3, 1, 1})) / sqrt(expect_rv.reshape({1, 3, 1, 1}) + 1e-5),
+           1e-5));
+  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 1);  // eval does not count
+  EXPECT_THROW(bn.forward(ones({4, 3})), ShapeError);    // 2d takes 4 dims
+  BatchNorm1d bn1(3);
+  EXPECT_EQ(bn1.forward(randn({5, 3})).sizes(), Shape({5, 3}));
+  EXPECT_EQ(bn1.forward(randn({5, 3, 7})).sizes(), Shape({5, 3, 7}));
+}
+
+// Compiled, a training step through BatchNorm is one graph (the running-stat updates are
+// captured as in-place writes) and gives eager's outputs, gradients and running stats.
+TEST(BatchNorm, ACompiledTrainingStepIsOneGraphAndMatchesEager) {
+  manual_seed(22);
+  BatchNorm2d eager_bn(4), compiled_bn(4);
+  auto step = [](BatchNorm2d& bn, const Tensor& x) {
+    Tensor loss = (bn.forward(x) * x).sum();
+    loss.backward();
+    return loss;
+  };
+  CompileOptions o;
+  o.backend = std::string("aot_eager");
+  o.fullgraph = true;  // a graph break would throw
+  auto compiled = compile([&](const Tensor& x) { return step(compiled_bn, x); }, o);
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = randn({2, 4, 3, 3});
+    EXPECT_TRUE(near(step(eager_bn, x), compiled(x), 1e-4));
+  }
+  EXPECT_TRUE(near(eager_bn.running_mean, compiled_bn.running_mean, 1e-6));
+  EXPECT_TRUE(near(eager_bn.running_var, compiled_bn.running_var, 1e-6));
+  EXPECT_TRUE(near(eager_bn.weight.grad(), compiled_bn.weight.grad(), 1e-4));
+  EXPECT_EQ(compiled_bn.num_batches_tracked.item<int64_t>(), 3);
+}
+
+TEST(GroupNorm, NormalisesEachGroupAndChecksItsArguments) {
+  manual_seed(23);
+  GroupNorm gn(2, 4);
+  Tensor x = randn({3, 4, 5}) * 3;
+  Tensor y = gn.forward(x).reshape({3, 2, 10});
+  EXPECT_LT(amax(abs(mean(y, {2}))).item<double>(), 1e-5);
+  EXPECT_THROW(GroupNorm(3, 4), ValueError);
+}
+
+TEST(Flatten, FlattensAndUnflattens) {
+  Tensor x = randn({2, 3, 4, 5});
+  EXPECT_EQ(Flatten().forward(x).sizes(), Shape({2, 60}));
+  EXPECT_EQ(Flatten(0, 1).forward(x).sizes(), Shape({6, 4, 5}));
+  EXPECT_EQ(Unflatten(1, {3, 20}).forward(Flatten().forward(x)).sizes(), Shape({2, 3, 20}));
+}
+
+}  // namespace
+}  // namespace kiln::nn

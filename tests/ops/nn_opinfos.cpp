@@ -677,6 +677,193 @@ Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
   return true;
 }();
 
+// ---- batch_norm, group_norm ----
+// Normalises each group of x's elements (group_of(flat index)) by its mean and biased variance,
+// then applies weight and bias per channel (dim 1). Returns y and each group's (mean, var).
+struct ChannelGroupRef {
+  Ref y;
+  std::vector<double> mean, var;
+  std::vector<int64_t> count;
+};
+ChannelGroupRef ref_normalise_groups(const Ref& x, int64_t groups,
+                                     const std::function<int64_t(int64_t)>& group_of,
+                                     const Ref* weight, const Ref* bias, double eps) {
+  ChannelGroupRef out{x, std::vector<double>(static_cast<size_t>(groups), 0),
+                      std::vector<double>(static_cast<size_t>(groups), 0),
+                      std::vector<int64_t>(static_cast<size_t>(groups), 0)};
+  const int64_t channels = x.sizes[1];
+  int64_t inner = 1;
+  for (size_t d = 2; d < x.sizes.size(); ++d) inner *= x.sizes[d];
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const auto g = static_cast<size_t>(group_of(i));
+    out.mean[g] += x.v[static_cast<size_t>(i)];
+    ++out.count[g];
+  }
+  for (size_t g = 0; g < out.mean.size(); ++g) out.mean[g] /= static_cast<double>(out.count[g]);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const auto g = static_cast<size_t>(group_of(i));
+    const double d = x.v[static_cast<size_t>(i)] - out.mean[g];
+    out.var[g] += d * d;
+  }
+  for (size_t g = 0; g < out.var.size(); ++g) out.var[g] /= static_cast<double>(out.count[g]);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const auto g = static_cast<size_t>(group_of(i));
+    const auto c = static_cast<size_t>(i / inner % channels);
+    double y = (x.v[static_cast<size_t>(i)] - out.mean[g]) / std::sqrt(out.var[g] + eps);
+    if (weight) y *= weight->v[c];
+    if (bias) y += bias->v[c];
+    out.y.v[static_cast<size_t>(i)] = y;
+  }
+  return out;
+}
+
+int64_t inner_of(const std::vector<int64_t>& sizes) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < sizes.size(); ++d) inner *= sizes[d];
+  return inner;
+}
+
+std::vector<Sample> batch_norm_samples(DType dt) {
+  auto with = [&](std::vector<int64_t> sizes, Layout layout, uint32_t seed) {
+    const int64_t c = sizes[1];
+    return std::vector<Tensor>{mk(sizes, dt, -3, 3, layout, seed),
+                               mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 1),
+                               mk({c}, dt, -1, 1, Layout::Contiguous, seed + 2)};
+  };
+  return {
+      {"[6, 3] (1d)", with({6, 3}, Layout::Contiguous, 1)},
+      {"[4, 3, 5]", with({4, 3, 5}, Layout::Contiguous, 3)},
+      {"[2, 3, 4, 4] (2d)", with({2, 3, 4, 4}, Layout::Contiguous, 5)},
+      {"threaded [64, 8, 33]", with({64, 8, 33}, Layout::Contiguous, 7)},
+  };
+}
+
+KILN_OPINFO({
+    .name = "batch_norm_training",
+    .covers = {"mean", "var", "sub", "rsqrt", "mul", "add"},
+    .dtypes = kF,
+    .samples = batch_norm_samples,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const int64_t c = in[0].size(1);
+          Tensor rm = zeros({c}, in[0].dtype()), rv = ones({c}, in[0].dtype());
+          Tensor y = batch_norm(in[0], rm, rv, in[1], in[2], /*training=*/true, 0.1, 1e-5);
+          return std::vector<Tensor>{y, rm, rv};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const int64_t c = x.sizes[1], inner = inner_of(x.sizes);
+          ChannelGroupRef r = ref_normalise_groups(
+              x, c, [&](int64_t i) { return i / inner % c; }, &in[1], &in[2], 1e-5);
+          Ref rm{{c}, {}, x.dtype}, rv{{c}, {}, x.dtype};
+          for (size_t k = 0; k < static_cast<size_t>(c); ++k) {
+            const double n = static_cast<double>(r.count[k]);
+            rm.v.push_back(0.1 * r.mean[k]);
+            rv.v.push_back(0.9 + 0.1 * r.var[k] * n / (n - 1));
+          }
+          return std::vector<Ref>{r.y, rm, rv};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        {
+            expect_error<ValueError>(
+                "one value per channel", "more than 1 value per channel",
+                [] {
+                  batch_norm(ones({1, 3}), zeros({3}), ones({3}), {}, {}, true);
+                }),
+            expect_error<ShapeError>("weight of another width",
+                                     "batch_norm: weight must have shape [3]",
+                                     [] {
+                                       batch_norm(ones({2, 3}), {}, {}, ones({4}), {}, true);
+                                     }),
+            expect_error<ValueError>("eval without running stats", "needed when not training",
+                                     [] {
+                                       batch_norm(ones({2, 3}), {}, {});
+                                     }),
+        },
+});
+
+KILN_OPINFO({
+    .name = "batch_norm_eval",
+    .covers = {"sub", "rsqrt", "mul", "add"},
+    .dtypes = kF,
+    .samples =
+        [](DType dt) {
+          std::vector<Sample> out;
+          for (Sample s : batch_norm_samples(dt)) {
+            const int64_t c = s.inputs[0].size(1);
+            s.inputs.push_back(mk({c}, dt, -1, 1, Layout::Contiguous, 11));   // running mean
+            s.inputs.push_back(mk({c}, dt, 0.5, 2, Layout::Contiguous, 12));  // running var
+            out.push_back(std::move(s));
+          }
+          return out;
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{
+              batch_norm(in[0], in[3], in[4], in[1], in[2], false, 0.1, 1e-5)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const int64_t c = x.sizes[1], inner = inner_of(x.sizes);
+          Ref y = x;
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            const auto k = static_cast<size_t>(i / inner % c);
+            y.v[static_cast<size_t>(i)] = (x.v[static_cast<size_t>(i)] - in[3].v[k]) /
+                                              std::sqrt(in[4].v[k] + 1e-5) * in[1].v[k] +
+                                          in[2].v[k];
+          }
+          return std::vector<Ref>{y};
+        },
+    .errors = {expect_error<ValueError>(
+        "running stats without each other", "must be given together",
+        [] {
+          batch_norm(ones({2, 3}), zeros({3}), std::nullopt, {}, {}, true);
+        })},
+});
+
+KILN_OPINFO({
+    .name = "group_norm",
+    .covers = {"mean", "var", "sub", "rsqrt", "mul", "add"},
+    .dtypes = kF,
+    .samples =
+        [](DType dt) {
+          auto with = [&](std::vector<int64_t> sizes, uint32_t seed) {
+            const int64_t c = sizes[1];
+            return std::vector<Tensor>{mk(sizes, dt, -3, 3, Layout::Contiguous, seed),
+                                       mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 1),
+                                       mk({c}, dt, -1, 1, Layout::Contiguous, seed + 2)};
+          };
+          return std::vector<Sample>{{"[4, 6, 5]", with({4, 6, 5}, 1)},
+                                     {"[2, 6, 3, 3]", with({2, 6, 3, 3}, 3)},
+                                     {"[3, 6]", with({3, 6}, 5)}};
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{group_norm(in[0], 3, in[1], in[2], 1e-5)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const int64_t c = x.sizes[1], inner = inner_of(x.sizes), per_group = c / 3;
+          ChannelGroupRef r = ref_normalise_groups(
+              x, x.sizes[0] * 3,
+              [&](int64_t i) { return (i / (inner * c)) * 3 + (i / inner % c) / per_group; },
+              &in[1], &in[2], 1e-5);
+          return std::vector<Ref>{r.y};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors = {expect_error<ValueError>("groups not dividing channels",
+                                        "num_groups (4) must be positive and divide",
+                                        [] {
+                                          group_norm(ones({2, 6}), 4);
+                                        })},
+});
+
 // ---- elementwise losses: l1, smooth_l1, huber, binary cross-entropy, kl_div ----
 struct ElementwiseLoss {
   std::string name;

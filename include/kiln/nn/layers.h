@@ -47,6 +47,80 @@ class RMSNorm : public UnaryModule {
   std::optional<double> eps;
 };
 
+// Batch normalisation over the channels (dim 1) of [N, C] or [N, C, L] (BatchNorm1d), [N, C, H,
+// W] (2d) or [N, C, D, H, W] (3d): weight ones, bias zeros; buffers running_mean (zeros),
+// running_var (ones) and num_batches_tracked, updated in training mode (see batch_norm). With
+// track_running_stats false, batch statistics in both modes and no buffers.
+class BatchNorm : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  int64_t num_features;
+  double eps, momentum;
+  bool track_running_stats;
+
+ protected:
+  BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_features, double eps,
+            double momentum, bool affine, bool track_running_stats, DType dtype);
+
+ private:
+  std::vector<int64_t> ranks_;  // the input ranks this variant takes
+};
+class BatchNorm1d final : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true,
+                       DType dtype = kDefaultFloat)
+      : BatchNorm("BatchNorm1d", {2, 3}, num_features, eps, momentum, affine, track_running_stats,
+                  dtype) {}
+};
+class BatchNorm2d final : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true,
+                       DType dtype = kDefaultFloat)
+      : BatchNorm("BatchNorm2d", {4}, num_features, eps, momentum, affine, track_running_stats,
+                  dtype) {}
+};
+class BatchNorm3d final : public BatchNorm {
+ public:
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true,
+                       DType dtype = kDefaultFloat)
+      : BatchNorm("BatchNorm3d", {5}, num_features, eps, momentum, affine, track_running_stats,
+                  dtype) {}
+};
+
+// Group normalisation (see group_norm): weight ones, bias zeros.
+class GroupNorm : public UnaryModule {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
+            DType dtype = kDefaultFloat);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t num_groups;
+  double eps;
+};
+
+// x.flatten(start_dim, end_dim) (default: every dim but the batch's).
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : UnaryModule("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+
+// x.unflatten(dim, sizes).
+class Unflatten : public UnaryModule {
+ public:
+  Unflatten(int64_t dim, std::vector<int64_t> sizes)
+      : UnaryModule("Unflatten"), dim(dim), sizes(std::move(sizes)) {}
+  Tensor forward(const Tensor& x) override { return x.unflatten(dim, sizes); }
+  int64_t dim;
+  std::vector<int64_t> sizes;
+};
+
 // Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).
 class Dropout : public UnaryModule {
  public:

@@ -51,6 +51,20 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // dim 0: the mathematical KL divergence), "sum" or "none".
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
               bool log_target = false);
+// Batch normalisation of x [N, C, *] per channel (torch.nn.functional.batch_norm). training:
+// normalised by the batch's mean and biased variance over every dim but 1, and running_mean /
+// running_var (when defined) updated in place as PyTorch does: r = (1 - momentum) r + momentum s,
+// with the unbiased variance (kiln::compile captures the updates as in-place writes: no graph
+// break). Not training: normalised by running_mean / running_var (which must be defined).
+// weight and bias: per channel, optional.
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
+                  const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight = {}, const std::optional<Tensor>& bias = {},
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+// Group normalisation of x [N, C, *]: the C channels in num_groups groups, each normalised by
+// its own mean and biased variance per sample; weight and bias per channel, optional.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = {},
+                  const std::optional<Tensor>& bias = {}, double eps = 1e-5);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
