@@ -41,9 +41,13 @@ Backend Backend::wrapped(Wrapper wrapper) const {
 
 Backend aot_autograd(Backend fw_compiler, Backend bw_compiler) {
   KILN_CHECK(fw_compiler, ValueError, "aot_autograd: fw_compiler is empty");
-  // An AOT backend given as a compiler contributes its own compiler of that part.
-  if (const auto* inner = fw_compiler.aot()) fw_compiler = inner->forward;
+  // An AOT backend given as a compiler contributes its own compiler of that part (given as the
+  // only compiler, both of its own).
   if (const auto* inner = bw_compiler.aot()) bw_compiler = inner->backward;
+  if (const auto* inner = fw_compiler.aot()) {
+    if (!bw_compiler) bw_compiler = inner->backward;
+    fw_compiler = inner->forward;
+  }
   if (!bw_compiler) bw_compiler = fw_compiler;
   Backend out;
   auto compilers = std::make_shared<Backend::AotCompilers>(

@@ -48,16 +48,20 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
     // What the backend may ask while it compiles: the function's name (for its reports), and
     // whether a plain backend is compiling a graph gradients flow through (an AOT backend it
     // calls would lose its compiled backward: Backend::operator() warns).
+    // (An input that requires grad: the graph's ops may be differentiated. Under no_grad that
+    // over-warns; the capture does not know the grad mode of the call at this point.)
     const bool needs_grad = std::any_of(infos.begin(), infos.end(),
                                         [](const TensorMeta& m) { return m.requires_grad; });
     struct Compiling {
+      const std::string* outer_name = diagnostics::tls_compiling_function;
+      bool outer_plain = tls_plain_backend_with_grad;
       Compiling(const std::string* n, bool plain_with_grad) {
         diagnostics::tls_compiling_function = n;
         tls_plain_backend_with_grad = plain_with_grad;
       }
       ~Compiling() {
-        diagnostics::tls_compiling_function = nullptr;
-        tls_plain_backend_with_grad = false;
+        diagnostics::tls_compiling_function = outer_name;
+        tls_plain_backend_with_grad = outer_plain;
       }
     } compiling(&name, needs_grad && !backend.aot());
     compiled = backend(g, infos);

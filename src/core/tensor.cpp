@@ -106,7 +106,11 @@ void TensorImpl::set_data(const TensorImpl& source) {
   KILN_CHECK(!pending_ && !source.pending_ && source.storage_, Error,
              "set_data: both tensors must be concrete (not pending under kiln::compile)");
   KILN_CHECK(!source.view_, Error, "set_data: the source must not be a view");
+  // The version moves past the old memory's: a graph that saved this tensor before now fails
+  // its in-place check at backward instead of reading the new data.
+  const uint64_t old_version = version();
   storage_ = source.storage_;
+  storage_->set_version(std::max(old_version, storage_->version()) + 1);
   offset_ = source.offset_;
   sizes_ = source.sizes_;
   strides_ = source.strides_;

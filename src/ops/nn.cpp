@@ -543,8 +543,16 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
   KILN_CHECK(input.sizes() == target.sizes(), ShapeError, op, ": target of shape ",
              target.shape_str(), " must have the input's shape ", input.shape_str());
   // log clamped at -100, as PyTorch, so that a probability of 0 or 1 costs 100, not infinity.
-  const Tensor log_x = clamp(log(input), Scalar(-100.0), std::nullopt);
-  const Tensor log_1mx = clamp(log(1.0 - input), Scalar(-100.0), std::nullopt);
+  // At exactly 0 the log is not taken (log(1) in its place, then -100 selected), so no 0 / 0
+  // reaches the gradient: a saturated sigmoid's 1.0 gets a finite gradient, as in PyTorch.
+  auto clamped_log = [](const Tensor& p) {
+    const Tensor zero = eq(p, wrap_scalar(Scalar(0.0)));
+    const Tensor safe = where(zero, ones_like(p), p);
+    return where(zero, full_like(p, Scalar(-100.0)),
+                 clamp(log(safe), Scalar(-100.0), std::nullopt));
+  };
+  const Tensor log_x = clamped_log(input);
+  const Tensor log_1mx = clamped_log(1.0 - input);
   const Tensor loss = -(target * log_x + (1.0 - target) * log_1mx);
   return reduce_elementwise(weighted(op, loss, weight), r);
 }
@@ -589,14 +597,14 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
   const bool batchmean = reduction == "batchmean";
   const Reduction r = parse_reduction("kl_div", batchmean ? "sum" : reduction);
   check_elementwise_loss("kl_div", input, target);
-  // target log(target) is 0 where target is 0 (xlogy), so masked rather than computed there.
-  const Tensor loss = log_target ? exp(target) * (target - input)
-                                 : where(gt(target, wrap_scalar(Scalar(0.0))), target * log(target),
-                                         zeros_like(target)) -
-                                       target * input;
+  // target log(target) is 0 where target is 0 (xlogy): the log is taken of 1 there, so neither
+  // the value nor the gradient meets log(0); a negative or NaN target gives NaN, as xlogy does.
+  const Tensor safe_target = where(eq(target, wrap_scalar(Scalar(0.0))), ones_like(target), target);
+  const Tensor loss =
+      log_target ? exp(target) * (target - input) : target * log(safe_target) - target * input;
   const Tensor reduced = reduce_elementwise(loss, r);
   if (!batchmean) return reduced;
-  const int64_t batch = loss.dim() == 0 ? 1 : loss.size(0);
+  const int64_t batch = input.dim() == 0 ? 1 : input.size(0);
   return reduced / static_cast<double>(batch);
 }
 

@@ -8,7 +8,10 @@
 namespace kiln::optim {
 
 LRScheduler::LRScheduler(Optimizer& opt, int64_t last_epoch, const char* name)
-    : opt_(opt), name_(name), base_lr_(opt.lr()), epoch_(last_epoch < 0 ? 0 : last_epoch) {
+    : opt_(opt),
+      name_(name),
+      base_lr_(last_epoch < 0 ? opt.lr() : opt.initial_lr()),
+      epoch_(last_epoch + 1) {
   KILN_CHECK(last_epoch >= -1, ValueError, name, ": last_epoch must be >= -1, got ", last_epoch);
 }
 

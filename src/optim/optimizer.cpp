@@ -107,7 +107,8 @@ bool split_state_name(const std::string& name, int64_t& index, std::string& rest
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+Optimizer::Optimizer(std::vector<Tensor> params, double lr)
+    : params_(std::move(params)), lr_(lr), initial_lr_(lr) {
   KILN_CHECK(!params_.empty(), ValueError, "optimizer got an empty parameter list");
   KILN_CHECK(std::isfinite(lr) && lr >= 0, ValueError, "optimizer: invalid learning rate ", lr,
              " (must be finite and >= 0)");

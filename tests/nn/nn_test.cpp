@@ -454,3 +454,54 @@ TEST(Flatten, FlattensAndUnflattens) {
 
 }  // namespace
 }  // namespace kiln::nn
+
+namespace kiln::nn {
+namespace {
+
+bool all_finite(const Tensor& t) {
+  for (double v : t.to_vector<double>())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+// Probabilities of exactly 0 and 1 (a saturated sigmoid) cost 100 per element, as in PyTorch,
+// and get finite gradients.
+TEST(Losses, BinaryCrossEntropyAtZeroAndOneHasFiniteGradients) {
+  Tensor p = tensor({0.0, 1.0, 0.0, 1.0, 0.5}, DType::Float32).requires_grad_();
+  Tensor t = tensor({0.0, 1.0, 1.0, 0.0, 1.0}, DType::Float32);
+  Tensor loss = binary_cross_entropy(p, t, "none");
+  const std::vector<float> values = loss.to_vector<float>();
+  EXPECT_EQ(values[0], 0.0f);
+  EXPECT_EQ(values[1], 0.0f);
+  EXPECT_EQ(values[2], 100.0f);
+  EXPECT_EQ(values[3], 100.0f);
+  loss.sum().backward();
+  EXPECT_TRUE(all_finite(p.grad())) << p.grad();
+  // Outside [0, 1]: NaN, never a quiet number.
+  EXPECT_TRUE(std::isnan(binary_cross_entropy(tensor({1.5}), tensor({1.0})).item<double>()));
+}
+
+TEST(Losses, KlDivAtAZeroTargetIsZeroWithAFiniteGradient) {
+  Tensor input = tensor({-1.0, -2.0}, DType::Float64).requires_grad_();
+  Tensor target = tensor({0.0, 0.5}, DType::Float64).requires_grad_();
+  Tensor loss = kl_div(input, target, "none");
+  EXPECT_EQ(loss.to_vector<double>()[0], 0.0);
+  EXPECT_NEAR(loss.to_vector<double>()[1], 0.5 * (std::log(0.5) + 2.0), 1e-15);
+  loss.sum().backward();
+  EXPECT_TRUE(all_finite(input.grad()));
+  EXPECT_TRUE(all_finite(target.grad()));
+  // A negative target has no logarithm: NaN, as xlogy gives.
+  EXPECT_TRUE(std::isnan(kl_div(tensor({-1.0}), tensor({-0.5}), "sum").item<double>()));
+}
+
+// A graph that saved a parameter before Module::to converted it fails at backward, as after an
+// in-place write, instead of differentiating with the converted data.
+TEST(Module, ToDtypeInvalidatesGraphsThatSavedTheOldData) {
+  Linear lin(3, 2);
+  Tensor y = (lin.weight * lin.weight).sum();
+  lin.to(DType::Float64);
+  EXPECT_THROW(y.backward(), Error);
+}
+
+}  // namespace
+}  // namespace kiln::nn

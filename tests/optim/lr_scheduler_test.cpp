@@ -66,13 +66,23 @@ TEST(LRScheduler, ExponentialCosineLinearAndLambda) {
   expect_near(lrs(lambda, e, 3), {3, 1.5, 1});
 }
 
-TEST(LRScheduler, ResumingSetsTheLrOfTheEpochReached) {
-  SGD opt({leaf()}, {.lr = 1.0});
-  StepLR resumed(opt, 2, 0.5, /*last_epoch=*/5);
-  EXPECT_EQ(resumed.last_epoch(), 5);
-  EXPECT_NEAR(opt.lr(), 0.25, 1e-15);
-  resumed.step();
-  EXPECT_NEAR(opt.lr(), 0.125, 1e-15);
+// Resuming as PyTorch does: an optimizer made with the original lr and given the saved state
+// (here its lr), and a scheduler told the epoch reached, continue where the first run was.
+TEST(LRScheduler, ResumingContinuesWhereTheFirstRunWas) {
+  SGD first({leaf()}, {.lr = 1.0});
+  StepLR schedule(first, 2, 0.5);
+  for (int e = 0; e < 5; ++e) schedule.step();
+  EXPECT_EQ(schedule.last_epoch(), 5);
+  EXPECT_NEAR(first.lr(), 0.25, 1e-15);
+
+  SGD again({leaf()}, {.lr = 1.0});
+  again.set_lr(first.lr());  // (what load_state_dict restores)
+  StepLR resumed(again, 2, 0.5, /*last_epoch=*/schedule.last_epoch());
+  schedule.step();
+  EXPECT_EQ(resumed.last_epoch(), schedule.last_epoch());
+  EXPECT_EQ(resumed.base_lr(), 1.0);
+  EXPECT_NEAR(again.lr(), first.lr(), 1e-15);
+  EXPECT_NEAR(again.lr(), 0.125, 1e-15);
 }
 
 TEST(LRScheduler, BadArgumentsAreValueErrors) {

@@ -155,8 +155,10 @@ class TensorImpl {
   void set_sizes_strides(Shape sizes, Shape strides);
   // Makes this (concrete) tensor hold `source`'s memory, layout and dtype, in place, so every
   // handle to it sees the change (PyTorch's `param.data = source`, what Module::to uses). Its
-  // gradient and hooks, made for the old data, are dropped; requires_grad stays. kiln::Error
-  // when either tensor is pending or `source` is a view.
+  // gradient and hooks, made for the old data, are dropped; requires_grad stays; its version
+  // moves on (a graph that saved it fails at backward as after an in-place write). Views taken
+  // of it before keep the old memory. kiln::Error when either tensor is pending or `source` is
+  // a view.
   void set_data(const TensorImpl& source);
 
  private:

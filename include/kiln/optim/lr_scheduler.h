@@ -1,9 +1,11 @@
 // Learning-rate schedulers (torch.optim.lr_scheduler): each sets its optimizer's learning rate
-// from the lr the optimizer had when the scheduler was made (base_lr) and an epoch counter, with
-// PyTorch's formulas. Made on an optimizer, a scheduler sets the lr for epoch 0 at once (as
+// from a base lr and an epoch counter, with PyTorch's formulas. Made on an optimizer, a fresh
+// scheduler takes the optimizer's lr as base_lr and sets the lr of epoch 0 at once (as
 // PyTorch's constructors do); step() advances one epoch (or one batch: whatever the caller
-// counts) and sets the next. The lr reaches a compiled training step as a graph input, so a
-// schedule never recompiles it. The guide is docs/optim.md.
+// counts) and sets the next. Resuming (last_epoch = k, the epochs stepped before), it takes the
+// optimizer's initial_lr() as base_lr and sets epoch k + 1's lr, as PyTorch does. The lr reaches a
+// compiled training step as a graph input, so a schedule never recompiles it. The guide is
+// docs/optim.md.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +35,8 @@ class LRScheduler {
   virtual double lr_at(int64_t epoch) const = 0;
 
  protected:
-  // `last_epoch` -1: a fresh schedule (the lr of epoch 0 is set now); otherwise resuming after
-  // that many epochs (the lr of epoch last_epoch is set).
+  // `last_epoch` -1: a fresh schedule (the lr of epoch 0 is set now); otherwise resuming a
+  // schedule that had reached epoch last_epoch (the lr of epoch last_epoch + 1 is set).
   LRScheduler(Optimizer& opt, int64_t last_epoch, const char* name);
   // Sets the lr for the current epoch; called by each constructor once its fields are set.
   void start();

@@ -49,6 +49,9 @@ class Optimizer {
   // The learning rate (for schedules: call set_lr before step()).
   double lr() const { return lr_; }
   void set_lr(double lr);
+  // The lr the optimizer was made with (PyTorch's initial_lr): what a scheduler resuming a
+  // schedule starts from.
+  double initial_lr() const { return initial_lr_; }
 
   const std::vector<Tensor>& params() const { return params_; }
   // "SGD", "Adam" or "AdamW".
@@ -70,6 +73,7 @@ class Optimizer {
   std::vector<int64_t> steps_;
   std::vector<Tensor> params_;
   double lr_;
+  double initial_lr_;
 
   // Hyper-parameters other than lr, as strings for state_dict metadata.
   virtual std::map<std::string, std::string> hyper_parameters() const = 0;
