@@ -366,24 +366,43 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   return reduce_loss(loss, keep, r);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  const Reduction r = parse_reduction("mse_loss", reduction);
-  KILN_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError,
-             "mse_loss: expected floating tensors, got dtypes ", input.dtype(), " and ",
-             target.dtype());
+namespace {
+// Checks two floating operands that broadcast; `op` names the loss in errors.
+void check_elementwise_loss(const char* op, const Tensor& input, const Tensor& target) {
+  KILN_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError, op,
+             ": expected floating tensors, got dtypes ", input.dtype(), " and ", target.dtype());
   const Tensor operands[] = {input, target};
-  ops::broadcast_shapes("mse_loss", operands);
-  const Tensor diff = input - target;
-  const Tensor sq = diff * diff;
+  ops::broadcast_shapes(op, operands);
+}
+Tensor reduce_elementwise(const Tensor& loss, Reduction r) {
   switch (r) {
     case Reduction::None:
-      return sq;
+      return loss;
     case Reduction::Sum:
-      return sum(sq);
+      return sum(loss);
     case Reduction::Mean:
-      return mean(sq);
+      return mean(loss);
   }
-  return sq;
+  return loss;
+}
+// Multiplies by an optional weight (which must broadcast to the loss).
+Tensor weighted(const char* op, const Tensor& loss, const std::optional<Tensor>& weight) {
+  if (!weight) return loss;
+  KILN_CHECK(is_floating(weight->dtype()), DTypeError, op,
+             ": expected a floating weight, got dtype ", weight->dtype());
+  const Tensor operands[] = {loss, *weight};
+  KILN_CHECK(ops::broadcast_shapes(op, operands) == loss.sizes(), ShapeError, op,
+             ": weight of shape ", weight->shape_str(), " does not broadcast to the loss's ",
+             loss.shape_str());
+  return loss * *weight;
+}
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  const Reduction r = parse_reduction("mse_loss", reduction);
+  check_elementwise_loss("mse_loss", input, target);
+  const Tensor diff = input - target;
+  return reduce_elementwise(diff * diff, r);
 }
 
 // ---- batch and group normalisation (composites) ----
@@ -473,38 +492,6 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tenso
 }
 
 // ---- elementwise losses (composites) ----
-
-namespace {
-// Checks two floating operands that broadcast; `op` names the loss in errors.
-void check_elementwise_loss(const char* op, const Tensor& input, const Tensor& target) {
-  KILN_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), DTypeError, op,
-             ": expected floating tensors, got dtypes ", input.dtype(), " and ", target.dtype());
-  const Tensor operands[] = {input, target};
-  ops::broadcast_shapes(op, operands);
-}
-Tensor reduce_elementwise(const Tensor& loss, Reduction r) {
-  switch (r) {
-    case Reduction::None:
-      return loss;
-    case Reduction::Sum:
-      return sum(loss);
-    case Reduction::Mean:
-      return mean(loss);
-  }
-  return loss;
-}
-// Multiplies by an optional weight (which must broadcast to the loss).
-Tensor weighted(const char* op, const Tensor& loss, const std::optional<Tensor>& weight) {
-  if (!weight) return loss;
-  KILN_CHECK(is_floating(weight->dtype()), DTypeError, op,
-             ": expected a floating weight, got dtype ", weight->dtype());
-  const Tensor operands[] = {loss, *weight};
-  KILN_CHECK(ops::broadcast_shapes(op, operands) == loss.sizes(), ShapeError, op,
-             ": weight of shape ", weight->shape_str(), " does not broadcast to the loss's ",
-             loss.shape_str());
-  return loss * *weight;
-}
-}  // namespace
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   const Reduction r = parse_reduction("l1_loss", reduction);

@@ -1134,8 +1134,7 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
     for (const KernelOp& op : k.ops) {
       if (op.output != 0) continue;
       os << " %" << op.node << " = " << op.op->name << "(";
-      for (size_t a = 0; a < op.args.size(); ++a)
-        os << (a ? ", " : "") << operand_name(op.args[a]);
+      for (size_t a = 0; a < op.args.size(); ++a) os << (a ? ", " : "") << operand_name(op.args[a]);
       os << ");";
     }
     for (size_t i = 0; i < k.inputs.size(); ++i)
