@@ -192,6 +192,7 @@ std::vector<std::vector<Tensor>> run_with_eager_autograd(const ir::Graph& graph,
                                 runtime_values[next_runtime]);
           ++next_runtime;
         }
+        if (Attrs moved; ir::as_strided_attrs_at(graph, n, ins, moved)) attrs = std::move(moved);
         bool grad = false;
         for (const TensorMeta& m : n.outputs) grad = grad || m.requires_grad;
         AutoGradMode mode(grad);

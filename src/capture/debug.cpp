@@ -52,8 +52,7 @@ std::vector<std::string> guard_lines(const ir::Graph& g) {
     const TensorMeta& t = n.outputs[0];
     lines.push_back(detail::concat("input ", n.input_index, ": dtype ", t.dtype, ", shape ",
                                    IntList(t.sizes), ", strides ", IntList(t.strides),
-                                   ", storage offset ", t.storage_offset, ", requires_grad ",
-                                   t.requires_grad ? "true" : "false"));
+                                   ", requires_grad ", t.requires_grad ? "true" : "false"));
   }
   return lines;
 }

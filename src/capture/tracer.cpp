@@ -274,7 +274,7 @@ void Tracer::stop_replay() {
 
 ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
   if (replay_.entry && replay_matches([&](const ir::Node& n) {
-        return n.kind == ir::NodeKind::Placeholder && n.outputs[0] == info;
+        return n.kind == ir::NodeKind::Placeholder && ir::same_guarded_meta(n.outputs[0], info);
       }))
     return {static_cast<int32_t>(replay_.cursor++), 0};
   return rec_.graph.add_placeholder(info);

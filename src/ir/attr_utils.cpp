@@ -3,6 +3,8 @@
 
 #include <bit>
 
+#include "kiln/core/tensor.h"
+
 namespace kiln::ir {
 
 Attrs with_attr(const Attrs& attrs, size_t k, AttrValue value) {
@@ -23,6 +25,16 @@ bool same_attr(const AttrValue& a, const AttrValue& b) {
                : x->to_int() == y.to_int();
   }
   return a == b;
+}
+
+bool as_strided_attrs_at(const Graph& g, const Node& n, std::span<const Tensor> inputs,
+                         Attrs& moved) {
+  static const OpDef* const as_strided = find_op("as_strided");
+  if (n.op != as_strided || !n.attrs.has(2)) return false;
+  const int64_t shift = inputs[0].storage_offset() - g.info(n.inputs[0]).storage_offset;
+  if (shift == 0) return false;
+  moved = with_attr(n.attrs, 2, n.attrs.i(2) + shift);
+  return true;
 }
 
 }  // namespace kiln::ir

@@ -83,11 +83,10 @@ struct Hasher {
     add(s.size());
     for (int64_t v : s) add(static_cast<uint64_t>(v));
   }
-  void add(const TensorMeta& t) {
+  void add_guarded(const TensorMeta& t) {  // what same_guarded_meta compares
     add(static_cast<uint64_t>(t.dtype));
     add(t.sizes);
     add(t.strides);
-    add(static_cast<uint64_t>(t.storage_offset));
     add(t.requires_grad);
   }
   void add(const Scalar& s) {
@@ -150,7 +149,7 @@ uint64_t Graph::hash() const {
       if (runtime_attrs.empty() || !is_runtime_attr(*this, i, k)) h.add(n.attrs[k]);
     // Op outputs follow from inputs and attributes; only placeholders carry guarded metadata,
     // and calls whether their outputs require grad (AOT autograd records it; grad mode).
-    if (n.kind == NodeKind::Placeholder) h.add(n.outputs[0]);
+    if (n.kind == NodeKind::Placeholder) h.add_guarded(n.outputs[0]);
     if (n.kind == NodeKind::Call) h.add(grad_bits(n));
   }
   h.add(outputs.size());
@@ -169,7 +168,12 @@ bool same_node_at(const Graph& a, const Graph& b, size_t i) {
   for (size_t k = 0; k < x.attrs.size(); ++k)
     if (!is_runtime_attr(a, i, k) && !same_attr(x.attrs[k], y.attrs[k])) return false;
   if (x.kind == NodeKind::Call) return grad_bits(x) == grad_bits(y);
-  return x.kind != NodeKind::Placeholder || x.outputs[0] == y.outputs[0];
+  return x.kind != NodeKind::Placeholder || same_guarded_meta(x.outputs[0], y.outputs[0]);
+}
+
+bool same_guarded_meta(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides &&
+         a.requires_grad == b.requires_grad;
 }
 
 bool structurally_equal(const Graph& a, const Graph& b) {
@@ -214,8 +218,6 @@ std::string describe_input_change(int32_t index, const TensorMeta& a, const Tens
       }
   } else if (a.strides != b.strides) {
     os << "strides changed " << IntList(a.strides) << " → " << IntList(b.strides);
-  } else if (a.storage_offset != b.storage_offset) {
-    os << "storage offset changed " << a.storage_offset << " → " << b.storage_offset;
   } else {
     os << "requires_grad changed " << (a.requires_grad ? "true" : "false") << " → "
        << (b.requires_grad ? "true" : "false");
@@ -237,7 +239,7 @@ std::string describe_difference(const Graph& a, const Graph& b) {
     const Node& x = a.nodes[i];
     const Node& y = b.nodes[i];
     if (x.kind == NodeKind::Placeholder && y.kind == NodeKind::Placeholder &&
-        !(x.outputs[0] == y.outputs[0]))
+        !same_guarded_meta(x.outputs[0], y.outputs[0]))
       return describe_input_change(x.input_index, x.outputs[0], y.outputs[0]);
   }
   for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {

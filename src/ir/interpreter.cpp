@@ -127,6 +127,7 @@ std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs,
                 with_attr(patched, static_cast<size_t>(g.runtime_attrs[r].attr), runtime_values[r]);
           attrs = &patched;
         }
+        if (as_strided_attrs_at(g, n, ins, patched)) attrs = &patched;
         const auto m = static_cast<int>(n.outputs.size());
         if (verified && direct_kernel(*n.op)) {
           run_kernel_fresh(OpCall{*n.op, ins, *attrs}, n.outputs,

@@ -139,6 +139,58 @@ TEST(Compile, RecompilesOnShapeDtypeAndConstantWithReasons) {
   EXPECT_NE(lines[2].find("changed 0.5 → 0.25"), std::string::npos) << lines[2];
 }
 
+// Batches sliced out of one tensor differ only in their storage offset, which no guard checks
+// (as torch's tensor guards): a training loop over `data.narrow(0, i, bs)` compiles once under
+// every backend, forward and backward, and computes what eager does at every offset.
+TEST(Compile, BatchesSlicedOutOfOneTensorShareOneGraphUnderEveryBackend) {
+  const Tensor data = arange(0, 48).to(DType::Float32).reshape({12, 4}) * 0.1;
+  auto forward = [](const Tensor& x, const Tensor& w) {
+    return (tanh(matmul(x, w)) * x.narrow(1, 1, 2)).sum();
+  };
+  auto weights = [] {
+    return (arange(0, 8).to(DType::Float32).reshape({4, 2}) * 0.2).requires_grad_();
+  };
+  for (const char* name : {"eager", "aot_eager", "inductor"})
+    for (const bool backward_inside : {true, false}) {
+      SCOPED_TRACE(detail::concat(name, backward_inside ? ", backward inside" : ""));
+      // backward() inside the function is traced into its graph; outside, an AOT backend
+      // compiles the graph as a forward and a backward.
+      auto step = [&](const Tensor& x, const Tensor& w) {
+        Tensor loss = forward(x, w);
+        if (backward_inside) loss.backward();
+        return loss;
+      };
+      auto compiles = std::make_shared<std::atomic<int>>(0);
+      const Backend counted = lookup_backend(name).wrapped(
+          [compiles](const ir::Graph& g, std::span<const TensorMeta> in, const Backend& compiler) {
+            ++*compiles;
+            return compiler(g, in);
+          });
+      std::vector<std::string> recompiles;
+      set_log_sink([&](const std::string& l) { recompiles.push_back(l); });
+      set_logs("recompiles");
+      auto f = compile(step, {.backend = counted});
+      Tensor w = weights(), we = weights();
+      for (int64_t i = 0; i + 3 <= 12; i += 3) {
+        const Tensor x = data.narrow(0, i, 3);
+        ASSERT_EQ(x.storage_offset(), i * 4);
+        w.set_grad(Tensor());
+        we.set_grad(Tensor());
+        Tensor got = f(x, w), want = forward(x, we);
+        if (!backward_inside) got.backward();
+        want.backward();
+        expect_equal(got, want);
+        expect_equal(w.grad(), we.grad());
+      }
+      set_logs("");
+      set_log_sink({});
+      EXPECT_TRUE(recompiles.empty()) << recompiles[0];
+      // One graph, compiled at the first step only (and its backward, at the first backward).
+      const bool pair = !backward_inside && std::string(name) != "eager";
+      EXPECT_EQ(*compiles, pair ? 2 : 1);
+    }
+}
+
 TEST(Compile, RandomOpsDoNotRecompileAndMatchEagerDraws) {
   Counting c;
   auto f = compile([](Tensor x) { return x + randn({4}); }, c.options());

@@ -244,6 +244,41 @@ TEST(Interpreter, ChecksInputsAgainstThePlaceholdersOnEveryRun) {
   EXPECT_THROW(plan->run(wrong_dtype), Error);
 }
 
+// A graph input is guarded without its storage offset; an as_strided of it, recorded with an
+// absolute offset, reads at the same place relative to the input wherever the input starts.
+TEST(Interpreter, AsStridedOffsetsMoveWithTheirInputsStorageOffset) {
+  auto graph_at = [](int64_t input_offset) {
+    Graph g;
+    const ValueRef x = g.add_placeholder({DType::Float32, {4}, {1}, input_offset, false});
+    // Elements 1 and 3 of the input.
+    const ValueRef v =
+        g.add_call(op("as_strided"), {x},
+                   Attrs{std::vector<int64_t>{2}, std::vector<int64_t>{2}, input_offset + 1},
+                   {{DType::Float32, {2}, {2}, input_offset + 1, false}});
+    g.outputs = {
+        g.add_call(op("mul"), {v, v}, Attrs{}, {TensorMeta::contiguous(DType::Float32, {2})})};
+    return g;
+  };
+  EXPECT_TRUE(same_guarded_meta({DType::Float32, {4}, {1}, 2, false},
+                                {DType::Float32, {4}, {1}, 7, false}));
+  EXPECT_FALSE(same_guarded_meta({DType::Float32, {4}, {1}, 2, false},
+                                 {DType::Float32, {4}, {2}, 2, false}));
+  const Graph g = graph_at(2);
+  Graph moved = g;
+  moved.nodes[0].outputs[0].storage_offset = 9;
+  EXPECT_EQ(g.hash(), moved.hash());
+  EXPECT_TRUE(structurally_equal(g, moved));
+  const Tensor storage = arange(0, 10).to(DType::Float32);
+  for (int64_t at : {0, 2, 5}) {
+    SCOPED_TRACE(at);
+    const Tensor input = storage.narrow(0, at, 4);
+    const std::vector<Tensor> out = interpret(g, {&input, 1});
+    ASSERT_EQ(out[0].numel(), 2);
+    EXPECT_EQ(out[0][0].item<float>(), float((at + 1) * (at + 1)));
+    EXPECT_EQ(out[0][1].item<float>(), float((at + 3) * (at + 3)));
+  }
+}
+
 TEST(Interpreter, RejectsReadsOfValuesNoEarlierNodeMade) {
   Graph g;
   TensorMeta info{DType::Float32, {2}, {1}, 0, false};

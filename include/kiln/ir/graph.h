@@ -97,6 +97,11 @@ class Graph {
 };
 
 bool structurally_equal(const Graph& a, const Graph& b);
+// What a cache hit requires of a graph input: the same dtype, sizes, strides and requires_grad.
+// Not its storage offset (torch's tensor guards do not check it either): compiled code reads an
+// input from its own data pointer, so a loop over `data.narrow(0, i, bs)` reuses one graph.
+// An as_strided node's absolute offset moves with its input's (as_strided_attrs_at).
+bool same_guarded_meta(const TensorMeta& a, const TensorMeta& b);
 // The first difference between two graphs in words ("input 0: size of dim 1 changed 16 → 24",
 // "constant at node 7 changed 0.5 → 0.25"), "" when structurally equal. `old_graph` is the
 // cached one.
