@@ -161,7 +161,9 @@ std::shared_ptr<CompiledState> make_compiled_state(CompileOptions options,
   return st;
 }
 
-CallScope::CallScope(const std::shared_ptr<CompiledState>& state, bool frozen) : state_(state) {
+CallScope::CallScope(const std::shared_ptr<CompiledState>& state, bool frozen,
+                     const ArgumentTensors& args)
+    : state_(state) {
   auto& f = capture::frames();
   if (!f.empty()) {
     // Inside a capture: inline into it. Inside a recursive disable: run eagerly. Inside a
@@ -169,7 +171,7 @@ CallScope::CallScope(const std::shared_ptr<CompiledState>& state, bool frozen) :
     if (f.back().tracer || f.back().recursive) return;
   }
   if (stance() == Stance::ForceEager || state->run_eagerly) return;
-  f.push_back({new capture::Tracer(state, frozen), false});
+  f.push_back({new capture::Tracer(state, frozen, args), false});
   capture::apply_top();
   started_ = true;
 }

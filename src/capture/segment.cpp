@@ -11,6 +11,7 @@
 #include "aot/compiled_node.h"
 #include "capture/tracer.h"
 #include "core/clock.h"
+#include "core/tensor_names.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
 #include "kiln/ir/passes.h"
@@ -161,12 +162,12 @@ std::shared_ptr<CacheEntry> find_entry(detail::CompiledState& st, size_t segment
 // A miss: whether to compile `graph` (true) or run it eagerly (false), as the stance, the
 // frozen flag and cache_size_limit say; reports the recompile reason (log, observers, the
 // limit warning) or throws RecompileError under fail_on_recompile. Called with st.mu held.
-bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& graph,
-                    bool frozen) {
+bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& graph, bool frozen,
+                    const std::function<std::string(int32_t)>& input_label) {
   const int count = st.entry_count[segment];
   if (count == 0) return !frozen;
   const CacheEntry* near = nearest_entry(st.segments[segment], graph);
-  std::string reason = near ? ir::describe_difference(near->graph, graph) : "";
+  std::string reason = near ? ir::describe_difference(near->graph, graph, input_label) : "";
   if (reason.empty()) reason = "the graph differs";
   const Stance now = stance();
   if (now == Stance::FailOnRecompile)
@@ -268,7 +269,9 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   if (!entry) {
     std::lock_guard<std::mutex> lock(st.mu);
     entry = find_entry(st, segment_index_, graph, key);
-    if (!entry) compile = should_compile(st, segment_index_, graph, frozen_);
+    if (!entry)
+      compile = should_compile(st, segment_index_, graph, frozen_,
+                               [this](int32_t input) { return input_label(input); });
   }
   std::vector<Tensor> outs;
   last_entry_ = nullptr;
@@ -287,6 +290,30 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   }
   check_backend_outputs(st, graph, rec_.inputs, outs);
   return outs;
+}
+
+std::string Tracer::input_label(int32_t index) const {
+  const Tensor& t = rec_.inputs[static_cast<size_t>(index)];
+  auto argument = [](const detail::ArgumentTensors::Arg& a) {
+    return a.element < 0 ? detail::concat("argument ", a.position)
+                         : detail::concat("argument ", a.position, "[", a.element, "]");
+  };
+  std::string what;
+  for (const detail::ArgumentTensors::Arg& a : args_.list)
+    if (a.impl == t.impl()) what = argument(a);
+  if (what.empty()) what = detail::tensor_name(t).str();
+  // A view of an argument (made before the call), or the whole memory of one written in place.
+  if (what.empty())
+    for (const detail::ArgumentTensors::Arg& a : args_.list)
+      if (a.impl && a.impl->storage_if_concrete() &&
+          a.impl->storage_if_concrete() == t.impl()->storage_if_concrete()) {
+        what = "the memory of " + argument(a);
+        break;
+      }
+  if (what.empty())
+    what = detail::concat("a ", t.dtype(), t.shape_str(),
+                          " tensor that is not an argument (captured or global)");
+  return detail::concat(what, " (graph input ", index, ")");
 }
 
 std::vector<int64_t> Tracer::runtime_values_for(const CacheEntry& entry,

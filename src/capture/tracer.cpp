@@ -171,8 +171,9 @@ SpareRecording* spare_recording() {
 }
 }  // namespace
 
-Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen)
-    : state_(std::move(state)), frozen_(frozen) {
+Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen,
+               const detail::ArgumentTensors& args)
+    : state_(std::move(state)), frozen_(frozen), args_(args) {
   if (SpareRecording* spare = spare_recording()) {
     rec_.pending.swap(spare->pending);
     rec_.inputs.swap(spare->inputs);

@@ -110,7 +110,9 @@ class Tracer final : public DispatchInterceptor,
                      public PendingWrites,
                      public aot::InlineBackwardTracer {
  public:
-  Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen);
+  // `args`: the call's tensor arguments (input_label names them).
+  Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen,
+         const detail::ArgumentTensors& args = {});
   ~Tracer() override;
 
   bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -264,6 +266,11 @@ class Tracer final : public DispatchInterceptor,
   // Written concrete storages stop being sync points (before the segment runs or is dropped).
   void release_written_storages();
 
+  // Graph input `index` as the user knows it, for recompile reasons: "argument 1 (graph input
+  // 0)", "parameter 'fc1.weight' (graph input 3)", "optimizer state 'Adam.state[fc1.weight]
+  // .exp_avg' (graph input 7)".
+  std::string input_label(int32_t index) const;
+
   // ---- the sync point (segment.cpp), in the order flush runs them ----
   void check_can_flush(const std::string& reason) const;
   // Logs and notifies a graph break; throws under fullgraph=true.
@@ -290,6 +297,7 @@ class Tracer final : public DispatchInterceptor,
 
   std::shared_ptr<detail::CompiledState> state_;
   bool frozen_;  // use cached graphs only; a miss runs eagerly
+  detail::ArgumentTensors args_;
   std::string metadata_only_;
   size_t adopted_runtime_attrs_ = 0;  // the random ops of an adopted graph (see adopt_graph)
   bool flushing_ = false;

@@ -202,9 +202,10 @@ std::string short_dtype(DType d) {
   return "?";
 }
 
-std::string describe_input_change(int32_t index, const TensorMeta& a, const TensorMeta& b) {
+std::string describe_input_change(const std::string& label, const TensorMeta& a,
+                                  const TensorMeta& b) {
   std::ostringstream os;
-  os << "input " << index << ": ";
+  os << label << ": ";
   if (a.dtype != b.dtype) {
     os << "dtype changed " << a.dtype << " → " << b.dtype;
   } else if (a.sizes.size() != b.sizes.size()) {
@@ -232,7 +233,8 @@ std::string node_label(const Node& n, size_t i) {
 }
 }  // namespace
 
-std::string describe_difference(const Graph& a, const Graph& b) {
+std::string describe_difference(const Graph& a, const Graph& b,
+                                const std::function<std::string(int32_t)>& input_label) {
   std::ostringstream os;
   // Inputs first: they are what users change most, and what guards compare.
   for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {
@@ -240,7 +242,9 @@ std::string describe_difference(const Graph& a, const Graph& b) {
     const Node& y = b.nodes[i];
     if (x.kind == NodeKind::Placeholder && y.kind == NodeKind::Placeholder &&
         !same_guarded_meta(x.outputs[0], y.outputs[0]))
-      return describe_input_change(x.input_index, x.outputs[0], y.outputs[0]);
+      return describe_input_change(
+          input_label ? input_label(x.input_index) : detail::concat("input ", x.input_index),
+          x.outputs[0], y.outputs[0]);
   }
   for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {
     const Node& x = a.nodes[i];

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/tensor_names.h"
 #include "kiln/autograd/autograd.h"
 
 namespace kiln::nn {
@@ -11,14 +12,23 @@ namespace kiln::nn {
 Tensor Module::register_parameter(std::string name, Tensor tensor) {
   KILN_CHECK(tensor.defined(), Error, type_name_, ": parameter '", name, "' is undefined");
   if (!tensor.requires_grad()) tensor.requires_grad_(true);
+  detail::set_tensor_name(tensor, "parameter", name);
   params_.emplace_back(std::move(name), tensor);
   return tensor;
 }
 
 Tensor Module::register_buffer(std::string name, Tensor tensor) {
   KILN_CHECK(tensor.defined(), Error, type_name_, ": buffer '", name, "' is undefined");
+  detail::set_tensor_name(tensor, "buffer", name);
   buffers_.emplace_back(std::move(name), tensor);
   return tensor;
+}
+
+void Module::name_descendants(const std::string& name, const Module& child) {
+  for (const auto& [path, t] : child.named_parameters())
+    detail::set_tensor_name(t, "parameter", name + "." + path);
+  for (const auto& [path, t] : child.named_buffers())
+    detail::set_tensor_name(t, "buffer", name + "." + path);
 }
 
 void Module::collect(const std::string& prefix, bool recurse, bool buffers,

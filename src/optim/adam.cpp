@@ -61,6 +61,7 @@ void Adam::step() {
       st["exp_avg"] = detail::zeros_like_param(p);
       st["exp_avg_sq"] = detail::zeros_like_param(p);
       if (o_.amsgrad) st["max_exp_avg_sq"] = detail::zeros_like_param(p);
+      name_state(i);
     }
     const int64_t step = ++steps_[i];
     const double t = static_cast<double>(step);

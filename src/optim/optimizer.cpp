@@ -8,6 +8,7 @@
 #include <numbers>
 #include <set>
 
+#include "core/tensor_names.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/parallel.h"
 #include "kiln/ops/factory.h"
@@ -73,6 +74,7 @@ Tensor ScalarInputs::get(double value, DType dtype) {
   for (auto& [key, t] : made_)
     if (key.second == dtype && std::memcmp(&key.first, &value, sizeof value) == 0) return t;
   made_.push_back({{value, dtype}, scalar_input(value, dtype)});
+  kiln::detail::set_tensor_name(made_.back().second, "optimizer scalar", format_double(value));
   return made_.back().second;
 }
 
@@ -238,6 +240,16 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
   lr_ = lr;
   steps_ = std::move(steps);
   state_ = std::move(state);
+  for (size_t i = 0; i < np; ++i) name_state(i);
+}
+
+void Optimizer::name_state(size_t i) const {
+  const kiln::detail::TensorName param = kiln::detail::tensor_name(params_[i]);
+  const std::string label =
+      kind() + ".state[" + (param.kind == "parameter" ? param.name : "param " + std::to_string(i)) +
+      "].";
+  for (const auto& [name, t] : state_[i])
+    kiln::detail::set_tensor_name(t, "optimizer state", label + name);
 }
 
 // ---- clip_grad_norm_ ----

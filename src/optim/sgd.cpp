@@ -45,7 +45,10 @@ void SGD::step() {
     const bool first = steps_[i] == 0;
     Tensor buf;
     if (o_.momentum != 0) {
-      if (first) state_[i]["momentum_buffer"] = detail::zeros_like_param(p);
+      if (first) {
+        state_[i]["momentum_buffer"] = detail::zeros_like_param(p);
+        name_state(i);
+      }
       buf = state_[i].at("momentum_buffer");
     }
     const DType dt = p.dtype();

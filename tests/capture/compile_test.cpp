@@ -129,11 +129,12 @@ TEST(Compile, RecompilesOnShapeDtypeAndConstantWithReasons) {
   set_logs("");
   set_log_sink({});
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_NE(lines[0].find("[kiln:recompiles] recompiling 'scale' graph 0: input 0: size of dim 1 "
-                          "changed 16 → 24"),
+  EXPECT_NE(lines[0].find("[kiln:recompiles] recompiling 'scale' graph 0: argument 0 (graph input "
+                          "0): size of dim 1 changed 16 → 24"),
             std::string::npos)
       << lines[0];
-  EXPECT_NE(lines[1].find("input 0: dtype changed float32 → float64"), std::string::npos)
+  EXPECT_NE(lines[1].find("argument 0 (graph input 0): dtype changed float32 → float64"),
+            std::string::npos)
       << lines[1];
   EXPECT_NE(lines[2].find("constant at node"), std::string::npos) << lines[2];
   EXPECT_NE(lines[2].find("changed 0.5 → 0.25"), std::string::npos) << lines[2];
@@ -189,6 +190,49 @@ TEST(Compile, BatchesSlicedOutOfOneTensorShareOneGraphUnderEveryBackend) {
       const bool pair = !backward_inside && std::string(name) != "eager";
       EXPECT_EQ(*compiles, pair ? 2 : 1);
     }
+}
+
+// A recompile reason names a changed input as the user knows it: its position among the call's
+// arguments, a module parameter's name, or what else it is; the graph input number follows.
+TEST(Compile, RecompileReasonsNameArgumentsParametersAndCapturedTensors) {
+  struct Net : nn::Module {
+    std::shared_ptr<nn::Linear> fc;
+    Net() : Module("Net") { fc = register_module("fc", std::make_shared<nn::Linear>(4, 2)); }
+  } net;
+  Tensor captured = ones({2});
+  std::vector<std::string> reasons;
+  set_log_sink([&](const std::string& l) { reasons.push_back(l); });
+  set_logs("recompiles");
+  auto f = compile(
+      [&](const Tensor& scale, const std::vector<Tensor>& xs) {
+        return net.fc->forward(scale * xs[1]) + captured + xs[0].sum();
+      },
+      {.backend = std::string("eager")});
+  const Tensor x = ones({3, 4});
+  auto call = [&](const Tensor& first, const Tensor& second) {
+    f(ones({4}), std::vector<Tensor>{first, second});
+  };
+  call(x, x);
+  call(ones({5}), x);                    // a vector argument's element
+  net.fc->weight.requires_grad_(false);  // a module's parameter
+  call(ones({5}), x);
+  captured = ones({1});  // a tensor the lambda captured
+  call(ones({5}), x);
+  const Tensor wide = ones({3, 8});
+  call(ones({5}), wide.narrow(1, 0, 4));  // an argument that is a view: only strides change
+  set_logs("");
+  set_log_sink({});
+  ASSERT_EQ(reasons.size(), 4u);
+  // (Which graph input each is depends on the order the compiler evaluates the operands in.)
+  auto expect_reason = [&](size_t k, const std::string& label, const std::string& change) {
+    EXPECT_NE(reasons[k].find(": " + label + " (graph input "), std::string::npos) << reasons[k];
+    EXPECT_NE(reasons[k].find("): " + change), std::string::npos) << reasons[k];
+  };
+  expect_reason(0, "argument 1[0]", "number of dims changed 2 → 1");
+  expect_reason(1, "parameter 'fc.weight'", "requires_grad changed true → false");
+  expect_reason(2, "a float32[1] tensor that is not an argument (captured or global)",
+                "size of dim 0 changed 2 → 1");
+  expect_reason(3, "argument 1[1]", "strides changed [4, 1] → [8, 1]");
 }
 
 TEST(Compile, RandomOpsDoNotRecompileAndMatchEagerDraws) {

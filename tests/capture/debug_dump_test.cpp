@@ -115,7 +115,7 @@ TEST_F(DebugDump, BreakAndRecompileAreIndexedAndGraphsParseBack) {
   const auto recompiles = events(lines, "recompile");
   ASSERT_EQ(recompiles.size(), 2u);
   EXPECT_EQ(field(recompiles[0], "graph"), "0");
-  EXPECT_EQ(field(recompiles[0], "reason"), "input 0: size of dim 0 changed 10 → 12");
+  EXPECT_EQ(field(recompiles[0], "reason"), "argument 0 (graph input 0): size of dim 0 changed 10 → 12");
   EXPECT_EQ(field(recompiles[1], "graph"), "1");
 
   // One "graph" line per compiled graph, in compile order, with files that exist.
@@ -324,7 +324,7 @@ TEST_F(DebugDump, CacheLimitIsIndexed) {
   ASSERT_EQ(limits.size(), 1u) << captured.str();
   EXPECT_EQ(field(limits[0], "limit"), "1");
   EXPECT_EQ(field(limits[0], "graph"), "0");
-  EXPECT_EQ(field(limits[0], "reason"), "input 0: size of dim 0 changed 2 → 3");
+  EXPECT_EQ(field(limits[0], "reason"), "argument 0 (graph input 0): size of dim 0 changed 2 → 3");
   EXPECT_EQ(events(lines, "graph").size(), 1u);  // later calls ran eagerly
 }
 

@@ -11,6 +11,7 @@
 #include <numbers>
 #include <vector>
 
+#include "core/tensor_names.h"
 #include "kiln/kiln.h"
 
 namespace fs = std::filesystem;
@@ -711,4 +712,30 @@ TEST(EndToEnd, MinimisesAQuadratic) {
           return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 1e-4});
         }),
         1e-2, "AdamW");
+}
+
+namespace {
+// Diagnostics call an optimizer's state by its parameter's module name (recompile reasons).
+struct StateOf : Adam {
+  using Adam::Adam;
+  const Tensor& state(size_t i, const std::string& name) const { return state_[i].at(name); }
+};
+}  // namespace
+
+TEST(Optimizer, StateTensorsAreNamedAfterTheirParametersForDiagnostics) {
+  struct Net : nn::Module {
+    std::shared_ptr<nn::Linear> fc;
+    Net() : Module("Net") { fc = register_module("fc", std::make_shared<nn::Linear>(3, 2)); }
+  } net;
+  StateOf opt(net.parameters(), {.lr = 0.1});
+  net.fc->forward(ones({1, 3})).sum().backward();
+  opt.step();
+  EXPECT_EQ(kiln::detail::tensor_name(net.fc->weight).str(), "parameter 'fc.weight'");
+  EXPECT_EQ(kiln::detail::tensor_name(opt.state(0, "exp_avg")).str(),
+            "optimizer state 'Adam.state[fc.weight].exp_avg'");
+  EXPECT_EQ(kiln::detail::tensor_name(opt.state(1, "exp_avg_sq")).str(),
+            "optimizer state 'Adam.state[fc.bias].exp_avg_sq'");
+  // A view of a named tensor's memory goes by its name; an unnamed tensor has none.
+  EXPECT_EQ(kiln::detail::tensor_name(net.fc->weight.view({-1})).name, "fc.weight");
+  EXPECT_TRUE(kiln::detail::tensor_name(ones({2})).empty());
 }

@@ -187,7 +187,8 @@ bool is_pure(const CompiledState& state);
 // capture, or runs eagerly, as the stance and the controls say.
 class CallScope {
  public:
-  CallScope(const std::shared_ptr<CompiledState>& state, bool frozen);
+  // `args`: the call's tensor arguments, which recompile reasons name.
+  CallScope(const std::shared_ptr<CompiledState>& state, bool frozen, const ArgumentTensors& args);
   ~CallScope();  // abandons the capture if fn threw
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
@@ -219,7 +220,7 @@ class CompiledFunction {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
     if (detail::is_pure(*state_)) return call_pure(std::forward<Args>(args)...);
-    detail::CallScope scope(state_, frozen_);
+    detail::CallScope scope(state_, frozen_, detail::argument_tensors(args...));
     using R = std::invoke_result_t<const F&, Args&&...>;
     if constexpr (std::is_void_v<R>) {
       std::invoke(fn_, std::forward<Args>(args)...);
@@ -253,7 +254,7 @@ class CompiledFunction {
           return;
       }
     }
-    detail::CallScope scope(state_, frozen_);
+    detail::CallScope scope(state_, frozen_, detail::argument_tensors(args...));
     if constexpr (std::is_void_v<R>) {
       std::invoke(fn_, std::forward<Args>(args)...);
       scope.finish();

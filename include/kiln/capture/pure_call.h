@@ -66,6 +66,35 @@ PureArgs pure_args(const Args&... args) {
   return out;
 }
 
+// The tensors among a call's arguments, for diagnostics that name them ("argument 1", element 2
+// of a vector argument "argument 0[2]"): their addresses only, compared while the call runs.
+struct ArgumentTensors {
+  struct Arg {
+    const TensorImpl* impl;
+    int16_t position;
+    int16_t element;  // -1: the argument is the tensor itself
+  };
+  SmallVector<Arg, 8> list;
+
+  template <class T>
+  void add(const T& value, int16_t position) {
+    using V = std::remove_cvref_t<T>;
+    if constexpr (std::is_same_v<V, Tensor>) {
+      list.push_back({value.impl(), position, -1});
+    } else if constexpr (std::is_same_v<V, std::vector<Tensor>>) {
+      for (size_t k = 0; k < value.size(); ++k)
+        list.push_back({value[k].impl(), position, static_cast<int16_t>(k)});
+    }
+  }
+};
+template <class... Args>
+ArgumentTensors argument_tensors(const Args&... args) {
+  ArgumentTensors out;
+  int16_t position = 0;
+  (out.add(args, position++), ...);
+  return out;
+}
+
 // The result types pure mode can rebuild from the graph's outputs: void, Tensor, a vector of
 // tensors, a pair or tuple of tensors.
 template <class R>

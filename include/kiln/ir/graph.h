@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <span>
 #include <string>
@@ -105,7 +106,11 @@ bool same_guarded_meta(const TensorMeta& a, const TensorMeta& b);
 // The first difference between two graphs in words ("input 0: size of dim 1 changed 16 → 24",
 // "constant at node 7 changed 0.5 → 0.25"), "" when structurally equal. `old_graph` is the
 // cached one.
-std::string describe_difference(const Graph& old_graph, const Graph& new_graph);
+// `input_label(i)` names graph input i in the words (default: "input i"); the capture names what
+// the user knows it as ("argument 1", "parameter 'fc1.weight'").
+std::string describe_difference(
+    const Graph& old_graph, const Graph& new_graph,
+    const std::function<std::string(int32_t input)>& input_label = nullptr);
 std::ostream& operator<<(std::ostream& os, const Graph& g);
 // Reads serialize()'s form back; throws kiln::Error naming the line on malformed input or an
 // unknown op.

@@ -62,11 +62,15 @@ class Module {
   Tensor register_buffer(std::string name, Tensor tensor);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
+    name_descendants(name, *child);
     children_.emplace_back(std::move(name), child);
     return child;
   }
 
  private:
+  // The child's parameters and buffers take their names under `name` ("fc1.weight"), as
+  // diagnostics (recompile reasons) call them.
+  static void name_descendants(const std::string& name, const Module& child);
   void collect(const std::string& prefix, bool recurse, bool buffers, NamedTensorList& out) const;
   std::string type_name_;
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;

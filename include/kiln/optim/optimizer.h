@@ -70,6 +70,9 @@ class Optimizer {
  protected:
   // Per-parameter tensors (by name) for parameter i; empty until its first step.
   std::vector<std::map<std::string, Tensor>> state_;
+  // Names parameter i's state tensors for diagnostics ("Adam.state[fc1.weight].exp_avg"; the
+  // parameter's module name, or its position): call after making them.
+  void name_state(size_t i) const;
   std::vector<int64_t> steps_;
   std::vector<Tensor> params_;
   double lr_;
