@@ -12,18 +12,15 @@
 
 #include "aot/inline_backward.h"
 #include "aot/partition.h"
+#include "capture/segment_autograd.h"
 #include "diagnostics/diagnostics.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/compile.h"
 
 namespace kiln::aot {
 
-// Told of each graph compiled for a plan, with what its compiler produced (a debug dump
-// writes them): `part` "forward", "backward" or "backward_partial" (then `missing` lists the
-// tangents that did not arrive). Called on the compiling thread, after the compiler returned.
-using AotPartObserver = std::function<void(
-    const std::string& part, const std::string& missing, const ir::Graph& graph,
-    std::vector<diagnostics::BackendOutput> outputs, std::map<std::string, double> seconds)>;
+// Told of each graph compiled for a plan (see capture::CompiledPartObserver).
+using AotPartObserver = capture::CompiledPartObserver;
 
 // A forward graph differentiated at some of its values, partitioned and compiled.
 struct AotPlan {

@@ -1,6 +1,6 @@
-// The seam between AOT autograd and the capture that runs it, for inline backward (see
-// CompiledFunctionNode::set_inline_tracer): what the node asks of the capturing tracer.
-// capture::Tracer implements it; AOT autograd includes nothing of the tracer.
+// Inline backward (see CompiledFunctionNode::set_inline_tracer): what a segment's autograd node
+// asks of AOT autograd's side of the capture that made it (segment_autograd.cpp implements it,
+// through capture::SegmentHost).
 #pragma once
 
 #include <span>
@@ -14,8 +14,6 @@ namespace kiln::aot {
 
 class CompiledFunctionNode;
 
-// What inline backward needs of the capture that is running (capture::Tracer implements it):
-// AOT autograd asks through this, and includes nothing of the tracer.
 class InlineBackwardTracer {
  public:
   virtual ~InlineBackwardTracer() = default;

@@ -8,7 +8,6 @@
 #include <optional>
 #include <sstream>
 
-#include "aot/compiled_node.h"
 #include "capture/tracer.h"
 #include "core/clock.h"
 #include "core/tensor_names.h"
@@ -349,8 +348,9 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
   release_written_storages();  // the graph reads them (old values) and writes them back
   std::vector<Tensor> values;
   try {
-    const GradRequest grad = grad_node_ ? grad_request(outputs) : GradRequest{};
-    values = run_segment(hit ? hit->graph : rec_.graph, hit, grad.values.empty() ? nullptr : &grad);
+    const std::optional<GradRequest> grad = grad_request(outputs);
+    values = run_segment(hit ? hit->graph : rec_.graph, hit,
+                         grad && !grad->values.empty() ? &*grad : nullptr);
   } catch (...) {
     for (Buffer* b : outputs.buffers) b->output_slot = -1;
     abandon("running the captured graph failed");
@@ -364,119 +364,31 @@ void Tracer::flush(const std::string& reason, const CallSite& site, bool is_retu
 
 // ---- AOT autograd at the sync point ----
 
-Tracer::GradRequest Tracer::grad_request(const SegmentOutputs& outputs) const {
-  GradRequest r;
-  r.tangent_of_slot.assign(grad_node_->num_slots(), -1);
-  for (const auto& [impl, p] : outputs.live) {
-    const AutogradMeta* m = impl->autograd_meta().get();
-    if (!m || m->grad_fn != std::static_pointer_cast<Node>(grad_node_)) continue;
-    r.live.emplace_back(impl.get(), m->output_nr);
-    int32_t& tangent = r.tangent_of_slot[m->output_nr];
-    if (tangent >= 0) continue;
-    tangent = static_cast<int32_t>(r.values.size());
-    r.values.push_back(grad_node_->slot_value(m->output_nr));
-  }
-  for (const Buffer* b : outputs.buffers) r.output_versions.push_back(b->version);
-  return r;
+std::optional<GradRequest> Tracer::grad_request(const SegmentOutputs& outputs) const {
+  if (!autograd_) return std::nullopt;
+  std::vector<uint64_t> versions;
+  for (const Buffer* b : outputs.buffers) versions.push_back(b->version);
+  return autograd_->grad_request(outputs.live, std::move(versions));
 }
 
 std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                               const GradRequest& request) {
-  auto compile = [&] {
-    aot::AotPartObserver observer;
-    if (has_observers())
-      // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).
-      observer = [state = std::weak_ptr(state_), segment = segment_index_](
-                     const std::string& part, const std::string& missing, const ir::Graph& g,
-                     std::vector<diagnostics::BackendOutput> outputs,
-                     std::map<std::string, double> seconds) {
-        if (const auto fn = state.lock())
-          notify_aot_compiled(*fn, AotGraphRecord{segment, part, missing, g, std::move(outputs),
-                                                  std::move(seconds)});
-      };
-    return aot::compile_plan(graph, request.values, aot_->forward, aot_->backward,
-                             std::move(observer));
-  };
-  std::shared_ptr<const aot::AotPlan> plan;
-  if (entry) {
-    std::vector<std::pair<int32_t, int32_t>> key;
-    for (ir::ValueRef v : request.values) key.emplace_back(v.node, v.output);
-    std::lock_guard<std::mutex> lock(entry->aot_mu);
-    auto& slot = entry->aot_plans[key];
-    if (!slot) slot = compile();
-    plan = slot;
-  } else {
-    plan = compile();  // the function runs uncompiled (stance, cache limit): this run only
-  }
-  // This call's random seeds and offsets, in the captured graph's order.
-  std::vector<int64_t> all = replay_.entry ? replay_.runtime_values : graph.runtime_attr_values();
-  if (plan->eager_autograd) {
-    // Every live tensor of the node takes its value's eager history instead.
-    std::vector<std::vector<Tensor>> values;
-    {
-      InBackend in_backend;
-      values = aot::run_with_eager_autograd(graph, rec_.inputs, all);
-    }
-    for (const auto& [impl, slot] : request.live) {
-      const ir::ValueRef v = grad_node_->slot_value(slot);
-      const Tensor& eager = values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)];
-      AutogradMeta& m = *impl->autograd_meta();
-      m.grad_fn = eager.grad_fn();
-      m.output_nr = eager.impl()->autograd_meta() ? eager.impl()->autograd_meta()->output_nr : 0;
-      impl->set_requires_grad(eager.requires_grad());
-    }
-    grad_node_->abandon(plan->why);
-    std::vector<Tensor> results;
-    for (ir::ValueRef v : graph.outputs)
-      results.push_back(
-          values[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)].detach());
-    return results;
-  }
-  std::vector<int64_t> forward_values;
-  for (int32_t k : plan->partition.forward_runtime_index)
-    forward_values.push_back(all[static_cast<size_t>(k)]);
-  std::vector<Tensor> results;
-  {
-    InBackend in_backend;
-    results = plan->forward(rec_.inputs, forward_values);
-  }
-  // An output's memory is at its buffer's version (the writes recorded into it), as
-  // materialize() will say: a saved output must expect that version, not a fresh one.
-  for (size_t k = 0; k < request.output_versions.size(); ++k) {
-    Storage* s = results[k].impl()->storage_if_concrete().get();
-    const bool an_input = std::ranges::any_of(
-        rec_.inputs, [s](const Tensor& in) { return in.impl()->storage_if_concrete().get() == s; });
-    if (s && !an_input) s->set_version(request.output_versions[k]);
-  }
-  std::vector<Tensor> saved;
-  for (const aot::SavedValue& s : plan->partition.saved) {
-    if (!s.is_input) {
-      // The backward graph takes a saved value as a fresh contiguous tensor (aot::extract);
-      // a backend may hand one back as a view into another of its buffers (inductor: a slice
-      // of an intermediate, read as index arithmetic).
-      const Tensor& value = results[static_cast<size_t>(s.index)];
-      if (value.is_contiguous()) {
-        saved.push_back(value);
-      } else {
-        PauseCapture pause;
-        saved.push_back(value.contiguous());
-      }
-      continue;
-    }
-    // An input whose memory this graph writes holds its old value only until the write-back
-    // after this: the backward gets a copy of that value.
-    const Tensor& in = rec_.inputs[static_cast<size_t>(s.index)];
-    if (written_.storages.count(in.impl()->storage_if_concrete().get()) == 0) {
-      saved.push_back(in);
-      continue;
-    }
-    saved.push_back(aot::copy_keeping_strides(in));
-  }
-  grad_node_->activate(plan, request.tangent_of_slot, rec_.inputs, saved, std::move(all));
-  std::erase_if(ran_nodes_, [](const auto& node) { return node.expired(); });
-  ran_nodes_.push_back(grad_node_);
-  results.resize(plan->num_outputs);
-  return results;
+  CompiledPartObserver observer;
+  if (has_observers())
+    // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).
+    observer = [state = std::weak_ptr(state_), segment = segment_index_](
+                   const std::string& part, const std::string& missing, const ir::Graph& g,
+                   std::vector<diagnostics::BackendOutput> outputs,
+                   std::map<std::string, double> seconds) {
+      if (const auto fn = state.lock())
+        notify_aot_compiled(
+            *fn, AotGraphRecord{segment, part, missing, g, std::move(outputs), std::move(seconds)});
+    };
+  return autograd_->run({entry, graph, request, rec_.inputs,
+                         // This call's random seeds and offsets, in the captured graph's order.
+                         replay_.entry ? replay_.runtime_values : graph.runtime_attr_values(),
+                         [this](const Storage* s) { return written_.storages.count(s) != 0; },
+                         std::move(observer)});
 }
 
 void Tracer::observe_for_pure(std::span<const Tensor> values) {
@@ -493,7 +405,7 @@ void Tracer::check_can_flush(const std::string& reason) const {
   KILN_CHECK(metadata_only_.empty(), Error, metadata_only_,
              ": the function needs a tensor's value (", reason,
              "), but functions allowed in graphs must not depend on tensor values");
-  KILN_CHECK(!inline_tracing_, Error, "internal error: kiln::compile: '", state_->name,
+  KILN_CHECK(!tracing_backward_, Error, "internal error: kiln::compile: '", state_->name,
              "': a derivative formula read a tensor's value (", reason,
              ") while its backward was traced into the graph; please report it");
   KILN_CHECK(!flushing_, Error, "kiln::compile: '", state_->name,

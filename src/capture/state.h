@@ -13,13 +13,10 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/debug.h"
 
-namespace kiln::aot {
-struct AotPlan;
-}
-
 namespace kiln::capture {
 
 class Tracer;
+struct AutogradPlans;
 
 // One compiled graph of one segment, with the raw captured graph it was compiled from (the
 // cache key is that graph: structure + input metadata + constants).
@@ -43,9 +40,9 @@ struct CacheEntry {
   // list (passes may remove random ops that nothing uses).
   std::vector<int32_t> runtime_index;
   // AOT autograd: the graph compiled as forward/backward pairs, one per set of differentiated
-  // values (node, output pairs), made on first use.
+  // values, made on first use (capture/segment_autograd.h).
   std::mutex aot_mu;
-  std::map<std::vector<std::pair<int32_t, int32_t>>, std::shared_ptr<const aot::AotPlan>> aot_plans;
+  std::unique_ptr<AutogradPlans> aot_plans;
 };
 
 // Where a sync point came from: an explicit location, or return addresses symbolised lazily.

@@ -8,8 +8,6 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "aot/compiled_node.h"
-#include "aot/joint.h"
 #include "autograd/grad_mode.h"
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
@@ -179,7 +177,8 @@ Tracer::Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen,
     rec_.inputs.swap(spare->inputs);
   }
   if (state_->options.pure) pure_ = std::make_shared<PureObservation>();
-  aot_ = state_->backend.aot();
+  if (const Backend::AotCompilers* aot = state_->backend.aot())
+    autograd_ = make_segment_autograd(*this, *aot);
   start_replay();
 }
 
@@ -190,7 +189,6 @@ PendingValue* Tracer::writer_of(const Storage& storage) {
 // Storages still claimed would point to written_.writer, which dies with the tracer: release them.
 Tracer::~Tracer() {
   release_written_storages();
-  forget_inline_nodes();  // (done when the segment ends; a run that threw may skip that)
   if (SpareRecording* spare = spare_recording();
       spare && rec_.pending.capacity() > spare->pending.capacity()) {
     rec_.pending.clear();
@@ -483,7 +481,8 @@ void Tracer::rederive(const Tensor& t, PendingTensor& p) {
   // Under AOT autograd the new value carries the buffer's gradient, and the tensor's history
   // moves to it (eager autograd regenerates a view's history the same way).
   const ir::ValueRef base = p.buffer().value;
-  const bool grad = aot_ && !p.without_history && is_grad_enabled() && value_requires_grad(base);
+  const bool grad =
+      recording_autograd() && !p.without_history && is_grad_enabled() && value_requires_grad(base);
   p.value = record_call(
       as_strided_op(), {&base, 1}, as_strided_attrs(t),
       [&] { return std::vector<TensorMeta>{view_info(t)}; }, grad);
@@ -562,18 +561,13 @@ void Tracer::write_into(const Tensor& dst, ir::ValueRef value, const TensorMeta&
   }
 }
 
-void Tracer::preserve_saved_before_write(const Tensor& target) {
-  for (const auto& weak : ran_nodes_)
-    if (auto node = weak.lock()) node->preserve_saved_before_write(target);
-}
-
 Buffer& Tracer::written_buffer(const Tensor& dst) {
   TensorImpl* impl = dst.impl();
   if (impl->is_pending()) (void)impl->data();  // another capture's tensor: concrete first
   const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
   // A concrete tensor this segment starts writing: what earlier graphs of the call saved over
   // its memory keeps the old value (the write runs with this graph).
-  if (!written_.storages.count(storage.get())) preserve_saved_before_write(dst);
+  if (!written_.storages.count(storage.get())) before_write(dst);
   auto& slot = written_.storages[storage.get()];
   if (!slot) {
     if (!claim_storage(storage.get(), this)) {
@@ -640,7 +634,7 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     return false;
   }
   bool grad = false;
-  if (aot_) {
+  if (SegmentAutograd* autograd = recording_autograd()) {
     // A view whose memory was written since its value was recorded takes the new value first,
     // and with it the write's gradients: whether this op has gradients depends on them (a view
     // taken before `base.sub_(x)` with x requiring grad requires grad after it, as in eager).
@@ -652,13 +646,13 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     // After a backward traced into this graph, a new computation with gradients starts a new
     // graph: its backward must reach the traced one's node (hooks, retain_grad, a second
     // backward's error), which a backward traced through the same graph would go around.
-    if (grad && !inlined_nodes_.empty())
+    if (grad && autograd->traced_backward())
       sync_current("an op with gradients after a backward() traced into the graph",
                    std::source_location::current(), false);
     if (const char* why = aot_refusal(inputs, outputs[0], grad)) {
       sync_current(why, std::source_location::current(), false);
       for (const Tensor& out : outputs)  // the write runs eagerly next
-        if (out.defined()) preserve_saved_before_write(out);
+        if (out.defined()) before_write(out);
       return false;
     }
   }
@@ -704,7 +698,13 @@ bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const At
     for (int i = 0; i < n; ++i)
       write_into(outputs[static_cast<size_t>(i)], {v.node, static_cast<int32_t>(i)},
                  results[static_cast<size_t>(i)], grad);
-    if (aot_) rebase_history(outputs.first(static_cast<size_t>(n)), grad);
+    // The written tensors' history follows their new value.
+    if (SegmentAutograd* autograd = recording_autograd()) {
+      if (grad)
+        attach_grad(outputs.first(static_cast<size_t>(n)));
+      else
+        autograd->on_write_without_grad(outputs.first(static_cast<size_t>(n)));
+    }
     num_outputs = n;
     return true;
   }
@@ -742,7 +742,7 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
       return "an in-place write into a view or an input where gradients are involved (it runs "
              "eagerly, where autograd rebases the history)";
     const AutogradMeta* m = out.impl()->autograd_meta().get();
-    if (out.impl()->requires_grad() && !has_segment_history(m))
+    if (out.impl()->requires_grad() && !autograd_->has_segment_history(m))
       return "an in-place write into a tensor that requires grad without this graph's history "
              "(it runs eagerly)";
   }
@@ -763,111 +763,27 @@ const char* Tracer::aot_refusal(std::span<const Tensor> inputs, const Tensor& ou
   if (!grad) return nullptr;
   for (const Tensor& t : inputs) {
     if (!t.impl()->requires_grad() || !own_pending(*t.impl())) continue;
-    if (!has_segment_history(t.impl()->autograd_meta().get()))
+    if (!autograd_->has_segment_history(t.impl()->autograd_meta().get()))
       return "a tensor made inside the compiled function requires grad without history (a "
              "leaf made with requires_grad_()): AOT autograd takes it as a graph input";
   }
   return nullptr;
 }
 
-bool Tracer::has_segment_history(const AutogradMeta* m) const {
-  if (!m || !m->grad_fn) return false;
-  if (m->grad_fn == std::static_pointer_cast<Node>(grad_node_)) return true;
-  for (const auto& node : inlined_nodes_)
-    if (m->grad_fn == std::static_pointer_cast<Node>(node)) return true;
-  return false;
-}
-
-bool Tracer::begin_inline_backward(aot::CompiledFunctionNode& node) {
-  if (&node != grad_node_.get() || flushing_ || metadata_only() ||
-      current_interceptor() != static_cast<DispatchInterceptor*>(this))
-    return false;
-  // A formula that reads a tensor's value would need the graph run in the middle of tracing
-  // it: such graphs run first, as before (the node's backward then runs as compiled, or with
-  // eager autograd).
-  const size_t num_nodes = num_recorded_nodes();
-  auto node_at = [this](int32_t i) -> const ir::Node& {
-    return recorded_node(static_cast<size_t>(i));
-  };
-  for (size_t i = 0; i < num_nodes; ++i) {
-    const ir::Node& n = recorded_node(i);
-    if (n.kind != ir::NodeKind::Call || !n.op->derivative.fn) continue;
-    const bool grad =
-        std::ranges::any_of(n.outputs, [](const TensorMeta& m) { return m.requires_grad; });
-    if (grad && !aot::derivative_traces_without_values(n, node_at)) return false;
-  }
-  std::vector<Tensor> inputs;
-  std::vector<ir::ValueRef> values;
-  for (size_t i = 0; i < num_nodes; ++i) {
-    const ir::Node& n = recorded_node(i);
-    if (n.kind != ir::NodeKind::Placeholder || !n.outputs[0].requires_grad) continue;
-    inputs.push_back(rec_.inputs[static_cast<size_t>(n.input_index)]);
-    values.push_back({static_cast<int32_t>(i), 0});
-  }
-  node.begin_inline(inputs, std::move(values));
-  inlined_nodes_.push_back(std::move(grad_node_));
-  return true;
-}
-
-std::vector<Tensor> Tracer::trace_inline_backward(
-    std::span<const std::pair<ir::ValueRef, Tensor>> seeds, std::span<const ir::ValueRef> wanted,
-    std::string& missing_derivative) {
-  KILN_CHECK(!flushing_ && current_interceptor() == static_cast<DispatchInterceptor*>(this), Error,
-             "internal error: a backward traced inline ran outside the capture of its graph");
-  // A sync point now would run the graph under the trace (see check_can_flush). The formulas
-  // record as under the eager backend: one that runs autograd itself (allow_in_graph's
-  // derivative re-runs the function) gets per-op nodes, not this graph's AOT node.
-  struct Tracing {
-    Tracer& t;
-    const Backend::AotCompilers* aot;
-    explicit Tracing(Tracer& tracer) : t(tracer), aot(tracer.aot_) {
-      t.inline_tracing_ = true;
-      t.aot_ = nullptr;
-    }
-    ~Tracing() {
-      t.inline_tracing_ = false;
-      t.aot_ = aot;
-    }
-  } tracing(*this);
-  const aot::ForwardNodes nodes{
-      static_cast<int32_t>(num_recorded_nodes()),
-      [this](int32_t i) -> const ir::Node& { return recorded_node(static_cast<size_t>(i)); },
-      [this](ir::ValueRef v) { return value_tensor(v); }};
-  return aot::trace_backward(nodes, seeds, wanted, missing_derivative);
-}
-
-void Tracer::rebase_history(std::span<Tensor> written, bool grad) {
-  if (grad) {
-    attach_grad(written);
-    return;
-  }
-  // Recording on, nothing that requires grad went into the new value: it has no history any
-  // more (as in eager). With recording off, the tensor keeps the history it had.
-  if (!is_grad_enabled()) return;
-  for (Tensor& t : written)
-    if (const auto& m = t.impl()->autograd_meta(); m && t.impl()->requires_grad()) {
-      m->grad_fn = nullptr;
-      t.impl()->set_requires_grad(false);
-    }
-}
-
 void Tracer::attach_grad(std::span<Tensor> outputs) {
-  if (!grad_node_) {
-    // Lazily, so that the node is newer than every autograd node its inputs came from.
-    grad_node_ = std::make_shared<aot::CompiledFunctionNode>([this] {
-      flush("a gradient (backward(), a hook) reached a graph still being captured",
-            user_call_site(std::source_location::current(), false), false);
-    });
-    if (!metadata_only()) grad_node_->set_inline_tracer(this);
-  }
-  for (Tensor& t : outputs) {
-    if (!is_floating(t.dtype())) continue;
-    const uint32_t slot = grad_node_->add_slot(own_pending(*t.impl())->value, t);
-    AutogradMeta& m = autograd::meta(t);
-    m.grad_fn = grad_node_;
-    m.output_nr = slot;
-    t.impl()->set_requires_grad(true);
-  }
+  SmallVector<ir::ValueRef, kMaxOpOutputs> values;
+  for (const Tensor& t : outputs)
+    values.push_back(is_floating(t.dtype()) ? own_pending(*t.impl())->value : ir::ValueRef{});
+  autograd_->on_record(outputs, values);
+}
+
+void Tracer::run_for_gradient() {
+  flush("a gradient (backward(), a hook) reached a graph still being captured",
+        user_call_site(std::source_location::current(), false), false);
+}
+
+bool Tracer::recording_here() const {
+  return !flushing_ && current_interceptor() == static_cast<const DispatchInterceptor*>(this);
 }
 
 void Tracer::release_written_storages() {
@@ -893,21 +809,11 @@ void Tracer::reset_segment() {
   written_.views.clear();
   rec_.pending.clear();
   adopted_runtime_attrs_ = 0;
-  // A node whose graph ran without it (no live tensor needed a gradient) can never be reached.
-  if (grad_node_ && !grad_node_->ran())
-    grad_node_->abandon("none of its graph's live results needed a gradient");
-  forget_inline_nodes();
-  grad_node_.reset();
-  inlined_nodes_.clear();
-}
-
-void Tracer::forget_inline_nodes() {
-  if (grad_node_) grad_node_->end_inline();
-  for (const auto& node : inlined_nodes_) node->end_inline();
+  if (autograd_) autograd_->end_segment();
 }
 
 void Tracer::abandon(const std::string& why) {
-  if (grad_node_) grad_node_->abandon(why);
+  if (autograd_) autograd_->abandon(why);
   for (auto& w : rec_.pending)
     if (auto impl = w.lock(); impl && impl->is_pending())
       impl->set_pending(std::make_shared<AbandonedValue>(why));

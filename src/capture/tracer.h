@@ -17,13 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "aot/inline_backward.h"
+#include "capture/segment_autograd.h"
 #include "capture/state.h"
 #include "kiln/autograd/autograd.h"
-
-namespace kiln::aot {
-class CompiledFunctionNode;
-}
 
 namespace kiln::capture {
 
@@ -105,10 +101,9 @@ void check_backend_outputs(const detail::CompiledState& st, const ir::Graph& gra
                            std::span<const Tensor> inputs, std::vector<Tensor>& outs);
 
 // Installed as this thread's DispatchInterceptor while its function runs, and as its
-// PendingWrites while it has writes into concrete storages recorded.
-class Tracer final : public DispatchInterceptor,
-                     public PendingWrites,
-                     public aot::InlineBackwardTracer {
+// PendingWrites while it has writes into concrete storages recorded. Under an AOT backend it is
+// the SegmentHost of its segments' autograd (capture/segment_autograd.h).
+class Tracer final : public DispatchInterceptor, public PendingWrites, public SegmentHost {
  public:
   // `args`: the call's tensor arguments (input_label names them).
   Tracer(std::shared_ptr<detail::CompiledState> state, bool frozen,
@@ -118,8 +113,8 @@ class Tracer final : public DispatchInterceptor,
   bool intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                  std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) override;
   // AOT autograd (the backend came from aot_autograd): the tracer sees ops before autograd and
-  // gives their outputs the segment's one autograd node (see aot/compiled_node.h).
-  bool records_autograd() const override { return aot_ != nullptr; }
+  // gives their outputs the segment's one autograd node (see segment_autograd.h).
+  bool records_autograd() const override { return recording_autograd() != nullptr; }
   PendingValue* writer_of(const Storage& storage) override;
 
   // A sync point: runs the captured segment and makes every live pending tensor concrete.
@@ -143,20 +138,24 @@ class Tracer final : public DispatchInterceptor,
   // a copy of `g` without its outputs, and value_tensor(v) is a pending tensor holding g's
   // value v, to compute with.
   void adopt_graph(const ir::Graph& g);
-  Tensor value_tensor(ir::ValueRef v);
+  Tensor value_tensor(ir::ValueRef v) override;
   // This capture only computes metadata: a sync point is an error naming `who`.
   void set_metadata_only(std::string who) { metadata_only_ = std::move(who); }
-  bool metadata_only() const { return !metadata_only_.empty(); }
-  // Inline backward (aot/compiled_node.h): whether `node`, this segment's autograd node, can
-  // have its backward traced into the graph being captured now; if so it gets its edges (the
-  // graph inputs that require grad) and is retired: ops recorded with gradients from then on
-  // get a new node.
-  bool begin_inline_backward(aot::CompiledFunctionNode& node) override;
-  // Records the backward of the segment's graph from `seeds` (value, gradient) to `wanted`
-  // (graph inputs); returns their gradients (undefined: none reaches one).
-  std::vector<Tensor> trace_inline_backward(std::span<const std::pair<ir::ValueRef, Tensor>> seeds,
-                                            std::span<const ir::ValueRef> wanted,
-                                            std::string& missing_derivative) override;
+  bool metadata_only() const override { return !metadata_only_.empty(); }
+
+  // ---- SegmentHost (what AOT autograd asks of the capture) ----
+  void run_for_gradient() override;
+  bool recording_here() const override;
+  size_t num_recorded_nodes() const override {
+    return replay_.entry ? replay_.cursor : rec_.graph.nodes.size();
+  }
+  const ir::Node& recorded_node(size_t i) const override {
+    return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
+  }
+  const Tensor& graph_input(int32_t index) const override {
+    return rec_.inputs[static_cast<size_t>(index)];
+  }
+  void set_tracing_backward(bool on) override { tracing_backward_ = on; }
   // Pure mode's record of this call (null unless the function is compiled with pure=true).
   const std::shared_ptr<PureObservation>& pure_observation() const { return pure_; }
 
@@ -175,12 +174,6 @@ class Tracer final : public DispatchInterceptor,
   template <class Infer>
   ir::ValueRef record_call(const OpDef& op, std::span<const ir::ValueRef> ins, const Attrs& attrs,
                            Infer&& infer, bool grad = false);
-  size_t num_recorded_nodes() const {
-    return replay_.entry ? replay_.cursor : rec_.graph.nodes.size();
-  }
-  const ir::Node& recorded_node(size_t i) const {
-    return replay_.entry ? replay_.entry->graph.nodes[i] : rec_.graph.nodes[i];
-  }
   // Whether a recorded value requires grad (AOT autograd's bit on its metadata).
   bool value_requires_grad(ir::ValueRef v) const {
     const ir::Node& n = recorded_node(static_cast<size_t>(v.node));
@@ -205,27 +198,27 @@ class Tracer final : public DispatchInterceptor,
   };
 
   // ---- AOT autograd (tracer.cpp) ----
+  // The segment's autograd while ops record with gradients (null: a plain backend, or a
+  // backward being traced into the graph, whose formulas record as under a plain backend).
+  SegmentAutograd* recording_autograd() const {
+    return tracing_backward_ ? nullptr : autograd_.get();
+  }
   // Why an op must not be captured with gradients (it runs eagerly after a sync point), or
   // null: in-place writes where gradients are involved, and inputs that require grad from
   // outside this segment's node while pending (a leaf made inside the function).
   const char* aot_refusal(std::span<const Tensor> inputs, const Tensor& out, bool grad) const;
   // Gives the outputs of a recorded call their slots of the segment's autograd node.
   void attach_grad(std::span<Tensor> outputs);
-  // After an in-place write: the written tensors' history follows their new value.
-  void rebase_history(std::span<Tensor> written, bool grad);
-  // At the sync point: the values of the live tensors autograd can reach (the graph's
-  // differentiated values) and, per slot of the node, the tangent of its value (-1: none).
-  struct GradRequest {
-    std::vector<ir::ValueRef> values;
-    std::vector<int32_t> tangent_of_slot;
-    std::vector<std::pair<TensorImpl*, uint32_t>> live;  // live tensors of the node, and slots
-    std::vector<uint64_t> output_versions;               // per graph output: its buffer's version
-  };
-  GradRequest grad_request(const SegmentOutputs& outputs) const;
+  // At the sync point: what the segment's autograd runs the graph for (nothing: no node).
+  std::optional<GradRequest> grad_request(const SegmentOutputs& outputs) const;
   // Runs the graph as a forward/backward pair (`entry`'s, or compiled just for this run when
   // null) and hands the node its saved values.
   std::vector<Tensor> run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                         const GradRequest& request);
+  // `target` is about to be written: see SegmentAutograd::before_write.
+  void before_write(const Tensor& target) {
+    if (autograd_) autograd_->before_write(target);
+  }
 
   // ---- replay (tracer.cpp) ----
   // The segment about to start repeats, we guess, one of the entries its function ran most
@@ -301,23 +294,12 @@ class Tracer final : public DispatchInterceptor,
   std::string metadata_only_;
   size_t adopted_runtime_attrs_ = 0;  // the random ops of an adopted graph (see adopt_graph)
   bool flushing_ = false;
-  bool inline_tracing_ = false;  // in trace_inline_backward
+  bool tracing_backward_ = false;  // AOT autograd traces a backward into the graph
   size_t segment_index_ = 0;
   std::shared_ptr<CacheEntry> last_entry_;  // the entry run_segment ran (null: interpreted)
   std::shared_ptr<PureObservation> pure_;
-  const Backend::AotCompilers* aot_ = nullptr;  // the backend's AOT compilers (null: no AOT)
-  std::shared_ptr<aot::CompiledFunctionNode> grad_node_;  // this segment's (AOT), made lazily
-  // This segment's earlier nodes, whose backward was traced inline (begin_inline_backward).
-  std::vector<std::shared_ptr<aot::CompiledFunctionNode>> inlined_nodes_;
-  // The segment's nodes stop pointing to this tracer (they may outlive it).
-  void forget_inline_nodes();
-  // Whether a tensor's history is this segment's: its grad_fn is one of the segment's nodes.
-  bool has_segment_history(const AutogradMeta* m) const;
-  // `target` is about to be written (eagerly after a break, or by this segment's graph):
-  // values the call's earlier compiled nodes saved over its memory are copied first.
-  void preserve_saved_before_write(const Tensor& target);
-  // The nodes of this call's earlier segments, for writes that run eagerly after a break.
-  std::vector<std::weak_ptr<aot::CompiledFunctionNode>> ran_nodes_;
+  // AOT autograd's side of this capture (null: the backend is not an AOT backend).
+  std::unique_ptr<SegmentAutograd> autograd_;
 
   // The segment being recorded.
   struct Recording {
