@@ -8,6 +8,7 @@
 
 #include "ir/attr_utils.h"
 #include "ir/compare.h"
+#include "ir/hashing.h"
 
 namespace kiln::ir {
 
@@ -64,62 +65,8 @@ std::vector<int64_t> Graph::runtime_attr_values() const {
 }
 
 // ---- hashing and equality ----
-namespace {
+namespace {}  // namespace
 
-struct Hasher {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  void add(uint64_t v) {  // 64-bit mix (splitmix-style), order-sensitive
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-  }
-  void add_bytes(std::string_view s) {
-    uint64_t fnv = 0xcbf29ce484222325ULL;  // FNV-1a: stable across processes and builds
-    for (char c : s) fnv = (fnv ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-    add(fnv);
-    add(s.size());
-  }
-  void add(const Shape& s) {
-    add(s.size());
-    for (int64_t v : s) add(static_cast<uint64_t>(v));
-  }
-  void add_guarded(const TensorMeta& t) {  // what same_guarded_meta compares
-    add(static_cast<uint64_t>(t.dtype));
-    add(t.sizes);
-    add(t.strides);
-    add(t.requires_grad);
-  }
-  void add(const Scalar& s) {
-    add(static_cast<uint64_t>(s.dtype()));
-    add(s.is_floating() ? std::bit_cast<uint64_t>(s.to_double())
-                        : static_cast<uint64_t>(s.to_int()));
-  }
-  void add(const AttrValue& v) {
-    add(v.index());
-    std::visit(
-        [&](const auto& x) {
-          using X = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<X, std::monostate>) {
-          } else if constexpr (std::is_same_v<X, double>) {
-            add(std::bit_cast<uint64_t>(x));
-          } else if constexpr (std::is_same_v<X, DType>) {
-            add(static_cast<uint64_t>(x));
-          } else if constexpr (std::is_same_v<X, Scalar>) {
-            add(x);
-          } else if constexpr (std::is_same_v<X, std::vector<int64_t>>) {
-            add(x.size());
-            for (int64_t e : x) add(static_cast<uint64_t>(e));
-          } else if constexpr (std::is_same_v<X, std::string>) {
-            add_bytes(x);
-          } else {
-            add(static_cast<uint64_t>(x));
-          }
-        },
-        v);
-  }
-};
-
-// Bit k: output k of a call requires grad.
 uint64_t grad_bits(const Node& n) {
   uint64_t bits = 0;
   for (size_t k = 0; k < n.outputs.size() && k < 64; ++k)
@@ -132,8 +79,6 @@ bool is_runtime_attr(const Graph& g, size_t node, size_t attr) {
     if (r.node == static_cast<int32_t>(node) && r.attr == static_cast<int32_t>(attr)) return true;
   return false;
 }
-
-}  // namespace
 
 uint64_t Graph::hash() const {
   Hasher h;

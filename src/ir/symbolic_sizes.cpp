@@ -1,0 +1,271 @@
+// Dynamic shapes, the graph side: sites, generalisation into symbols, binding (symbolic_sizes.h).
+#include "ir/symbolic_sizes.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ir/attr_utils.h"
+#include "ir/compare.h"
+#include "ir/hashing.h"
+
+namespace kiln::ir {
+
+namespace {
+
+// Calls f(site, value) for every site of g, in the fixed order: per node, a placeholder's sizes
+// then strides; a call's integer attributes (list elements in order), then per output its
+// sizes, strides and storage offset.
+template <class F>
+void for_each_site(const Graph& g, F&& f) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const auto node = static_cast<int32_t>(i);
+    if (n.kind == NodeKind::Constant) continue;
+    if (n.kind == NodeKind::Call)
+      for (size_t k = 0; k < n.attrs.size(); ++k) {
+        if (is_runtime_attr(g, i, k)) continue;
+        const auto slot = static_cast<int32_t>(k);
+        if (const int64_t* v = std::get_if<int64_t>(&n.attrs[k]))
+          f(SizeSite{SizeSite::Kind::Attr, node, slot, -1}, *v);
+        else if (const auto* list = std::get_if<std::vector<int64_t>>(&n.attrs[k]))
+          for (size_t e = 0; e < list->size(); ++e)
+            f(SizeSite{SizeSite::Kind::Attr, node, slot, static_cast<int32_t>(e)}, (*list)[e]);
+      }
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const TensorMeta& m = n.outputs[o];
+      const auto slot = static_cast<int32_t>(o);
+      for (size_t d = 0; d < m.sizes.size(); ++d)
+        f(SizeSite{SizeSite::Kind::Size, node, slot, static_cast<int32_t>(d)}, m.sizes[d]);
+      for (size_t d = 0; d < m.strides.size(); ++d)
+        f(SizeSite{SizeSite::Kind::Stride, node, slot, static_cast<int32_t>(d)}, m.strides[d]);
+      if (n.kind == NodeKind::Call)
+        f(SizeSite{SizeSite::Kind::Offset, node, slot, -1}, m.storage_offset);
+    }
+  }
+}
+
+// An attribute is a site when it is an integer or a list of them; two graphs equal but for
+// sizes have the same kinds of attributes and list lengths.
+bool same_attr_but_sizes(const AttrValue& a, const AttrValue& b) {
+  if (a.index() != b.index()) return false;
+  if (std::holds_alternative<int64_t>(a)) return true;
+  if (const auto* x = std::get_if<std::vector<int64_t>>(&a))
+    return x->size() == std::get<std::vector<int64_t>>(b).size();
+  return same_attr(a, b);
+}
+
+bool same_layout_rank(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes.size() == b.sizes.size() &&
+         a.strides.size() == b.strides.size() && a.requires_grad == b.requires_grad;
+}
+
+std::string input_name(int32_t input, const std::function<std::string(int32_t)>& label) {
+  return label ? label(input) : detail::concat("input ", input);
+}
+
+std::string site_text(const Graph& g, const SizeSite& s,
+                      const std::function<std::string(int32_t)>& label) {
+  const Node& n = g.nodes[static_cast<size_t>(s.node)];
+  const std::string where = n.kind == NodeKind::Placeholder
+                                ? input_name(n.input_index, label)
+                                : detail::concat("%", s.node, " (", n.op->name, ")");
+  switch (s.kind) {
+    case SizeSite::Kind::Size:
+      return detail::concat("dim ", s.element, " of ", where);
+    case SizeSite::Kind::Stride:
+      return detail::concat("stride ", s.element, " of ", where);
+    case SizeSite::Kind::Offset:
+      return detail::concat("the storage offset of ", where);
+    case SizeSite::Kind::Attr: {
+      const std::string name = static_cast<size_t>(s.slot) < n.op->attr_names.size()
+                                   ? std::string(n.op->attr_names[static_cast<size_t>(s.slot)])
+                                   : detail::concat("#", s.slot);
+      return s.element < 0 ? detail::concat(name, " of ", where)
+                           : detail::concat(name, "[", s.element, "] of ", where);
+    }
+  }
+  return where;
+}
+
+// An attribute naming dims (dim, dims, start_dim, ...) holds indices, never sizes.
+bool names_dims(const Graph& g, const SizeSite& s) {
+  if (s.kind != SizeSite::Kind::Attr) return false;
+  const Node& n = g.nodes[static_cast<size_t>(s.node)];
+  return static_cast<size_t>(s.slot) < n.op->attr_names.size() &&
+         n.op->attr_names[static_cast<size_t>(s.slot)].find("dim") != std::string_view::npos;
+}
+
+}  // namespace
+
+std::vector<SizeSite> size_sites(const Graph& g) {
+  std::vector<SizeSite> sites;
+  for_each_site(g, [&](const SizeSite& s, int64_t) { sites.push_back(s); });
+  return sites;
+}
+
+std::vector<int64_t> size_site_values(const Graph& g) {
+  std::vector<int64_t> values;
+  for_each_site(g, [&](const SizeSite&, int64_t v) { values.push_back(v); });
+  return values;
+}
+
+std::string describe_site(const Graph& g, const SizeSite& site) { return site_text(g, site, {}); }
+
+bool equal_but_sizes(const Graph& a, const Graph& b) {
+  if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||
+      a.runtime_attrs != b.runtime_attrs || a.input_writes != b.input_writes)
+    return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const Node& x = a.nodes[i];
+    const Node& y = b.nodes[i];
+    if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
+        x.attrs.size() != y.attrs.size() || x.outputs.size() != y.outputs.size())
+      return false;
+    for (size_t k = 0; k < x.attrs.size(); ++k)
+      if (!(is_runtime_attr(a, i, k) ? x.attrs[k].index() == y.attrs[k].index()
+                                     : same_attr_but_sizes(x.attrs[k], y.attrs[k])))
+        return false;
+    for (size_t o = 0; o < x.outputs.size(); ++o)
+      if (!same_layout_rank(x.outputs[o], y.outputs[o])) return false;
+  }
+  return true;
+}
+
+uint64_t hash_but_sizes(const Graph& g) {
+  Hasher h;
+  h.add(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    h.add(static_cast<uint64_t>(n.kind));
+    if (n.op) h.add_bytes(n.op->name);
+    for (ValueRef v : n.inputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
+    for (size_t k = 0; k < n.attrs.size(); ++k) {
+      const AttrValue& a = n.attrs[k];
+      if (const auto* list = std::get_if<std::vector<int64_t>>(&a))
+        h.add(list->size());
+      else if (!std::holds_alternative<int64_t>(a) && !is_runtime_attr(g, i, k))
+        h.add(a);
+    }
+    for (const TensorMeta& m : n.outputs) {
+      h.add(static_cast<uint64_t>(m.dtype));
+      h.add(m.sizes.size());
+      h.add(m.requires_grad);
+    }
+  }
+  for (ValueRef v : g.outputs) h.add((static_cast<uint64_t>(v.node) << 8) ^ v.output);
+  for (const InputWrite& w : g.input_writes)
+    h.add((static_cast<uint64_t>(w.output) << 32) ^ static_cast<uint32_t>(w.input));
+  return h.h;
+}
+
+std::optional<SymbolicSizes> generalize(
+    std::span<const Graph* const> observations,
+    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs) {
+  const Graph& hint = *observations[0];
+  const std::vector<SizeSite> sites = size_sites(hint);
+  std::vector<std::vector<int64_t>> values;
+  for (const Graph* g : observations) values.push_back(size_site_values(*g));
+  auto marked = [&](const SizeSite& s) {
+    const Node& n = hint.nodes[static_cast<size_t>(s.node)];
+    if (n.kind != NodeKind::Placeholder || s.kind != SizeSite::Kind::Size) return false;
+    for (const auto& [input, dim] : dynamic_inputs)
+      if (input == n.input_index && dim == s.element) return true;
+    return false;
+  };
+  std::vector<bool> dynamic(sites.size(), false);
+  std::vector<int64_t> marked_values;
+  for (size_t j = 0; j < sites.size(); ++j) {
+    if (values[0][j] < 2) continue;  // sizes 0 and 1 specialise
+    for (size_t k = 1; k < values.size(); ++k)
+      dynamic[j] = dynamic[j] || values[k][j] != values[0][j];
+    if (marked(sites[j])) {
+      dynamic[j] = true;
+      marked_values.push_back(values[0][j]);
+    }
+  }
+  // One observation: what a marked dim's value reaches (a view's size, a reshape target) is
+  // taken to follow it. A coincidence costs a recompile, whose two observations then tell.
+  if (values.size() == 1)
+    for (size_t j = 0; j < sites.size(); ++j)
+      if (!dynamic[j] && !names_dims(hint, sites[j]) &&
+          std::ranges::find(marked_values, values[0][j]) != marked_values.end())
+        dynamic[j] = true;
+  SymbolicSizes out;
+  out.symbol_of_site.assign(sites.size(), -1);
+  std::map<std::vector<int64_t>, int32_t> symbol_of_values;
+  for (size_t j = 0; j < sites.size(); ++j) {
+    if (!dynamic[j]) continue;
+    std::vector<int64_t> key;
+    for (const auto& v : values) key.push_back(v[j]);
+    auto [it, inserted] = symbol_of_values.try_emplace(key, static_cast<int32_t>(out.hints.size()));
+    if (inserted) {
+      out.hints.push_back(values[0][j]);
+      out.first_site.push_back(j);
+    }
+    out.symbol_of_site[j] = it->second;
+  }
+  if (out.hints.empty()) return std::nullopt;
+  return out;
+}
+
+std::optional<std::vector<int64_t>> bind_sizes(
+    const Graph& entry, const SymbolicSizes& sizes, const Graph& g, std::string* reason,
+    const std::function<std::string(int32_t)>& input_label) {
+  if (!equal_but_sizes(entry, g)) {
+    if (reason) *reason = describe_difference(entry, g, input_label);
+    return std::nullopt;
+  }
+  const std::vector<int64_t> hint = size_site_values(entry);
+  const std::vector<int64_t> values = size_site_values(g);
+  std::vector<int64_t> binding(sizes.num_symbols(), -1);
+  auto fail = [&](size_t j, auto&&... what) -> std::optional<std::vector<int64_t>> {
+    if (reason) {
+      const std::vector<SizeSite> sites = size_sites(entry);
+      *reason = detail::concat(site_text(entry, sites[j], input_label), what...);
+    }
+    return std::nullopt;
+  };
+  for (size_t j = 0; j < values.size(); ++j) {
+    const int32_t s = sizes.symbol_of_site[j];
+    const int64_t v = values[j];
+    if (s < 0) {
+      if (v != hint[j])
+        return fail(j, " changed ", hint[j], " → ", v, " (static in the dynamic graph)");
+      continue;
+    }
+    int64_t& bound = binding[static_cast<size_t>(s)];
+    if (bound < 0) {
+      if (v < 2)
+        return fail(j, " is ", v, ": the guard 2 <= s", s, " failed (sizes 0 and 1 specialise)");
+      bound = v;
+    } else if (v != bound) {
+      const std::vector<SizeSite> sites = size_sites(entry);
+      return fail(j, " is ", v, " but ",
+                  site_text(entry, sites[sizes.first_site[static_cast<size_t>(s)]], input_label),
+                  " is ", bound, ": the guard Eq(s", s,
+                  ", ...) failed (they were equal when compiled)");
+    }
+  }
+  return binding;
+}
+
+std::vector<std::string> symbolic_guard_lines(const Graph& entry, const SymbolicSizes& sizes) {
+  const std::vector<SizeSite> sites = size_sites(entry);
+  std::vector<std::string> lines;
+  for (size_t s = 0; s < sizes.num_symbols(); ++s)
+    lines.push_back(detail::concat("2 <= s", s, "  (s", s, ": ",
+                                   describe_site(entry, sites[sizes.first_site[s]]), ", ",
+                                   sizes.hints[s], " when compiled)"));
+  // Duck sizing: input dims that share a symbol must stay equal.
+  for (size_t j = 0; j < sites.size(); ++j) {
+    const int32_t s = sizes.symbol_of_site[j];
+    const Node& n = entry.nodes[static_cast<size_t>(sites[j].node)];
+    if (s < 0 || sizes.first_site[static_cast<size_t>(s)] == j || n.kind != NodeKind::Placeholder ||
+        sites[j].kind != SizeSite::Kind::Size)
+      continue;
+    lines.push_back(detail::concat("Eq(", describe_site(entry, sites[j]), ", s", s, ")"));
+  }
+  return lines;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,73 @@
+// Dynamic shapes, the graph side (docs/dynamic_shapes.md). A graph is captured with concrete
+// sizes on every call; a dynamic cache entry is such a graph read as a family: some of its
+// size-like integers ("sites": input sizes and strides, each value's sizes, strides and offset,
+// integer attributes) are symbols, the others stay the graph's own. A site whose value varies
+// between the observed calls (or an input dim marked dynamic) is a symbol; sites equal at every
+// observation share one (duck sizing), so that whatever a backend decided from two sizes being
+// equal holds for every call the entry accepts. A call's captured graph is an instance of the
+// entry when it has the same structure, every static site is equal and every symbol's sites
+// agree on one value >= 2 (sizes 0 and 1 are never symbols): its binding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <functional>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::ir {
+
+// Where a size-like integer sits in a graph.
+struct SizeSite {
+  enum class Kind : uint8_t { Size, Stride, Offset, Attr };
+  Kind kind;
+  int32_t node;
+  int32_t slot;     // Size/Stride/Offset: the node's output; Attr: the attribute
+  int32_t element;  // Size/Stride: the dim; Attr: the list element (-1: a single integer)
+};
+
+// The sites of `g` in their fixed order, and their values.
+std::vector<SizeSite> size_sites(const Graph& g);
+std::vector<int64_t> size_site_values(const Graph& g);
+// "dim 1 of input 0", "stride 0 of %4 (transpose)", "sizes[1] of %5 (reshape)".
+std::string describe_site(const Graph& g, const SizeSite& site);
+
+// Whether a and b are equal but for the values of their sites (so that they have the same
+// sites), and a hash that agrees with it.
+bool equal_but_sizes(const Graph& a, const Graph& b);
+uint64_t hash_but_sizes(const Graph& g);
+
+// The symbols of a dynamic graph.
+struct SymbolicSizes {
+  std::vector<int32_t> symbol_of_site;  // per site: its symbol, or -1 (static)
+  std::vector<int64_t> hints;           // per symbol: its value in the graph
+  std::vector<size_t> first_site;       // per symbol: where it is first met
+  size_t num_symbols() const { return hints.size(); }
+};
+
+// Generalises `observations` (graphs equal but for sizes; the first is the one to compile, the
+// hint) into symbols: a site whose value differs between observations is a symbol, as is every
+// dim of an input listed in `dynamic_inputs` ((input index, dim) pairs) and, with a single
+// observation, every site whose value is that of such a dim (except attributes named as dims,
+// which are indices, not sizes). Values 0 and 1 stay static. No symbol: nullopt.
+std::optional<SymbolicSizes> generalize(
+    std::span<const Graph* const> observations,
+    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs = {});
+
+// The binding of `g` to `sizes` (one value per symbol) when g is an instance of `entry` (see
+// the header comment); otherwise nullopt, and `reason` says which guard failed (named as
+// input_label names inputs, or "input i").
+std::optional<std::vector<int64_t>> bind_sizes(
+    const Graph& entry, const SymbolicSizes& sizes, const Graph& g, std::string* reason,
+    const std::function<std::string(int32_t input)>& input_label = nullptr);
+
+// The entry's guards in torch's words, one per line: each symbol's range ("2 <= s0", with where
+// it comes from) and each equality duck sizing relies on among inputs ("Eq(s0, ...)").
+std::vector<std::string> symbolic_guard_lines(const Graph& entry, const SymbolicSizes& sizes);
+
+}  // namespace kiln::ir
