@@ -87,6 +87,7 @@ void reset() {
     if (auto st = w.lock()) {
       std::lock_guard<std::mutex> l(st->mu);
       st->segments.clear();
+      st->dynamic_entries.clear();
       st->entry_count.clear();
       st->recent.clear();
       ++st->generation;
@@ -116,9 +117,6 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
                "kiln::compile: CompileOptions::name contains control character 0x", std::hex,
                static_cast<int>(static_cast<unsigned char>(c)), std::dec,
                ": expected printable text (it names the function in logs and reports)");
-  KILN_CHECK(!options.dynamic.value_or(false), NotImplementedError,
-             "kiln::compile: dynamic=true (dynamic shapes) is not implemented yet; leave it unset "
-             "or false (every new shape compiles a new graph)");
   // The default is the optimizing backend (itself the eager one, with a warning, where no C++
   // compiler is installed).
   const std::string default_backend = "inductor";
@@ -132,6 +130,10 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     backend = std::get<Backend>(options.backend);
   }
   KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
+  KILN_CHECK(!options.dynamic.value_or(false) || backend.interprets(), NotImplementedError,
+             "kiln::compile: dynamic=true: this backend does not compile dynamic shapes yet (the "
+             "\"eager\" backend does); leave dynamic unset or false (every new shape compiles a "
+             "new graph)");
   // KILN_REPRO_AFTER: failures of this backend are written as standalone repros.
   if (const auto* name = std::get_if<std::string>(&options.backend))
     backend =

@@ -185,6 +185,9 @@ class DebugDump final : public Observer {
       write_file(stem + ".dot", graph_to_dot(rec.graph));
       std::string guards;
       for (const std::string& g : guard_lines(rec.raw)) guards += g + "\n";
+      if (rec.symbolic)
+        for (const std::string& g : ir::symbolic_guard_lines(rec.raw, *rec.symbolic))
+          guards += g + "\n";
       write_file(stem + ".guards.txt", guards);
       line.field("graph_file", stem + ".kgraph")
           .field("listing_file", stem + ".listing.txt")

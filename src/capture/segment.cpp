@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "capture/dynamic_shapes.h"
 #include "capture/tracer.h"
 #include "core/clock.h"
 #include "core/tensor_names.h"
@@ -20,21 +21,24 @@ namespace kiln::capture {
 
 namespace {
 
-// The cached entry nearest to `g` (fewest differing nodes), for a recompile reason.
-const CacheEntry* nearest_entry(
-    const std::unordered_map<uint64_t, std::vector<std::shared_ptr<CacheEntry>>>& entries,
-    const ir::Graph& g) {
+// The cached entry nearest to `g` (fewest differing nodes) at position `segment`, for a
+// recompile reason.
+const CacheEntry* nearest_entry(const detail::CompiledState& st, size_t segment,
+                                const ir::Graph& g) {
   const CacheEntry* best = nullptr;
   int64_t best_score = INT64_MAX;
-  for (const auto& [hash, list] : entries)
-    for (const auto& e : list) {
-      int64_t score = std::llabs(static_cast<int64_t>(e->graph.nodes.size()) -
-                                 static_cast<int64_t>(g.nodes.size())) *
-                      1000;
-      const size_t n = std::min(e->graph.nodes.size(), g.nodes.size());
-      for (size_t i = 0; i < n; ++i) score += !ir::same_node_at(e->graph, g, i);
-      if (score < best_score) best_score = score, best = e.get();
-    }
+  auto consider = [&](const CacheEntry& e) {
+    int64_t score = std::llabs(static_cast<int64_t>(e.graph.nodes.size()) -
+                               static_cast<int64_t>(g.nodes.size())) *
+                    1000;
+    const size_t n = std::min(e.graph.nodes.size(), g.nodes.size());
+    for (size_t i = 0; i < n; ++i) score += !ir::same_node_at(e.graph, g, i);
+    if (score < best_score) best_score = score, best = &e;
+  };
+  for (const auto& [hash, list] : st.segments[segment])
+    for (const auto& e : list) consider(*e);
+  if (segment < st.dynamic_entries.size())
+    for (const auto& e : st.dynamic_entries[segment]) consider(*e);
   return best;
 }
 
@@ -78,12 +82,15 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
 // now, so that observers see what the backend made of it).
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
                                           const ir::Graph& raw, std::span<const Tensor> inputs,
-                                          bool plain_now) {
+                                          bool plain_now,
+                                          std::optional<ir::SymbolicSizes> symbolic) {
   std::optional<diagnostics::GraphCompileCollector> collector;
   if (has_observers()) collector.emplace();
   diagnostics::CollectingInto collecting(collector ? &*collector : nullptr);
   auto entry = std::make_shared<CacheEntry>();
   entry->graph = raw;
+  entry->symbolic = std::move(symbolic);
+  if (entry->symbolic) entry->sizes_hash = ir::hash_but_sizes(raw);
   auto t0 = std::chrono::steady_clock::now();
   // Passes may drop random ops: tag each runtime attribute with its index to map them after.
   ir::Graph g = raw;
@@ -123,15 +130,20 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
   if (log_enabled(LogTopic::Graphs))
     diagnostics::log(LogTopic::Graphs,
                      detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
-  if (log_enabled(LogTopic::Guards))
+  if (log_enabled(LogTopic::Guards)) {
     for (const std::string& line : guard_lines(raw))
       diagnostics::log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
+    if (entry->symbolic)
+      for (const std::string& line : ir::symbolic_guard_lines(raw, *entry->symbolic))
+        diagnostics::log(LogTopic::Guards, detail::concat(state.name, ": guard ", line));
+  }
   notify_graph(state, g);
   if (collector) {
     diagnostics::tls_compile_collector = nullptr;  // the dump's own work is not the backend's
-    notify_compiled(
-        state, CompiledGraphRecord{segment, raw, g, std::move(collector->outputs),
-                                   std::move(collector->seconds), std::move(collector->counts)});
+    notify_compiled(state,
+                    CompiledGraphRecord{segment, raw, g, std::move(collector->outputs),
+                                        std::move(collector->seconds), std::move(collector->counts),
+                                        entry->symbolic ? &*entry->symbolic : nullptr});
   }
   return entry;
 }
@@ -143,6 +155,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
 void ensure_segment(detail::CompiledState& st, size_t segment) {
   if (st.segments.size() <= segment) {
     st.segments.resize(segment + 1);
+    st.dynamic_entries.resize(segment + 1);
     st.entry_count.resize(segment + 1, 0);
   }
 }
@@ -160,13 +173,32 @@ std::shared_ptr<CacheEntry> find_entry(detail::CompiledState& st, size_t segment
 
 // A miss: whether to compile `graph` (true) or run it eagerly (false), as the stance, the
 // frozen flag and cache_size_limit say; reports the recompile reason (log, observers, the
-// limit warning) or throws RecompileError under fail_on_recompile. Called with st.mu held.
+// limit warning) or throws RecompileError under fail_on_recompile. On true, `symbolic` gets
+// the sizes the graph is compiled with as symbols (none: exact). Called with st.mu held.
 bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& graph, bool frozen,
-                    const std::function<std::string(int32_t)>& input_label) {
+                    std::span<const Tensor> inputs,
+                    const std::function<std::string(int32_t)>& input_label,
+                    std::optional<ir::SymbolicSizes>& symbolic) {
   const int count = st.entry_count[segment];
-  if (count == 0) return !frozen;
-  const CacheEntry* near = nearest_entry(st.segments[segment], graph);
-  std::string reason = near ? ir::describe_difference(near->graph, graph, input_label) : "";
+  std::string dynamic_note;
+  auto plan = [&] {
+    symbolic = plan_dynamic(st, segment, graph, inputs, input_label, dynamic_note);
+    if (symbolic && log_enabled(LogTopic::Dynamic))
+      diagnostics::log(LogTopic::Dynamic,
+                       detail::concat("'", st.name, "' graph ", segment, ": ", dynamic_note));
+  };
+  if (count == 0) {
+    if (!frozen) plan();
+    return !frozen;
+  }
+  // The reason: the guard of a dynamic entry of this structure that failed, else the first
+  // difference from the nearest entry.
+  std::string reason;
+  for (const auto& e : st.dynamic_entries[segment])
+    if (reason.empty() && e->sizes_hash == ir::hash_but_sizes(graph))
+      ir::bind_sizes(e->graph, *e->symbolic, graph, &reason, input_label);
+  const CacheEntry* near = reason.empty() ? nearest_entry(st, segment, graph) : nullptr;
+  if (near) reason = ir::describe_difference(near->graph, graph, input_label);
   if (reason.empty()) reason = "the graph differs";
   const Stance now = stance();
   if (now == Stance::FailOnRecompile)
@@ -185,6 +217,8 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
     }
     return false;
   }
+  plan();
+  if (symbolic) reason += "; " + dynamic_note;
   if (log_enabled(LogTopic::Recompiles))
     diagnostics::log(LogTopic::Recompiles,
                      detail::concat("recompiling '", st.name, "' graph ", segment, ": ", reason));
@@ -195,11 +229,16 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
 // Compiles `graph` (outside the lock: it may be slow) and adds it to the cache.
 std::shared_ptr<CacheEntry> compile_and_add(detail::CompiledState& st, size_t segment,
                                             const ir::Graph& graph, uint64_t key,
-                                            std::span<const Tensor> inputs, bool plain_now) {
-  std::shared_ptr<CacheEntry> entry = compile_entry(st, segment, graph, inputs, plain_now);
+                                            std::span<const Tensor> inputs, bool plain_now,
+                                            std::optional<ir::SymbolicSizes> symbolic) {
+  std::shared_ptr<CacheEntry> entry =
+      compile_entry(st, segment, graph, inputs, plain_now, std::move(symbolic));
   std::lock_guard<std::mutex> lock(st.mu);
   ensure_segment(st, segment);
-  st.segments[segment][key].push_back(entry);
+  if (entry->symbolic)
+    st.dynamic_entries[segment].push_back(entry);
+  else
+    st.segments[segment][key].push_back(entry);
   ++st.entry_count[segment];
   return entry;
 }
@@ -265,19 +304,31 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   std::shared_ptr<CacheEntry> entry = std::move(hit);
   const uint64_t key = entry ? 0 : graph.hash();
   bool compile = false;
+  std::optional<ir::SymbolicSizes> symbolic;
   if (!entry) {
     std::lock_guard<std::mutex> lock(st.mu);
     entry = find_entry(st, segment_index_, graph, key);
+    if (!entry) entry = find_dynamic_entry(st, segment_index_, graph);
     if (!entry)
-      compile = should_compile(st, segment_index_, graph, frozen_,
-                               [this](int32_t input) { return input_label(input); });
+      compile = should_compile(
+          st, segment_index_, graph, frozen_, rec_.inputs,
+          [this](int32_t input) { return input_label(input); }, symbolic);
   }
   std::vector<Tensor> outs;
   last_entry_ = nullptr;
   if (!entry && !compile) {
     outs = grad ? run_with_autograd(nullptr, graph, *grad) : ir::interpret(graph, rec_.inputs);
+  } else if (entry && entry->symbolic && !structurally_equal(entry->graph, graph)) {
+    // A dynamic entry at sizes of its own: the eager backend runs the graph as this call
+    // captured it (Backend::interprets; the only backend with dynamic entries so far).
+    remember_recent(st, segment_index_, entry);
+    InBackend in_backend;
+    outs = ir::interpret(graph, rec_.inputs);
+    last_entry_ = entry;
   } else {
-    if (!entry) entry = compile_and_add(st, segment_index_, graph, key, rec_.inputs, !grad);
+    if (!entry)
+      entry =
+          compile_and_add(st, segment_index_, graph, key, rec_.inputs, !grad, std::move(symbolic));
     // (A replay of the entry that was first and stayed so needs no update: candidates are only
     // fetched once replay switches or fails.)
     if (!(replay_.entry && replay_.candidates.empty())) remember_recent(st, segment_index_, entry);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "diagnostics/diagnostics.h"
+#include "ir/symbolic_sizes.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/capture/debug.h"
 
@@ -43,6 +44,10 @@ struct CacheEntry {
   // values, made on first use (capture/segment_autograd.h).
   std::mutex aot_mu;
   std::unique_ptr<AutogradPlans> aot_plans;
+  // A dynamic entry (docs/dynamic_shapes.md): `graph`'s sizes as symbols, and its
+  // hash_but_sizes. A call whose graph binds to them runs as captured (Backend::interprets).
+  std::optional<ir::SymbolicSizes> symbolic;
+  uint64_t sizes_hash = 0;
 };
 
 // Where a sync point came from: an explicit location, or return addresses symbolised lazily.
@@ -72,7 +77,9 @@ class CompiledState {
   // segments[i]: entries for the i-th graph segment of a call, by graph hash.
   std::vector<std::unordered_map<uint64_t, std::vector<std::shared_ptr<capture::CacheEntry>>>>
       segments;
-  std::vector<int> entry_count;  // per segment
+  // Per segment: its dynamic entries, tried after the exact ones (by hash) miss.
+  std::vector<std::vector<std::shared_ptr<capture::CacheEntry>>> dynamic_entries;
+  std::vector<int> entry_count;  // per segment, dynamic entries included (once each)
   // Per segment: the entries that ran most recently, most recent first (at most
   // kReplayCandidates). The next call replays the first and may switch to another that shares
   // the prefix matched so far (see Tracer).
@@ -99,8 +106,9 @@ struct CompiledGraphRecord {
   const ir::Graph& raw;    // as captured: the cache key, and what the guards are read from
   const ir::Graph& graph;  // after the passes: what the backend compiled
   std::vector<diagnostics::BackendOutput> backend_outputs;
-  std::map<std::string, double> seconds;  // this graph's compile time per phase
-  std::map<std::string, int64_t> counts;  // what the backend counted (note_backend_count)
+  std::map<std::string, double> seconds;        // this graph's compile time per phase
+  std::map<std::string, int64_t> counts;        // what the backend counted (note_backend_count)
+  const ir::SymbolicSizes* symbolic = nullptr;  // a dynamic graph's symbols (null: exact)
 };
 
 // A graph AOT autograd made from a captured one and compiled: its forward, its backward, or a

@@ -25,7 +25,8 @@ unsigned parse_topics(const std::string& spec) {
                                                            {"guards", LogTopic::Guards},
                                                            {"graphs", LogTopic::Graphs},
                                                            {"output_code", LogTopic::OutputCode},
-                                                           {"fusion", LogTopic::Fusion}};
+                                                           {"fusion", LogTopic::Fusion},
+                                                           {"dynamic", LogTopic::Dynamic}};
   unsigned mask = 0;
   std::stringstream ss(spec);
   std::string item;
@@ -59,6 +60,8 @@ const char* topic_name(LogTopic t) {
       return "output_code";
     case LogTopic::Fusion:
       return "fusion";
+    case LogTopic::Dynamic:
+      return "dynamic";
   }
   return "?";
 }

@@ -44,13 +44,31 @@ void for_each_site(const Graph& g, F&& f) {
   }
 }
 
-// An attribute is a site when it is an integer or a list of them; two graphs equal but for
-// sizes have the same kinds of attributes and list lengths.
+// Calls f(node, attribute, value) for every number of g that is not a size: a constant's
+// value, a call's Scalar and floating attributes (runtime attributes excluded).
+template <class F>
+void for_each_scalar_site(const Graph& g, F&& f) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Constant) f(i, size_t{0}, n.attrs[0]);
+    if (n.kind != NodeKind::Call) continue;
+    for (size_t k = 0; k < n.attrs.size(); ++k)
+      if ((std::holds_alternative<Scalar>(n.attrs[k]) ||
+           std::holds_alternative<double>(n.attrs[k])) &&
+          !is_runtime_attr(g, i, k))
+        f(i, k, n.attrs[k]);
+  }
+}
+
+// An attribute is a site when it is an integer or a list of them, a scalar site when it is a
+// number of another kind; two graphs equal but for sizes and scalars have the same kinds of
+// attributes, list lengths and scalar dtypes.
 bool same_attr_but_sizes(const AttrValue& a, const AttrValue& b) {
   if (a.index() != b.index()) return false;
-  if (std::holds_alternative<int64_t>(a)) return true;
+  if (std::holds_alternative<int64_t>(a) || std::holds_alternative<double>(a)) return true;
   if (const auto* x = std::get_if<std::vector<int64_t>>(&a))
     return x->size() == std::get<std::vector<int64_t>>(b).size();
+  if (const auto* x = std::get_if<Scalar>(&a)) return x->dtype() == std::get<Scalar>(b).dtype();
   return same_attr(a, b);
 }
 
@@ -143,7 +161,10 @@ uint64_t hash_but_sizes(const Graph& g) {
       const AttrValue& a = n.attrs[k];
       if (const auto* list = std::get_if<std::vector<int64_t>>(&a))
         h.add(list->size());
-      else if (!std::holds_alternative<int64_t>(a) && !is_runtime_attr(g, i, k))
+      else if (const auto* scalar = std::get_if<Scalar>(&a))
+        h.add(static_cast<uint64_t>(scalar->dtype()));
+      else if (!std::holds_alternative<int64_t>(a) && !std::holds_alternative<double>(a) &&
+               !is_runtime_attr(g, i, k))
         h.add(a);
     }
     for (const TensorMeta& m : n.outputs) {
@@ -158,36 +179,58 @@ uint64_t hash_but_sizes(const Graph& g) {
   return h.h;
 }
 
+size_t input_size_site(const Graph& g, int32_t input, int32_t dim) {
+  size_t found = std::string::npos, j = 0;
+  for_each_site(g, [&](const SizeSite& s, int64_t) {
+    const Node& n = g.nodes[static_cast<size_t>(s.node)];
+    if (found == std::string::npos && n.kind == NodeKind::Placeholder && n.input_index == input &&
+        s.kind == SizeSite::Kind::Size && s.element == dim)
+      found = j;
+    ++j;
+  });
+  return found;
+}
+
 std::optional<SymbolicSizes> generalize(
     std::span<const Graph* const> observations,
-    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs) {
+    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs,
+    std::span<const std::pair<int32_t, int32_t>> static_inputs) {
   const Graph& hint = *observations[0];
   const std::vector<SizeSite> sites = size_sites(hint);
   std::vector<std::vector<int64_t>> values;
   for (const Graph* g : observations) values.push_back(size_site_values(*g));
-  auto marked = [&](const SizeSite& s) {
+  // Whether site s is a listed input dim's size (dim -1: any of the input's sizes and strides).
+  auto listed = [&](const SizeSite& s, std::span<const std::pair<int32_t, int32_t>> dims) {
     const Node& n = hint.nodes[static_cast<size_t>(s.node)];
-    if (n.kind != NodeKind::Placeholder || s.kind != SizeSite::Kind::Size) return false;
-    for (const auto& [input, dim] : dynamic_inputs)
-      if (input == n.input_index && dim == s.element) return true;
+    if (n.kind != NodeKind::Placeholder) return false;
+    for (const auto& [input, dim] : dims)
+      if (input == n.input_index &&
+          ((s.kind == SizeSite::Kind::Size && dim == s.element) || dim == -1))
+        return true;
     return false;
   };
   std::vector<bool> dynamic(sites.size(), false);
   std::vector<int64_t> marked_values;
   for (size_t j = 0; j < sites.size(); ++j) {
-    if (values[0][j] < 2) continue;  // sizes 0 and 1 specialise
+    if (values[0][j] < 2 || listed(sites[j], static_inputs)) continue;  // 0, 1 specialise
     for (size_t k = 1; k < values.size(); ++k)
       dynamic[j] = dynamic[j] || values[k][j] != values[0][j];
-    if (marked(sites[j])) {
+    if (listed(sites[j], dynamic_inputs)) {
       dynamic[j] = true;
       marked_values.push_back(values[0][j]);
     }
   }
-  // One observation: what a marked dim's value reaches (a view's size, a reshape target) is
-  // taken to follow it. A coincidence costs a recompile, whose two observations then tell.
+  // One observation: what a marked dim's value reaches (a view's size, a reshape target, the
+  // input's own strides; not another input's size) is taken to follow it. A coincidence costs a
+  // recompile, whose two observations then tell.
+  auto input_size = [&](const SizeSite& s) {
+    return s.kind == SizeSite::Kind::Size &&
+           hint.nodes[static_cast<size_t>(s.node)].kind == NodeKind::Placeholder;
+  };
   if (values.size() == 1)
     for (size_t j = 0; j < sites.size(); ++j)
-      if (!dynamic[j] && !names_dims(hint, sites[j]) &&
+      if (!dynamic[j] && !names_dims(hint, sites[j]) && !input_size(sites[j]) &&
+          !listed(sites[j], static_inputs) &&
           std::ranges::find(marked_values, values[0][j]) != marked_values.end())
         dynamic[j] = true;
   SymbolicSizes out;
@@ -204,7 +247,18 @@ std::optional<SymbolicSizes> generalize(
     }
     out.symbol_of_site[j] = it->second;
   }
-  if (out.hints.empty()) return std::nullopt;
+  // Numbers that are not sizes (a constant, a scalar attribute: a mean's 1 / n) and varied
+  // between the observations are read from each call's graph, unguarded.
+  std::vector<std::vector<AttrValue>> scalars(observations.size());
+  for (size_t k = 0; k < observations.size(); ++k)
+    for_each_scalar_site(*observations[k],
+                         [&](size_t, size_t, const AttrValue& v) { scalars[k].push_back(v); });
+  out.free_scalar.assign(scalars[0].size(), false);
+  for (size_t j = 0; j < scalars[0].size(); ++j)
+    for (size_t k = 1; k < scalars.size(); ++k)
+      if (!same_attr(scalars[k][j], scalars[0][j])) out.free_scalar[j] = true;
+  if (out.hints.empty() && std::ranges::find(out.free_scalar, true) == out.free_scalar.end())
+    return std::nullopt;
   return out;
 }
 
@@ -225,6 +279,25 @@ std::optional<std::vector<int64_t>> bind_sizes(
     }
     return std::nullopt;
   };
+  std::vector<std::pair<size_t, const AttrValue*>> entry_scalars;
+  for_each_scalar_site(entry, [&](size_t node, size_t, const AttrValue& v) {
+    entry_scalars.emplace_back(node, &v);
+  });
+  size_t k = 0;
+  std::string changed;
+  for_each_scalar_site(g, [&](size_t, size_t, const AttrValue& v) {
+    const auto& [node, want] = entry_scalars[k];
+    if (changed.empty() && !sizes.free_scalar[k] && !same_attr(*want, v)) {
+      const Node& n = entry.nodes[node];
+      changed = detail::concat("a constant of %", node, " (", n.op ? n.op->name : "constant",
+                               ") changed ", *want, " → ", v);
+    }
+    ++k;
+  });
+  if (!changed.empty()) {
+    if (reason) *reason = changed;
+    return std::nullopt;
+  }
   for (size_t j = 0; j < values.size(); ++j) {
     const int32_t s = sizes.symbol_of_site[j];
     const int64_t v = values[j];

@@ -37,8 +37,8 @@ std::vector<int64_t> size_site_values(const Graph& g);
 // "dim 1 of input 0", "stride 0 of %4 (transpose)", "sizes[1] of %5 (reshape)".
 std::string describe_site(const Graph& g, const SizeSite& site);
 
-// Whether a and b are equal but for the values of their sites (so that they have the same
-// sites), and a hash that agrees with it.
+// Whether a and b are equal but for the values of their sites and of their other numbers
+// (constants, Scalar and floating attributes), and a hash that agrees with it.
 bool equal_but_sizes(const Graph& a, const Graph& b);
 uint64_t hash_but_sizes(const Graph& g);
 
@@ -47,6 +47,9 @@ struct SymbolicSizes {
   std::vector<int32_t> symbol_of_site;  // per site: its symbol, or -1 (static)
   std::vector<int64_t> hints;           // per symbol: its value in the graph
   std::vector<size_t> first_site;       // per symbol: where it is first met
+  // Per number that is not a size (a constant's value, a Scalar or floating attribute): whether
+  // each call's own is used, unguarded (it varied between the observations: a mean's 1 / n).
+  std::vector<bool> free_scalar;
   size_t num_symbols() const { return hints.size(); }
 };
 
@@ -54,10 +57,15 @@ struct SymbolicSizes {
 // hint) into symbols: a site whose value differs between observations is a symbol, as is every
 // dim of an input listed in `dynamic_inputs` ((input index, dim) pairs) and, with a single
 // observation, every site whose value is that of such a dim (except attributes named as dims,
-// which are indices, not sizes). Values 0 and 1 stay static. No symbol: nullopt.
+// which are indices, not sizes). Values 0 and 1 stay static, as do the input dims listed in
+// `static_inputs` (dim -1: all of that input's sizes and strides). Numbers that are not sizes
+// and varied become free_scalar. Nothing dynamic: nullopt.
 std::optional<SymbolicSizes> generalize(
     std::span<const Graph* const> observations,
-    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs = {});
+    std::span<const std::pair<int32_t, int32_t>> dynamic_inputs = {},
+    std::span<const std::pair<int32_t, int32_t>> static_inputs = {});
+// The site of dim `dim` of graph input `input` (npos: none).
+size_t input_size_site(const Graph& g, int32_t input, int32_t dim);
 
 // The binding of `g` to `sizes` (one value per symbol) when g is an instance of `entry` (see
 // the header comment); otherwise nullopt, and `reason` says which guard failed (named as

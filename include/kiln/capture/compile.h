@@ -40,6 +40,10 @@ using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> 
 // `CompiledGraph(const ir::Graph&, std::span<const TensorMeta>)` is a plain backend: a graph
 // that needs gradients runs the eager derivatives of its ops backward. aot_autograd makes an
 // AOT backend, which also compiles the backward (Backend::aot()).
+class Backend;
+namespace backends {
+Backend make_eager_backend();
+}
 class Backend {
  public:
   using CompileFn =
@@ -61,6 +65,10 @@ class Backend {
   // The forward and backward compilers when this is an AOT backend (aot_autograd, "aot_eager",
   // "inductor"); null for a plain one.
   const AotCompilers* aot() const { return aot_.get(); }
+  // Whether this is the "eager" backend, which runs each graph with the eager kernels: a
+  // dynamic graph (docs/dynamic_shapes.md) runs as each call captured it. Today the one backend
+  // that compiles dynamic shapes.
+  bool interprets() const { return interprets_; }
 
   // This backend with `wrapper` called for each graph it compiles, given the graph, its inputs
   // and the compiler to hand it to (a plain backend's callable, or an AOT backend's forward or
@@ -72,8 +80,10 @@ class Backend {
 
  private:
   friend Backend aot_autograd(Backend fw_compiler, Backend bw_compiler);
+  friend Backend backends::make_eager_backend();
   CompileFn compile_;
   std::shared_ptr<const AotCompilers> aot_;
+  bool interprets_ = false;
 };
 struct Backend::AotCompilers {
   Backend forward;
@@ -102,7 +112,12 @@ struct CompileOptions {
   std::variant<std::string, Backend> backend = std::string();
   // Throw GraphBreakError at the first graph break instead of splitting the graph.
   bool fullgraph = false;
-  // Reserved for dynamic shapes: true is an error until they exist.
+  // Dynamic shapes (docs/dynamic_shapes.md). Unset: automatic — the first graph is exact; when a
+  // call's graph differs from a cached one only in sizes, the sizes that changed become symbols
+  // and one dynamic graph serves every size from then on. true: every input dim is a symbol from
+  // the first call (but sizes 0 and 1, and parameters, buffers and optimizer state). false:
+  // every size is exact. Dynamic graphs are compiled by the "eager" backend today; with another
+  // backend unset means exact and true is a NotImplementedError.
   std::optional<bool> dynamic;
   // "" or "default"; "max-autotune" (backend "inductor" only): each generated kernel of 4096
   // or more elements is timed on one thread and on all of them at its first run, and runs the
@@ -293,6 +308,17 @@ template <class F>
 CompiledFunction<F> run(const CompiledFunction<F>& compiled) {
   return compiled.frozen();
 }
+
+// ---- dynamic shapes (docs/dynamic_shapes.md) ----
+// Marks dim `dim` of `t` dynamic for the compiled functions it is passed to (torch._dynamo
+// .mark_dynamic): their graphs take its size as a symbol from the first call. A backend that
+// cannot compile dynamic shapes, or a dim that cannot be one (size 0 or 1), is an error when the
+// graph is compiled, naming the dim. The mark stays with the tensor (not with its views).
+void mark_dynamic(const Tensor& t, int64_t dim);
+// As mark_dynamic, but never an error: where the dim cannot be dynamic it is exact.
+void maybe_mark_dynamic(const Tensor& t, int64_t dim);
+// Dim `dim` of `t` stays exact, whatever the policy (torch._dynamo.mark_static).
+void mark_static(const Tensor& t, int64_t dim);
 
 // ---- fine-grained tracing controls ----
 // A graph break here: the ops captured so far run as one graph, capture resumes after.

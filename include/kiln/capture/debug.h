@@ -85,7 +85,8 @@ enum class LogTopic : unsigned {
   Guards = 4,
   Graphs = 8,
   OutputCode = 16,
-  Fusion = 32
+  Fusion = 32,
+  Dynamic = 64
 };
 void set_logs(const std::vector<LogTopic>& topics);
 void set_logs(const std::string& spec);  // "graph_breaks,recompiles", "all", "" (off)

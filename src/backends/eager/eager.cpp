@@ -7,7 +7,7 @@
 namespace kiln::backends {
 
 Backend make_eager_backend() {
-  return [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
+  Backend eager = [](const ir::Graph& graph, std::span<const TensorMeta>) -> CompiledGraph {
     auto interpreter =
         std::make_shared<const ir::Interpreter>(std::make_shared<const ir::Graph>(graph));
     if (diagnostics::wants_backend_output())
@@ -16,6 +16,8 @@ Backend make_eager_backend() {
       return interpreter->run(inputs, runtime_values);
     };
   };
+  eager.interprets_ = true;
+  return eager;
 }
 
 }  // namespace kiln::backends

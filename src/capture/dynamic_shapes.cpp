@@ -1,0 +1,136 @@
+// Dynamic shapes, the capture side (dynamic_shapes.h): marks, policy, lookup.
+#include "capture/dynamic_shapes.h"
+
+#include <algorithm>
+
+#include "core/tensor_names.h"
+#include "core/weak_tensor_map.h"
+
+namespace kiln {
+
+namespace {
+enum class DimMark : uint8_t { Dynamic, MaybeDynamic, Static };
+using DimMarks = std::vector<std::pair<int64_t, DimMark>>;
+
+detail::WeakTensorMap<DimMarks>& marks() {
+  static auto* m = new detail::WeakTensorMap<DimMarks>;  // (never destroyed: tensors die at exit)
+  return *m;
+}
+
+void mark(const Tensor& t, int64_t dim, DimMark how, const char* who) {
+  KILN_CHECK(t.defined(), ValueError, who, ": the tensor is undefined");
+  const int64_t rank = t.dim();
+  KILN_CHECK(dim >= -rank && dim < rank, IndexError, who, ": dim ", dim,
+             " is out of range for a tensor of shape ", t.shape_str());
+  if (dim < 0) dim += rank;
+  marks().update(t, [&](DimMarks& m) {
+    std::erase_if(m, [&](const auto& p) { return p.first == dim; });
+    m.emplace_back(dim, how);
+  });
+}
+}  // namespace
+
+void mark_dynamic(const Tensor& t, int64_t dim) { mark(t, dim, DimMark::Dynamic, "mark_dynamic"); }
+void maybe_mark_dynamic(const Tensor& t, int64_t dim) {
+  mark(t, dim, DimMark::MaybeDynamic, "maybe_mark_dynamic");
+}
+void mark_static(const Tensor& t, int64_t dim) { mark(t, dim, DimMark::Static, "mark_static"); }
+
+namespace capture {
+
+namespace {
+// Parameters, buffers and optimizer state keep their sizes (torch: parameters are static).
+bool is_model_state(const Tensor& t) {
+  const std::string kind = detail::tensor_name(t).kind;
+  return !kind.empty() && kind != "optimizer scalar";
+}
+}  // namespace
+
+std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, size_t segment,
+                                              const ir::Graph& graph,
+                                              std::span<const Tensor> inputs,
+                                              const std::function<std::string(int32_t)>& label,
+                                              std::string& note) {
+  std::vector<std::pair<int32_t, int32_t>> dynamic, required, frozen;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto input = static_cast<int32_t>(i);
+    if (const std::optional<DimMarks> m = marks().get(inputs[i]))
+      for (const auto& [dim, how] : *m) {
+        if (dim >= inputs[i].dim()) continue;  // (a mark made before set_data changed its rank)
+        const std::pair<int32_t, int32_t> d{input, static_cast<int32_t>(dim)};
+        if (how == DimMark::Static) frozen.push_back(d);
+        if (how != DimMark::Static) dynamic.push_back(d);
+        if (how == DimMark::Dynamic) required.push_back(d);
+      }
+    if (is_model_state(inputs[i]))
+      frozen.emplace_back(input, -1);  // all its sizes and strides
+    else if (st.options.dynamic.value_or(false))
+      for (int32_t d = 0; d < static_cast<int32_t>(inputs[i].dim()); ++d)
+        dynamic.emplace_back(input, d);
+  }
+  auto name = [&](std::pair<int32_t, int32_t> d) {
+    return detail::concat("dim ", d.second, " of ", label(d.first));
+  };
+  if (!required.empty()) {
+    KILN_CHECK(st.options.dynamic.value_or(true), Error, "kiln::mark_dynamic: ", name(required[0]),
+               " is marked dynamic, but '", st.name, "' is compiled with dynamic=false");
+    KILN_CHECK(st.backend.interprets(), NotImplementedError,
+               "kiln::mark_dynamic: ", name(required[0]),
+               " is marked dynamic, but the backend of '", st.name,
+               "' does not compile dynamic shapes yet (the \"eager\" backend does); use "
+               "maybe_mark_dynamic to let it be exact");
+  }
+  if (!st.backend.interprets() || !st.options.dynamic.value_or(true)) return std::nullopt;
+  // Automatic: a cached graph that differs only in sizes is the second observation.
+  std::vector<const ir::Graph*> observations{&graph};
+  if (!st.options.dynamic && segment < st.segments.size()) {
+    for (const auto& [hash, list] : st.segments[segment])
+      for (const auto& e : list)
+        if (observations.size() == 1 && ir::equal_but_sizes(e->graph, graph))
+          observations.push_back(&e->graph);
+    if (segment < st.dynamic_entries.size())
+      for (const auto& e : st.dynamic_entries[segment])
+        if (observations.size() == 1 && ir::equal_but_sizes(e->graph, graph))
+          observations.push_back(&e->graph);
+  }
+  std::optional<ir::SymbolicSizes> sizes = ir::generalize(observations, dynamic, frozen);
+  for (const auto& d : required) {
+    const size_t site = ir::input_size_site(graph, d.first, d.second);
+    KILN_CHECK(sizes && site != std::string::npos && sizes->symbol_of_site[site] >= 0, Error,
+               "kiln::mark_dynamic: ", name(d), " is marked dynamic, but its size is ",
+               inputs[static_cast<size_t>(d.first)].size(d.second),
+               ": sizes 0 and 1 are specialised (use maybe_mark_dynamic to allow it)");
+  }
+  if (!sizes) return std::nullopt;
+  const std::vector<ir::SizeSite> sites = ir::size_sites(graph);
+  const std::vector<int64_t> values = ir::size_site_values(graph);
+  for (size_t s = 0; s < sizes->num_symbols(); ++s)
+    for (size_t j = 0; j < sites.size(); ++j) {
+      const ir::Node& n = graph.nodes[static_cast<size_t>(sites[j].node)];
+      if (sizes->symbol_of_site[j] != static_cast<int32_t>(s) ||
+          n.kind != ir::NodeKind::Placeholder || sites[j].kind != ir::SizeSite::Kind::Size)
+        continue;
+      if (!note.empty()) note += "; ";
+      note += detail::concat(name({n.input_index, sites[j].element}), " is now dynamic (s", s, ", ",
+                             values[j], " here)");
+    }
+  if (note.empty() && sizes->num_symbols() > 0)
+    note = "sizes computed inside the graph are now dynamic";
+  if (std::ranges::find(sizes->free_scalar, true) != sizes->free_scalar.end())
+    note += detail::concat(
+        note.empty() ? "" : "; ",
+        "numbers that changed (a constant, 1 / n of a mean) are read from each call");
+  return sizes;
+}
+
+std::shared_ptr<CacheEntry> find_dynamic_entry(detail::CompiledState& st, size_t segment,
+                                               const ir::Graph& graph) {
+  if (segment >= st.dynamic_entries.size() || st.dynamic_entries[segment].empty()) return nullptr;
+  const uint64_t key = ir::hash_but_sizes(graph);
+  for (const auto& e : st.dynamic_entries[segment])
+    if (e->sizes_hash == key && ir::bind_sizes(e->graph, *e->symbolic, graph, nullptr)) return e;
+  return nullptr;
+}
+
+}  // namespace capture
+}  // namespace kiln

@@ -1,0 +1,259 @@
+// Dynamic shapes (docs/dynamic_shapes.md): automatic dynamic on the first recompile, dynamic=true,
+// mark_dynamic / maybe_mark_dynamic / mark_static, duck sizing, sizes 0 and 1, specialisation by
+// control flow — each compiles a bounded number of graphs and computes what eager does.
+#include <gtest/gtest.h>
+
+#include "capture/test_utils.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_equal;
+
+// The graphs `name` compiled while `prof` lived.
+int64_t graphs(const CompileProfiler& prof, const std::string& name) {
+  const auto stats = prof.stats();
+  const auto it = stats.find(name);
+  return it == stats.end() ? 0 : it->second.graphs;
+}
+
+// Log lines of `topics` while `body` runs.
+template <class F>
+std::vector<std::string> logged(const std::string& topics, F&& body) {
+  std::vector<std::string> lines;
+  set_log_sink([&](const std::string& l) { lines.push_back(l); });
+  set_logs(topics);
+  body();
+  set_logs("");
+  set_log_sink({});
+  return lines;
+}
+
+bool any_contains(const std::vector<std::string>& lines, const std::string& text) {
+  for (const std::string& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+CompileOptions eager_named(const std::string& name) {
+  return {.backend = std::string("eager"), .name = name};
+}
+
+TEST(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
+  manual_seed(3);
+  nn::GPTConfig config{.vocab_size = 23, .block_size = 64, .n_layer = 1, .n_head = 2, .n_embd = 16};
+  nn::GPT model(config);
+  auto step = [&](const Tensor& idx, const Tensor& targets) {
+    Tensor loss = model.loss(idx, targets);
+    loss.backward();
+    return loss;
+  };
+  CompileProfiler prof;
+  auto f = compile(step, eager_named("gpt_step"));
+  std::vector<std::string> lines;
+  const std::vector<std::string> recompiles = logged("recompiles", [&] {
+    for (int64_t t : {8, 2, 3, 5, 7, 11, 13, 15, 16, 17, 31, 32, 33, 47, 61, 64}) {
+      SCOPED_TRACE(t);
+      const Tensor idx = randint(0, 23, {2, t});
+      const Tensor targets = randint(0, 23, {2, t});
+      model.zero_grad();
+      const Tensor got = f(idx, targets);
+      std::vector<Tensor> got_grads;
+      for (const Tensor& p : model.parameters()) got_grads.push_back(p.grad().clone());
+      model.zero_grad();
+      const Tensor want = step(idx, targets);
+      expect_equal(got, want);  // the eager kernels run either way: bitwise
+      size_t k = 0;
+      for (const Tensor& p : model.parameters()) expect_equal(got_grads[k++], p.grad());
+    }
+  });
+  EXPECT_EQ(graphs(prof, "gpt_step"), 2);
+  ASSERT_EQ(recompiles.size(), 1u);
+  EXPECT_TRUE(any_contains(recompiles,
+                           "argument 0 (graph input 2): size of dim 1 changed 8 → 2; "
+                           "dim 1 of argument 0 (graph input 2) is now dynamic (s0"))
+      << recompiles[0];
+}
+
+TEST(DynamicShapes, DuckSizingSharesASymbolUntilTheSizesDiffer) {
+  CompileProfiler prof;
+  auto f = compile(
+      [](const Tensor& a, const Tensor& b) {
+        return cat({a, b}, 0) * 2;
+      },
+      eager_named("duck"));
+  std::vector<std::string> guards;
+  const std::vector<std::string> lines = logged("recompiles,guards", [&] {
+    for (int64_t n : {5, 6, 9}) expect_equal(f(ones({n}), ones({n})), full({2 * n}, 2.0));
+    expect_equal(f(ones({7}), ones({8})), full({15}, 2.0));  // Eq fails: one recompile
+    expect_equal(f(ones({3}), ones({10})), full({13}, 2.0));
+  });
+  EXPECT_EQ(graphs(prof, "duck"), 3);
+  EXPECT_TRUE(any_contains(lines, "guard Eq(dim 0 of input 1, s0)"));
+  EXPECT_TRUE(any_contains(lines, "the guard Eq(s0, ...) failed"));
+  // An op that needs the sizes equal fails as eager does.
+  auto add = compile([](const Tensor& a, const Tensor& b) { return a + b; }, eager_named("add"));
+  add(ones({5}), ones({5}));
+  add(ones({6}), ones({6}));
+  EXPECT_THROW(add(ones({5}), ones({6})), ShapeError);
+}
+
+TEST(DynamicShapes, SizesZeroAndOneAfterADynamicGraphCompileOneMoreGraphEach) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return sum(exp(x) * 3, {0}); };
+  auto f = compile(fn, eager_named("zero_one"));
+  for (int64_t n : {4, 6, 1, 0, 9, 1, 0, 2}) {
+    SCOPED_TRACE(n);
+    const Tensor x = arange(0, n * 3).to(DType::Float32).reshape({n, 3}) * 0.1;
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "zero_one"), 4);  // exact at 4, dynamic from 6, then 1 and 0
+}
+
+TEST(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1);
+    Tensor y = x.reshape({b, t, 2, -1}).transpose(1, 2).flatten(0, 1);  // [b*2, t, c/2]
+    Tensor z = y.narrow(1, 1, t - 1) + y.narrow(1, 0, 1).expand({b * 2, t - 1, x.size(2) / 2});
+    return sum(z.view({b, -1}), {1}) + arange(0, b).to(DType::Float32);
+  };
+  auto f = compile(fn, eager_named("views"));
+  for (int64_t t : {3, 5, 8, 13, 4}) {  // (t = 2 expands to t - 1 = 1: sizes 0 and 1 specialise)
+    SCOPED_TRACE(t);
+    const Tensor x = randn({2, t, 6});
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "views"), 2);
+  // Another rank is another graph.
+  const Tensor x4 = randn({2, 3, 6, 1}).reshape({2, 3, 6});
+  expect_equal(f(x4), fn(x4));
+  EXPECT_THROW(f(randn({2, 3})), Error);  // (eager's error: reshape of a 2-d tensor to 4 dims)
+}
+
+TEST(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return x.size(0) > 4 ? exp(x) : sin(x); };
+  auto f = compile(fn, eager_named("branch"));
+  for (int64_t n : {3, 5, 6, 2, 7, 4, 9}) {
+    SCOPED_TRACE(n);
+    const Tensor x = randn({n});
+    expect_equal(f(x), fn(x));
+  }
+  // 3 (sin), 5 (exp: another graph), 6 (exp, dynamic), 2 (sin, dynamic).
+  EXPECT_EQ(graphs(prof, "branch"), 4);
+}
+
+TEST(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {
+  CompileProfiler prof;
+  nn::Linear lin(4, 3);
+  auto fn = [&](const Tensor& x) { return relu(lin.forward(x)); };
+  CompileOptions options = eager_named("all_dynamic");
+  options.dynamic = true;
+  auto f = compile(fn, options);
+  const std::vector<std::string> lines = logged("dynamic", [&] {
+    for (int64_t b : {2, 5, 9, 16}) {
+      const Tensor x = randn({b, 4});
+      expect_equal(f(x), fn(x));
+    }
+  });
+  EXPECT_EQ(graphs(prof, "all_dynamic"), 1);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(
+      any_contains(lines, "dim 0 of argument 0 (graph input 1) is now dynamic (s0, 2 here)"))
+      << lines[0];
+  EXPECT_FALSE(any_contains(lines, "parameter 'weight'"));  // (parameters keep their sizes)
+  // The other backends do not compile dynamic shapes yet: an error, not a quiet exact graph.
+  CompileOptions inductor{.backend = std::string("inductor")};
+  inductor.dynamic = true;
+  EXPECT_THROW(compile(fn, inductor), NotImplementedError);
+}
+
+TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return softmax(x * 2, -1); };
+  auto f = compile(fn, eager_named("marked"));
+  for (int64_t n : {6, 7, 12}) {
+    Tensor x = randn({3, n});
+    mark_dynamic(x, 1);
+    mark_dynamic(x, -1);  // (the same dim)
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "marked"), 1);
+  // A marked dim that cannot be dynamic, and a backend that cannot compile it: errors naming it.
+  Tensor one = randn({3, 1});
+  mark_dynamic(one, 1);
+  try {
+    compile(fn, eager_named("marked_one"))(one);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dim 1 of argument 0 (graph input 0) is marked dynamic, "
+                                         "but its size is 1"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor x = randn({3, 5});
+  mark_dynamic(x, 1);
+  EXPECT_THROW(compile(fn, {.backend = std::string("aot_eager")})(x), NotImplementedError);
+  EXPECT_THROW(mark_dynamic(x, 2), IndexError);
+  // maybe_mark_dynamic never errors: exact where it cannot be dynamic.
+  Tensor y = randn({3, 5});
+  maybe_mark_dynamic(y, 1);
+  expect_equal(compile(fn, {.backend = std::string("aot_eager")})(y), fn(y));
+  // mark_static keeps a dim exact under dynamic=true.
+  CompileProfiler prof2;
+  CompileOptions all = eager_named("static_dim");
+  all.dynamic = true;
+  auto g = compile(fn, all);
+  for (int64_t n : {4, 5}) {
+    Tensor z = randn({n, 6});
+    mark_static(z, 0);
+    expect_equal(g(z), fn(z));
+  }
+  EXPECT_EQ(graphs(prof2, "static_dim"), 2);
+}
+
+// A number computed from a size (a mean's 1 / n) or that changes between calls is read from
+// each call's graph once the graph is dynamic, as its sizes are.
+TEST(DynamicShapes, NumbersThatChangeAreReadFromEachCall) {
+  CompileProfiler prof;
+  double k = 0.5;
+  auto fn = [&](const Tensor& x) { return x * k + mean(x); };
+  auto f = compile(fn, eager_named("numbers"));
+  for (int64_t n : {3, 4, 5, 6}) {
+    k += 0.25;
+    const Tensor x = randn({n});
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "numbers"), 2);
+}
+
+TEST(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
+  manual_seed(5);
+  nn::Linear a(6, 8), b(8, 2);
+  auto step = [&](const Tensor& x, const Tensor& y) {
+    Tensor loss = mse_loss(b.forward(tanh(a.forward(x))), y);
+    loss.backward();
+    return loss;
+  };
+  CompileProfiler prof;
+  auto f = compile(step, eager_named("train_step"));
+  for (int64_t batch : {8, 8, 5, 32, 7, 2}) {
+    SCOPED_TRACE(batch);
+    const Tensor x = randn({batch, 6}), y = randn({batch, 2});
+    a.zero_grad();
+    b.zero_grad();
+    const Tensor got = f(x, y);
+    const Tensor ga = a.weight.grad().clone(), gb = b.weight.grad().clone();
+    a.zero_grad();
+    b.zero_grad();
+    expect_equal(got, step(x, y));
+    expect_equal(ga, a.weight.grad());
+    expect_equal(gb, b.weight.grad());
+  }
+  EXPECT_EQ(graphs(prof, "train_step"), 2);
+}
+
+}  // namespace
+}  // namespace kiln
