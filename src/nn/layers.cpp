@@ -34,6 +34,38 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
     register_parameter("bias", bias);
   }
 }
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+               Conv2dOptions opts)
+    : UnaryModule("Conv2d"), options(std::move(opts)) {
+  KILN_CHECK(in_channels > 0 && out_channels > 0 && options.groups > 0 &&
+                 in_channels % options.groups == 0 && out_channels % options.groups == 0,
+             ValueError, "Conv2d: in_channels (", in_channels, ") and out_channels (", out_channels,
+             ") must be positive multiples of groups (", options.groups, ")");
+  KILN_CHECK((kernel_size.size() == 1 || kernel_size.size() == 2) && kernel_size.front() > 0 &&
+                 kernel_size.back() > 0,
+             ValueError, "Conv2d: kernel_size must be 1 or 2 positive values, got ",
+             IntList(kernel_size));
+  const int64_t kh = kernel_size.front(), kw = kernel_size.back();
+  const int64_t fan_in = in_channels / options.groups * kh * kw;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  weight = uniform_init({out_channels, in_channels / options.groups, kh, kw}, bound, options.dtype);
+  register_parameter("weight", weight);
+  if (options.bias) {
+    bias = uniform_init({out_channels}, bound, options.dtype);
+    register_parameter("bias", bias);
+  }
+}
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                options.stride, options.padding, options.dilation, options.groups);
+}
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return max_pool2d(x, kernel_size, stride, padding, dilation);
+}
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return avg_pool2d(x, kernel_size, stride, padding, false, count_include_pad);
+}
+
 Tensor Linear::forward(const Tensor& x) {
   // Errors name the module and its features, not the ops it is built from (linear, addmm).
   KILN_CHECK(weight.dim() == 2, ShapeError,

@@ -503,5 +503,45 @@ TEST(Module, ToDtypeInvalidatesGraphsThatSavedTheOldData) {
   EXPECT_THROW(y.backward(), Error);
 }
 
+// The layers of pytorch/examples' mnist network: conv, pool, relu, flatten, linear, trained one
+// step eagerly and under each backend, with the same loss and gradients.
+TEST(Conv2d, AnMnistStyleNetworkTrainsTheSameEagerlyAndCompiled) {
+  auto make = [] {
+    manual_seed(11);
+    auto net = std::make_shared<nn::Sequential>();
+    net->push_back(std::make_shared<nn::Conv2d>(1, 4, std::vector<int64_t>{3}))
+        .push_back(std::make_shared<nn::ReLU>())
+        .push_back(std::make_shared<nn::MaxPool2d>(std::vector<int64_t>{2}))
+        .push_back(std::make_shared<nn::Conv2d>(4, 6, std::vector<int64_t>{3},
+                                                nn::Conv2dOptions{.padding = {1}, .groups = 2}))
+        .push_back(std::make_shared<nn::AvgPool2d>(std::vector<int64_t>{2}))
+        .push_back(std::make_shared<nn::Flatten>())
+        .push_back(std::make_shared<nn::Linear>(6 * 3 * 3, 10));
+    return net;
+  };
+  manual_seed(12);
+  const Tensor images = randn({5, 1, 14, 14});
+  const Tensor labels = randint(0, 10, {5});
+  auto step = [&](nn::Sequential& net) {
+    Tensor loss = cross_entropy(net.forward(images), labels);
+    loss.backward();
+    return loss;
+  };
+  auto want_net = make();
+  const Tensor want = step(*want_net);
+  EXPECT_EQ(want_net->forward(images).sizes(), (Shape{5, 10}));
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    SCOPED_TRACE(backend);
+    auto net = make();
+    auto f = compile([&] { return step(*net); }, {.backend = std::string(backend)});
+    const Tensor got = f();
+    EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6)) << got << " vs " << want;
+    const auto params = net->parameters(), want_params = want_net->parameters();
+    ASSERT_EQ(params.size(), want_params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(allclose(params[i].grad(), want_params[i].grad(), 1e-4, 1e-6)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::nn

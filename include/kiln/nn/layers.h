@@ -122,6 +122,50 @@ class Unflatten : public UnaryModule {
 };
 
 // Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).
+// 2-d convolution (torch.nn.Conv2d): weight [out, in / groups, kh, kw] and bias [out] drawn
+// from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups * kh * kw, as PyTorch.
+struct Conv2dOptions {
+  std::vector<int64_t> stride = {1}, padding = {0}, dilation = {1};
+  int64_t groups = 1;
+  bool bias = true;
+  DType dtype = kDefaultFloat;
+};
+class Conv2d : public UnaryModule {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         Conv2dOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;  // bias undefined when built without one
+  Conv2dOptions options;
+};
+
+// torch.nn.MaxPool2d / AvgPool2d: max_pool2d / avg_pool2d with fixed arguments.
+class MaxPool2d : public UnaryModule {
+ public:
+  explicit MaxPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                     std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1})
+      : UnaryModule("MaxPool2d"),
+        kernel_size(std::move(kernel_size)),
+        stride(std::move(stride)),
+        padding(std::move(padding)),
+        dilation(std::move(dilation)) {}
+  Tensor forward(const Tensor& x) override;
+  std::vector<int64_t> kernel_size, stride, padding, dilation;
+};
+class AvgPool2d : public UnaryModule {
+ public:
+  explicit AvgPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                     std::vector<int64_t> padding = {0}, bool count_include_pad = true)
+      : UnaryModule("AvgPool2d"),
+        kernel_size(std::move(kernel_size)),
+        stride(std::move(stride)),
+        padding(std::move(padding)),
+        count_include_pad(count_include_pad) {}
+  Tensor forward(const Tensor& x) override;
+  std::vector<int64_t> kernel_size, stride, padding;
+  bool count_include_pad;
+};
+
 class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);

@@ -65,6 +65,21 @@ Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
 // its own mean and biased variance per sample; weight and bias per channel, optional.
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = {},
                   const std::optional<Tensor>& bias = {}, double eps = 1e-5);
+// 2-d convolution of x [N, C, H, W] (or [C, H, W]) with weight [O, C / groups, kh, kw]
+// (torch.nn.functional.conv2d): stride, padding (zeros) and dilation as one value or (h, w).
+// Returns [N, O, OH, OW], OH = (H + 2 padding - dilation (kh - 1) - 1) / stride + 1.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {},
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
+// The maximum over each window (torch.nn.functional.max_pool2d); stride defaults to the kernel
+// size; padding (at most half the kernel) never wins. Where a window has tied maxima the
+// gradient is split among them (torch gives it to one). ceil_mode: NotImplementedError.
+Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
+// The mean over each window (torch.nn.functional.avg_pool2d); count_include_pad=false divides
+// by the window's elements inside the image. ceil_mode: NotImplementedError.
+Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
