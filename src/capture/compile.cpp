@@ -130,6 +130,9 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     backend = std::get<Backend>(options.backend);
   }
   KILN_CHECK(backend, Error, "kiln::compile: the backend callable is empty");
+  KILN_CHECK(!options.dynamic.value_or(false) || !options.pure, ValueError,
+             "kiln::compile: dynamic=true and pure=true: pure mode's graphs are exact (each plan "
+             "runs at the sizes it learnt)");
   KILN_CHECK(!options.dynamic.value_or(false) || backend.interprets(), NotImplementedError,
              "kiln::compile: dynamic=true: this backend does not compile dynamic shapes yet (the "
              "\"eager\" backend does); leave dynamic unset or false (every new shape compiles a "

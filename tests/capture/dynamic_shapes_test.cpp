@@ -229,6 +229,21 @@ TEST(DynamicShapes, NumbersThatChangeAreReadFromEachCall) {
   EXPECT_EQ(graphs(prof, "numbers"), 2);
 }
 
+// Pure mode runs a plan's graph at the sizes it learnt: its graphs stay exact.
+TEST(DynamicShapes, PureModeGraphsStayExact) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return tanh(x) * 2; };
+  auto f = compile(fn, {.backend = std::string("eager"), .name = "pure_sizes", .pure = true});
+  for (int64_t n : {3, 4, 5, 4, 3}) {
+    const Tensor x = randn({n});
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "pure_sizes"), 3);
+  CompileOptions both{.backend = std::string("eager"), .pure = true};
+  both.dynamic = true;
+  EXPECT_THROW(compile(fn, both), ValueError);
+}
+
 TEST(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
   manual_seed(5);
   nn::Linear a(6, 8), b(8, 2);
