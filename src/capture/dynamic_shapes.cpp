@@ -39,10 +39,34 @@ void mark_static(const Tensor& t, int64_t dim) { mark(t, dim, DimMark::Static, "
 namespace capture {
 
 namespace {
-// Parameters, buffers and optimizer state keep their sizes (torch: parameters are static).
+// The marks on t's dims; for a view (taken inside the function, so it is the graph's input),
+// its base's marks carried to the view's dims of the same size.
+std::optional<DimMarks> marks_of(const Tensor& t) {
+  if (std::optional<DimMarks> m = marks().get(t)) return m;
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base();
+  if (!base) return std::nullopt;
+  const std::optional<DimMarks> on_base = marks().get(Tensor(base));
+  if (!on_base) return std::nullopt;
+  DimMarks carried;
+  for (const auto& [dim, how] : *on_base) {
+    if (dim >= static_cast<int64_t>(base->sizes().size())) continue;
+    const int64_t size = base->sizes()[static_cast<size_t>(dim)];
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) == size) carried.emplace_back(d, how);
+  }
+  return carried;
+}
+
+// Parameters, buffers and optimizer state keep their sizes (torch: parameters are static): the
+// named tensors themselves and what covers their whole memory (an optimizer's flat view of a
+// parameter it updates), not a slice (a causal mask buffer narrowed to the sequence length).
 bool is_model_state(const Tensor& t) {
-  const std::string kind = detail::tensor_name(t).kind;
-  return !kind.empty() && kind != "optimizer scalar";
+  const std::string kind = detail::tensor_name(t, true).kind;
+  if (kind.empty() || kind == "optimizer scalar") return false;
+  if (!detail::tensor_name(t).empty()) return true;
+  const std::shared_ptr<Storage>& memory = t.impl()->storage_if_concrete();
+  return memory && t.numel() * static_cast<int64_t>(t.element_size()) ==
+                       static_cast<int64_t>(memory->nbytes());
 }
 }  // namespace
 
@@ -54,13 +78,19 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
   std::vector<std::pair<int32_t, int32_t>> dynamic, required, frozen;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto input = static_cast<int32_t>(i);
-    if (const std::optional<DimMarks> m = marks().get(inputs[i]))
+    if (const std::optional<DimMarks> m = marks_of(inputs[i]))
       for (const auto& [dim, how] : *m) {
         if (dim >= inputs[i].dim()) continue;  // (a mark made before set_data changed its rank)
         const std::pair<int32_t, int32_t> d{input, static_cast<int32_t>(dim)};
         if (how == DimMark::Static) frozen.push_back(d);
         if (how != DimMark::Static) dynamic.push_back(d);
-        if (how == DimMark::Dynamic) required.push_back(d);
+        if (how == DimMark::Dynamic) {
+          KILN_CHECK(!is_model_state(inputs[i]), Error, "kiln::mark_dynamic: dim ", dim, " of ",
+                     label(input), " is marked dynamic, but it is ",
+                     detail::tensor_name(inputs[i], true).str(),
+                     ", whose sizes stay static (as torch keeps parameters static)");
+          required.push_back(d);
+        }
       }
     if (is_model_state(inputs[i]))
       frozen.emplace_back(input, -1);  // all its sizes and strides
@@ -77,15 +107,13 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
     KILN_CHECK(!st.options.pure, Error, "kiln::mark_dynamic: ", name(required[0]),
                " is marked dynamic, but '", st.name,
                "' is compiled in pure mode, whose graphs are exact");
-    KILN_CHECK(st.backend.interprets(), NotImplementedError,
-               "kiln::mark_dynamic: ", name(required[0]),
+    KILN_CHECK(st.interprets, NotImplementedError, "kiln::mark_dynamic: ", name(required[0]),
                " is marked dynamic, but the backend of '", st.name,
                "' does not compile dynamic shapes yet (the \"eager\" backend does); use "
                "maybe_mark_dynamic to let it be exact");
   }
   // (Pure mode runs a plan's graph at the sizes it learnt: its graphs stay exact.)
-  if (!st.backend.interprets() || !st.options.dynamic.value_or(true) || st.options.pure)
-    return std::nullopt;
+  if (!st.interprets || !st.options.dynamic.value_or(true) || st.options.pure) return std::nullopt;
   // Automatic: a cached graph that differs only in sizes is the second observation.
   std::vector<const ir::Graph*> observations{&graph};
   if (!st.options.dynamic && segment < st.segments.size()) {

@@ -343,6 +343,8 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
 }
 
 std::string Tracer::input_label(int32_t index) const {
+  if (index < 0 || static_cast<size_t>(index) >= rec_.inputs.size())
+    return detail::concat("graph input ", index);
   const Tensor& t = rec_.inputs[static_cast<size_t>(index)];
   auto argument = [](const detail::ArgumentTensors::Arg& a) {
     return a.element < 0 ? detail::concat("argument ", a.position)
@@ -351,12 +353,11 @@ std::string Tracer::input_label(int32_t index) const {
   std::string what;
   for (const detail::ArgumentTensors::Arg& a : args_.list)
     if (a.impl == t.impl()) what = argument(a);
-  if (what.empty()) what = detail::tensor_name(t).str();
+  if (what.empty()) what = detail::tensor_name(t, true).str();
   // A view of an argument (made before the call), or the whole memory of one written in place.
   if (what.empty())
     for (const detail::ArgumentTensors::Arg& a : args_.list)
-      if (a.impl && a.impl->storage_if_concrete() &&
-          a.impl->storage_if_concrete() == t.impl()->storage_if_concrete()) {
+      if (a.memory && a.memory == t.impl()->storage_if_concrete().get()) {
         what = "the memory of " + argument(a);
         break;
       }

@@ -69,6 +69,9 @@ class CompiledState {
 
   CompileOptions options;
   Backend backend;
+  // The backend runs each graph with the eager kernels (Backend::interprets, as given: before
+  // a repro wrapper): it compiles dynamic graphs.
+  bool interprets = false;
   std::string name;
   // Unique in the process (names may repeat): how debug dumps tell functions apart.
   uint64_t id = 0;

@@ -17,9 +17,10 @@ void set_tensor_name(const Tensor& t, std::string kind, std::string name) {
   names().update(t, [&](TensorName& n) { n = {std::move(kind), std::move(name)}; });
 }
 
-TensorName tensor_name(const Tensor& t) {
+TensorName tensor_name(const Tensor& t, bool by_memory) {
   if (!t.defined()) return {};
   if (std::optional<TensorName> n = names().get(t)) return *n;
+  if (!by_memory) return {};
   const std::shared_ptr<Storage>& memory = t.impl()->storage_if_concrete();
   if (!memory) return {};
   return names()

@@ -19,8 +19,9 @@ struct TensorName {
 
 // Gives `t` a name (replacing one it had).
 void set_tensor_name(const Tensor& t, std::string kind, std::string name);
-// t's name, else the name of a named tensor over the same memory (an optimizer writes a
-// parameter through a flat view of it), else an empty one.
-TensorName tensor_name(const Tensor& t);
+// t's name; with `by_memory`, else the name of a named tensor over the same memory (an
+// optimizer writes a parameter through a flat view of it; a slice of a buffer); else an empty
+// one.
+TensorName tensor_name(const Tensor& t, bool by_memory = false);
 
 }  // namespace kiln::detail

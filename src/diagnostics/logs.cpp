@@ -42,7 +42,8 @@ unsigned parse_topics(const std::string& spec) {
     for (const auto& [n, t] : names)
       if (item == n) mask |= static_cast<unsigned>(t), found = true;
     KILN_CHECK(found, ValueError, "set_logs: unknown topic '", item,
-               "' (topics: graph_breaks, recompiles, guards, graphs, output_code, fusion, all)");
+               "' (topics: graph_breaks, recompiles, guards, graphs, output_code, fusion, dynamic, "
+               "all)");
   }
   return mask;
 }

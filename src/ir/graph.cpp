@@ -188,7 +188,7 @@ std::string describe_difference(const Graph& a, const Graph& b,
     if (x.kind == NodeKind::Placeholder && y.kind == NodeKind::Placeholder &&
         !same_guarded_meta(x.outputs[0], y.outputs[0]))
       return describe_input_change(
-          input_label ? input_label(x.input_index) : detail::concat("input ", x.input_index),
+          input_label ? input_label(y.input_index) : detail::concat("input ", y.input_index),
           x.outputs[0], y.outputs[0]);
   }
   for (size_t i = 0; i < a.nodes.size() && i < b.nodes.size(); ++i) {

@@ -244,7 +244,7 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
 }
 
 void Optimizer::name_state(size_t i) const {
-  const kiln::detail::TensorName param = kiln::detail::tensor_name(params_[i]);
+  const kiln::detail::TensorName param = kiln::detail::tensor_name(params_[i], true);
   const std::string label =
       kind() + ".state[" + (param.kind == "parameter" ? param.name : "param " + std::to_string(i)) +
       "].";

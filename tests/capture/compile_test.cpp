@@ -235,6 +235,27 @@ TEST(Compile, RecompileReasonsNameArgumentsParametersAndCapturedTensors) {
   expect_reason(3, "argument 1[1]", "strides changed [4, 1] → [8, 1]");
 }
 
+// The nearest cached graph may number its inputs otherwise (inputs are numbered as first
+// used): the reason names the new call's input at that position.
+TEST(Compile, ARecompileReasonNamesTheNewCallsInputWhereNumberingDiffers) {
+  auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, bool flip) {
+    return flip ? exp(a) + b : addcmul(a, b, c);
+  };
+  auto f = compile(fn, {.backend = std::string("eager")});
+  const std::vector<std::string> reasons = [&] {
+    std::vector<std::string> lines;
+    set_log_sink([&](const std::string& l) { lines.push_back(l); });
+    set_logs("recompiles");
+    f(ones({4}), ones({4}), ones({4}), false);
+    f(ones({4}), ones({2, 4}), ones({4}), true);
+    set_logs("");
+    set_log_sink({});
+    return lines;
+  }();
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("argument 1 (graph input 1)"), std::string::npos) << reasons[0];
+}
+
 TEST(Compile, RandomOpsDoNotRecompileAndMatchEagerDraws) {
   Counting c;
   auto f = compile([](Tensor x) { return x + randn({4}); }, c.options());

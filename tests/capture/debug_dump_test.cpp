@@ -115,7 +115,8 @@ TEST_F(DebugDump, BreakAndRecompileAreIndexedAndGraphsParseBack) {
   const auto recompiles = events(lines, "recompile");
   ASSERT_EQ(recompiles.size(), 2u);
   EXPECT_EQ(field(recompiles[0], "graph"), "0");
-  EXPECT_EQ(field(recompiles[0], "reason"), "argument 0 (graph input 0): size of dim 0 changed 10 → 12");
+  EXPECT_EQ(field(recompiles[0], "reason"),
+            "argument 0 (graph input 0): size of dim 0 changed 10 → 12");
   EXPECT_EQ(field(recompiles[1], "graph"), "1");
 
   // One "graph" line per compiled graph, in compile order, with files that exist.

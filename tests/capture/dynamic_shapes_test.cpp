@@ -181,6 +181,15 @@ TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
     expect_equal(f(x), fn(x));
   }
   EXPECT_EQ(graphs(prof, "marked"), 1);
+  // A view taken inside the function carries the marks to its dims of the same size.
+  auto transposed = [](const Tensor& x) { return softmax(x.transpose(0, 1) * 2, 0); };
+  auto t = compile(transposed, eager_named("marked_view"));
+  for (int64_t n : {6, 7, 12}) {
+    Tensor x = randn({3, n});
+    mark_dynamic(x, 1);
+    expect_equal(t(x), transposed(x));
+  }
+  EXPECT_EQ(graphs(prof, "marked_view"), 1);
   // A marked dim that cannot be dynamic, and a backend that cannot compile it: errors naming it.
   Tensor one = randn({3, 1});
   mark_dynamic(one, 1);
@@ -227,6 +236,37 @@ TEST(DynamicShapes, NumbersThatChangeAreReadFromEachCall) {
     expect_equal(f(x), fn(x));
   }
   EXPECT_EQ(graphs(prof, "numbers"), 2);
+}
+
+// A slice of a registered buffer (a causal mask cut to the sequence length) follows the length;
+// the buffer itself, and a parameter, stay static (marking one dynamic is an error saying so).
+TEST(DynamicShapes, SlicesOfModelStateAreDynamicTheStateItselfIsNot) {
+  struct Masked : nn::Module {
+    Tensor mask;
+    Masked() : Module("Masked") { mask = register_buffer("mask", tril(ones({32, 32}))); }
+  } m;
+  CompileProfiler prof;
+  auto fn = [&](const Tensor& x) {
+    const int64_t t = x.size(0);
+    return x * m.mask.narrow(0, 0, t).narrow(1, 0, t);
+  };
+  auto f = compile(fn, eager_named("masked"));
+  for (int64_t t : {4, 7, 9, 16, 3}) {
+    const Tensor x = randn({t, t});
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_EQ(graphs(prof, "masked"), 2);
+  nn::Linear lin(3, 2);
+  mark_dynamic(lin.weight, 0);
+  try {
+    compile([&](const Tensor& x) { return lin.forward(x); }, eager_named("param"))(ones({4, 3}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is marked dynamic, but it is parameter 'weight', whose "
+                                         "sizes stay static"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Pure mode runs a plan's graph at the sizes it learnt: its graphs stay exact.

@@ -736,6 +736,7 @@ TEST(Optimizer, StateTensorsAreNamedAfterTheirParametersForDiagnostics) {
   EXPECT_EQ(kiln::detail::tensor_name(opt.state(1, "exp_avg_sq")).str(),
             "optimizer state 'Adam.state[fc.bias].exp_avg_sq'");
   // A view of a named tensor's memory goes by its name; an unnamed tensor has none.
-  EXPECT_EQ(kiln::detail::tensor_name(net.fc->weight.view({-1})).name, "fc.weight");
+  EXPECT_EQ(kiln::detail::tensor_name(net.fc->weight.view({-1}), true).name, "fc.weight");
+  EXPECT_TRUE(kiln::detail::tensor_name(net.fc->weight.view({-1})).empty());
   EXPECT_TRUE(kiln::detail::tensor_name(ones({2})).empty());
 }

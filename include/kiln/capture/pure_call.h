@@ -67,23 +67,29 @@ PureArgs pure_args(const Args&... args) {
 }
 
 // The tensors among a call's arguments, for diagnostics that name them ("argument 1", element 2
-// of a vector argument "argument 0[2]"): their addresses only, compared while the call runs.
+// of a vector argument "argument 0[2]"): their addresses and their memory's, taken when the call
+// starts and only compared (an argument may die during the call), never dereferenced.
 struct ArgumentTensors {
   struct Arg {
     const TensorImpl* impl;
+    const Storage* memory;  // null: pending
     int16_t position;
     int16_t element;  // -1: the argument is the tensor itself
   };
   SmallVector<Arg, 8> list;
 
+  static const Storage* memory_of(const Tensor& t) {
+    return t.defined() ? t.impl()->storage_if_concrete().get() : nullptr;
+  }
+
   template <class T>
   void add(const T& value, int16_t position) {
     using V = std::remove_cvref_t<T>;
     if constexpr (std::is_same_v<V, Tensor>) {
-      list.push_back({value.impl(), position, -1});
+      list.push_back({value.impl(), memory_of(value), position, -1});
     } else if constexpr (std::is_same_v<V, std::vector<Tensor>>) {
       for (size_t k = 0; k < value.size(); ++k)
-        list.push_back({value[k].impl(), position, static_cast<int16_t>(k)});
+        list.push_back({value[k].impl(), memory_of(value[k]), position, static_cast<int16_t>(k)});
     }
   }
 };
