@@ -89,11 +89,9 @@ class CompiledInductorGraph {
     }
     if (inductor::step_profiling()) profile_ = inductor::profile_graph(graph_, schedule_);
     if (diagnostics::wants_backend_output()) {
-      int64_t externs = 0;
-      for (const Step& st : schedule_.steps) externs += st.kind == Step::Kind::Extern;
-      diagnostics::note_backend_count("inductor_kernels",
-                                      static_cast<int64_t>(schedule_.kernels.size()));
-      diagnostics::note_backend_count("inductor_extern_calls", externs);
+      const inductor::ScheduleSummary counts = inductor::summary_of(schedule_);
+      diagnostics::note_backend_count("inductor_kernels", counts.kernels);
+      diagnostics::note_backend_count("inductor_extern_calls", counts.extern_calls);
       if (schedule_.kernels.empty())
         diagnostics::note_backend_output({"inductor_schedule.txt", describe_schedule(), ""});
       else

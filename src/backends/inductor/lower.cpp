@@ -43,10 +43,13 @@ LoweredGraph lower_graph(const ir::Graph& captured) { return lower(captured, /*t
 
 ScheduleSummary summarize(const ir::Graph& captured) {
   // The backend's own lowering (CSE and DCE included), so the counts are what runs.
-  const Schedule s = lower(captured, /*timed=*/false).schedule;
+  return summary_of(lower(captured, /*timed=*/false).schedule);
+}
+
+ScheduleSummary summary_of(const Schedule& schedule) {
   ScheduleSummary out;
-  out.kernels = static_cast<int64_t>(s.kernels.size());
-  for (const Step& st : s.steps) out.extern_calls += st.kind == Step::Kind::Extern;
+  out.kernels = static_cast<int64_t>(schedule.kernels.size());
+  for (const Step& st : schedule.steps) out.extern_calls += st.kind == Step::Kind::Extern;
   return out;
 }
 

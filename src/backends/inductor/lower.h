@@ -27,5 +27,7 @@ struct ScheduleSummary {
   int64_t extern_calls = 0;  // ops run by their eager kernels
 };
 ScheduleSummary summarize(const ir::Graph& captured);
+// The numbers of a schedule already made.
+ScheduleSummary summary_of(const Schedule& schedule);
 
 }  // namespace kiln::inductor
