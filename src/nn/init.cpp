@@ -1,6 +1,7 @@
 // torch.nn.init's functions (see kiln/nn/init.h).
 #include "kiln/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -62,6 +63,43 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
   check_defined(t, "normal_");
   NoGradGuard no_grad;
   return kiln::normal_(t, mean, std, gen);
+}
+
+namespace {
+// The inverse of erf on (-1, 1): an approximation refined by Newton steps on std::erf.
+double erfinv(double y) {
+  const double w = -std::log((1.0 - y) * (1.0 + y));
+  double x;
+  if (w < 5.0) {
+    const double v = w - 2.5;
+    x = y * (1.50140941 +
+             v * (0.246640727 + v * (-0.00417768164 + v * (-0.00125372503 + v * 0.00021858087))));
+  } else {
+    const double v = std::sqrt(w) - 3.0;
+    x = y * (2.83297682 +
+             v * (1.00167406 + v * (0.00943887047 + v * (-0.0076224613 + v * 0.00573950773))));
+  }
+  for (int k = 0; k < 3; ++k) x -= (std::erf(x) - y) / (2.0 / std::sqrt(M_PI) * std::exp(-x * x));
+  return x;
+}
+}  // namespace
+
+Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, Generator* gen) {
+  check_defined(t, "trunc_normal_");
+  KILN_CHECK(std > 0 && std::isfinite(std) && std::isfinite(mean) && a < b, ValueError,
+             "trunc_normal_: expected std > 0 and a < b, got mean ", mean, ", std ", std, ", [", a,
+             ", ", b, "]");
+  NoGradGuard no_grad;
+  // u uniform between the bounds' CDF values, mapped back through the normal's inverse CDF.
+  auto cdf = [&](double x) { return 0.5 * (1.0 + std::erf((x - mean) / (std * std::sqrt(2.0)))); };
+  Tensor u = empty(t.sizes(), DType::Float64);
+  kiln::uniform_(u, 2.0 * cdf(a) - 1.0, 2.0 * cdf(b) - 1.0, gen);
+  std::vector<double> values = u.to_vector<double>();
+  const double lo = std::nextafter(-1.0, 0.0), hi = std::nextafter(1.0, 0.0);
+  for (double& v : values)
+    v = std::clamp(mean + std * std::sqrt(2.0) * erfinv(std::clamp(v, lo, hi)), a, b);
+  t.copy_(tensor(values, t.sizes()).to(t.dtype()));
+  return t;
 }
 
 Tensor& constant_(Tensor& t, double value) {

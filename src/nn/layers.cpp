@@ -178,6 +178,34 @@ Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
   KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: probability must be in [0, 1], got ", p);
 }
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Dropout2d::Dropout2d(double p_) : UnaryModule("Dropout2d"), p(p_) {
+  KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout2d: probability must be in [0, 1], got ", p);
+}
+Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training()); }
+
+InstanceNorm::InstanceNorm(std::string type, int64_t rank_, int64_t num_features_, double eps_,
+                           bool affine, bool track_running_stats, DType dtype)
+    : UnaryModule(std::move(type)), rank(rank_), num_features(num_features_), eps(eps_) {
+  KILN_CHECK(num_features > 0, ValueError, type_name(), ": num_features must be positive, got ",
+             num_features);
+  KILN_CHECK(!track_running_stats, NotImplementedError, type_name(),
+             ": track_running_stats=true is not implemented (instance statistics only)");
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}, dtype));
+    bias = register_parameter("bias", zeros({num_features}, dtype));
+  }
+}
+Tensor InstanceNorm::forward(const Tensor& x) {
+  KILN_CHECK(x.dim() == rank || x.dim() == rank - 1, ShapeError, type_name(),
+             ": expected an input of ", rank, " dims (or ", rank - 1, " unbatched), got ",
+             x.shape_str());
+  const Tensor batched = x.dim() == rank ? x : x.unsqueeze(0);
+  KILN_CHECK(batched.size(1) == num_features, ShapeError, type_name(), ": expected ", num_features,
+             " channels, got ", x.shape_str());
+  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  const Tensor y = instance_norm(batched, opt(weight), opt(bias), eps);
+  return x.dim() == rank ? y : y.squeeze(0);
+}
 
 GELU::GELU(std::string approx) : UnaryModule("GELU"), approximate(std::move(approx)) {
   KILN_CHECK(approximate == "none" || approximate == "tanh", ValueError,

@@ -65,6 +65,18 @@ Tensor as_batch(const char* op, const Tensor& x) {
   return x.dim() == 3 ? x.unsqueeze(0) : x;
 }
 
+// A pooling window: as window_of, padding at most half the kernel (as PyTorch), no ceil_mode.
+Window pool_window(const char* op, const Tensor& x, IntList kernel, IntList stride, IntList padding,
+                   IntList dilation, bool ceil_mode) {
+  KILN_CHECK(!ceil_mode, NotImplementedError, op, ": ceil_mode=true is not implemented");
+  const Window w = window_of(op, x, kernel, stride, padding, dilation);
+  for (int d = 0; d < 2; ++d)
+    KILN_CHECK(2 * w.padding[d] <= w.kernel[d], ValueError, op,
+               ": padding should be at most half the kernel size, got padding ", il(w.padding),
+               " and kernel_size ", il(w.kernel));
+  return w;
+}
+
 // The windows of x [N, C, H, W] padded with `fill`: [N, C, OH, OW, kh, kw].
 Tensor windows(const Tensor& x, const Window& w, double fill) {
   Tensor padded = x;
@@ -127,13 +139,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
 Tensor max_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                   IntList dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
-  KILN_CHECK(!ceil_mode, NotImplementedError, op, ": ceil_mode=true is not implemented");
   const Tensor x = as_batch(op, input);
-  const Window w = window_of(op, x, kernel_size, stride, padding, dilation);
-  for (int d = 0; d < 2; ++d)
-    KILN_CHECK(2 * w.padding[d] <= w.kernel[d], ValueError, op,
-               ": padding should be at most half the kernel size, got padding ", il(w.padding),
-               " and kernel_size ", il(w.kernel));
+  const Window w = pool_window(op, x, kernel_size, stride, padding, dilation, ceil_mode);
   const Tensor out = amax(windows(x, w, -std::numeric_limits<double>::infinity()), {4, 5});
   return input.dim() == 3 ? out.squeeze(0) : out;
 }
@@ -141,13 +148,8 @@ Tensor max_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntL
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d";
-  KILN_CHECK(!ceil_mode, NotImplementedError, op, ": ceil_mode=true is not implemented");
   const Tensor x = as_batch(op, input);
-  const Window w = window_of(op, x, kernel_size, stride, padding, {1});
-  for (int d = 0; d < 2; ++d)
-    KILN_CHECK(2 * w.padding[d] <= w.kernel[d], ValueError, op,
-               ": padding should be at most half the kernel size, got padding ", il(w.padding),
-               " and kernel_size ", il(w.kernel));
+  const Window w = pool_window(op, x, kernel_size, stride, padding, {1}, ceil_mode);
   Tensor out = mean(windows(x, w, 0.0), {4, 5});
   if (!count_include_pad && (w.padding[0] || w.padding[1])) {
     // Divide by the window's elements inside the image, not by its whole size.

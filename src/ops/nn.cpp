@@ -609,6 +609,31 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   return x * scale;
 }
 
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* generator) {
+  KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout2d: probability must be in [0, 1], got ", p);
+  KILN_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
+             "dropout2d: expected an input [N, C, H, W] or [C, H, W], got ", x.shape_str());
+  if (!training || p == 0.0) return x;
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, "dropout2d: expected a floating input, got dtype ",
+             x.dtype());
+  if (p == 1.0) return zeros_like(x);
+  // One draw per channel (per sample), kept channels scaled by 1 / (1 - p).
+  Shape mask_sizes(x.sizes());
+  mask_sizes[mask_sizes.size() - 1] = 1;
+  mask_sizes[mask_sizes.size() - 2] = 1;
+  Tensor scale = bernoulli(mask_sizes, 1.0 - p, x.dtype(), generator);
+  scale.mul_(Scalar(1.0 / (1.0 - p)));
+  return x * scale;
+}
+
+Tensor instance_norm(const Tensor& x, const std::optional<Tensor>& weight,
+                     const std::optional<Tensor>& bias, double eps) {
+  KILN_CHECK(x.dim() >= 3, ShapeError,
+             "instance_norm: expected an input [N, C, *] of at least 3 dims, got ", x.shape_str());
+  // Each (sample, channel) normalised on its own: group_norm with one channel per group.
+  return group_norm(x, x.size(1), weight, bias, eps);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
                                     bool is_causal, std::optional<double> scale,

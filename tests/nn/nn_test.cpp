@@ -351,6 +351,28 @@ TEST(Init, DistributionsHaveTheirBoundsAndSpread) {
   EXPECT_THROW(init::xavier_uniform_(ints), DTypeError);
 }
 
+// The truncated normal's values lie in [a, b], with the truncated distribution's mean and
+// spread: for N(0, 1) cut to [-1, 2], mean (phi(-1) - phi(2)) / Z and variance
+// 1 + (-1 phi(-1) - 2 phi(2)) / Z - mean^2, Z = Phi(2) - Phi(-1).
+TEST(Init, TruncNormalStaysInItsBoundsWithTheTruncatedMoments) {
+  manual_seed(13);
+  Tensor w = empty({400, 500});
+  init::trunc_normal_(w, 0.0, 1.0, -1.0, 2.0);
+  EXPECT_GE(amin(w).item<double>(), -1.0);
+  EXPECT_LE(amax(w).item<double>(), 2.0);
+  auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
+  auto Phi = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
+  const double z = Phi(2) - Phi(-1), m = (phi(-1) - phi(2)) / z;
+  const double var = 1 + (-1 * phi(-1) - 2 * phi(2)) / z - m * m;
+  EXPECT_NEAR(mean_of(w), m, 0.005);
+  EXPECT_NEAR(std_of(w), std::sqrt(var), 0.005);
+  // Far in the tail: still inside the bounds.
+  init::trunc_normal_(w, 0.0, 1.0, 4.0, 4.5);
+  EXPECT_GE(amin(w).item<double>(), 4.0);
+  EXPECT_LE(amax(w).item<double>(), 4.5);
+  EXPECT_THROW(init::trunc_normal_(w, 0.0, 1.0, 1.0, 1.0), ValueError);
+}
+
 TEST(Init, OrthogonalRowsOrColumnsAreOrthonormal) {
   manual_seed(12);
   for (auto shape :
@@ -541,6 +563,41 @@ TEST(Conv2d, AnMnistStyleNetworkTrainsTheSameEagerlyAndCompiled) {
     for (size_t i = 0; i < params.size(); ++i)
       EXPECT_TRUE(allclose(params[i].grad(), want_params[i].grad(), 1e-4, 1e-6)) << i;
   }
+}
+
+TEST(Dropout2d, ZeroesWholeChannelsWhenTrainingOnly) {
+  manual_seed(4);
+  nn::Dropout2d drop(0.5);
+  const Tensor x = ones({4, 8, 3, 3});
+  const Tensor y = drop.forward(x);
+  const std::vector<float> v = y.to_vector<float>();
+  int zeroed = 0;
+  for (int64_t ch = 0; ch < 32; ++ch) {
+    const float first = v[static_cast<size_t>(ch * 9)];
+    EXPECT_TRUE(first == 0.0f || first == 2.0f) << first;
+    zeroed += first == 0.0f;
+    for (int64_t k = 1; k < 9; ++k) EXPECT_EQ(v[static_cast<size_t>(ch * 9 + k)], first);
+  }
+  EXPECT_GT(zeroed, 4);
+  EXPECT_LT(zeroed, 28);
+  drop.eval();
+  EXPECT_TRUE(drop.forward(x).is_same(x));
+  EXPECT_THROW(dropout2d(ones({4, 4}), 0.5), ShapeError);
+}
+
+TEST(InstanceNorm, NormalisesEachSamplesChannelOnItsOwn) {
+  manual_seed(5);
+  nn::InstanceNorm2d norm(3, 1e-5, /*affine=*/true);
+  const Tensor x = randn({2, 3, 4, 5}) * 3 + 1;
+  const Tensor y = norm.forward(x);
+  const Tensor m = mean(y, {2, 3}), v = var(y, {2, 3}, 0);
+  EXPECT_TRUE(allclose(m, zeros({2, 3}), 1e-5, 1e-5)) << m;
+  EXPECT_TRUE(allclose(v, ones({2, 3}), 1e-3, 1e-3)) << v;
+  EXPECT_TRUE(allclose(norm.forward(x[0]), y[0], 1e-6, 1e-6));  // unbatched
+  EXPECT_EQ(norm.named_parameters().size(), 2u);
+  EXPECT_THROW(nn::InstanceNorm1d(3, 1e-5, false, /*track_running_stats=*/true),
+               NotImplementedError);
+  EXPECT_THROW(norm.forward(ones({2, 4, 4, 4})), ShapeError);
 }
 
 }  // namespace

@@ -678,6 +678,14 @@ Ref ref_mse(const Ref& a, const Ref& b, const std::string& reduction) {
 }();
 
 // ---- batch_norm, group_norm ----
+// x [N, C, *], then a weight and a bias per channel.
+std::vector<Tensor> with_channel_affine(std::vector<int64_t> sizes, DType dt, uint32_t seed) {
+  const int64_t c = sizes[1];
+  return {mk(sizes, dt, -3, 3, Layout::Contiguous, seed),
+          mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 1),
+          mk({c}, dt, -1, 1, Layout::Contiguous, seed + 2)};
+}
+
 // Normalises each group of x's elements (group_of(flat index)) by its mean and biased variance,
 // then applies weight and bias per channel (dim 1). Returns y and each group's (mean, var).
 struct ChannelGroupRef {
@@ -831,15 +839,9 @@ KILN_OPINFO({
     .dtypes = kF,
     .samples =
         [](DType dt) {
-          auto with = [&](std::vector<int64_t> sizes, uint32_t seed) {
-            const int64_t c = sizes[1];
-            return std::vector<Tensor>{mk(sizes, dt, -3, 3, Layout::Contiguous, seed),
-                                       mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 1),
-                                       mk({c}, dt, -1, 1, Layout::Contiguous, seed + 2)};
-          };
-          return std::vector<Sample>{{"[4, 6, 5]", with({4, 6, 5}, 1)},
-                                     {"[2, 6, 3, 3]", with({2, 6, 3, 3}, 3)},
-                                     {"[3, 6]", with({3, 6}, 5)}};
+          return std::vector<Sample>{{"[4, 6, 5]", with_channel_affine({4, 6, 5}, dt, 1)},
+                                     {"[2, 6, 3, 3]", with_channel_affine({2, 6, 3, 3}, dt, 3)},
+                                     {"[3, 6]", with_channel_affine({3, 6}, dt, 5)}};
         },
     .fn =
         [](const std::vector<Tensor>& in) {
@@ -862,6 +864,37 @@ KILN_OPINFO({
                                         [] {
                                           group_norm(ones({2, 6}), 4);
                                         })},
+});
+
+KILN_OPINFO({
+    .name = "instance_norm",
+    .covers = {"mean", "var", "sub", "rsqrt", "mul", "add"},
+    .dtypes = kF,
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{{"[2, 3, 5]", with_channel_affine({2, 3, 5}, dt, 7)},
+                                     {"[2, 2, 3, 4]", with_channel_affine({2, 2, 3, 4}, dt, 9)}};
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{instance_norm(in[0], in[1], in[2], 1e-5)};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const int64_t inner = inner_of(x.sizes);
+          ChannelGroupRef r = ref_normalise_groups(
+              x, x.sizes[0] * x.sizes[1], [&](int64_t i) { return i / inner; }, &in[1], &in[2],
+              1e-5);
+          return std::vector<Ref>{r.y};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors = {expect_error<ShapeError>("rank", "expected an input [N, C, *] of at least 3 dims",
+                                        [] {
+                                          instance_norm(ones({2, 6}));
+                                        })},
+    .differentiable = true,
 });
 
 // ---- elementwise losses: l1, smooth_l1, huber, binary cross-entropy, kl_div ----

@@ -26,6 +26,10 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t);
 
 Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+// N(mean, std^2) truncated to [a, b] (torch.nn.init.trunc_normal_): drawn by the inverse CDF
+// of the truncated distribution, so every value lies in [a, b] whatever the bounds.
+Tensor& trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0,
+                      double b = 2.0, Generator* gen = nullptr);
 Tensor& constant_(Tensor& t, double value);
 Tensor& zeros_(Tensor& t);
 Tensor& ones_(Tensor& t);

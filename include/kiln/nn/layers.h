@@ -102,6 +102,37 @@ class GroupNorm : public UnaryModule {
   double eps;
 };
 
+// torch.nn.InstanceNorm1d/2d/3d: instance_norm over x [N, C, *] of rank `rank` (3, 4 or 5;
+// unbatched inputs one less). affine (default false, as PyTorch): weight ones, bias zeros.
+// track_running_stats=true is a NotImplementedError.
+class InstanceNorm : public UnaryModule {
+ public:
+  InstanceNorm(std::string type, int64_t rank, int64_t num_features, double eps, bool affine,
+               bool track_running_stats, DType dtype);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t rank, num_features;
+  double eps;
+};
+class InstanceNorm1d final : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, bool affine = false,
+                          bool track_running_stats = false, DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm1d", 3, num_features, eps, affine, track_running_stats, dtype) {}
+};
+class InstanceNorm2d final : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, bool affine = false,
+                          bool track_running_stats = false, DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm2d", 4, num_features, eps, affine, track_running_stats, dtype) {}
+};
+class InstanceNorm3d final : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, bool affine = false,
+                          bool track_running_stats = false, DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm3d", 5, num_features, eps, affine, track_running_stats, dtype) {}
+};
+
 // x.flatten(start_dim, end_dim) (default: every dim but the batch's).
 class Flatten : public UnaryModule {
  public:
@@ -169,6 +200,13 @@ class AvgPool2d : public UnaryModule {
 class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+// dropout2d: whole channels of [N, C, H, W] (or [C, H, W]) inputs.
+class Dropout2d : public UnaryModule {
+ public:
+  explicit Dropout2d(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   double p;
 };

@@ -83,6 +83,15 @@ Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, Int
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
+// Zeroes whole channels of x [N, C, H, W] (or [C, H, W]) with probability p and scales the rest
+// by 1/(1-p) when training (torch.nn.functional.dropout2d).
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true,
+                 Generator* generator = nullptr);
+// Instance normalisation of x [N, C, *] (torch.nn.functional.instance_norm with input
+// statistics): each sample's channel by its own mean and biased variance; weight and bias per
+// channel, optional.
+Tensor instance_norm(const Tensor& x, const std::optional<Tensor>& weight = {},
+                     const std::optional<Tensor>& bias = {}, double eps = 1e-5);
 // softmax(q k^T * scale [+ mask]) v over [..., L, E] tensors; is_causal masks j > i.
 // attn_mask: bool (true = keep) or floating (added).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
