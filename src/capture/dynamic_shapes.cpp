@@ -62,7 +62,7 @@ std::optional<DimMarks> marks_of(const Tensor& t) {
 // parameter it updates), not a slice (a causal mask buffer narrowed to the sequence length).
 bool is_model_state(const Tensor& t) {
   const std::string kind = detail::tensor_name(t, true).kind;
-  if (kind.empty() || kind == "optimizer scalar") return false;
+  if (kind.empty()) return false;
   if (!detail::tensor_name(t).empty()) return true;
   const std::shared_ptr<Storage>& memory = t.impl()->storage_if_concrete();
   return memory && t.numel() * static_cast<int64_t>(t.element_size()) ==

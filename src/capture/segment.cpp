@@ -194,8 +194,9 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
   // The reason: the guard of a dynamic entry of this structure that failed, else the first
   // difference from the nearest entry.
   std::string reason;
+  const uint64_t sizes_hash = st.dynamic_entries[segment].empty() ? 0 : ir::hash_but_sizes(graph);
   for (const auto& e : st.dynamic_entries[segment])
-    if (reason.empty() && e->sizes_hash == ir::hash_but_sizes(graph))
+    if (reason.empty() && e->sizes_hash == sizes_hash)
       ir::bind_sizes(e->graph, *e->symbolic, graph, &reason, input_label);
   const CacheEntry* near = reason.empty() ? nearest_entry(st, segment, graph) : nullptr;
   if (near) reason = ir::describe_difference(near->graph, graph, input_label);

@@ -235,6 +235,7 @@ std::optional<SymbolicSizes> generalize(
         dynamic[j] = true;
   SymbolicSizes out;
   out.symbol_of_site.assign(sites.size(), -1);
+  out.values = values[0];
   std::map<std::vector<int64_t>, int32_t> symbol_of_values;
   for (size_t j = 0; j < sites.size(); ++j) {
     if (!dynamic[j]) continue;
@@ -269,7 +270,7 @@ std::optional<std::vector<int64_t>> bind_sizes(
     if (reason) *reason = describe_difference(entry, g, input_label);
     return std::nullopt;
   }
-  const std::vector<int64_t> hint = size_site_values(entry);
+  const std::vector<int64_t>& hint = sizes.values;
   const std::vector<int64_t> values = size_site_values(g);
   std::vector<int64_t> binding(sizes.num_symbols(), -1);
   auto fail = [&](size_t j, auto&&... what) -> std::optional<std::vector<int64_t>> {

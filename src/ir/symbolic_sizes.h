@@ -45,6 +45,7 @@ uint64_t hash_but_sizes(const Graph& g);
 // The symbols of a dynamic graph.
 struct SymbolicSizes {
   std::vector<int32_t> symbol_of_site;  // per site: its symbol, or -1 (static)
+  std::vector<int64_t> values;          // per site: its value in the graph (what static ones keep)
   std::vector<int64_t> hints;           // per symbol: its value in the graph
   std::vector<size_t> first_site;       // per symbol: where it is first met
   // Per number that is not a size (a constant's value, a Scalar or floating attribute): whether

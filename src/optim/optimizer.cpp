@@ -74,7 +74,6 @@ Tensor ScalarInputs::get(double value, DType dtype) {
   for (auto& [key, t] : made_)
     if (key.second == dtype && std::memcmp(&key.first, &value, sizeof value) == 0) return t;
   made_.push_back({{value, dtype}, scalar_input(value, dtype)});
-  kiln::detail::set_tensor_name(made_.back().second, "optimizer scalar", format_double(value));
   return made_.back().second;
 }
 
