@@ -133,11 +133,6 @@ CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
   KILN_CHECK(!options.dynamic.value_or(false) || !options.pure, ValueError,
              "kiln::compile: dynamic=true and pure=true: pure mode's graphs are exact (each plan "
              "runs at the sizes it learnt)");
-  interprets = backend.interprets();
-  KILN_CHECK(!options.dynamic.value_or(false) || interprets, NotImplementedError,
-             "kiln::compile: dynamic=true: this backend does not compile dynamic shapes yet (the "
-             "\"eager\" backend does); leave dynamic unset or false (every new shape compiles a "
-             "new graph)");
   // KILN_REPRO_AFTER: failures of this backend are written as standalone repros.
   if (const auto* name = std::get_if<std::string>(&options.backend))
     backend =

@@ -107,13 +107,9 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
     KILN_CHECK(!st.options.pure, Error, "kiln::mark_dynamic: ", name(required[0]),
                " is marked dynamic, but '", st.name,
                "' is compiled in pure mode, whose graphs are exact");
-    KILN_CHECK(st.interprets, NotImplementedError, "kiln::mark_dynamic: ", name(required[0]),
-               " is marked dynamic, but the backend of '", st.name,
-               "' does not compile dynamic shapes yet (the \"eager\" backend does); use "
-               "maybe_mark_dynamic to let it be exact");
   }
   // (Pure mode runs a plan's graph at the sizes it learnt: its graphs stay exact.)
-  if (!st.interprets || !st.options.dynamic.value_or(true) || st.options.pure) return std::nullopt;
+  if (!st.options.dynamic.value_or(true) || st.options.pure) return std::nullopt;
   // Automatic: a cached graph that differs only in sizes is the second observation.
   std::vector<const ir::Graph*> observations{&graph};
   if (!st.options.dynamic && segment < st.segments.size()) {

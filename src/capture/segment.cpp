@@ -80,14 +80,17 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
 // Observers (a debug dump) also get what the backend produced and this graph's times.
 // `plain_now`: the graph is about to run without gradients (an AOT backend then compiles it
 // now, so that observers see what the backend made of it).
+// An instance of a dynamic entry (`instance`) is compiled the same way, quietly: its guards
+// and its graph are the dynamic entry's, which observers saw.
 std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t segment,
                                           const ir::Graph& raw, std::span<const Tensor> inputs,
-                                          bool plain_now,
-                                          std::optional<ir::SymbolicSizes> symbolic) {
+                                          bool plain_now, std::optional<ir::SymbolicSizes> symbolic,
+                                          bool instance = false) {
   std::optional<diagnostics::GraphCompileCollector> collector;
-  if (has_observers()) collector.emplace();
+  if (has_observers() && !instance) collector.emplace();
   diagnostics::CollectingInto collecting(collector ? &*collector : nullptr);
   auto entry = std::make_shared<CacheEntry>();
+  entry->instance = instance;
   entry->graph = raw;
   entry->symbolic = std::move(symbolic);
   if (entry->symbolic) entry->sizes_hash = ir::hash_but_sizes(raw);
@@ -127,6 +130,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
       throw;
     }
   }
+  if (instance) return entry;
   if (log_enabled(LogTopic::Graphs))
     diagnostics::log(LogTopic::Graphs,
                      detail::concat(state.name, ": graph with ", g.num_calls(), " ops\n", g));
@@ -244,6 +248,44 @@ std::shared_ptr<CacheEntry> compile_and_add(detail::CompiledState& st, size_t se
   return entry;
 }
 
+// Runs `graph`, which binds to dynamic entry `dyn` at sizes of its own, on an instance made for
+// it (CacheEntry::symbolic): no recompile is counted, and the instance joins the exact table.
+std::shared_ptr<CacheEntry> instantiate(detail::CompiledState& st, size_t segment,
+                                        const std::shared_ptr<CacheEntry>& dyn,
+                                        const ir::Graph& graph, std::span<const Tensor> inputs,
+                                        bool plain_now) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<CacheEntry> instance =
+      compile_entry(st, segment, graph, inputs, plain_now, std::nullopt, /*instance=*/true);
+  if (log_enabled(LogTopic::Dynamic)) {
+    const std::optional<std::vector<int64_t>> values =
+        ir::bind_sizes(dyn->graph, *dyn->symbolic, graph, nullptr);
+    std::string sizes;
+    for (size_t s = 0; values && s < values->size(); ++s)
+      sizes += detail::concat(s ? ", " : "", "s", s, " = ", (*values)[s]);
+    diagnostics::log(LogTopic::Dynamic,
+                     detail::concat("'", st.name, "' graph ", segment, ": sizes ", sizes,
+                                    " run on an instance of the dynamic graph (made in ",
+                                    detail::seconds_since(t0) * 1e3, " ms)"));
+  }
+  const uint64_t key = graph.hash();
+  std::lock_guard<std::mutex> lock(st.mu);
+  ensure_segment(st, segment);
+  // (kiln::reset() may have dropped the dynamic entry meanwhile: the instance then runs once.)
+  if (std::ranges::find(st.dynamic_entries[segment], dyn) == st.dynamic_entries[segment].end())
+    return instance;
+  st.segments[segment][key].push_back(instance);
+  dyn->instances.emplace_back(key, instance.get());
+  if (dyn->instances.size() > CacheEntry::kMaxInstances) {
+    const auto [old_key, old] = dyn->instances.front();
+    dyn->instances.erase(dyn->instances.begin());
+    auto& list = st.segments[segment][old_key];
+    std::erase_if(list, [old = old](const auto& e) { return e.get() == old; });
+    if (list.empty()) st.segments[segment].erase(old_key);
+  }
+  return instance;
+}
+
 // Puts `entry` first among the entries the next call at this position replays.
 void remember_recent(detail::CompiledState& st, size_t segment,
                      const std::shared_ptr<CacheEntry>& entry) {
@@ -319,15 +361,10 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   last_entry_ = nullptr;
   if (!entry && !compile) {
     outs = grad ? run_with_autograd(nullptr, graph, *grad) : ir::interpret(graph, rec_.inputs);
-  } else if (entry && entry->symbolic && !structurally_equal(entry->graph, graph)) {
-    // A dynamic entry at sizes of its own: the eager backend runs the graph as this call
-    // captured it (Backend::interprets; the only backend with dynamic entries so far).
-    remember_recent(st, segment_index_, entry);
-    InBackend in_backend;
-    outs = ir::interpret(graph, rec_.inputs);
-    last_entry_ = entry;
   } else {
-    if (!entry)
+    if (entry && entry->symbolic && !structurally_equal(entry->graph, graph))
+      entry = instantiate(st, segment_index_, entry, graph, rec_.inputs, !grad);
+    else if (!entry)
       entry =
           compile_and_add(st, segment_index_, graph, key, rec_.inputs, !grad, std::move(symbolic));
     // (A replay of the entry that was first and stayed so needs no update: candidates are only
@@ -427,7 +464,7 @@ std::optional<GradRequest> Tracer::grad_request(const SegmentOutputs& outputs) c
 std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                               const GradRequest& request) {
   CompiledPartObserver observer;
-  if (has_observers())
+  if (has_observers() && !(entry && entry->instance))
     // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).
     observer = [state = std::weak_ptr(state_), segment = segment_index_](
                    const std::string& part, const std::string& missing, const ir::Graph& g,

@@ -45,9 +45,17 @@ struct CacheEntry {
   std::mutex aot_mu;
   std::unique_ptr<AutogradPlans> aot_plans;
   // A dynamic entry (docs/dynamic_shapes.md): `graph`'s sizes as symbols, and its
-  // hash_but_sizes. A call whose graph binds to them runs as captured (Backend::interprets).
+  // hash_but_sizes. A call whose graph binds to them at other sizes runs an instance: the
+  // entry's graph at the call's sizes, compiled by the backend as any graph (no recompile is
+  // counted; a shape-generic backend shares its work between instances: inductor's module
+  // cache), kept in the segment's exact table under its hash, at most kMaxInstances of them
+  // (the oldest is dropped first). `instances` lists them (hash and entry), oldest first.
   std::optional<ir::SymbolicSizes> symbolic;
   uint64_t sizes_hash = 0;
+  static constexpr size_t kMaxInstances = 64;
+  std::vector<std::pair<uint64_t, const CacheEntry*>> instances;
+  // Whether this is an instance of a dynamic entry (observers see the dynamic entry only).
+  bool instance = false;
 };
 
 // Where a sync point came from: an explicit location, or return addresses symbolised lazily.
@@ -69,9 +77,6 @@ class CompiledState {
 
   CompileOptions options;
   Backend backend;
-  // The backend runs each graph with the eager kernels (Backend::interprets, as given: before
-  // a repro wrapper): it compiles dynamic graphs.
-  bool interprets = false;
   std::string name;
   // Unique in the process (names may repeat): how debug dumps tell functions apart.
   uint64_t id = 0;

@@ -116,7 +116,8 @@ TEST_F(DebugDump, BreakAndRecompileAreIndexedAndGraphsParseBack) {
   ASSERT_EQ(recompiles.size(), 2u);
   EXPECT_EQ(field(recompiles[0], "graph"), "0");
   EXPECT_EQ(field(recompiles[0], "reason"),
-            "argument 0 (graph input 0): size of dim 0 changed 10 → 12");
+            "argument 0 (graph input 0): size of dim 0 changed 10 → 12; dim 0 of argument 0 "
+            "(graph input 0) is now dynamic (s0, 12 here)");
   EXPECT_EQ(field(recompiles[1], "graph"), "1");
 
   // One "graph" line per compiled graph, in compile order, with files that exist.

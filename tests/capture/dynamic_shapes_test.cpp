@@ -36,11 +36,19 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& text
   return false;
 }
 
-CompileOptions eager_named(const std::string& name) {
-  return {.backend = std::string("eager"), .name = name};
-}
+// Every backend runs dynamic graphs: each test of this suite runs under each of them.
+class DynamicShapes : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string name(const std::string& stem) const { return stem + "_" + GetParam(); }
+  CompileOptions named(const std::string& stem) const {
+    return {.backend = GetParam(), .name = name(stem)};
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, DynamicShapes,
+                         ::testing::Values("eager", "aot_eager", "inductor"),
+                         [](const auto& info) { return info.param; });
 
-TEST(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
+TEST_P(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
   manual_seed(3);
   nn::GPTConfig config{.vocab_size = 23, .block_size = 64, .n_layer = 1, .n_head = 2, .n_embd = 16};
   nn::GPT model(config);
@@ -50,7 +58,7 @@ TEST(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
     return loss;
   };
   CompileProfiler prof;
-  auto f = compile(step, eager_named("gpt_step"));
+  auto f = compile(step, named("gpt_step"));
   std::vector<std::string> lines;
   const std::vector<std::string> recompiles = logged("recompiles", [&] {
     for (int64_t t : {8, 2, 3, 5, 7, 11, 13, 15, 16, 17, 31, 32, 33, 47, 61, 64}) {
@@ -68,7 +76,7 @@ TEST(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
       for (const Tensor& p : model.parameters()) expect_equal(got_grads[k++], p.grad());
     }
   });
-  EXPECT_EQ(graphs(prof, "gpt_step"), 2);
+  EXPECT_EQ(graphs(prof, name("gpt_step")), 2);
   ASSERT_EQ(recompiles.size(), 1u);
   EXPECT_TRUE(any_contains(recompiles,
                            "argument 0 (graph input 2): size of dim 1 changed 8 → 2; "
@@ -76,42 +84,42 @@ TEST(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
       << recompiles[0];
 }
 
-TEST(DynamicShapes, DuckSizingSharesASymbolUntilTheSizesDiffer) {
+TEST_P(DynamicShapes, DuckSizingSharesASymbolUntilTheSizesDiffer) {
   CompileProfiler prof;
   auto f = compile(
       [](const Tensor& a, const Tensor& b) {
         return cat({a, b}, 0) * 2;
       },
-      eager_named("duck"));
+      named("duck"));
   std::vector<std::string> guards;
   const std::vector<std::string> lines = logged("recompiles,guards", [&] {
     for (int64_t n : {5, 6, 9}) expect_equal(f(ones({n}), ones({n})), full({2 * n}, 2.0));
     expect_equal(f(ones({7}), ones({8})), full({15}, 2.0));  // Eq fails: one recompile
     expect_equal(f(ones({3}), ones({10})), full({13}, 2.0));
   });
-  EXPECT_EQ(graphs(prof, "duck"), 3);
+  EXPECT_EQ(graphs(prof, name("duck")), 3);
   EXPECT_TRUE(any_contains(lines, "guard Eq(dim 0 of input 1, s0)"));
   EXPECT_TRUE(any_contains(lines, "the guard Eq(s0, ...) failed"));
   // An op that needs the sizes equal fails as eager does.
-  auto add = compile([](const Tensor& a, const Tensor& b) { return a + b; }, eager_named("add"));
+  auto add = compile([](const Tensor& a, const Tensor& b) { return a + b; }, named("add"));
   add(ones({5}), ones({5}));
   add(ones({6}), ones({6}));
   EXPECT_THROW(add(ones({5}), ones({6})), ShapeError);
 }
 
-TEST(DynamicShapes, SizesZeroAndOneAfterADynamicGraphCompileOneMoreGraphEach) {
+TEST_P(DynamicShapes, SizesZeroAndOneAfterADynamicGraphCompileOneMoreGraphEach) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return sum(exp(x) * 3, {0}); };
-  auto f = compile(fn, eager_named("zero_one"));
+  auto f = compile(fn, named("zero_one"));
   for (int64_t n : {4, 6, 1, 0, 9, 1, 0, 2}) {
     SCOPED_TRACE(n);
     const Tensor x = arange(0, n * 3).to(DType::Float32).reshape({n, 3}) * 0.1;
     expect_equal(f(x), fn(x));
   }
-  EXPECT_EQ(graphs(prof, "zero_one"), 4);  // exact at 4, dynamic from 6, then 1 and 0
+  EXPECT_EQ(graphs(prof, name("zero_one")), 4);  // exact at 4, dynamic from 6, then 1 and 0
 }
 
-TEST(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
+TEST_P(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) {
     const int64_t b = x.size(0), t = x.size(1);
@@ -119,37 +127,37 @@ TEST(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
     Tensor z = y.narrow(1, 1, t - 1) + y.narrow(1, 0, 1).expand({b * 2, t - 1, x.size(2) / 2});
     return sum(z.view({b, -1}), {1}) + arange(0, b).to(DType::Float32);
   };
-  auto f = compile(fn, eager_named("views"));
+  auto f = compile(fn, named("views"));
   for (int64_t t : {3, 5, 8, 13, 4}) {  // (t = 2 expands to t - 1 = 1: sizes 0 and 1 specialise)
     SCOPED_TRACE(t);
     const Tensor x = randn({2, t, 6});
     expect_equal(f(x), fn(x));
   }
-  EXPECT_EQ(graphs(prof, "views"), 2);
+  EXPECT_EQ(graphs(prof, name("views")), 2);
   // Another rank is another graph.
   const Tensor x4 = randn({2, 3, 6, 1}).reshape({2, 3, 6});
   expect_equal(f(x4), fn(x4));
   EXPECT_THROW(f(randn({2, 3})), Error);  // (eager's error: reshape of a 2-d tensor to 4 dims)
 }
 
-TEST(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
+TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return x.size(0) > 4 ? exp(x) : sin(x); };
-  auto f = compile(fn, eager_named("branch"));
+  auto f = compile(fn, named("branch"));
   for (int64_t n : {3, 5, 6, 2, 7, 4, 9}) {
     SCOPED_TRACE(n);
     const Tensor x = randn({n});
     expect_equal(f(x), fn(x));
   }
   // 3 (sin), 5 (exp: another graph), 6 (exp, dynamic), 2 (sin, dynamic).
-  EXPECT_EQ(graphs(prof, "branch"), 4);
+  EXPECT_EQ(graphs(prof, name("branch")), 4);
 }
 
-TEST(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {
+TEST_P(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {
   CompileProfiler prof;
   nn::Linear lin(4, 3);
   auto fn = [&](const Tensor& x) { return relu(lin.forward(x)); };
-  CompileOptions options = eager_named("all_dynamic");
+  CompileOptions options = named("all_dynamic");
   options.dynamic = true;
   auto f = compile(fn, options);
   const std::vector<std::string> lines = logged("dynamic", [&] {
@@ -158,43 +166,39 @@ TEST(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {
       expect_equal(f(x), fn(x));
     }
   });
-  EXPECT_EQ(graphs(prof, "all_dynamic"), 1);
+  EXPECT_EQ(graphs(prof, name("all_dynamic")), 1);
   ASSERT_FALSE(lines.empty());
   EXPECT_TRUE(
       any_contains(lines, "dim 0 of argument 0 (graph input 1) is now dynamic (s0, 2 here)"))
       << lines[0];
   EXPECT_FALSE(any_contains(lines, "parameter 'weight'"));  // (parameters keep their sizes)
-  // The other backends do not compile dynamic shapes yet: an error, not a quiet exact graph.
-  CompileOptions inductor{.backend = std::string("inductor")};
-  inductor.dynamic = true;
-  EXPECT_THROW(compile(fn, inductor), NotImplementedError);
 }
 
-TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
+TEST_P(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return softmax(x * 2, -1); };
-  auto f = compile(fn, eager_named("marked"));
+  auto f = compile(fn, named("marked"));
   for (int64_t n : {6, 7, 12}) {
     Tensor x = randn({3, n});
     mark_dynamic(x, 1);
     mark_dynamic(x, -1);  // (the same dim)
     expect_equal(f(x), fn(x));
   }
-  EXPECT_EQ(graphs(prof, "marked"), 1);
+  EXPECT_EQ(graphs(prof, name("marked")), 1);
   // A view taken inside the function carries the marks to its dims of the same size.
   auto transposed = [](const Tensor& x) { return softmax(x.transpose(0, 1) * 2, 0); };
-  auto t = compile(transposed, eager_named("marked_view"));
+  auto t = compile(transposed, named("marked_view"));
   for (int64_t n : {6, 7, 12}) {
     Tensor x = randn({3, n});
     mark_dynamic(x, 1);
     expect_equal(t(x), transposed(x));
   }
-  EXPECT_EQ(graphs(prof, "marked_view"), 1);
-  // A marked dim that cannot be dynamic, and a backend that cannot compile it: errors naming it.
+  EXPECT_EQ(graphs(prof, name("marked_view")), 1);
+  // A marked dim that cannot be dynamic: an error naming it.
   Tensor one = randn({3, 1});
   mark_dynamic(one, 1);
   try {
-    compile(fn, eager_named("marked_one"))(one);
+    compile(fn, named("marked_one"))(one);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dim 1 of argument 0 (graph input 0) is marked dynamic, "
@@ -203,8 +207,6 @@ TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
         << e.what();
   }
   Tensor x = randn({3, 5});
-  mark_dynamic(x, 1);
-  EXPECT_THROW(compile(fn, {.backend = std::string("aot_eager")})(x), NotImplementedError);
   EXPECT_THROW(mark_dynamic(x, 2), IndexError);
   // maybe_mark_dynamic never errors: exact where it cannot be dynamic.
   Tensor y = randn({3, 5});
@@ -212,7 +214,7 @@ TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
   expect_equal(compile(fn, {.backend = std::string("aot_eager")})(y), fn(y));
   // mark_static keeps a dim exact under dynamic=true.
   CompileProfiler prof2;
-  CompileOptions all = eager_named("static_dim");
+  CompileOptions all = named("static_dim");
   all.dynamic = true;
   auto g = compile(fn, all);
   for (int64_t n : {4, 5}) {
@@ -220,27 +222,27 @@ TEST(DynamicShapes, MarkedDimsAreSymbolsFromTheFirstCall) {
     mark_static(z, 0);
     expect_equal(g(z), fn(z));
   }
-  EXPECT_EQ(graphs(prof2, "static_dim"), 2);
+  EXPECT_EQ(graphs(prof2, name("static_dim")), 2);
 }
 
 // A number computed from a size (a mean's 1 / n) or that changes between calls is read from
 // each call's graph once the graph is dynamic, as its sizes are.
-TEST(DynamicShapes, NumbersThatChangeAreReadFromEachCall) {
+TEST_P(DynamicShapes, NumbersThatChangeAreReadFromEachCall) {
   CompileProfiler prof;
   double k = 0.5;
   auto fn = [&](const Tensor& x) { return x * k + mean(x); };
-  auto f = compile(fn, eager_named("numbers"));
+  auto f = compile(fn, named("numbers"));
   for (int64_t n : {3, 4, 5, 6}) {
     k += 0.25;
     const Tensor x = randn({n});
     expect_equal(f(x), fn(x));
   }
-  EXPECT_EQ(graphs(prof, "numbers"), 2);
+  EXPECT_EQ(graphs(prof, name("numbers")), 2);
 }
 
 // A slice of a registered buffer (a causal mask cut to the sequence length) follows the length;
 // the buffer itself, and a parameter, stay static (marking one dynamic is an error saying so).
-TEST(DynamicShapes, SlicesOfModelStateAreDynamicTheStateItselfIsNot) {
+TEST_P(DynamicShapes, SlicesOfModelStateAreDynamicTheStateItselfIsNot) {
   struct Masked : nn::Module {
     Tensor mask;
     Masked() : Module("Masked") { mask = register_buffer("mask", tril(ones({32, 32}))); }
@@ -250,16 +252,16 @@ TEST(DynamicShapes, SlicesOfModelStateAreDynamicTheStateItselfIsNot) {
     const int64_t t = x.size(0);
     return x * m.mask.narrow(0, 0, t).narrow(1, 0, t);
   };
-  auto f = compile(fn, eager_named("masked"));
+  auto f = compile(fn, named("masked"));
   for (int64_t t : {4, 7, 9, 16, 3}) {
     const Tensor x = randn({t, t});
     expect_equal(f(x), fn(x));
   }
-  EXPECT_EQ(graphs(prof, "masked"), 2);
+  EXPECT_EQ(graphs(prof, name("masked")), 2);
   nn::Linear lin(3, 2);
   mark_dynamic(lin.weight, 0);
   try {
-    compile([&](const Tensor& x) { return lin.forward(x); }, eager_named("param"))(ones({4, 3}));
+    compile([&](const Tensor& x) { return lin.forward(x); }, named("param"))(ones({4, 3}));
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is marked dynamic, but it is parameter 'weight', whose "
@@ -270,7 +272,7 @@ TEST(DynamicShapes, SlicesOfModelStateAreDynamicTheStateItselfIsNot) {
 }
 
 // Pure mode runs a plan's graph at the sizes it learnt: its graphs stay exact.
-TEST(DynamicShapes, PureModeGraphsStayExact) {
+TEST(DynamicShapesEager, PureModeGraphsStayExact) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return tanh(x) * 2; };
   auto f = compile(fn, {.backend = std::string("eager"), .name = "pure_sizes", .pure = true});
@@ -284,7 +286,7 @@ TEST(DynamicShapes, PureModeGraphsStayExact) {
   EXPECT_THROW(compile(fn, both), ValueError);
 }
 
-TEST(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
+TEST_P(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
   manual_seed(5);
   nn::Linear a(6, 8), b(8, 2);
   auto step = [&](const Tensor& x, const Tensor& y) {
@@ -293,7 +295,7 @@ TEST(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
     return loss;
   };
   CompileProfiler prof;
-  auto f = compile(step, eager_named("train_step"));
+  auto f = compile(step, named("train_step"));
   for (int64_t batch : {8, 8, 5, 32, 7, 2}) {
     SCOPED_TRACE(batch);
     const Tensor x = randn({batch, 6}), y = randn({batch, 2});
@@ -307,7 +309,7 @@ TEST(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
     expect_equal(ga, a.weight.grad());
     expect_equal(gb, b.weight.grad());
   }
-  EXPECT_EQ(graphs(prof, "train_step"), 2);
+  EXPECT_EQ(graphs(prof, name("train_step")), 2);
 }
 
 }  // namespace

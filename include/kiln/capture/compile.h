@@ -39,11 +39,10 @@ using CompiledGraph = std::function<std::vector<Tensor>(std::span<const Tensor> 
 // per cache miss; may throw kiln::Error (the call fails and nothing is cached). Any callable
 // `CompiledGraph(const ir::Graph&, std::span<const TensorMeta>)` is a plain backend: a graph
 // that needs gradients runs the eager derivatives of its ops backward. aot_autograd makes an
-// AOT backend, which also compiles the backward (Backend::aot()).
-class Backend;
-namespace backends {
-Backend make_eager_backend();
-}
+// AOT backend, which also compiles the backward (Backend::aot()). A dynamic graph
+// (docs/dynamic_shapes.md) is compiled again at each new binding of its sizes, as an instance
+// that counts no recompile: a backend shares what does not depend on sizes between them
+// (inductor's generated code takes sizes as arguments, and one module serves them all).
 class Backend {
  public:
   using CompileFn =
@@ -65,10 +64,6 @@ class Backend {
   // The forward and backward compilers when this is an AOT backend (aot_autograd, "aot_eager",
   // "inductor"); null for a plain one.
   const AotCompilers* aot() const { return aot_.get(); }
-  // Whether this is the "eager" backend, which runs each graph with the eager kernels: a
-  // dynamic graph (docs/dynamic_shapes.md) runs as each call captured it. Today the one backend
-  // that compiles dynamic shapes.
-  bool interprets() const { return interprets_; }
 
   // This backend with `wrapper` called for each graph it compiles, given the graph, its inputs
   // and the compiler to hand it to (a plain backend's callable, or an AOT backend's forward or
@@ -80,10 +75,8 @@ class Backend {
 
  private:
   friend Backend aot_autograd(Backend fw_compiler, Backend bw_compiler);
-  friend Backend backends::make_eager_backend();
   CompileFn compile_;
   std::shared_ptr<const AotCompilers> aot_;
-  bool interprets_ = false;
 };
 struct Backend::AotCompilers {
   Backend forward;
@@ -116,8 +109,7 @@ struct CompileOptions {
   // call's graph differs from a cached one only in sizes, the sizes that changed become symbols
   // and one dynamic graph serves every size from then on. true: every input dim is a symbol from
   // the first call (but sizes 0 and 1, and parameters, buffers and optimizer state). false:
-  // every size is exact. Dynamic graphs are compiled by the "eager" backend today; with another
-  // backend unset means exact and true is a NotImplementedError.
+  // every size is exact. Every backend runs dynamic graphs (see Backend).
   std::optional<bool> dynamic;
   // "" or "default"; "max-autotune" (backend "inductor" only): each generated kernel of 4096
   // or more elements is timed on one thread and on all of them at its first run, and runs the

@@ -16,7 +16,6 @@ Backend make_eager_backend() {
       return interpreter->run(inputs, runtime_values);
     };
   };
-  eager.interprets_ = true;
   return eager;
 }
 

@@ -157,7 +157,40 @@ std::vector<int64_t> operand_itemsizes(const Kernel& k) {
 
 }  // namespace
 
+namespace {
+// The launch shape's loop part (see launch_shape).
+std::vector<int64_t> loop_shape(const Kernel& k);
+
+// Whether op `op` of a plain kernel reads sizes of its own from the kernel's launch shape
+// (launch_shape's index parameters): an indirect load, or tril/triu.
+bool takes_index_parameters(const KernelOp& op) {
+  return op.role == KernelOp::Role::ByIndex &&
+         (op.op->kind == OpKind::Indexing || lowering_as<TriangleLowering>(op.op) != nullptr);
+}
+}  // namespace
+
 std::vector<int64_t> launch_shape(const Kernel& k) {
+  std::vector<int64_t> shape = loop_shape(k);
+  if (k.row_size > 0) return shape;
+  // The index parameters, per op that takes them (in op order): an indirect load's ranges,
+  // table strides and index stride; tril's or triu's row and column counts.
+  for (const KernelOp& op : k.ops) {
+    if (!takes_index_parameters(op)) continue;
+    if (op.op->kind == OpKind::Indexing) {
+      const KernelInput& rows = k.inputs[static_cast<size_t>(op.args[0].index)];
+      shape.insert(shape.end(), k.ranges.begin(), k.ranges.end());
+      shape.insert(shape.end(), rows.strides.begin(), rows.strides.end());
+      shape.push_back(rows.index_stride);
+    } else {
+      shape.push_back(k.ranges.end()[-2]);
+      shape.push_back(k.ranges.back());
+    }
+  }
+  return shape;
+}
+
+namespace {
+std::vector<int64_t> loop_shape(const Kernel& k) {
   const size_t num_out = k.outputs.size();
   const std::vector<int64_t> item = operand_itemsizes(k);
   // Byte strides over the ranges: outputs contiguous, inputs as the schedule says.
@@ -223,8 +256,6 @@ std::vector<int64_t> launch_shape(const Kernel& k) {
   }
   return shape;
 }
-
-namespace {
 
 // The ops' functors, built once per call as the eager kernel builds them, and the constant
 // operands as filled blocks, one per dtype they are read in (named in the map returned).
@@ -445,7 +476,7 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
 // coalesced range is shorter than kShortRun with outer ranges around it, no window cuts it, and
 // its outputs are contiguous along it.
 bool runs_short(const Kernel& k) {
-  const std::vector<int64_t> shape = launch_shape(k);
+  const std::vector<int64_t> shape = loop_shape(k);
   const int64_t nd = shape[1];
   if (shape[0] == 0 || nd < 2 || shape[2] >= kernels::kShortRun) return false;
   const std::vector<int64_t> item = operand_itemsizes(k);
@@ -505,8 +536,9 @@ void render_loop_call(std::ostringstream& os, const Kernel& k) {
 // over the block: each element's row of the table picked by its index, the rest of its position
 // from its flat index (inductor_rt::gather_block). Its result goes to output `slot`, or (slot
 // < 0) to a block named `result`, which this sets.
+// Its sizes and strides are the index parameters at index_shape + `at`.
 void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int slot,
-                          std::string& result) {
+                          std::string& result, size_t at) {
   const KernelOp& op = k.ops[j];
   const auto table = static_cast<size_t>(op.args[0].index);
   const KernelInput& rows = k.inputs[table];
@@ -519,15 +551,12 @@ void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int
     result = detail::concat("v", j);
     os << "    alignas(64) " << t << " " << result << "[inductor_rt::kBlock];\n";
   }
-  auto list = [](const Shape& values) {
-    std::string s = detail::concat("std::array<int64_t, ", values.size(), ">{");
-    for (size_t d = 0; d < values.size(); ++d) s += detail::concat(d ? ", " : "", values[d]);
-    return s + "}";
-  };
+  const size_t rank = k.ranges.size();
   os << "    // " << op.op->name << " (an indirect load)\n"
-     << "    inductor_rt::gather_block(" << result << ", reinterpret_cast<const " << t << "*>(base["
-     << k.outputs.size() + table << "]), in" << op.args[1].index << ", n, first, " << list(k.ranges)
-     << ", " << list(rows.strides) << ", " << rows.index_stride << ");\n";
+     << "    inductor_rt::gather_block<" << rank << ">(" << result << ", reinterpret_cast<const "
+     << t << "*>(base[" << k.outputs.size() + table << "]), in" << op.args[1].index
+     << ", n, first, index_shape + " << at << ", index_shape + " << at + rank << ", index_shape["
+     << at + 2 * rank << "]);\n";
 }
 
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
@@ -569,6 +598,18 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
          << static_cast<int>(k.ops[j].op->philox_attrs[0]) << ")), offset" << j
          << " = static_cast<uint64_t>(attrs[" << j << "]->i("
          << static_cast<int>(k.ops[j].op->philox_attrs[1]) << "));\n";
+  // Where the index parameters start (launch_shape: after the loop's sizes, strides and
+  // windows, whose count depends on the call's shape), and each op's among them.
+  std::vector<size_t> index_at(k.ops.size(), 0);
+  size_t index_count = 0;
+  for (size_t j = 0; j < k.ops.size(); ++j) {
+    if (!takes_index_parameters(k.ops[j])) continue;
+    index_at[j] = index_count;
+    index_count += k.ops[j].op->kind == OpKind::Indexing ? 2 * k.ranges.size() + 1 : 2;
+  }
+  if (index_count > 0)
+    os << "  const int64_t* index_shape = shape + 2 + shape[1] * " << n + 1
+       << (k.reads_windows() ? detail::concat(" + ", n, " * (1 + 2 * shape[1])") : "") << ";\n";
   render_loop_call(os, k);
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
@@ -608,7 +649,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   for (size_t j = 0; j < k.ops.size(); ++j) {
     const KernelOp& op = k.ops[j];
     if (op.op->kind == OpKind::Indexing) {
-      render_indirect_load(os, k, j, output_slot[j], result[j]);
+      render_indirect_load(os, k, j, output_slot[j], result[j], index_at[j]);
       continue;
     }
     std::vector<std::string> args;
@@ -631,8 +672,8 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
     if (op.role == KernelOp::Role::ByIndex && triangle) {
       // Elements first .. first + n - 1: kept or zero by their row and column.
       os << "    inductor_rt::triangle_block<" << (triangle->lower ? "true" : "false") << ">("
-         << result[j] << ", " << args[0] << ", n, first, " << k.ranges.end()[-2] << ", "
-         << k.ranges.back() << ", attrs[" << j << "]->i(0));\n";
+         << result[j] << ", " << args[0] << ", n, first, index_shape[" << index_at[j]
+         << "], index_shape[" << index_at[j] + 1 << "], attrs[" << j << "]->i(0));\n";
     } else if (op.role == KernelOp::Role::ByIndex) {
       // Elements first .. first + n - 1 of the draw, as the eager kernel draws them.
       // (uniform, normal, randint: attrs [size, dtype, a, b, seed, offset], a and b their

@@ -18,10 +18,9 @@ namespace kiln::inductor {
 // where buffers are the data pointers of K's outputs (fresh, contiguous) then of its inputs'
 // root tensors (kernel.inputs order) advanced by each input's offset, and attrs the attributes
 // of K's ops (kernel.ops order).
-// Sources depend on sizes and strides through the loop a plain kernel runs in (whether its
-// innermost range is short: short_run_loop), tril's and triu's row length and column count
-// (triangle_block) and an indirect load's table strides: the rest arrives per call in `shape`
-// (below), so graphs that differ only in shapes mostly share one compiled module.
+// Sources depend on sizes and strides only through the loop a plain kernel runs in (whether its
+// innermost range is short: short_run_loop): the rest arrives per call in `shape` (below), so
+// graphs that differ only in shapes mostly share one compiled module (docs/dynamic_shapes.md).
 std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
 // A loaded kernel of that convention.
 using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
@@ -41,7 +40,10 @@ const KernelRenderer& cpp_renderer();
 // The `shape` argument of kernel k: {numel, nd, sizes[nd] (coalesced, innermost first), then
 // per operand (outputs, then inputs) its byte strides[nd]}; when some inputs are read through
 // windows (Kernel::reads_windows), then per operand what it reads outside its window and its
-// bounds per dim (kernels::block_loop_any's `windows`).
+// bounds per dim (kernels::block_loop_any's `windows`); then the index parameters of the ops
+// of a plain kernel that compute by index and read sizes: per indirect load (in op order) the
+// kernel's ranges, its table's strides and its index stride; per tril or triu, the kernel's
+// row and column counts.
 std::vector<int64_t> launch_shape(const Kernel& k);
 
 }  // namespace kiln::inductor

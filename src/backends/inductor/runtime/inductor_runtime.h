@@ -294,13 +294,13 @@ inline void triangle_block(T* out, const T* x, int64_t n, int64_t first, int64_t
   }
 }
 
-// An indirect load over n elements of a kernel over `sizes`, from its flat element `first`:
-// out[e] = table[Σ strides[d]·i_d + index_stride · index[e]] at the element's position i (the
-// indices were checked against the table before the kernel ran).
-template <typename T, typename I, size_t R>
+// An indirect load over n elements of a rank-R kernel over `sizes`, from its flat element
+// `first`: out[e] = table[Σ strides[d]·i_d + index_stride · index[e]] at the element's position
+// i (the indices were checked against the table before the kernel ran). `sizes`, `strides` and
+// index_stride arrive per call (the kernel's launch shape), so one module serves every size.
+template <size_t R, typename T, typename I>
 inline void gather_block(T* out, const T* table, const I* index, int64_t n, int64_t first,
-                         const std::array<int64_t, R>& sizes, const std::array<int64_t, R>& strides,
-                         int64_t index_stride) {
+                         const int64_t* sizes, const int64_t* strides, int64_t index_stride) {
   std::array<int64_t, R> at;
   int64_t offset = 0;
   for (size_t d = R, rest = static_cast<size_t>(first); d-- > 0;) {
