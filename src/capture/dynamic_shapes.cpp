@@ -40,7 +40,8 @@ namespace capture {
 
 namespace {
 // The marks on t's dims; for a view (taken inside the function, so it is the graph's input),
-// its base's marks carried to the view's dims of the same size.
+// its base's marks carried to the view's dims of the same size, and a dim of a size the base
+// does not have (a flattened [b·t]) made maybe-dynamic when the base has a dynamic dim.
 std::optional<DimMarks> marks_of(const Tensor& t) {
   if (std::optional<DimMarks> m = marks().get(t)) return m;
   const std::shared_ptr<TensorImpl>& base = t.impl()->view_base();
@@ -48,12 +49,18 @@ std::optional<DimMarks> marks_of(const Tensor& t) {
   const std::optional<DimMarks> on_base = marks().get(Tensor(base));
   if (!on_base) return std::nullopt;
   DimMarks carried;
+  bool dynamic_base = false;
   for (const auto& [dim, how] : *on_base) {
     if (dim >= static_cast<int64_t>(base->sizes().size())) continue;
+    dynamic_base = dynamic_base || how != DimMark::Static;
     const int64_t size = base->sizes()[static_cast<size_t>(dim)];
     for (int64_t d = 0; d < t.dim(); ++d)
       if (t.size(d) == size) carried.emplace_back(d, how);
   }
+  if (dynamic_base)
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (std::ranges::find(base->sizes(), t.size(d)) == base->sizes().end())
+        carried.emplace_back(d, DimMark::MaybeDynamic);
   return carried;
 }
 

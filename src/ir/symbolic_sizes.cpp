@@ -221,20 +221,30 @@ std::optional<SymbolicSizes> generalize(
     }
   }
   // One observation: what a marked dim's value reaches (a view's size, a reshape target, the
-  // input's own strides; not another input's size) is taken to follow it. A coincidence costs a
-  // recompile, whose two observations then tell.
+  // input's own strides; not another input's size) is taken to be its symbol, and every other
+  // size computed in the graph (a product, a difference: 2·s0, s0 - 1) to follow the symbols
+  // (SymbolicSizes::kFollows), as every number in it does. A coincidence costs a recompile,
+  // whose two observations then tell.
   auto input_size = [&](const SizeSite& s) {
     return s.kind == SizeSite::Kind::Size &&
            hint.nodes[static_cast<size_t>(s.node)].kind == NodeKind::Placeholder;
   };
-  if (values.size() == 1)
-    for (size_t j = 0; j < sites.size(); ++j)
-      if (!dynamic[j] && !names_dims(hint, sites[j]) && !input_size(sites[j]) &&
-          !listed(sites[j], static_inputs) &&
-          std::ranges::find(marked_values, values[0][j]) != marked_values.end())
+  const bool one_marked = values.size() == 1 && !marked_values.empty();
+  std::vector<bool> follows(sites.size(), false);
+  if (one_marked)
+    for (size_t j = 0; j < sites.size(); ++j) {
+      if (dynamic[j] || names_dims(hint, sites[j]) || input_size(sites[j]) ||
+          listed(sites[j], static_inputs) || values[0][j] < 2)
+        continue;
+      if (std::ranges::find(marked_values, values[0][j]) != marked_values.end())
         dynamic[j] = true;
+      else
+        follows[j] = true;
+    }
   SymbolicSizes out;
-  out.symbol_of_site.assign(sites.size(), -1);
+  out.symbol_of_site.assign(sites.size(), SymbolicSizes::kStatic);
+  for (size_t j = 0; j < sites.size(); ++j)
+    if (follows[j]) out.symbol_of_site[j] = SymbolicSizes::kFollows;
   out.values = values[0];
   std::map<std::vector<int64_t>, int32_t> symbol_of_values;
   for (size_t j = 0; j < sites.size(); ++j) {
@@ -254,7 +264,7 @@ std::optional<SymbolicSizes> generalize(
   for (size_t k = 0; k < observations.size(); ++k)
     for_each_scalar_site(*observations[k],
                          [&](size_t, size_t, const AttrValue& v) { scalars[k].push_back(v); });
-  out.free_scalar.assign(scalars[0].size(), false);
+  out.free_scalar.assign(scalars[0].size(), one_marked);
   for (size_t j = 0; j < scalars[0].size(); ++j)
     for (size_t k = 1; k < scalars.size(); ++k)
       if (!same_attr(scalars[k][j], scalars[0][j])) out.free_scalar[j] = true;
@@ -302,6 +312,7 @@ std::optional<std::vector<int64_t>> bind_sizes(
   for (size_t j = 0; j < values.size(); ++j) {
     const int32_t s = sizes.symbol_of_site[j];
     const int64_t v = values[j];
+    if (s == SymbolicSizes::kFollows) continue;
     if (s < 0) {
       if (v != hint[j])
         return fail(j, " changed ", hint[j], " → ", v, " (static in the dynamic graph)");

@@ -44,7 +44,10 @@ uint64_t hash_but_sizes(const Graph& g);
 
 // The symbols of a dynamic graph.
 struct SymbolicSizes {
-  std::vector<int32_t> symbol_of_site;  // per site: its symbol, or -1 (static)
+  // Per site: its symbol, kStatic, or kFollows: computed from the symbols (a product, a
+  // difference), read from each call unguarded, as every backend compiles each binding's graph.
+  static constexpr int32_t kStatic = -1, kFollows = -2;
+  std::vector<int32_t> symbol_of_site;
   std::vector<int64_t> values;          // per site: its value in the graph (what static ones keep)
   std::vector<int64_t> hints;           // per symbol: its value in the graph
   std::vector<size_t> first_site;       // per symbol: where it is first met
@@ -58,9 +61,11 @@ struct SymbolicSizes {
 // hint) into symbols: a site whose value differs between observations is a symbol, as is every
 // dim of an input listed in `dynamic_inputs` ((input index, dim) pairs) and, with a single
 // observation, every site whose value is that of such a dim (except attributes named as dims,
-// which are indices, not sizes). Values 0 and 1 stay static, as do the input dims listed in
-// `static_inputs` (dim -1: all of that input's sizes and strides). Numbers that are not sizes
-// and varied become free_scalar. Nothing dynamic: nullopt.
+// which are indices, not sizes), every other site computed in the graph then following the
+// symbols (kFollows) and every number that is not a size being free_scalar. Values 0 and 1 stay
+// static, as do other inputs' sizes and the input dims listed in `static_inputs` (dim -1: all
+// of that input's sizes and strides). Numbers that are not sizes and varied become free_scalar.
+// Nothing dynamic: nullopt.
 std::optional<SymbolicSizes> generalize(
     std::span<const Graph* const> observations,
     std::span<const std::pair<int32_t, int32_t>> dynamic_inputs = {},

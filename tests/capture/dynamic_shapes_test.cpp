@@ -3,6 +3,8 @@
 // control flow — each compiles a bounded number of graphs and computes what eager does.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "capture/test_utils.h"
 #include "kiln/kiln.h"
 
@@ -48,40 +50,78 @@ INSTANTIATE_TEST_SUITE_P(Backends, DynamicShapes,
                          ::testing::Values("eager", "aot_eager", "inductor"),
                          [](const auto& info) { return info.param; });
 
+// The sweep: 50 sequence lengths (2, primes, 15/16/17 around vector widths, up to
+// attention scores of 2^20 elements) through a GPT block, forward and backward. Under every
+// backend: two graphs (exact, then dynamic from the second length), or one when the length is
+// marked dynamic; every loss and gradient bitwise eager's (generated code computes each element
+// as the eager kernel does); and under inductor, one set of compiled modules for all lengths.
+std::vector<int64_t> sweep_lengths() {
+  std::vector<int64_t> lengths{8};
+  for (int64_t t = 2; t <= 40; ++t)
+    if (t != 8) lengths.push_back(t);
+  for (int64_t t : {47, 53, 61, 64, 97, 127, 128, 129, 255, 256, 512}) lengths.push_back(t);
+  return lengths;
+}
+
 TEST_P(DynamicShapes, ASweepOfSequenceLengthsThroughAGPTBlockCompilesTwoGraphs) {
   manual_seed(3);
-  nn::GPTConfig config{.vocab_size = 23, .block_size = 64, .n_layer = 1, .n_head = 2, .n_embd = 16};
+  nn::GPTConfig config{
+      .vocab_size = 23, .block_size = 512, .n_layer = 1, .n_head = 2, .n_embd = 16};
   nn::GPT model(config);
   auto step = [&](const Tensor& idx, const Tensor& targets) {
     Tensor loss = model.loss(idx, targets);
     loss.backward();
     return loss;
   };
+  auto check = [&](auto& f, int64_t t, bool mark) {
+    SCOPED_TRACE(t);
+    const Tensor idx = randint(0, 23, {2, t});
+    const Tensor targets = randint(0, 23, {2, t});
+    if (mark) mark_dynamic(idx, 1), mark_dynamic(targets, 1);
+    model.zero_grad();
+    const Tensor got = f(idx, targets);
+    std::vector<Tensor> got_grads;
+    for (const Tensor& p : model.parameters()) got_grads.push_back(p.grad().clone());
+    model.zero_grad();
+    const Tensor want = step(idx, targets);
+    expect_equal(got, want);
+    size_t k = 0;
+    for (const Tensor& p : model.parameters()) expect_equal(got_grads[k++], p.grad());
+  };
+  const std::vector<int64_t> lengths = sweep_lengths();
+  ASSERT_EQ(lengths.size(), 50u);
   CompileProfiler prof;
   auto f = compile(step, named("gpt_step"));
-  std::vector<std::string> lines;
-  const std::vector<std::string> recompiles = logged("recompiles", [&] {
-    for (int64_t t : {8, 2, 3, 5, 7, 11, 13, 15, 16, 17, 31, 32, 33, 47, 61, 64}) {
-      SCOPED_TRACE(t);
-      const Tensor idx = randint(0, 23, {2, t});
-      const Tensor targets = randint(0, 23, {2, t});
-      model.zero_grad();
-      const Tensor got = f(idx, targets);
-      std::vector<Tensor> got_grads;
-      for (const Tensor& p : model.parameters()) got_grads.push_back(p.grad().clone());
-      model.zero_grad();
-      const Tensor want = step(idx, targets);
-      expect_equal(got, want);  // the eager kernels run either way: bitwise
-      size_t k = 0;
-      for (const Tensor& p : model.parameters()) expect_equal(got_grads[k++], p.grad());
-    }
+  std::set<std::string> modules_first, modules;  // inductor's, by their logged paths
+  auto module_paths = [](const std::vector<std::string>& lines) {
+    std::set<std::string> paths;
+    for (const std::string& l : lines)
+      if (const size_t at = l.find("] inductor: "); at != std::string::npos)
+        paths.insert(l.substr(at + 12, l.find(' ', at + 12) - at - 12));
+    return paths;
+  };
+  modules_first = module_paths(logged("output_code", [&] { check(f, lengths[0], false); }));
+  std::vector<std::string> recompiles;
+  const std::vector<std::string> lines = logged("recompiles,output_code", [&] {
+    for (size_t i = 1; i < lengths.size(); ++i) check(f, lengths[i], false);
   });
+  for (const std::string& l : lines)
+    if (l.find("] recompiling") != std::string::npos) recompiles.push_back(l);
   EXPECT_EQ(graphs(prof, name("gpt_step")), 2);
   ASSERT_EQ(recompiles.size(), 1u);
   EXPECT_TRUE(any_contains(recompiles,
                            "argument 0 (graph input 2): size of dim 1 changed 8 → 2; "
                            "dim 1 of argument 0 (graph input 2) is now dynamic (s0"))
       << recompiles[0];
+  modules = module_paths(lines);
+  for (const std::string& m : modules_first) modules.erase(m);
+  EXPECT_TRUE(modules.empty()) << "a module besides the first length's: " << *modules.begin();
+  // Marked dynamic: one graph from the first call.
+  auto g = compile(step, named("gpt_marked"));
+  const std::vector<std::string> marked = logged("recompiles", [&] {
+    for (int64_t t : {9, 2, 16, 17, 31, 128}) check(g, t, true);
+  });
+  EXPECT_EQ(graphs(prof, name("gpt_marked")), 1) << (marked.empty() ? "" : marked[0]);
 }
 
 TEST_P(DynamicShapes, DuckSizingSharesASymbolUntilTheSizesDiffer) {
