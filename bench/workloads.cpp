@@ -1,5 +1,6 @@
 #include "workloads.h"
 
+#include <optional>
 #include <variant>
 
 #include "kiln/kiln.h"
@@ -155,10 +156,11 @@ std::function<void()> w5(const ModelBackend& model_backend = "", const char* nam
 // The step to time: `step` itself (backend ""), or `step` through kiln::compile with `backend`,
 // called once here so that the timed calls are cache hits.
 template <class Step>
-std::function<void()> with_backend(Step step, const std::string& backend, const char* name) {
+std::function<void()> with_backend(Step step, const std::string& backend, const char* name,
+                                   std::optional<bool> dynamic = std::nullopt) {
   if (backend.empty()) return [step] { step(); };
   auto compiled = std::make_shared<decltype(compile(step))>(
-      compile(step, CompileOptions{.backend = backend, .name = name}));
+      compile(step, CompileOptions{.backend = backend, .dynamic = dynamic, .name = name}));
   (*compiled)();
   return [compiled] { (*compiled)(); };
 }
@@ -166,7 +168,8 @@ std::function<void()> with_backend(Step step, const std::string& backend, const 
 // W7: the demo's char-GPT training step (`kiln train`'s model): vocab 96, 4 layers, 128 wide,
 // 4 heads, block 64, batch 32; cross-entropy, backward, gradient clipping (the tensor form, so
 // that a compiled step is one graph), AdamW. `backend` empty: eager mode.
-std::function<void()> w7_step(const std::string& backend, const char* name) {
+std::function<void()> w7_step(const std::string& backend, const char* name,
+                              std::optional<bool> dynamic = std::nullopt) {
   manual_seed(7);
   nn::GPTConfig config;
   config.vocab_size = 96;
@@ -184,7 +187,52 @@ std::function<void()> w7_step(const std::string& backend, const char* name) {
     opt->step();
     return loss;
   };
-  return with_backend(step, backend, name);
+  return with_backend(step, backend, name, dynamic);
+}
+
+// W8: the dynamic-shapes sweep: W7's model (batch 8) trained, forward and backward, at 50
+// sequence lengths 2..51 in turn, each batch a slice of one [8, 64] tensor (as a text loader
+// cuts them). `mode`: "" eager; "i" through a kiln::compile made for the sweep (inductor,
+// automatic dynamic: the exact graph, the dynamic one, then instances at each new length);
+// "s" the same with dynamic = false (a graph per length until cache_size_limit, then eager);
+// "w" one kiln::compile made in setup, so each timed sweep hits the graphs of the first.
+std::function<void()> w8_sweep(const std::string& mode) {
+  manual_seed(8);
+  nn::GPTConfig config;
+  config.vocab_size = 96;
+  config.block_size = 64;
+  auto model = std::make_shared<nn::GPT>(config);
+  auto x = std::make_shared<Tensor>(randint(0, 96, {8, 64}));
+  auto y = std::make_shared<Tensor>(randint(0, 96, {8, 64}));
+  auto step = [model](const Tensor& idx, const Tensor& targets) {
+    model->zero_grad();
+    Tensor loss = model->loss(idx, targets);
+    loss.backward();
+    return loss;
+  };
+  using Compiled = decltype(compile(step));
+  auto sweep = [x, y](const std::function<Tensor(const Tensor&, const Tensor&)>& run) {
+    for (int64_t t = 2; t <= 51; ++t) run(x->narrow(1, 0, t), y->narrow(1, 0, t));
+  };
+  if (mode.empty()) return [sweep, step] { sweep(step); };
+  auto fresh = [step, mode] {
+    CompileOptions options{.backend = std::string("inductor"), .name = "W8" + mode};
+    if (mode == "s") options.dynamic = false;
+    return std::make_shared<Compiled>(compile(step, options));
+  };
+  if (mode == "w") {
+    auto compiled = fresh();
+    sweep([compiled](const Tensor& a, const Tensor& b) { return (*compiled)(a, b); });
+    return [sweep, compiled] {
+      sweep([compiled](const Tensor& a, const Tensor& b) { return (*compiled)(a, b); });
+    };
+  }
+  auto run_fresh = [sweep, fresh] {
+    auto compiled = fresh();
+    sweep([compiled](const Tensor& a, const Tensor& b) { return (*compiled)(a, b); });
+  };
+  run_fresh();  // (the system compiler runs here, once: the timed sweeps find its modules)
+  return run_fresh;
 }
 
 // A1: one W7 layer's attention core, forward and backward, in isolation: the qkv projection's
@@ -215,15 +263,19 @@ std::function<void()> attention_core(const std::string& backend, const char* nam
 // ---- the same workloads through kiln::compile with the code-generating backend ----
 // The first call (made here, in setup) compiles, so the timed calls are cache hits; compile
 // time is reported apart by `kiln bench` from compile_times().
-CompileOptions inductor_options(const char* name) {
-  return CompileOptions{.backend = std::string("inductor"), .name = name};
+// `dynamic`: every input dim a symbol (CompileOptions::dynamic = true): the kernels are the ones
+// a dynamic graph runs for every size (W1d–W3d, W7d against W1i–W3i, W7i).
+CompileOptions inductor_options(const char* name, bool dynamic = false) {
+  CompileOptions options{.backend = std::string("inductor"), .name = name};
+  if (dynamic) options.dynamic = true;
+  return options;
 }
 
-std::function<void()> w1_inductor() {
+std::function<void()> w1_inductor(bool dynamic = false) {
   auto x = std::make_shared<Tensor>(randn({16 * 1024 * 1024}));
   auto chain = [](const Tensor& x) { return gelu(x * 1.5 + 0.25) * sigmoid(x) + 0.5 * x; };
-  auto compiled =
-      std::make_shared<decltype(compile(chain))>(compile(chain, inductor_options("W1i")));
+  auto compiled = std::make_shared<decltype(compile(chain))>(
+      compile(chain, inductor_options(dynamic ? "W1d" : "W1i", dynamic)));
   (*compiled)(*x);
   return [x, compiled] { (*compiled)(*x); };
 }
@@ -271,21 +323,23 @@ std::function<void()> w7_gemms(W7Products which = W7Products::All) {
 
 // W2i / W3i: W2 and W3 through kiln::compile (inductor): softmax as a generated row kernel,
 // layer_norm as an extern call to its eager kernel.
-std::function<void()> w2_inductor() {
+std::function<void()> w2_inductor(bool dynamic = false) {
   auto x = std::make_shared<Tensor>(randn({4096, 1024}));
   auto fn = [](const Tensor& x) { return softmax(x, -1); };
-  auto compiled = std::make_shared<decltype(compile(fn))>(compile(fn, inductor_options("W2i")));
+  auto compiled = std::make_shared<decltype(compile(fn))>(
+      compile(fn, inductor_options(dynamic ? "W2d" : "W2i", dynamic)));
   (*compiled)(*x);
   return [x, compiled] { (*compiled)(*x); };
 }
-std::function<void()> w3_inductor() {
+std::function<void()> w3_inductor(bool dynamic = false) {
   auto x = std::make_shared<Tensor>(randn({8192, 1024}));
   auto w = std::make_shared<Tensor>(randn({1024}));
   auto b = std::make_shared<Tensor>(randn({1024}));
   auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return layer_norm(x, {1024}, w, b);
   };
-  auto compiled = std::make_shared<decltype(compile(fn))>(compile(fn, inductor_options("W3i")));
+  auto compiled = std::make_shared<decltype(compile(fn))>(
+      compile(fn, inductor_options(dynamic ? "W3d" : "W3i", dynamic)));
   (*compiled)(*x, *w, *b);
   return [x, w, b, compiled] { (*compiled)(*x, *w, *b); };
 }
@@ -390,9 +444,13 @@ const std::vector<Workload>& workloads() {
       {"W6s", "one add on [64]", "n/a", w6_single},
       {"W6sc", "W6s through kiln::compile (eager backend, cached graph)", "n/a",
        w6_single_compiled},
-      {"W1i", "W1 through kiln::compile (inductor)", "n/a", w1_inductor},
-      {"W2i", "W2 through kiln::compile (inductor)", "n/a", w2_inductor},
-      {"W3i", "W3 through kiln::compile (inductor)", "n/a", w3_inductor},
+      {"W1i", "W1 through kiln::compile (inductor)", "n/a", [] { return w1_inductor(); }},
+      {"W2i", "W2 through kiln::compile (inductor)", "n/a", [] { return w2_inductor(); }},
+      {"W3i", "W3 through kiln::compile (inductor)", "n/a", [] { return w3_inductor(); }},
+      {"W1d", "W1i with dynamic = true (the kernels of a dynamic graph)", "n/a",
+       [] { return w1_inductor(true); }},
+      {"W2d", "W2i with dynamic = true", "n/a", [] { return w2_inductor(true); }},
+      {"W3d", "W3i with dynamic = true", "n/a", [] { return w3_inductor(true); }},
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
       {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
       {"W6i", "W6 through kiln::compile (inductor)", "n/a", [] { return w6_inductor(false); }},
@@ -411,6 +469,15 @@ const std::vector<Workload>& workloads() {
        [] { return w7_step("eager", "W7c"); }},
       {"W7i", "W7's whole step through kiln::compile (inductor)", "n/a",
        [] { return w7_step("inductor", "W7i"); }},
+      {"W7d", "W7i with dynamic = true", "n/a", [] { return w7_step("inductor", "W7d", true); }},
+      {"W8", "W7's model (batch 8) forward+backward at 50 lengths 2..51 in turn, eager", "n/a",
+       [] { return w8_sweep(""); }},
+      {"W8i", "W8 through a fresh kiln::compile per sweep (inductor, automatic dynamic)", "n/a",
+       [] { return w8_sweep("i"); }},
+      {"W8s", "W8i with dynamic = false (a graph per length, eager past cache_size_limit)",
+       "n/a", [] { return w8_sweep("s"); }},
+      {"W8w", "W8 through one kiln::compile warmed in setup (every length a cache hit)", "n/a",
+       [] { return w8_sweep("w"); }},
       {"A1", "W7's attention core fwd+bwd: qkv [32,64,384] split, causal SDPA, 4 heads of 32",
        "n/a", [] { return attention_core("", "A1"); }},
       {"A1i", "A1 through kiln::compile (inductor)", "n/a",

@@ -17,6 +17,7 @@ namespace kiln {
 namespace capture {
 
 thread_local int tls_in_backend = 0;
+thread_local bool tls_compiling_dynamic = false;
 thread_local bool tls_plain_backend_with_grad = false;
 thread_local uint64_t tls_replay_hits = 0;
 
@@ -240,6 +241,7 @@ bool is_dynamo_compiling() {
   return t && !t->metadata_only();
 }
 bool is_compiling() { return capture::current_tracer() != nullptr || capture::tls_in_backend > 0; }
+bool compiling_dynamic_graph() { return capture::tls_compiling_dynamic; }
 
 namespace {
 std::shared_mutex g_disallowed_mu;

@@ -115,11 +115,14 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
   diagnostics::add_compile_time("passes", detail::seconds_since(t0));
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
+  const bool dynamic = entry->symbolic || instance;
+  CompilingDynamic compiling_dynamic(dynamic);
   if (state.backend.aot() && !plain_now) {
     // Compiled at its first run without gradients (CacheEntry::plain): runs that need them
     // compile forward/backward pairs instead, and compiling the graph a third way for nothing
     // would double the compile time of a training step.
-    entry->compile_plain = [backend = state.backend, g, infos, name = state.name] {
+    entry->compile_plain = [backend = state.backend, g, infos, name = state.name, dynamic] {
+      CompilingDynamic compiling_dynamic(dynamic);
       return compile_with_backend(backend, g, infos, name);
     };
   } else {
@@ -463,6 +466,8 @@ std::optional<GradRequest> Tracer::grad_request(const SegmentOutputs& outputs) c
 
 std::vector<Tensor> Tracer::run_with_autograd(CacheEntry* entry, const ir::Graph& graph,
                                               const GradRequest& request) {
+  // (The entry's forward/backward pairs are compiled here, at their first use.)
+  CompilingDynamic compiling_dynamic(entry && (entry->symbolic || entry->instance));
   CompiledPartObserver observer;
   if (has_observers() && !(entry && entry->instance))
     // Weakly: the plan lives in the function's cache (a strong reference would be a cycle).

@@ -199,6 +199,17 @@ struct InBackend {
   InBackend& operator=(const InBackend&) = delete;
 };
 
+// Whether the graph compiled on this thread is a dynamic one or an instance of one
+// (kiln::compiling_dynamic_graph).
+extern thread_local bool tls_compiling_dynamic;
+struct CompilingDynamic {
+  bool outer = tls_compiling_dynamic;
+  explicit CompilingDynamic(bool dynamic) { tls_compiling_dynamic = dynamic; }
+  ~CompilingDynamic() { tls_compiling_dynamic = outer; }
+  CompilingDynamic(const CompilingDynamic&) = delete;
+  CompilingDynamic& operator=(const CompilingDynamic&) = delete;
+};
+
 // Whether a plain backend (no AOT compilers) is compiling, on this thread, a graph that takes
 // inputs requiring gradients: an AOT backend called inside it warns that its compiled backward
 // is lost (Backend::wrapped keeps it).

@@ -321,6 +321,10 @@ void graph_break(std::source_location loc = std::source_location::current());
 bool is_compiling();
 // True only under the frontend's capture (torch.compiler.is_dynamo_compiling).
 bool is_dynamo_compiling();
+// True while a backend compiles a dynamic graph or one of its instances (docs/dynamic_shapes.md):
+// the same code will serve other sizes, so a backend should not decide from the graph's sizes
+// what it can decide per call (inductor then chooses its loops at run time).
+bool compiling_dynamic_graph();
 
 struct DisableOptions {
   // true: everything fn calls also runs eagerly, compiled functions included.

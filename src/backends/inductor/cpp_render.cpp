@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "backends/inductor/lowering.h"
+#include "backends/inductor/runtime/inductor_runtime.h"
 #include "ops/kernels/block_loop.h"
 #include "ops/kernels/loops.h"
 
@@ -472,71 +473,64 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
       vector_group(k));
 }
 
-// Whether plain kernel k runs in short_run_loop (runtime/inductor_runtime.h): its innermost
-// coalesced range is shorter than kShortRun with outer ranges around it, no window cuts it, and
-// its outputs are contiguous along it.
+// Whether plain kernel k runs in short_run_loop at its sizes (inductor_rt::runs_short).
 bool runs_short(const Kernel& k) {
   const std::vector<int64_t> shape = loop_shape(k);
-  const int64_t nd = shape[1];
-  if (shape[0] == 0 || nd < 2 || shape[2] >= kernels::kShortRun) return false;
   const std::vector<int64_t> item = operand_itemsizes(k);
-  const size_t num_out = k.outputs.size(), n = item.size();
-  for (size_t o = 0; o < num_out; ++o)
-    if (shape[static_cast<size_t>(2 + nd + static_cast<int64_t>(o) * nd)] != item[o]) return false;
-  if (!k.reads_windows()) return true;
-  for (size_t o = 0; o < n; ++o) {
-    const int64_t* w = shape.data() + 2 + nd + static_cast<int64_t>(n) * nd +
-                       static_cast<int64_t>(o) * (1 + 2 * nd);
-    if (w[0] != -2 && (w[1] != 0 || w[2] != shape[2])) return false;
-  }
-  return true;
+  return inductor_rt::runs_short(shape.data(), item.data(), item.size(), k.outputs.size(),
+                                 k.reads_windows());
 }
 
-// Opens the loop a plain kernel's body runs in: block_loop, or window_loop with the fill block
-// of each input read through a window when the kernel reads a pad, cat or roll, or
-// short_run_loop (with or without fills) when its innermost range is short (runs_short).
-void render_loop_call(std::ostringstream& os, const Kernel& k) {
+// Opens a plain kernel's body, `body`, a lambda over one block, and returns the loop that runs
+// it, to follow the body: block_loop, or window_loop with the fill block of each input read
+// through a window when the kernel reads a pad, cat or roll, or short_run_loop (with or without
+// fills) when its innermost range is short (runs_short). With `sizes_vary` the choice between
+// short_run_loop and the other is made per call, so that the source is the same for every size.
+std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes_vary) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
   // (A kernel with ops computed by index also takes the flat index of the block's first element.)
   const bool by_index = std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) {
     return op.role == KernelOp::Role::ByIndex;
   });
-  const char* body = by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
-                              : "[&](char* const* p, int64_t n) {\n";
-  const bool short_runs = runs_short(k);
+  const std::string params = detail::concat("<", n, ", ", num_out, ">");
+  std::string short_loop, long_loop;
   if (!k.reads_windows()) {
-    if (short_runs)
-      os << "  inductor_rt::short_run_loop<" << n << ", " << num_out
-         << ">(shape, base, item, nullptr, " << body;
-    else
-      os << "  inductor_rt::block_loop<" << n << ", " << num_out << ">(shape, base, item, " << body;
-    return;
+    short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, nullptr, body);";
+    long_loop = "inductor_rt::block_loop" + params + "(shape, base, item, body);";
+  } else {
+    std::vector<std::string> fills(n, "nullptr");
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      const KernelInput& in = k.inputs[i];
+      if (!in.windowed() || in.otherwise >= 0) continue;
+      const std::string name = detail::concat("fill", i);
+      os << "  alignas(64) " << ctype(in.dtype) << " " << name << "[inductor_rt::kBlock];  // "
+         << "input " << i << " outside its window\n"
+         << "  std::fill_n(" << name << ", inductor_rt::kBlock, "
+         << KILN_DTYPE_SWITCH_ALL(in.dtype, "inductor",
+                                  [&]<typename T>() { return literal(in.fill.to<T>()); })
+         << ");\n";
+      fills[num_out + i] = detail::concat("reinterpret_cast<char*>(", name, ")");
+    }
+    os << "  const std::array<char*, " << n << "> fills = {";
+    for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
+    os << "};\n";
+    short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, fills.data(), body);";
+    long_loop = "inductor_rt::window_loop" + params + "(shape, base, item, fills, body);";
   }
-  std::vector<std::string> fills(n, "nullptr");
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const KernelInput& in = k.inputs[i];
-    if (!in.windowed() || in.otherwise >= 0) continue;
-    const std::string name = detail::concat("fill", i);
-    os << "  alignas(64) " << ctype(in.dtype) << " " << name << "[inductor_rt::kBlock];  // "
-       << "input " << i << " outside its window\n"
-       << "  std::fill_n(" << name << ", inductor_rt::kBlock, "
-       << KILN_DTYPE_SWITCH_ALL(in.dtype, "inductor",
-                                [&]<typename T>() { return literal(in.fill.to<T>()); })
-       << ");\n";
-    fills[num_out + i] = detail::concat("reinterpret_cast<char*>(", name, ")");
-  }
-  os << "  const std::array<char*, " << n << "> fills = {";
-  for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
-  os << "};\n  inductor_rt::" << (short_runs ? "short_run_loop<" : "window_loop<") << n << ", "
-     << num_out << ">(shape, base, item, " << (short_runs ? "fills.data(), " : "fills, ") << body;
+  os << "  auto body = " << (by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
+                                            : "[&](char* const* p, int64_t n) {\n");
+  if (sizes_vary)
+    return detail::concat("  if (inductor_rt::runs_short(shape, item.data(), ", n, ", ", num_out,
+                          ", ", k.reads_windows() ? "true" : "false", "))\n    ", short_loop,
+                          "\n  else\n    ", long_loop, "\n");
+  return detail::concat("  ", runs_short(k) ? short_loop : long_loop, "\n");
 }
 
 // Op j of plain kernel k, an indirect load (embedding, index_select, gather: args [table,
-// indices]),
-// over the block: each element's row of the table picked by its index, the rest of its position
-// from its flat index (inductor_rt::gather_block). Its result goes to output `slot`, or (slot
-// < 0) to a block named `result`, which this sets.
-// Its sizes and strides are the index parameters at index_shape + `at`.
+// indices]), over the block: each element's row of the table picked by its index, the rest of
+// its position from its flat index (inductor_rt::gather_block), with the sizes and strides of
+// the index parameters at index_shape + `at`. Its result goes to output `slot`, or (slot < 0)
+// to a block named `result`, which this sets.
 void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int slot,
                           std::string& result, size_t at) {
   const KernelOp& op = k.ops[j];
@@ -562,7 +556,7 @@ void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int
 // The body of kernel k's function, from its opening brace: it does not depend on which graph
 // nodes the kernel computes (only on their ops, dtypes and constants), so kernels that compute
 // the same thing (the layers of a model, the updates of its parameters) have the same body.
-void render_kernel_body(std::ostringstream& os, const Kernel& k) {
+void render_kernel_body(std::ostringstream& os, const Kernel& k, bool sizes_vary) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
   const size_t n = num_out + num_in;
   const std::vector<int64_t> item = operand_itemsizes(k);
@@ -585,9 +579,9 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
     for (size_t c = 0; c < k.constants.size(); ++c)
       os << "  const vec::Vec<" << ctype(*fused_type) << "> c" << c << "("
          << constant_literal(k.constants[c], *fused_type) << ");\n";
-    render_loop_call(os, k);
+    const std::string loop = render_loop_call(os, k, sizes_vary);
     render_register_fused_block(os, k, *fused_type);
-    os << "  });\n}\n\n";
+    os << "  };\n" << loop << "}\n\n";
     return;
   }
   const auto constant_blocks = render_functors_and_constants(os, k);
@@ -610,7 +604,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
   if (index_count > 0)
     os << "  const int64_t* index_shape = shape + 2 + shape[1] * " << n + 1
        << (k.reads_windows() ? detail::concat(" + ", n, " * (1 + 2 * shape[1])") : "") << ";\n";
-  render_loop_call(os, k);
+  const std::string loop = render_loop_call(os, k, sizes_vary);
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
   std::vector<int> output_slot(k.ops.size(), -1);
@@ -703,7 +697,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k) {
       os << "    " << scalar_loop(k, j, result[j], "n", args) << "\n";
     }
   }
-  os << "  });\n}\n\n";
+  os << "  };\n" << loop << "}\n\n";
 }
 
 // The body of row kernel k (see Kernel::row_size): row_loop hands it one row of every operand
@@ -1138,7 +1132,7 @@ void RowKernelWriter::write_column_loop() {
 
 }  // namespace
 
-std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
+std::string render_cpp(const ir::Graph& graph, const Schedule& schedule, bool sizes_vary) {
   std::ostringstream os;
   os << "// Generated by Kiln's inductor backend: one function per fused kernel.\n"
      << "#ifndef KILN_INDUCTOR_RUNTIME_H  // (included once when several modules share a library)\n"
@@ -1199,7 +1193,7 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
     if (k.row_size > 0)
       RowKernelWriter(body, graph, k).write();
     else
-      render_kernel_body(body, k);
+      render_kernel_body(body, k, sizes_vary);
     const int next_index = static_cast<int>(kernel_with_body.size());
     auto [it, fresh] = kernel_with_body.try_emplace(body.str(), Body{k.name, next_index});
     os << "#if KILN_IN_PART(" << it->second.index << ")\n";
@@ -1218,8 +1212,9 @@ std::string render_cpp(const ir::Graph& graph, const Schedule& schedule) {
 
 const KernelRenderer& cpp_renderer() {
   struct CppRenderer final : KernelRenderer {
-    std::string render(const ir::Graph& graph, const Schedule& schedule) const override {
-      return render_cpp(graph, schedule);
+    std::string render(const ir::Graph& graph, const Schedule& schedule,
+                       bool sizes_vary) const override {
+      return render_cpp(graph, schedule, sizes_vary);
     }
     std::vector<int64_t> launch_shape(const Kernel& k) const override {
       return inductor::launch_shape(k);

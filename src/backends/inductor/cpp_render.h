@@ -18,10 +18,11 @@ namespace kiln::inductor {
 // where buffers are the data pointers of K's outputs (fresh, contiguous) then of its inputs'
 // root tensors (kernel.inputs order) advanced by each input's offset, and attrs the attributes
 // of K's ops (kernel.ops order).
-// Sources depend on sizes and strides only through the loop a plain kernel runs in (whether its
-// innermost range is short: short_run_loop): the rest arrives per call in `shape` (below), so
-// graphs that differ only in shapes mostly share one compiled module (docs/dynamic_shapes.md).
-std::string render_cpp(const ir::Graph& graph, const Schedule& schedule);
+// Sizes and strides arrive per call in `shape` (below), so graphs that differ only in shapes
+// share one compiled module (docs/dynamic_shapes.md), but for the loop a plain kernel runs in
+// (short_run_loop when its innermost range is short), chosen here for the graph's sizes, or per
+// call when `sizes_vary` (a dynamic graph: kiln::compiling_dynamic_graph()).
+std::string render_cpp(const ir::Graph& graph, const Schedule& schedule, bool sizes_vary = false);
 // A loaded kernel of that convention.
 using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const int64_t* shape);
 
@@ -32,7 +33,8 @@ using KernelFn = void (*)(char* const* buffers, const Attrs* const* attrs, const
 class KernelRenderer {
  public:
   virtual ~KernelRenderer() = default;
-  virtual std::string render(const ir::Graph& graph, const Schedule& schedule) const = 0;
+  virtual std::string render(const ir::Graph& graph, const Schedule& schedule,
+                             bool sizes_vary) const = 0;
   virtual std::vector<int64_t> launch_shape(const Kernel& k) const = 0;
 };
 const KernelRenderer& cpp_renderer();

@@ -72,7 +72,7 @@ class CompiledInductorGraph {
     plan_ = inductor::make_run_plan(graph_, schedule_, renderer_);
     if (!schedule_.kernels.empty()) {
       const auto t0 = std::chrono::steady_clock::now();
-      source_ = renderer_.render(graph_, schedule_);
+      source_ = renderer_.render(graph_, schedule_, compiling_dynamic_graph());
       diagnostics::add_compile_time("inductor_codegen", detail::seconds_since(t0));
       inductor::CompileStats stats;
       module_ = inductor::compile_module(source_, &stats);
@@ -368,7 +368,7 @@ Backend source_collecting_backend(std::vector<std::string>& sources) {
     try {
       const LoweredGraph lowered = lower_graph(g);
       if (!lowered.schedule.kernels.empty())
-        sources.push_back(render_cpp(lowered.graph, lowered.schedule));
+        sources.push_back(render_cpp(lowered.graph, lowered.schedule, compiling_dynamic_graph()));
     } catch (const Error&) {
       // the real run meets and reports it
     }

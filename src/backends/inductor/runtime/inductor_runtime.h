@@ -158,6 +158,26 @@ void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                             isz.data(), fills.data(), kParallelGrain, call, &body);
 }
 
+// Whether a plain kernel of n operands (num_out outputs first; element sizes isz; some read
+// through windows) launched with `shape` (cpp_render.h's launch_shape) runs short_run_loop: its
+// innermost coalesced range is shorter than kShortRun with outer ranges around it, no window
+// cuts it, and its outputs are contiguous along it. The renderer decides it for a graph's sizes;
+// a dynamic graph's kernel decides it per call.
+inline bool runs_short(const int64_t* shape, const int64_t* isz, size_t n, size_t num_out,
+                       bool windows) {
+  const int64_t nd = shape[1];
+  if (shape[0] == 0 || nd < 2 || shape[2] >= kShortRun) return false;
+  const int64_t* strides = shape + 2 + nd;  // operand k's byte strides: strides[k * nd + d]
+  for (size_t o = 0; o < num_out; ++o)
+    if (strides[static_cast<int64_t>(o) * nd] != isz[o]) return false;
+  if (!windows) return true;
+  for (size_t o = 0; o < n; ++o) {
+    const int64_t* w = strides + static_cast<int64_t>(n) * nd + static_cast<int64_t>(o) * (1 + 2 * nd);
+    if (w[0] != -2 && (w[1] != 0 || w[2] != shape[2])) return false;
+  }
+  return true;
+}
+
 // A plain kernel's loop when its innermost (coalesced) range is short (below kShortRun), e.g.
 // an attention head's 32 elements: the shared block loop's bookkeeping per run would cost more
 // than the body, so the runs are walked here, compiled with the kernel: each operand's offset
