@@ -134,14 +134,17 @@ void check_finite(const Tensor& t, const char* what, int64_t step, const char* w
 }
 }  // namespace
 
-Tensor GPT::generate(const Tensor& idx, int64_t new_tokens, double temperature, Generator* gen) {
+Tensor GPT::generate(const Tensor& idx, int64_t new_tokens, double temperature, Generator* gen,
+                     const std::function<Tensor(const Tensor& context)>& next_logits) {
   KILN_CHECK(std::isfinite(temperature) && temperature >= 0, ValueError,
              "generate: temperature must be a finite number >= 0 (0: greedy), got ", temperature);
   NoGradGuard no_grad;
   Tensor seq = idx;
   for (int64_t step = 0; step < new_tokens; ++step) {
     const int64_t T = seq.size(1), start = std::max<int64_t>(0, T - config_.block_size);
-    Tensor logits = forward(seq.slice(1, start, T).contiguous()).select(1, -1);  // [B, V]
+    const Tensor context = seq.slice(1, start, T).contiguous();
+    const Tensor logits =
+        next_logits ? next_logits(context) : forward(context).select(1, -1);  // [B, V]
     check_finite(logits, "the model's logit", step,
                  "the weights are corrupt or training diverged, so there is nothing to sample");
     Tensor next;

@@ -131,6 +131,55 @@ void check_case(const OpInfoCase& c, const std::string& backend) {
   }
 }
 
+// dynamic = true (docs/dynamic_shapes.md): every sample of a case (their sizes differ) through
+// one compiled function, twice over, forward and with the backward inside: the first sample
+// compiles a dynamic graph (inductor: code that takes its sizes per call), a sample of the same
+// structure at other sizes runs on an instance of it, and every result must be eager's, bit for
+// bit. `backend` "collect" gathers inductor's sources (build_inductor_modules_once).
+void check_case_dynamic(const OpInfoCase& c, const Backend& backend, bool compare = true) {
+  const OpInfo& info = opinfos()[c.info];
+  const DType dt = c.dtype;
+  const bool differentiable = info.differentiable && is_floating(dt);
+  for (bool backward : {false, true}) {
+    if (backward && !differentiable) continue;
+    CompileOptions options{.backend = backend};
+    options.dynamic = true;
+    options.cache_size_limit = 1000;  // (a case's samples of other structures: graphs of their own)
+    auto f = kiln::compile(
+        [&](std::vector<Tensor> in) { return run_sample(info, std::move(in), backward); }, options);
+    for (int round = 0; round < 2; ++round)
+      for (const Sample& s : info.samples(dt)) {
+        if (backward && s.no_gradcheck) continue;
+        const std::string ctx = info.name + " [" + std::string(dtype_name(dt)) + "] " + s.name +
+                                (backward ? " (backward)" : "") + " dynamic, round " +
+                                std::to_string(round);
+        std::vector<Tensor> eager_in = deep_copy(s.inputs), compiled_in = deep_copy(s.inputs);
+        std::vector<Tensor> want, got;
+        manual_seed(1234);
+        try {
+          want = run_sample(info, eager_in, backward);
+        } catch (const Error&) {
+          manual_seed(1234);
+          if (compare) EXPECT_THROW(f(compiled_in), Error) << ctx;
+          continue;
+        }
+        manual_seed(1234);
+        try {
+          got = f(compiled_in);
+        } catch (const std::exception& e) {
+          if (compare) ADD_FAILURE() << ctx << ": compiled run threw " << e.what();
+          continue;
+        }
+        if (!compare) continue;
+        ASSERT_EQ(got.size(), want.size()) << ctx;
+        for (size_t k = 0; k < got.size(); ++k)
+          expect_identical(want[k], got[k], ctx + " output " + std::to_string(k));
+        for (size_t k = 0; k < eager_in.size(); ++k)
+          expect_identical(eager_in[k], compiled_in[k], ctx + " input " + std::to_string(k));
+      }
+  }
+}
+
 // Model-style AOT autograd: the op compiled (forward), the loss and backward() outside, as
 // torch users write `torch.compile(model)`. Gradients must equal eager's, and a second call
 // must compile neither half again.
@@ -232,6 +281,7 @@ void build_inductor_modules_once() {
             // an invalid sample: the test checks that it fails the same way
           }
         }
+      check_case_dynamic(c, collect, /*compare=*/false);
     }
     inductor::compile_modules_batched(sources, 2);
   });
@@ -244,6 +294,12 @@ TEST_P(CompiledConformance, AotEagerGradientsMatchEager) { check_case_aot(GetPar
 TEST_P(CompiledConformance, InductorMatchesEager) {
   build_inductor_modules_once();
   check_case(GetParam(), "inductor");
+}
+
+TEST_P(CompiledConformance, DynamicGraphsMatchEager) {
+  check_case_dynamic(GetParam(), lookup_backend("aot_eager"));
+  build_inductor_modules_once();
+  check_case_dynamic(GetParam(), lookup_backend("inductor"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompiledConformance, ::testing::ValuesIn(all_opinfo_cases()),

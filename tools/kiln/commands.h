@@ -77,6 +77,7 @@ struct SampleOptions {
   int64_t tokens = 0;  // characters to generate
   double temperature = 1.0;
   uint64_t seed = 0;
+  bool eager = false;  // the sampling step eagerly instead of through kiln::compile
 
   static SampleOptions from_args(const ParsedArgs& args);
 };

@@ -1,4 +1,6 @@
 // `kiln sample`: its flags, their validation, and generation from a checkpoint.
+#include <algorithm>
+#include <iomanip>
 #include <ostream>
 
 #include "gpt_checkpoint.h"
@@ -15,7 +17,8 @@ ArgParser sample_parser() {
       .add_int("tokens", "N", 500, "characters to generate")
       .add_float("temperature", "F", 0.8, "softmax temperature; lower is more conservative",
                  FloatRange::positive())
-      .add_int("seed", "N", 1337, "random seed", /*min=*/0);
+      .add_int("seed", "N", 1337, "random seed", /*min=*/0)
+      .add_switch("eager", "run the sampling step eagerly instead of through kiln::compile");
   return p;
 }
 
@@ -26,6 +29,7 @@ SampleOptions SampleOptions::from_args(const ParsedArgs& a) {
   o.tokens = a.get_int("tokens");
   o.temperature = a.get_float("temperature");
   o.seed = static_cast<uint64_t>(a.get_int("seed"));
+  o.eager = a.get_switch("eager");
   return o;
 }
 
@@ -58,7 +62,28 @@ int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   }
   Generator gen(o.seed);
   Tensor ids = ckpt.vocab.encode_tensor(prompt).unsqueeze(0);
-  Tensor result = model.generate(ids, o.tokens, o.temperature, &gen);
+  // The sampling step (the model's logits for the last position) through kiln::compile (unless
+  // --eager): its context grows a token per step up to block_size, so the first lengths make a
+  // graph, the next a dynamic one, and every later length runs on it (docs/dynamic_shapes.md).
+  CompileProfiler profiler;
+  auto step = kiln::compile(
+      [&](const Tensor& context) { return model.forward(context).select(1, -1); },
+      CompileOptions{.name = "sample_step"});
+  const double compile_before = compile_times()["total"];
+  Tensor result = o.eager ? model.generate(ids, o.tokens, o.temperature, &gen)
+                          : model.generate(ids, o.tokens, o.temperature, &gen,
+                                           [&](const Tensor& context) { return step(context); });
+  if (!o.eager && o.tokens > 0) {
+    const auto stats = profiler.stats();
+    const auto it = stats.find("sample_step");
+    const int64_t graphs = it == stats.end() ? 0 : it->second.graphs;
+    err << "kiln sample: the sampling step ran through kiln::compile: " << graphs << " graph"
+        << (graphs == 1 ? "" : "s") << " compiled for contexts of "
+        << std::min<int64_t>(ids.size(1), ckpt.config.block_size) << " to "
+        << std::min<int64_t>(ids.size(1) + o.tokens - 1, ckpt.config.block_size)
+        << " tokens, compile time " << std::fixed << std::setprecision(3)
+        << compile_times()["total"] - compile_before << " s\n";
+  }
   out << (o.prompt.empty() ? "" : o.prompt) << ckpt.vocab.decode(result[0].slice(0, ids.size(1)))
       << "\n";
   return kExitOk;

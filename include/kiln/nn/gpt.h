@@ -3,6 +3,8 @@
 // language-model head.
 #pragma once
 
+#include <functional>
+
 #include "kiln/nn/layers.h"
 
 namespace kiln::nn {
@@ -60,9 +62,12 @@ class GPT : public UnaryModule {
   Tensor forward(const Tensor& idx) override;
   // Mean cross-entropy of the next-token predictions against targets [B, T].
   Tensor loss(const Tensor& idx, const Tensor& targets);
-  // Extends idx [B, T] by `new_tokens` sampled at `temperature` (greedy when 0).
+  // Extends idx [B, T] by `new_tokens` sampled at `temperature` (greedy when 0). Each token's
+  // logits [B, vocab] come from `next_logits(context)` (context: the last block_size tokens),
+  // by default forward(context).select(1, -1): pass a compiled one to compile the step.
   Tensor generate(const Tensor& idx, int64_t new_tokens, double temperature = 1.0,
-                  Generator* gen = nullptr);
+                  Generator* gen = nullptr,
+                  const std::function<Tensor(const Tensor& context)>& next_logits = nullptr);
   const GPTConfig& config() const { return config_; }
 
   std::shared_ptr<Embedding> wte, wpe;
