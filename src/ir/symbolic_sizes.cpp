@@ -209,10 +209,21 @@ std::optional<SymbolicSizes> generalize(
         return true;
     return false;
   };
+  // The stride of a dim of size 1 is never stepped along (a [1, t] slice of a longer row keeps
+  // the row's stride, contiguous or not): it follows whatever each call has.
+  std::vector<bool> follows(sites.size(), false);
+  for (size_t j = 0; j < sites.size(); ++j) {
+    const SizeSite& s = sites[j];
+    if (s.kind == SizeSite::Kind::Stride)
+      follows[j] = hint.nodes[static_cast<size_t>(s.node)]
+                       .outputs[static_cast<size_t>(s.slot)]
+                       .sizes[static_cast<size_t>(s.element)] == 1;
+  }
   std::vector<bool> dynamic(sites.size(), false);
   std::vector<int64_t> marked_values;
   for (size_t j = 0; j < sites.size(); ++j) {
-    if (values[0][j] < 2 || listed(sites[j], static_inputs)) continue;  // 0, 1 specialise
+    if (values[0][j] < 2 || listed(sites[j], static_inputs) || follows[j])
+      continue;  // (0 and 1 specialise)
     for (size_t k = 1; k < values.size(); ++k)
       dynamic[j] = dynamic[j] || values[k][j] != values[0][j];
     if (listed(sites[j], dynamic_inputs)) {
@@ -230,10 +241,9 @@ std::optional<SymbolicSizes> generalize(
            hint.nodes[static_cast<size_t>(s.node)].kind == NodeKind::Placeholder;
   };
   const bool one_marked = values.size() == 1 && !marked_values.empty();
-  std::vector<bool> follows(sites.size(), false);
   if (one_marked)
     for (size_t j = 0; j < sites.size(); ++j) {
-      if (dynamic[j] || names_dims(hint, sites[j]) || input_size(sites[j]) ||
+      if (dynamic[j] || follows[j] || names_dims(hint, sites[j]) || input_size(sites[j]) ||
           listed(sites[j], static_inputs) || values[0][j] < 2)
         continue;
       if (std::ranges::find(marked_values, values[0][j]) != marked_values.end())
@@ -241,6 +251,8 @@ std::optional<SymbolicSizes> generalize(
       else
         follows[j] = true;
     }
+  if (std::ranges::find(dynamic, true) == dynamic.end() && !one_marked)
+    follows.assign(follows.size(), false);  // (nothing dynamic: an exact graph stays exact)
   SymbolicSizes out;
   out.symbol_of_site.assign(sites.size(), SymbolicSizes::kStatic);
   for (size_t j = 0; j < sites.size(); ++j)

@@ -185,6 +185,18 @@ TEST_P(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
   EXPECT_THROW(f(randn({2, 3})), Error);  // (eager's error: reshape of a 2-d tensor to 4 dims)
 }
 
+// A [1, t] window of a longer row keeps the row's stride along its dim of size 1, which is never
+// stepped along: a sliding window (kiln sample's context) stays on the dynamic graph.
+TEST_P(DynamicShapes, TheStrideOfADimOfSizeOneIsNotGuarded) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return softmax(x * 2, -1) + x.size(1); };
+  auto f = compile(fn, named("window"));
+  const Tensor row = randn({1, 40});
+  for (const Tensor& x : {randn({1, 5}), randn({1, 6}), row.narrow(1, 10, 7), row.narrow(1, 2, 9)})
+    expect_equal(f(x), fn(x));
+  EXPECT_EQ(graphs(prof, name("window")), 2);
+}
+
 TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return x.size(0) > 4 ? exp(x) : sin(x); };
