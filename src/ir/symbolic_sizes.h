@@ -48,9 +48,9 @@ struct SymbolicSizes {
   // difference), read from each call unguarded, as every backend compiles each binding's graph.
   static constexpr int32_t kStatic = -1, kFollows = -2;
   std::vector<int32_t> symbol_of_site;
-  std::vector<int64_t> values;          // per site: its value in the graph (what static ones keep)
-  std::vector<int64_t> hints;           // per symbol: its value in the graph
-  std::vector<size_t> first_site;       // per symbol: where it is first met
+  std::vector<int64_t> values;     // per site: its value in the graph (what static ones keep)
+  std::vector<int64_t> hints;      // per symbol: its value in the graph
+  std::vector<size_t> first_site;  // per symbol: where it is first met
   // Per number that is not a size (a constant's value, a Scalar or floating attribute): whether
   // each call's own is used, unguarded (it varied between the observations: a mean's 1 / n).
   std::vector<bool> free_scalar;

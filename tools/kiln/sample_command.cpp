@@ -66,9 +66,9 @@ int run_sample(const SampleOptions& o, std::ostream& out, std::ostream& err) {
   // --eager): its context grows a token per step up to block_size, so the first lengths make a
   // graph, the next a dynamic one, and every later length runs on it (docs/dynamic_shapes.md).
   CompileProfiler profiler;
-  auto step = kiln::compile(
-      [&](const Tensor& context) { return model.forward(context).select(1, -1); },
-      CompileOptions{.name = "sample_step"});
+  auto step =
+      kiln::compile([&](const Tensor& context) { return model.forward(context).select(1, -1); },
+                    CompileOptions{.name = "sample_step"});
   const double compile_before = compile_times()["total"];
   Tensor result = o.eager ? model.generate(ids, o.tokens, o.temperature, &gen)
                           : model.generate(ids, o.tokens, o.temperature, &gen,

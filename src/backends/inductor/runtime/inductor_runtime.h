@@ -172,7 +172,8 @@ inline bool runs_short(const int64_t* shape, const int64_t* isz, size_t n, size_
     if (strides[static_cast<int64_t>(o) * nd] != isz[o]) return false;
   if (!windows) return true;
   for (size_t o = 0; o < n; ++o) {
-    const int64_t* w = strides + static_cast<int64_t>(n) * nd + static_cast<int64_t>(o) * (1 + 2 * nd);
+    const int64_t* w =
+        strides + static_cast<int64_t>(n) * nd + static_cast<int64_t>(o) * (1 + 2 * nd);
     if (w[0] != -2 && (w[1] != 0 || w[2] != shape[2])) return false;
   }
   return true;
