@@ -346,7 +346,7 @@ std::function<void()> w3_inductor(bool dynamic = false) {
 
 // W6i / W6p: W6 under inductor, captured each call or (pure mode) not: a pure hit checks the
 // guards and runs the compiled graph without calling the function.
-std::function<void()> w6_inductor(bool pure) {
+std::function<void()> w6_inductor(bool pure, bool dynamic = false) {
   auto x = std::make_shared<Tensor>(randn({64}));
   auto c = std::make_shared<Tensor>(randn({64}));
   auto chain = [c](const Tensor& x) {
@@ -354,7 +354,7 @@ std::function<void()> w6_inductor(bool pure) {
     for (int i = 0; i < 100; ++i) y = i % 3 == 0 ? y + *c : i % 3 == 1 ? y * *c : tanh(y);
     return y;
   };
-  CompileOptions options = inductor_options(pure ? "W6p" : "W6i");
+  CompileOptions options = inductor_options(pure ? "W6p" : dynamic ? "W6d" : "W6i", dynamic);
   options.pure = pure;
   auto compiled = std::make_shared<decltype(compile(chain))>(compile(chain, options));
   (*compiled)(*x);
@@ -456,6 +456,8 @@ const std::vector<Workload>& workloads() {
       {"W6i", "W6 through kiln::compile (inductor)", "n/a", [] { return w6_inductor(false); }},
       {"W6p", "W6 through kiln::compile (inductor, pure mode)", "n/a",
        [] { return w6_inductor(true); }},
+      {"W6d", "W6i with dynamic = true (a dynamic entry's guards each call)", "n/a",
+       [] { return w6_inductor(false, true); }},
       {"W6sp", "W6s through kiln::compile (inductor, pure mode)", "n/a", w6_single_pure},
       {"W7", "char-GPT training step (kiln train's model) V96 L4 C128 H4 T64 B32, AdamW", "n/a",
        [] { return w7_step("", "W7"); }},

@@ -223,6 +223,26 @@ TEST(Fuzz, FixedSeedPureRunFindsNothing) {
   }
 }
 
+// Dynamic shapes: each program also runs at three larger sizes through the same compiled
+// function (the graph turns dynamic, the later sizes run on its instances), under every backend.
+TEST(Fuzz, FixedSeedDynamicRunFindsNothing) {
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run_cli({"fuzz", "--programs", "20", "--seed", "1", "--backend",
+                          "eager,aot_eager,inductor", "--dynamic"},
+                         out, err),
+            0)
+      << out.str();
+  for (const char* backend : {"eager", "aot_eager", "inductor"}) {
+    const std::string head = std::string(backend) + ": passed 20, mismatches 0, errors 0; ";
+    const size_t at = out.str().find(head);
+    ASSERT_NE(at, std::string::npos) << out.str();
+    const std::string line = out.str().substr(at, out.str().find('\n', at) - at);
+    const std::string count = "calls at grown sizes compared ";
+    ASSERT_NE(line.find(count), std::string::npos) << line;
+    EXPECT_GT(std::stoi(line.substr(line.find(count) + count.size())), 30) << line;
+  }
+}
+
 // Rounding noise amplified by cancellation is not a finding. The gradient of
 // atan2(v / (|v| + 1), v) is two terms of about ±300 at an element near 0 (v[3463] = -3.9e-4)
 // that cancel to 4.3e-5: eager's order cancels them exactly, aot_eager sums them in another

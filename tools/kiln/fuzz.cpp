@@ -724,6 +724,16 @@ std::string difference(const Program& program, int call, CheckMode mode,
   return {};
 }
 
+// `program` with every input dim of 2 or more grown by `by` (CheckMode::dynamic).
+Program grown(const Program& program, int64_t by) {
+  Program g = program;
+  for (std::vector<int64_t>& shape : g.input_shapes)
+    for (int64_t& d : shape)
+      if (d >= 2) d += by;
+  return g;
+}
+constexpr int64_t kGrowths = 3;
+
 }  // namespace
 
 void collect_inductor_sources(const Program& program, std::vector<std::string>& sources,
@@ -737,6 +747,14 @@ void collect_inductor_sources(const Program& program, std::vector<std::string>& 
       fn(inputs_for(program, call, mode));
     } catch (const Error&) {
       // a program the collecting run cannot finish is checked (and reported) all the same
+    }
+  }
+  for (int64_t by = 1; mode.dynamic && by <= kGrowths; ++by) {
+    try {
+      seed_for(program.seed);
+      fn(inputs_for(grown(program, by), 0, mode));
+    } catch (const Error&) {
+      break;  // (as the check: no larger sizes once eager rejects one)
     }
   }
 }
@@ -788,9 +806,30 @@ Check check(const Program& program, const std::string& backend, CheckMode mode) 
   }
   if (std::string why = difference(program, 0, mode, expected[0], actual[0]); !why.empty())
     return {Verdict::kMismatch, "the first call's results changed in later calls: " + why};
+  // Dynamic shapes: the same function at other sizes (those eager accepts).
+  Check passed;
+  for (int64_t by = 1; mode.dynamic && by <= kGrowths; ++by) {
+    const Program at = grown(program, by);
+    std::vector<Tensor> want;
+    try {
+      want = call_results(eager, at, inputs_for(at, 0, mode), mode);
+    } catch (const Error&) {
+      break;  // the program's steps do not fit these sizes (a fixed narrow, a matmul)
+    }
+    const std::string which = "sizes grown by " + std::to_string(by) + ": ";
+    std::vector<Tensor> got;
+    try {
+      got = call_results(fn, at, inputs_for(at, 0, mode), mode);
+    } catch (const Error& e) {
+      return {Verdict::kError, which + e.what()};
+    }
+    if (std::string why = difference(at, 0, mode, want, got); !why.empty())
+      return {Verdict::kMismatch, which + why};
+    ++passed.sizes_checked;
+  }
   // Pure mode's later calls are meant to skip the function; say when they did not.
-  if (mode.pure && invocations == calls) return {Verdict::kPass, "the function ran on every call"};
-  return {};
+  if (mode.pure && invocations == calls) passed.detail = "the function ran on every call";
+  return passed;
 }
 
 }  // namespace kiln::fuzz

@@ -41,6 +41,10 @@ struct CheckMode {
   // layout, is captured anew). A program with random or in-place steps cannot be pure and is
   // skipped.
   bool pure = false;
+  // Dynamic shapes: after those calls, more at other sizes (every input dim of 2 or more grown
+  // by 1, 2, then 3: equal sizes stay equal, sizes 1 stay 1), each one eager accepts, so that
+  // the graph turns dynamic and the later sizes run on its instances (docs/dynamic_shapes.md).
+  bool dynamic = false;
 };
 
 enum class Verdict { kPass, kMismatch, kError, kSkipped };
@@ -49,6 +53,7 @@ struct Check {
   // What differed, the compiled run's error, why the program was skipped, or (a pass in pure
   // mode) that the function ran on every call, so no call skipped it.
   std::string detail;
+  int sizes_checked = 0;  // CheckMode::dynamic: the calls at grown sizes that were compared
 };
 // Renders the inductor source of every graph `program` captures (a run for each input layout
 // `check` uses, with a backend that only collects them and computes with the eager kernels), so

@@ -34,6 +34,7 @@ std::vector<std::string> parse_backends(const std::string& list) {
 struct Tally {
   int64_t passed = 0, mismatches = 0, errors = 0, skipped = 0;
   int64_t called_every_time = 0;  // pure mode: passes where no call skipped the function
+  int64_t sizes_checked = 0;      // --dynamic: calls at grown sizes compared
 };
 
 void write_finding(const std::string& dir, const fuzz::Program& p, const std::string& backend,
@@ -97,6 +98,9 @@ ArgParser fuzz_parser() {
       .add_switch("pure",
                   "compile with pure=true: forward only, inputs without grad, graph breaks left "
                   "out, three calls (programs with random or in-place steps are skipped)")
+      .add_switch("dynamic",
+                  "dynamic shapes: after the three calls, up to three more at larger sizes (each "
+                  "input dim of 2 or more grown by 1, 2, 3) through the same compiled function")
       .add_string("out", "DIR", "",
                   "write each failing program as a text file into DIR, and its failing graph as a "
                   "minified repro folder (see kiln minify)");
@@ -109,7 +113,10 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const auto ops = static_cast<int>(args.get_int("ops-per-program"));
   const std::vector<std::string> backends = parse_backends(args.get_string("backend"));
   const std::string& out_dir = args.get_string("out");
-  const fuzz::CheckMode mode{.pure = args.get_switch("pure")};
+  const fuzz::CheckMode mode{.pure = args.get_switch("pure"),
+                             .dynamic = args.get_switch("dynamic")};
+  const std::string flags =
+      std::string(mode.pure ? " --pure" : "") + (mode.dynamic ? " --dynamic" : "");
   const bool print = args.get_switch("print");
   std::map<std::string, Tally> tally;
   const auto start = std::chrono::steady_clock::now();
@@ -135,6 +142,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     for (const std::string& b : backends) {
       fuzz::Check c = fuzz::check(p, b, mode);
       Tally& t = tally[b];
+      t.sizes_checked += c.sizes_checked;
       if (c.verdict == fuzz::Verdict::kPass || c.verdict == fuzz::Verdict::kSkipped) {
         ++(c.verdict == fuzz::Verdict::kPass ? t.passed : t.skipped);
         if (c.verdict == fuzz::Verdict::kPass && !c.detail.empty()) ++t.called_every_time;
@@ -142,7 +150,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       }
       ++(c.verdict == fuzz::Verdict::kError ? t.errors : t.mismatches);
       out << "FINDING backend " << b << (mode.pure ? " (pure)" : "") << " program " << i
-          << " (--seed " << p.seed << " --programs 1" << (mode.pure ? " --pure" : "")
+          << " (--seed " << p.seed << " --programs 1" << flags
           << "): " << (c.verdict == fuzz::Verdict::kError ? "error: " : "mismatch: ") << c.detail
           << "\n"
           << p.text() << "\n";
@@ -172,6 +180,7 @@ int run_fuzz(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (mode.pure)
       out << ", skipped (random or in-place steps, a result viewing an input) " << t.skipped
           << "; passes where the function ran on every call " << t.called_every_time;
+    if (mode.dynamic) out << "; calls at grown sizes compared " << t.sizes_checked;
     out << "\n";
     findings = findings || t.mismatches || t.errors;
   }

@@ -493,9 +493,13 @@ std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes
     return op.role == KernelOp::Role::ByIndex;
   });
   const std::string params = detail::concat("<", n, ", ", num_out, ">");
+  // (With both loops in the source, short_run_loop takes the body through a pointer: the loop is
+  // compiled once per operand count, the body once.)
+  const std::string short_body = sizes_vary ? "inductor_rt::BodyRef(body)" : "body";
   std::string short_loop, long_loop;
   if (!k.reads_windows()) {
-    short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, nullptr, body);";
+    short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, nullptr, " +
+                 short_body + ");";
     long_loop = "inductor_rt::block_loop" + params + "(shape, base, item, body);";
   } else {
     std::vector<std::string> fills(n, "nullptr");
@@ -514,15 +518,13 @@ std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes
     os << "  const std::array<char*, " << n << "> fills = {";
     for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
     os << "};\n";
-    short_loop =
-        "inductor_rt::short_run_loop" + params + "(shape, base, item, fills.data(), body);";
+    short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, fills.data(), " +
+                 short_body + ");";
     long_loop = "inductor_rt::window_loop" + params + "(shape, base, item, fills, body);";
   }
-  // (With both loops in the source, the body is compiled once, out of line, for both to call.)
   os << "  auto body = "
-     << (by_index ? "[&](char* const* p, int64_t n, int64_t first)"
-                  : "[&](char* const* p, int64_t n)")
-     << (sizes_vary ? " __attribute__((noinline)) {\n" : " {\n");
+     << (by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
+                  : "[&](char* const* p, int64_t n) {\n");
   if (sizes_vary)
     return detail::concat("  if (inductor_rt::runs_short(shape, item.data(), ", n, ", ", num_out,
                           ", ", k.reads_windows() ? "true" : "false", "))\n    ", short_loop,

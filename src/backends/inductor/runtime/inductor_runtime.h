@@ -134,16 +134,29 @@ inline void call_block(Body& body, char* const* p, int64_t n, int64_t first) {
     body(p, n);
 }
 
+// A kernel body behind a function pointer: what the shared loops call per block.
+template <class Body>
+void call_body(char* const* p, int64_t n, int64_t first, void* context) {
+  call_block(*static_cast<Body*>(context), p, n, first);
+}
+// A body passed by that pointer: a dynamic graph's kernel hands it to short_run_loop, so that
+// the loop is compiled once per operand count and the body once, for both of its loops.
+struct BodyRef {
+  void (*fn)(char* const*, int64_t, int64_t, void*);
+  void* context;
+  template <class Body>
+  explicit BodyRef(Body& body) : fn(&call_body<Body>), context(&body) {}
+  void operator()(char* const* p, int64_t n, int64_t first) const { fn(p, n, first, context); }
+};
+
 // A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
 // function pointer per block (of up to kBlock elements), so only the body is compiled per kernel.
 template <size_t N, size_t NOut, class Body>
 void block_loop(const int64_t* shape, const std::array<char*, N>& base,
                 const std::array<int64_t, N>& isz, Body&& body) {
-  auto call = [](char* const* p, int64_t n, int64_t first, void* context) {
-    call_block(*static_cast<std::remove_reference_t<Body>*>(context), p, n, first);
-  };
   kiln_inductor_block_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
-                           isz.data(), kParallelGrain, call, &body);
+                           isz.data(), kParallelGrain, &call_body<std::remove_reference_t<Body>>,
+                           &body);
 }
 
 // A kernel's loop when some inputs are read through windows (kiln_inductor_window_loop).
@@ -151,11 +164,9 @@ template <size_t N, size_t NOut, class Body>
 void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                  const std::array<int64_t, N>& isz, const std::array<char*, N>& fills,
                  Body&& body) {
-  auto call = [](char* const* p, int64_t n, int64_t first, void* context) {
-    call_block(*static_cast<std::remove_reference_t<Body>*>(context), p, n, first);
-  };
   kiln_inductor_window_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
-                            isz.data(), fills.data(), kParallelGrain, call, &body);
+                            isz.data(), fills.data(), kParallelGrain,
+                            &call_body<std::remove_reference_t<Body>>, &body);
 }
 
 // Whether a plain kernel of n operands (num_out outputs first; element sizes isz; some read
