@@ -365,7 +365,9 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
   if (!entry && !compile) {
     outs = grad ? run_with_autograd(nullptr, graph, *grad) : ir::interpret(graph, rec_.inputs);
   } else {
-    if (entry && entry->symbolic && !structurally_equal(entry->graph, graph))
+    // (A replayed hit runs the entry's own graph: nothing to compare.)
+    if (entry && entry->symbolic && &graph != &entry->graph &&
+        !structurally_equal(entry->graph, graph))
       entry = instantiate(st, segment_index_, entry, graph, rec_.inputs, !grad);
     else if (!entry)
       entry =
