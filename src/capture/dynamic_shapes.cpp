@@ -159,6 +159,30 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
   return sizes;
 }
 
+std::string changed_marked_dim(const ir::Graph& cached, const ir::Graph& graph,
+                               std::span<const Tensor> inputs,
+                               const std::function<std::string(int32_t)>& label) {
+  auto sizes_of = [](const ir::Graph& g, int32_t input) -> const Shape* {
+    for (const ir::Node& n : g.nodes)
+      if (n.kind == ir::NodeKind::Placeholder && n.input_index == input) return &n.outputs[0].sizes;
+    return nullptr;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::optional<DimMarks> m = marks_of(inputs[i]);
+    if (!m) continue;
+    const auto input = static_cast<int32_t>(i);
+    const Shape* was = sizes_of(cached, input);
+    const Shape* now = sizes_of(graph, input);
+    for (const auto& [dim, how] : *m) {
+      const auto d = static_cast<size_t>(dim);
+      if (how == DimMark::Dynamic && was && now && d < was->size() && d < now->size() &&
+          (*was)[d] != (*now)[d])
+        return detail::concat("dim ", dim, " of ", label(input));
+    }
+  }
+  return "";
+}
+
 std::shared_ptr<CacheEntry> find_dynamic_entry(detail::CompiledState& st, size_t segment,
                                                const ir::Graph& graph) {
   if (segment >= st.dynamic_entries.size() || st.dynamic_entries[segment].empty()) return nullptr;

@@ -25,6 +25,12 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
                                               const std::function<std::string(int32_t)>& label,
                                               std::string& note);
 
+// The first dim marked with mark_dynamic whose size differs between `cached` and `graph` (the
+// call's, on `inputs`), as "dim 1 of argument 0 (graph input 0)"; "" when none.
+std::string changed_marked_dim(const ir::Graph& cached, const ir::Graph& graph,
+                               std::span<const Tensor> inputs,
+                               const std::function<std::string(int32_t)>& label);
+
 // A dynamic entry at position `segment` that `graph` binds to, or null. Called with st.mu held.
 std::shared_ptr<CacheEntry> find_dynamic_entry(detail::CompiledState& st, size_t segment,
                                                const ir::Graph& graph);

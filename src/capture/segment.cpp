@@ -208,6 +208,24 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
   const CacheEntry* near = reason.empty() ? nearest_entry(st, segment, graph) : nullptr;
   if (near) reason = ir::describe_difference(near->graph, graph, input_label);
   if (reason.empty()) reason = "the graph differs";
+  // A branch or loop on a size: the ops differ from the nearest graph's where input sizes
+  // changed. Each outcome compiles a graph of its own (a specialisation, which the reason says);
+  // a dim marked with mark_dynamic must not be specialised.
+  if (near && ir::input_sizes_differ(near->graph, graph))
+    if (const std::string diff = ir::structural_difference(near->graph, graph); !diff.empty()) {
+      const std::string dim = changed_marked_dim(near->graph, graph, inputs, input_label);
+      KILN_CHECK(dim.empty(), Error, "kiln::mark_dynamic: ", dim, " is marked dynamic, but '",
+                 st.name, "' specialises it: its ops differ where the size changed (", diff,
+                 "), as code that branches or loops on the size makes them; use "
+                 "maybe_mark_dynamic to let each outcome compile a graph of its own");
+      const std::string note = detail::concat(
+          "the ops differ where the sizes changed (", diff,
+          "): code that branches or loops on a size specialises it, each outcome a graph");
+      reason += "; " + note;
+      if (log_enabled(LogTopic::Dynamic))
+        diagnostics::log(LogTopic::Dynamic,
+                         detail::concat("'", st.name, "' graph ", segment, ": ", note));
+    }
   const Stance now = stance();
   if (now == Stance::FailOnRecompile)
     throw RecompileError(detail::concat("kiln::compile: '", st.name, "' would recompile graph ",

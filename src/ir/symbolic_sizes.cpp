@@ -129,24 +129,64 @@ std::vector<int64_t> size_site_values(const Graph& g) {
 
 std::string describe_site(const Graph& g, const SizeSite& site) { return site_text(g, site, {}); }
 
+namespace {
+// Whether node i of a and of b are equal but for sizes (equal_but_sizes, node by node).
+bool same_node_but_sizes(const Graph& a, const Graph& b, size_t i) {
+  const Node& x = a.nodes[i];
+  const Node& y = b.nodes[i];
+  if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
+      x.attrs.size() != y.attrs.size() || x.outputs.size() != y.outputs.size())
+    return false;
+  for (size_t k = 0; k < x.attrs.size(); ++k)
+    if (!(is_runtime_attr(a, i, k) ? x.attrs[k].index() == y.attrs[k].index()
+                                   : same_attr_but_sizes(x.attrs[k], y.attrs[k])))
+      return false;
+  for (size_t o = 0; o < x.outputs.size(); ++o)
+    if (!same_layout_rank(x.outputs[o], y.outputs[o])) return false;
+  return true;
+}
+}  // namespace
+
 bool equal_but_sizes(const Graph& a, const Graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||
       a.runtime_attrs != b.runtime_attrs || a.input_writes != b.input_writes)
     return false;
-  for (size_t i = 0; i < a.nodes.size(); ++i) {
+  for (size_t i = 0; i < a.nodes.size(); ++i)
+    if (!same_node_but_sizes(a, b, i)) return false;
+  return true;
+}
+
+std::string structural_difference(const Graph& a, const Graph& b) {
+  const size_t n = std::min(a.nodes.size(), b.nodes.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (same_node_but_sizes(a, b, i)) continue;
     const Node& x = a.nodes[i];
     const Node& y = b.nodes[i];
-    if (x.kind != y.kind || x.op != y.op || x.inputs != y.inputs ||
-        x.attrs.size() != y.attrs.size() || x.outputs.size() != y.outputs.size())
-      return false;
-    for (size_t k = 0; k < x.attrs.size(); ++k)
-      if (!(is_runtime_attr(a, i, k) ? x.attrs[k].index() == y.attrs[k].index()
-                                     : same_attr_but_sizes(x.attrs[k], y.attrs[k])))
-        return false;
-    for (size_t o = 0; o < x.outputs.size(); ++o)
-      if (!same_layout_rank(x.outputs[o], y.outputs[o])) return false;
+    auto name = [](const Node& node) {
+      return node.op                              ? std::string(node.op->name)
+             : node.kind == NodeKind::Placeholder ? std::string("an input")
+                                                  : std::string("a constant");
+    };
+    if (x.kind != y.kind || x.op != y.op)
+      return detail::concat("node ", i, " is ", name(y), " where the cached graph has ", name(x));
+    if (x.inputs != y.inputs)
+      return detail::concat("node ", i, " (", name(y), ") takes other inputs");
+    return detail::concat("node ", i, " (", name(y), ") has other attributes or ranks");
   }
-  return true;
+  if (a.nodes.size() != b.nodes.size())
+    return detail::concat("the graph has ", b.num_calls(), " ops where the cached one has ",
+                          a.num_calls());
+  if (equal_but_sizes(a, b)) return "";
+  return "the graph returns or writes other values";
+}
+
+bool input_sizes_differ(const Graph& a, const Graph& b) {
+  const size_t n = std::min(a.nodes.size(), b.nodes.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a.nodes[i].kind == NodeKind::Placeholder && b.nodes[i].kind == NodeKind::Placeholder &&
+        a.nodes[i].outputs[0].sizes != b.nodes[i].outputs[0].sizes)
+      return true;
+  return false;
 }
 
 uint64_t hash_but_sizes(const Graph& g) {

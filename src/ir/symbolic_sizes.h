@@ -41,6 +41,11 @@ std::string describe_site(const Graph& g, const SizeSite& site);
 // (constants, Scalar and floating attributes), and a hash that agrees with it.
 bool equal_but_sizes(const Graph& a, const Graph& b);
 uint64_t hash_but_sizes(const Graph& g);
+// The first difference between a (cached) and b that is not one of sizes ("node 12 is exp where
+// the cached graph has sin"), or "" when they are equal but for sizes.
+std::string structural_difference(const Graph& a, const Graph& b);
+// Whether an input (a placeholder at the same position) has other sizes in b than in a.
+bool input_sizes_differ(const Graph& a, const Graph& b);
 
 // The symbols of a dynamic graph.
 struct SymbolicSizes {

@@ -208,6 +208,35 @@ TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
   }
   // 3 (sin), 5 (exp: another graph), 6 (exp, dynamic), 2 (sin, dynamic).
   EXPECT_EQ(graphs(prof, name("branch")), 4);
+  // The recompile at 5 says why: the ops differ where the size changed.
+  auto g = compile(fn, named("branch_reason"));
+  const std::vector<std::string> lines = logged("recompiles,dynamic", [&] {
+    for (int64_t n : {3, 5}) {
+      const Tensor x = randn({n});
+      expect_equal(g(x), fn(x));
+    }
+  });
+  EXPECT_TRUE(any_contains(lines,
+                           "the ops differ where the sizes changed (node 1 is exp where the "
+                           "cached graph has sin): code that branches or loops on a size "
+                           "specialises it"))
+      << (lines.empty() ? "" : lines[0]);
+  // A dim marked with mark_dynamic must not be specialised: an error naming it and the op.
+  auto h = compile(fn, named("branch_marked"));
+  Tensor small = randn({3}), large = randn({5});
+  mark_dynamic(small, 0);
+  mark_dynamic(large, 0);
+  expect_equal(h(small), fn(small));
+  try {
+    h(large);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kiln::mark_dynamic: dim 0 of argument 0 (graph input 0) "
+                                         "is marked dynamic, but '" +
+                                         name("branch_marked") + "' specialises it"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_P(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {
