@@ -136,6 +136,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
   diagnostics::add_compile_time("aot_autograd", detail::seconds_since(t0));
   auto t1 = std::chrono::steady_clock::now();
+  plan->dynamic = compiling_dynamic_graph();
   plan->forward = plan->compile_part("forward", "", fw_compiler, plan->partition.forward);
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
   plan->backward_compiler = bw;
@@ -158,6 +159,7 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
     std::string missing;
     for (size_t t = 0; t < arrived.size(); ++t)
       if (!arrived[t]) missing += detail::concat(missing.empty() ? "" : ", ", t);
+    capture::CompilingDynamic compiling_dynamic(dynamic);
     made->run = compile_part("backward_partial", missing, backward_compiler, pruned.graph);
     made->output_of = std::move(pruned.output_of);
     made->runtime_kept = std::move(pruned.runtime_kept);

@@ -53,6 +53,9 @@ struct AotPlan {
   };
   const PartialBackward& backward_without(const std::vector<bool>& arrived) const;
   Backend backward_compiler;
+  // Made for a dynamic graph or an instance of one (kiln::compiling_dynamic_graph()): so are the
+  // partial backwards, compiled later, during a backward pass.
+  bool dynamic = false;
   AotPartObserver observer;  // empty: nobody is looking
 
   // `compiler` on `graph`, what it produced collected for `observer` (when there is one).
