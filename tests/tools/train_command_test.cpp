@@ -316,6 +316,23 @@ TEST_F(TrainTest, AnyTextTrainsSavesAndSamples) {
                   "--tokens", "5"});
   EXPECT_EQ(s.status, kExitOk) << s.err;
   EXPECT_EQ(s.out.rfind("caf\xc3\xa9", 0), 0u) << s.out;
+  // The sampling step runs through kiln::compile: its context grows from the prompt's 4
+  // characters to block_size 8 on two graphs (the exact one, then a dynamic one), and the text
+  // is eager sampling's.
+  const std::vector<std::string> sample = {
+      "sample", "--checkpoint", path("u.safetensors"), "--prompt", "caf\xc3\xa9", "--tokens", "12"};
+  Result compiled = run(sample);
+  std::vector<std::string> eager_sample = sample;
+  eager_sample.push_back("--eager");
+  Result eager = run(eager_sample);
+  ASSERT_EQ(compiled.status, kExitOk) << compiled.err;
+  ASSERT_EQ(eager.status, kExitOk) << eager.err;
+  EXPECT_EQ(compiled.out, eager.out);
+  EXPECT_TRUE(contains(compiled.err,
+                       "the sampling step ran through kiln::compile: 2 graphs "
+                       "compiled for contexts of 4 to 8 tokens"))
+      << compiled.err;
+  EXPECT_FALSE(contains(eager.err, "kiln::compile")) << eager.err;
   s = run({"sample", "--checkpoint", path("u.safetensors"), "--prompt", "\xc3\xa0 la"});
   EXPECT_EQ(s.status, kExitUsage);
   EXPECT_TRUE(
