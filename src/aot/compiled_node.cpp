@@ -110,7 +110,7 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
                                             std::span<const ir::ValueRef> values,
                                             const Backend& fw_compiler, const Backend& bw_compiler,
                                             AotPartObserver observer) {
-  auto t0 = std::chrono::steady_clock::now();
+  diagnostics::CompilePhase aot_autograd("aot_autograd");
   auto plan = std::make_shared<AotPlan>();
   plan->observer = std::move(observer);
   JointGraph joint;
@@ -134,8 +134,8 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   const std::vector<std::vector<bool>> read = values_read(forward);
   for (ir::ValueRef v : values)
     plan->used_inside.push_back(read[static_cast<size_t>(v.node)][static_cast<size_t>(v.output)]);
-  diagnostics::add_compile_time("aot_autograd", detail::seconds_since(t0));
-  auto t1 = std::chrono::steady_clock::now();
+  aot_autograd.finish();
+  diagnostics::CompilePhase backend_compile("backend_compile");
   plan->dynamic = compiling_dynamic_graph();
   plan->forward = plan->compile_part("forward", "", fw_compiler, plan->partition.forward);
   const Backend& bw = bw_compiler ? bw_compiler : fw_compiler;
@@ -143,7 +143,6 @@ std::shared_ptr<const AotPlan> compile_plan(const ir::Graph& forward,
   plan->backward = plan->compile_part("backward", "", bw, plan->partition.backward);
   KILN_CHECK(plan->forward && plan->backward, Error,
              "kiln::compile: an AOT autograd compiler returned an empty callable");
-  diagnostics::add_compile_time("backend_compile", detail::seconds_since(t1));
   return plan;
 }
 
@@ -151,7 +150,7 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
   std::lock_guard<std::mutex> lock(partial_mutex_);
   std::unique_ptr<PartialBackward>& entry = partial_[arrived];
   if (!entry) {
-    const auto t0 = std::chrono::steady_clock::now();
+    diagnostics::CompilePhase backend_compile("backend_compile");
     const int64_t num_saved = static_cast<int64_t>(partition.saved.size());
     BackwardWithoutTangents pruned =
         backward_without_tangents(partition.backward, num_saved, arrived);
@@ -163,7 +162,6 @@ const AotPlan::PartialBackward& AotPlan::backward_without(const std::vector<bool
     made->run = compile_part("backward_partial", missing, backward_compiler, pruned.graph);
     made->output_of = std::move(pruned.output_of);
     made->runtime_kept = std::move(pruned.runtime_kept);
-    diagnostics::add_compile_time("backend_compile", detail::seconds_since(t0));
     entry = std::move(made);
   }
   return *entry;

@@ -45,7 +45,7 @@ const CacheEntry* nearest_entry(const detail::CompiledState& st, size_t segment,
 // `g` compiled by `backend`, timed as "backend_compile".
 CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
                                    std::span<const TensorMeta> infos, const std::string& name) {
-  const auto t0 = std::chrono::steady_clock::now();
+  diagnostics::CompilePhase phase("backend_compile");
   CompiledGraph compiled;
   {
     InBackend in_backend;
@@ -72,7 +72,6 @@ CompiledGraph compile_with_backend(const Backend& backend, const ir::Graph& g,
   }
   KILN_CHECK(compiled, Error, "kiln::compile: the backend of '", name,
              "' returned an empty callable");
-  diagnostics::add_compile_time("backend_compile", detail::seconds_since(t0));
   return compiled;
 }
 
@@ -94,7 +93,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
   entry->graph = raw;
   entry->symbolic = std::move(symbolic);
   if (entry->symbolic) entry->sizes_hash = ir::hash_but_sizes(raw);
-  auto t0 = std::chrono::steady_clock::now();
+  diagnostics::CompilePhase passes("passes");
   // Passes may drop random ops: tag each runtime attribute with its index to map them after.
   ir::Graph g = raw;
   for (size_t k = 0; k < g.runtime_attrs.size(); ++k) {
@@ -112,7 +111,7 @@ std::shared_ptr<CacheEntry> compile_entry(detail::CompiledState& state, size_t s
     n.attrs =
         ir::with_attr(n.attrs, static_cast<size_t>(r.attr), raw_values[static_cast<size_t>(k)]);
   }
-  diagnostics::add_compile_time("passes", detail::seconds_since(t0));
+  passes.finish();
   std::vector<TensorMeta> infos;
   for (const Tensor& t : inputs) infos.push_back(TensorMeta::of(t));
   const bool dynamic = entry->symbolic || instance;

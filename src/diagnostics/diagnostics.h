@@ -18,7 +18,30 @@ namespace kiln::diagnostics {
 // test log_enabled(topic) first when the line costs something to make.
 void log(LogTopic topic, const std::string& line);
 
-// Adds `seconds` to `phase`'s total (kiln::compile_times()) and to the graph being collected.
+// A compile phase running on this thread, timed from construction to finish() (or the end of
+// its scope). Phases nest: one opened while another is open on the same thread is a part of
+// it (inductor_cxx of backend_compile), listed under it by compile_times_str() and not counted
+// again in "total", which is the wall time during which any thread was in an outermost phase.
+class CompilePhase {
+ public:
+  explicit CompilePhase(const char* name);
+  ~CompilePhase() { finish(); }
+  // Ends the phase now (phases end in the reverse order they began).
+  void finish();
+  const char* name() const { return name_; }
+  CompilePhase(const CompilePhase&) = delete;
+  CompilePhase& operator=(const CompilePhase&) = delete;
+
+ private:
+  const char* name_;
+  CompilePhase* outer_;
+  double start_;  // steady-clock seconds
+  bool done_ = false;
+};
+
+// Adds `seconds`, measured by the caller, to `phase` (kiln::compile_times()) as a part of the
+// phase open on this thread (at the outermost level, to "total" too), and to the graph being
+// collected.
 void add_compile_time(const char* phase, double seconds);
 void reset_compile_times();
 

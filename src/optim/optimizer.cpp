@@ -47,9 +47,13 @@ bool meta_bool(const std::map<std::string, std::string>& m, const std::string& k
   return it->second == "true";
 }
 
+// Written directly, not through an op: under kiln::compile the state is then created before
+// the step's graph runs (as Dynamo initialises a torch optimizer's state eagerly), and the
+// first step's graph reads it as an input exactly as every later step does: one graph for
+// every step, not a first graph with the zero-fills in it and a recompile at step 2.
 Tensor zeros_like_param(const Tensor& p) {
   Tensor t = make_tensor(p.sizes(), p.dtype());
-  t.zero_();
+  std::memset(t.data_ptr(), 0, static_cast<size_t>(t.numel() * t.element_size()));
   return t;
 }
 

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "capture/test_utils.h"
@@ -503,10 +505,10 @@ TEST(Compile, WholeTrainingStepIsOneGraphAndMatchesEager) {
   }
   auto pe = eager_model.parameters(), pc = compiled_model.parameters();
   for (size_t i = 0; i < pe.size(); ++i) expect_equal(pc[i], pe[i]);
-  // One graph per step: forward, backward and the AdamW update. The first step also creates
-  // the optimizer state, so it is a different graph; every later step reuses the second (the
-  // step count and bias corrections are graph inputs, not constants).
-  EXPECT_EQ(*c.graphs, 2);
+  // One graph for every step: forward, backward and the AdamW update. The first step's
+  // optimizer state is made before its graph runs (read as an input, as every later step reads
+  // it), and the step count and bias corrections are graph inputs, not constants.
+  EXPECT_EQ(*c.graphs, 1);
 }
 
 TEST(Compile, AnOptimizerStepRecordsOneUpdateNodePerParameter) {
@@ -864,6 +866,45 @@ TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
   expect_equal(g(ones({2})), full({2}, 2.0));
   EXPECT_EQ(prof.stats()["prof_backend"].graphs, 1);
   EXPECT_TRUE(prof.stats()["prof_backend"].kernels_per_graph.empty());  // not inductor's
+}
+
+// compile_times(): a phase's parts (inductor's, inside backend_compile) are listed under it and
+// not counted twice; "total" is the wall time spent in outermost phases, never more than the
+// caller waited.
+TEST(Debug, CompileTimesNestPhasesAndTheirTotalIsTimeSpentCompiling) {
+  reset();
+  const auto start = std::chrono::steady_clock::now();
+  auto f = compile([](Tensor x) { return (sin(x) * 2).sum(); },
+                   CompileOptions{.backend = "inductor", .name = "timed"});
+  Tensor x = randn({8}).requires_grad_();
+  f(x).backward();
+  f(x.detach());
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::map<std::string, double> t = compile_times();
+  const std::string table = compile_times_str();
+  ASSERT_GT(t["backend_compile"], 0.0) << table;
+  ASSERT_GT(t["inductor_codegen"], 0.0) << table;
+  EXPECT_LE(t["total"], waited) << table;
+  // One thread: the outermost phases follow each other, and add up to the total.
+  double outermost = 0;
+  for (const char* phase : {"passes", "aot_autograd", "backend_compile"}) outermost += t[phase];
+  EXPECT_NEAR(t["total"], outermost, 1e-6) << table;
+  double parts = 0;
+  for (const char* phase : {"inductor_decompose", "inductor_schedule", "inductor_codegen",
+                            "inductor_cxx", "inductor_load"})
+    parts += t[phase];
+  EXPECT_LE(parts, t["backend_compile"]) << table;
+  EXPECT_NE(table.find("\n  backend_compile "), std::string::npos) << table;
+  EXPECT_NE(table.find("\n    inductor_decompose  "), std::string::npos) << table;
+  // (Each name is followed by at least two spaces: none runs into its number.)
+  std::istringstream lines(table);
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) {
+    const size_t name_end = line.find_first_of(' ', line.find_first_not_of(' '));
+    EXPECT_EQ(line.compare(name_end, 2, "  "), 0) << line;
+  }
 }
 
 TEST(Debug, LogsByTopic) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -298,6 +299,26 @@ TEST_F(TrainTest, RunsThatCannotFitAreRefusedUpFront) {
         e.what(),
         "this run needs about 3.0 GB, but only 1.0 GB is available (a test); lower --batch");
   }
+}
+
+// A compiled run compiles its training step once, from the first step on (the optimizer's
+// state is made before the step's graph, not inside the first one), and its compile summary
+// never reports more time than the run took.
+TEST_F(TrainTest, TheCompiledStepIsOneGraphAndItsCompileTimeFitsTheRun) {
+  std::vector<std::string> args = tiny({"--steps", "3", "--out", path("c.safetensors")});
+  args.erase(std::find(args.begin(), args.end(), "--eager"));
+  const auto start = std::chrono::steady_clock::now();
+  Result r = train(args);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.status, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.err, "1 graph compiled")) << r.err;
+  EXPECT_TRUE(contains(r.err, " 0 recompiles")) << r.err;
+  const size_t at = r.err.find("compile time ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const double reported = std::stod(r.err.substr(at + std::string("compile time ").size()));
+  EXPECT_GT(reported, 0.0) << r.err;
+  EXPECT_LE(reported, waited) << r.err;
 }
 
 TEST_F(TrainTest, AnyTextTrainsSavesAndSamples) {

@@ -223,11 +223,10 @@ std::vector<Tensor> CompiledInductorGraph::run(std::span<const Tensor> inputs,
   // (other threads calling meanwhile wait for the choices).
   std::lock_guard<std::mutex> lock(tune_mu_);
   if (tuned_.load(std::memory_order_acquire)) return run_steps(inputs, runtime_values, false);
-  const auto t0 = std::chrono::steady_clock::now();
+  diagnostics::CompilePhase phase("inductor_autotune");
   std::vector<Tensor> result = run_steps(inputs, runtime_values, true);
   tuning_->save();
   tuned_.store(true, std::memory_order_release);
-  diagnostics::add_compile_time("inductor_autotune", detail::seconds_since(t0));
   return result;
 }
 
