@@ -1,15 +1,18 @@
-// Kiln's own float32 matrix product for AVX-512 hosts (see sgemm.h for when it is used).
+// Kiln's own float32 matrix product for AVX-512 and AVX2 hosts (see sgemm.h for when it is
+// used).
 //
 // Why not OpenBLAS everywhere: for a Linear layer's products on a 2-core AVX-512 machine
 // (2048 tokens against weights of 96..512 columns, sums of 96..2048) OpenBLAS 0.3.21 took
 // 1.25-1.35x this loop's time, MKL (inside PyTorch) 0.8-1.0x (docs/performance.md, "Kiln's
-// own sgemm"). It is the classic blocked scheme:
-//   - a micro-kernel keeps a 6 x 64 tile of c in 24 vector registers and, for each step of the
-//     sum, loads 64 floats of b and broadcasts 6 of a: 24 FMAs per 10 loads (the 12 x 32 tile
-//     before it, 24 FMAs per 14 loads, took 1.1-1.25x the time on W4's and W7's products),
-//     and 16, 32 or 48 columns wide over a strip's last columns (W7's 96-column products);
-//   - b is packed once per 128-long block of the sum into 64-column strips (32 KiB, in L1 while
-//     the kernel walks down a's rows);
+// own sgemm"); against OpenBLAS's Haswell kernels, the AVX2 build of this loop takes 0.8-0.9x.
+// It is the classic blocked scheme:
+//   - a micro-kernel keeps a 6-row tile of c in registers (6 x 64 in 24 AVX-512 registers, 6 x 16
+//     in 12 of AVX2's 16) and, for each step of the sum, loads a row of the tile's width from b
+//     and broadcasts 6 of a (AVX-512: 24 FMAs per 10 loads; the 12 x 32 tile before it, 24 FMAs
+//     per 14 loads, took 1.1-1.25x the time on W4's and W7's products), and narrower tiles over
+//     a strip's last columns (W7's 96-column products);
+//   - b is packed once per 128-long block of the sum into strips of the tile's width (in L1
+//     while the kernel walks down a's rows);
 //   - a is read in place when its rows are contiguous (a packed copy cost more than it saved,
 //     even for row strides of whole pages), and packed into 6-row panels when it is
 //     transposed (a weight gradient: its rows would be columns);
@@ -28,68 +31,141 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "ops/kernels/transpose_block.h"
 #include "ops/kernels/vec.h"
 
 namespace kiln::ops {
 
-#if defined(KILN_VEC_AVX512)
+#if defined(KILN_VEC_AVX2)
 namespace {
 
-constexpr int kTileRows = 6;               // rows of c per micro-kernel call
-constexpr int kTileVecs = 4;               // vectors of 16 columns of c per call
-constexpr int kTileCols = 16 * kTileVecs;  // columns of c per call
-constexpr int64_t kSumBlock = 128;         // length of the sum per packed block of b
-constexpr int64_t kRowBlock = 36;          // rows of a walked per strip of b (36 x 128 floats)
+// The vector instructions the loops below are written in: AVX-512's 16 lanes (masks in mask
+// registers), or AVX2's 8 (masks as vectors). Masked stores are used at a row's last columns
+// only: AVX2's (vmaskmovps) is slow on some processors.
+#if defined(KILN_VEC_AVX512)
+struct Simd {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16;
+  static constexpr int kTileVecs = 4;  // vectors of a tile's row: 24 of 32 registers
+  static V zero() { return _mm512_setzero_ps(); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_load_ps(p); }  // 64-byte aligned
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V x) { _mm512_store_ps(p, x); }  // 64-byte aligned
+  static void storeu(float* p, V x) { _mm512_storeu_ps(p, x); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static Mask first(int64_t count) {  // the first `count` lanes (all, or none)
+    return count >= 16 ? Mask(0xFFFF) : count <= 0 ? Mask(0) : Mask((1u << count) - 1);
+  }
+  static V load_masked(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store_masked(Mask m, float* p, V x) { _mm512_mask_storeu_ps(p, m, x); }
+
+  static void transpose(const float* src, int64_t ld, int rows, int cols, float* dst,
+                        int64_t ld_dst) {
+    kernels::transpose_block(src, ld, rows, cols, dst, ld_dst);
+  }
+};
+#else
+struct Simd {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8;
+  static constexpr int kTileVecs = 2;  // 12 accumulators, 2 rows of b and a broadcast: 15 of 16
+  static V zero() { return _mm256_setzero_ps(); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_load_ps(p); }  // 32-byte aligned
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V x) { _mm256_store_ps(p, x); }  // 32-byte aligned
+  static void storeu(float* p, V x) { _mm256_storeu_ps(p, x); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static Mask first(int64_t count) {
+    const int live = static_cast<int>(std::clamp<int64_t>(count, 0, 8));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load_masked(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  static void store_masked(Mask m, float* p, V x) { _mm256_maskstore_ps(p, m, x); }
+
+  static void transpose(const float* src, int64_t ld, int rows, int cols, float* dst,
+                        int64_t ld_dst) {
+    kernels::transpose_block(src, ld, rows, cols, dst, ld_dst);
+  }
+};
+#endif
+using V = Simd::V;
+using Mask = Simd::Mask;
+constexpr int kLanes = Simd::kLanes;
+
+constexpr int kTileRows = 6;                          // rows of c per micro-kernel call
+constexpr int kTileVecs = Simd::kTileVecs;            // vectors of columns of c per call
+constexpr int kTileCols = kLanes * kTileVecs;         // columns of c per call
+constexpr int64_t kSumBlock = 128;                    // length of the sum per packed block of b
+constexpr int64_t kRowBlock = 36;                     // rows of a walked per strip of b
 constexpr int64_t kWorkPerThread = int64_t{1} << 21;  // multiply-adds that pay for a thread
 
 // How a micro-kernel call finishes its tile: c = alpha * sum + beta * c on the columns the
-// masks select (beta == 0: c is not read), or + beta * bias[column] when there is a bias.
+// masks select (beta == 0: c is not read), or + beta * bias[column] when there is a bias. The
+// first `whole` vectors of a row are whole (no mask needed).
 struct TileStore {
   float alpha, beta;
-  __mmask16 mask[kTileVecs];
+  int whole;
+  Mask mask[kTileVecs];
   const float* bias;  // the tile's first column of the row bias, or null
 };
 
-// The R x 16V tile of c at `c` += the product of R rows of a and the first V vectors of a packed
-// strip `bp` of b (kc rows of 64 floats). a(r, p) is a[p * R + r] when Packed, else
-// a[r * lda + p]. (V < 4: a strip's last columns, so no FMA works on columns past the end.)
-template <int R, int V, bool Packed>
+// The R x (V vectors) tile of c at `c` += the product of R rows of a and the first V vectors of
+// a packed strip `bp` of b (kc rows of kTileCols floats). a(r, p) is a[p * R + r] when Packed,
+// else a[r * lda + p]. (V < kTileVecs: a strip's last columns, so no FMA works on columns past
+// the end.)
+template <int R, int NV, bool Packed>
 void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict bp,
                   float* c, int64_t ldc, TileStore s) {
-  __m512 acc[R][V];
+  V acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-      // The tile's lines are written at the end: fetch them now, while the sum runs.
+    for (int v = 0; v < NV; ++v) acc[r][v] = Simd::zero();
+      // The tile's lines are written at the end: fetch them now (for writing), while the sum
+      // runs.
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_ET0);
+    for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + kLanes * v, 1, 3);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    __m512 b[V];
+    V b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) b[v] = _mm512_load_ps(bp + p * kTileCols + 16 * v);
+    for (int v = 0; v < NV; ++v) b[v] = Simd::load(bp + p * kTileCols + kLanes * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 ar = _mm512_set1_ps(Packed ? a[p * R + r] : a[r * lda + p]);
+      const V ar = Simd::broadcast(Packed ? a[p * R + r] : a[r * lda + p]);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = Simd::fmadd(ar, b[v], acc[r][v]);
     }
   }
-  const __m512 alpha = _mm512_set1_ps(s.alpha), beta = _mm512_set1_ps(s.beta);
+  const V alpha = Simd::broadcast(s.alpha), beta = Simd::broadcast(s.beta);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      __m512 x = acc[r][v];
-      if (s.alpha != 1.0f) x = _mm512_mul_ps(x, alpha);
+    for (int v = 0; v < NV; ++v) {
+      V x = acc[r][v];
+      if (s.alpha != 1.0f) x = Simd::mul(x, alpha);
+      const bool whole = v < s.whole;
       if (s.bias)
-        x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.mask[v], s.bias + 16 * v), x);
+        x = Simd::fmadd(beta,
+                        whole ? Simd::loadu(s.bias + kLanes * v)
+                              : Simd::load_masked(s.mask[v], s.bias + kLanes * v),
+                        x);
       else if (s.beta != 0.0f)
-        x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(s.mask[v], row + 16 * v), x);
-      _mm512_mask_storeu_ps(row + 16 * v, s.mask[v], x);
+        x = Simd::fmadd(
+            beta,
+            whole ? Simd::loadu(row + kLanes * v) : Simd::load_masked(s.mask[v], row + kLanes * v),
+            x);
+      if (whole)
+        Simd::storeu(row + kLanes * v, x);
+      else
+        Simd::store_masked(s.mask[v], row + kLanes * v, x);
     }
   }
 }
@@ -131,81 +207,40 @@ float* scratch(std::vector<float>& buffer, size_t floats) {
   return reinterpret_cast<float*>((address + 63) & ~uintptr_t{63});
 }
 
-__mmask16 first_lanes(int64_t count) {
-  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
-}
-
-// Rows [0, rows) of the 16 x 16 block at `src` (row stride ld; `cols` columns of each read,
-// the rest zero) transposed: dst[c * ld_dst + r] = src[r * ld + c] for the block's cols columns
-// (rows past `rows` as zeros).
-void transpose_16x16(const float* src, int64_t ld, int rows, int cols, float* dst, int64_t ld_dst) {
-  const __mmask16 live = first_lanes(cols);
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i)
-    r[i] = i < rows ? _mm512_maskz_loadu_ps(live, src + i * ld) : _mm512_setzero_ps();
-  // Pairs of rows interleaved, then quads: u[4g + q]'s 128-bit lane L holds rows 4g..4g+3 at
-  // column 4L + q.
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m512 u[16];
-  for (int g = 0; g < 4; ++g) {
-    const __m512d lo0 = _mm512_castps_pd(t[4 * g]), hi0 = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d lo1 = _mm512_castps_pd(t[4 * g + 2]), hi1 = _mm512_castps_pd(t[4 * g + 3]);
-    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
-  }
-  // Then lane L of the four groups side by side: column 4L + q.
-  for (int q = 0; q < 4; ++q) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-    const __m512 w[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
-                         _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
-    for (int l = 0; l < 4; ++l)
-      if (4 * l + q < cols) _mm512_store_ps(dst + (4 * l + q) * ld_dst, w[l]);
-  }
-}
-
-// Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of 64 floats,
-// columns past width zero).
+// Columns [j, j + width) of rows [p0, p0 + kc) of op(b) into `strip` (kc rows of kTileCols
+// floats, columns past width zero).
 void pack_b_strip(const Problem& P, int64_t p0, int64_t kc, int64_t j, int64_t width,
                   float* strip) {
   if (!P.trans_b) {
-    __mmask16 m[kTileVecs];
-    for (int v = 0; v < kTileVecs; ++v) m[v] = first_lanes(width - 16 * v);
+    Mask m[kTileVecs];
+    for (int v = 0; v < kTileVecs; ++v) m[v] = Simd::first(width - kLanes * v);
     for (int64_t p = 0; p < kc; ++p) {
       const float* row = P.b + (p0 + p) * P.ldb + j;
       for (int v = 0; v < kTileVecs; ++v)
-        _mm512_store_ps(strip + p * kTileCols + 16 * v, _mm512_maskz_loadu_ps(m[v], row + 16 * v));
+        Simd::store(strip + p * kTileCols + kLanes * v, Simd::load_masked(m[v], row + kLanes * v));
     }
     return;
   }
-  // b holds op(b)'s columns as rows: 16 of them x 16 steps of the sum at a time, transposed
-  // on registers (64 shuffles where gathering them took 16 gathers of 16 loads each: W4's
-  // forward products, 256 x 512 x 512, 6-10% faster).
+  // b holds op(b)'s columns as rows: a square block of lanes x lanes at a time, transposed on
+  // registers (AVX-512: 64 shuffles where gathering them took 16 gathers of 16 loads each:
+  // W4's forward products, 256 x 512 x 512, 6-10% faster).
   for (int v = 0; v < kTileVecs; ++v) {
-    const int live = static_cast<int>(std::clamp<int64_t>(width - 16 * v, 0, 16));
-    const float* rows = live > 0 ? P.b + (j + 16 * v) * P.ldb + p0 : P.b;  // (none read)
-    for (int64_t p = 0; p < kc; p += 16)
-      transpose_16x16(rows + p, P.ldb, live, static_cast<int>(std::min<int64_t>(16, kc - p)),
-                      strip + p * kTileCols + 16 * v, kTileCols);
+    const int live = static_cast<int>(std::clamp<int64_t>(width - kLanes * v, 0, kLanes));
+    const float* rows = live > 0 ? P.b + (j + kLanes * v) * P.ldb + p0 : P.b;  // (none read)
+    for (int64_t p = 0; p < kc; p += kLanes)
+      Simd::transpose(rows + p, P.ldb, live, static_cast<int>(std::min<int64_t>(kLanes, kc - p)),
+                      strip + p * kTileCols + kLanes * v, kTileCols);
   }
 }
 
 int64_t strip_count(int64_t columns) { return (columns + kTileCols - 1) / kTileCols; }
 
 // Rows [i, i + rows) of columns [p0, p0 + kc) of op(a) = a transposed into `panel` as
-// panel[p * rows + r]: op(a)'s column p is a row of a, `rows` (<= 16) contiguous floats.
+// panel[p * rows + r]: op(a)'s column p is a row of a, `rows` (<= kTileRows) contiguous floats.
 void pack_a_panel(const Problem& P, int64_t i, int rows, int64_t p0, int64_t kc, float* panel) {
-  const __mmask16 live = first_lanes(rows);
+  const Mask live = Simd::first(rows);
   for (int64_t p = 0; p < kc; ++p)
-    _mm512_mask_storeu_ps(panel + p * rows, live,
-                          _mm512_maskz_loadu_ps(live, P.a + (p0 + p) * P.lda + i));
+    Simd::store_masked(live, panel + p * rows, Simd::load_masked(live, P.a + (p0 + p) * P.lda + i));
 }
 
 // Rows [i0, i1) x columns [j0, j1) of c += the sum's block [p0, p0 + kc), with op(b)'s block
@@ -228,9 +263,10 @@ void compute_rows(const Problem& P, int64_t p0, int64_t kc, const float* packed_
                      packed_a + i * kc);
     for (int64_t s = 0; s < strips; ++s) {
       const int64_t j = j0 + s * kTileCols, width = std::min<int64_t>(kTileCols, j1 - j);
-      TileStore store{P.alpha, beta, {}, bias ? bias + j : nullptr};
-      for (int v = 0; v < kTileVecs; ++v) store.mask[v] = first_lanes(width - 16 * v);
-      const auto vectors = static_cast<size_t>((width + 15) / 16);
+      TileStore store{
+          P.alpha, beta, static_cast<int>(width / kLanes), {}, bias ? bias + j : nullptr};
+      for (int v = 0; v < kTileVecs; ++v) store.mask[v] = Simd::first(width - kLanes * v);
+      const auto vectors = static_cast<size_t>((width + kLanes - 1) / kLanes);
       const float* strip = packed_b + s * kc * kTileCols;
       for (int64_t i = 0; i < rows; i += kTileRows) {
         const int height = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
@@ -288,19 +324,28 @@ bool disabled_by_environment() {
 
 }  // namespace
 
-// Where it measured faster than OpenBLAS's AVX-512 kernels with 2 threads (bench/sgemm_shapes.cpp,
-// docs/performance.md): 16 to 1024 columns (above 512 only with sums of at most 512; a packed
-// block of b then outgrows L2) and sums of 4 or more; 128 or more rows, or fewer for a
-// transposed a (a weight gradient with few outputs). Not below 2^20 multiply-adds, where
-// OpenBLAS's small-matrix path is faster, except with a transposed b (2^18), where it is not.
-// (Fewer than 16 columns leave most of each 16-lane vector of the tile idle.)
+// Where it measured faster than OpenBLAS (bench/sgemm_shapes.cpp, docs/performance.md), with
+// 2 threads. AVX-512 (against OpenBLAS's AVX-512 kernels): 16 to 1024 columns (above 512 only
+// with sums of at most 512; a packed block of b then outgrows L2) and sums of 4 or more; 128 or
+// more rows, or fewer for a transposed a (a weight gradient with few outputs). Not below 2^20
+// multiply-adds, where OpenBLAS's small-matrix path is faster, except with a transposed b
+// (2^18), where it is not. (Fewer than 16 columns leave most of each 16-lane vector of the tile
+// idle.) AVX2 (against OpenBLAS's Haswell kernels, on an AMD Zen 4 running AVX2 code): only
+// the tall products of a Linear layer's forward and input gradient, a not transposed: 1024 or
+// more rows of at most 128 columns (0.80-0.87 of OpenBLAS's time), or of at most 512 with sums
+// of at most 128 (0.93-1.0, and addmm's bias is fused: OpenBLAS needs a pass to copy it in);
+// longer sums, wider products and weight gradients ran 1.0-1.4x OpenBLAS's.
 bool own_sgemm_applies(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
   static const bool disabled = disabled_by_environment();
   const int64_t work = m * n * k;
-  if (disabled || n < 16 || k < 4 || work < (trans_b ? int64_t{1} << 18 : int64_t{1} << 20) ||
-      n > 1024 || (n > 512 && k > 512))
+  if (disabled || n < 16 || k < 4 || work < (trans_b ? int64_t{1} << 18 : int64_t{1} << 20))
     return false;
+#if defined(KILN_VEC_AVX512)
+  if (n > 1024 || (n > 512 && k > 512)) return false;
   return m >= 128 || (trans_a && m >= 4 && k >= 16);
+#else
+  return !trans_a && m >= 1024 && (n <= 128 || (n <= 512 && k <= 128));
+#endif
 }
 
 void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -353,14 +398,15 @@ void own_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
 }
 
-#else  // no AVX-512: OpenBLAS computes every product
+#else  // no AVX2: OpenBLAS computes every product
 
 bool own_sgemm_applies(bool, bool, int64_t, int64_t, int64_t) { return false; }
 
 void own_sgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
                int64_t, float, float*, int64_t, const float*) {
-  KILN_CHECK(false, NotImplementedError,
-             "own_sgemm: this build has no AVX-512 kernel (own_sgemm_applies is false here)");
+  KILN_CHECK(
+      false, NotImplementedError,
+      "own_sgemm: this build has no AVX2 or AVX-512 kernel (own_sgemm_applies is false here)");
 }
 
 #endif

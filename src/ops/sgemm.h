@@ -1,6 +1,7 @@
-// Kiln's own float32 matrix product for AVX-512 hosts, used in place of OpenBLAS's sgemm for
-// the shapes where it measured faster: the products of a Linear layer's forward and backward
-// (a batch's tokens against a weight of up to ~1024 columns, and the weight's gradient).
+// Kiln's own float32 matrix product for AVX-512 and AVX2 hosts, used in place of OpenBLAS's
+// sgemm for the shapes where it measured faster: the products of a Linear layer's forward and
+// backward (AVX-512: a batch's tokens against a weight of up to ~1024 columns, and the weight's
+// gradient; AVX2: against a weight of up to 128 columns).
 // Row-major like the rest of linalg; see sgemm.cpp for the blocking and why it wins.
 #pragma once
 

@@ -1,7 +1,8 @@
 // Kiln's own float32 product (src/ops/sgemm.h) against a float64 reference: every layout,
-// tails of the 6 x 64 tile and of the 128-long sum blocks, alpha/beta, padded row strides,
-// both thread splits, and calls from inside a parallel region. Skipped where the host has no
-// AVX-512 (OpenBLAS computes every product there).
+// tails of the 6-row tile (64 columns with AVX-512, 16 with AVX2) and of the 128-long sum
+// blocks, alpha/beta, padded row strides, both thread splits, and calls from inside a parallel
+// region. Skipped where the host has neither (OpenBLAS computes every product there). Also
+// built for AVX2 (kiln_kernels_avx2_tests) on AVX-512 hosts.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -104,7 +105,7 @@ class OwnSgemm : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!kiln::ops::own_sgemm_applies(false, false, 2048, 128, 128))
-      GTEST_SKIP() << "no AVX-512 on this host (or KILN_SGEMM=openblas): OpenBLAS computes floats";
+      GTEST_SKIP() << "no AVX2 on this host (or KILN_SGEMM=openblas): OpenBLAS computes floats";
     threads_ = omp_get_max_threads();
   }
   void TearDown() override {
@@ -176,6 +177,7 @@ TEST_F(OwnSgemm, InsideAParallelRegionEachCallRunsOnItsThread) {
     EXPECT_EQ(0, std::memcmp(o.c.data(), alone.c.data(), o.c.size() * sizeof(float)));
 }
 
+#ifndef KILN_TEST_AVX2_BUILD  // (matmul is the library's, built for this host)
 TEST_F(OwnSgemm, LinearThroughMatmulMatchesFloat64) {
   // The products of a Linear layer as kiln::linear and its backward issue them (folded batch,
   // transposed weight, transposed activations), checked against float64 matmul.
@@ -202,6 +204,24 @@ TEST_F(OwnSgemm, LinearThroughMatmulMatchesFloat64) {
       kiln::addmm(bias, x.reshape({320, 70}), w.t(), 0.5, -2.0).to(kiln::DType::Float64),
       kiln::addmm(bias.to(kiln::DType::Float64), x64.reshape({320, 70}), w64.t(), 0.5, -2.0), 1e-4,
       1e-3));
+}
+#endif
+
+// Where each build sends a product: a Linear layer's forward over 2048 tokens everywhere; a
+// weight gradient (transposed a) and wide, long products only with AVX-512 (with AVX2,
+// OpenBLAS's Haswell kernels measured as fast or faster there).
+TEST_F(OwnSgemm, TheShapeRuleOfEachBuild) {
+  EXPECT_TRUE(kiln::ops::own_sgemm_applies(false, true, 2048, 128, 128));
+  EXPECT_TRUE(kiln::ops::own_sgemm_applies(false, true, 2048, 512, 128));
+  EXPECT_FALSE(kiln::ops::own_sgemm_applies(false, false, 2048, 8, 128));  // < 16 columns
+#ifdef KILN_TEST_AVX2_BUILD
+  EXPECT_FALSE(kiln::ops::own_sgemm_applies(true, false, 512, 128, 2048));
+  EXPECT_FALSE(kiln::ops::own_sgemm_applies(false, false, 2048, 512, 512));
+  EXPECT_FALSE(kiln::ops::own_sgemm_applies(false, false, 512, 128, 512));
+#else
+  EXPECT_TRUE(kiln::ops::own_sgemm_applies(true, false, 512, 128, 2048));
+  EXPECT_TRUE(kiln::ops::own_sgemm_applies(false, false, 2048, 512, 512));
+#endif
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/kernels/transpose_block.h"
 #include "ops/kernels/vec.h"
 
 namespace kiln::kernels {
@@ -55,9 +56,18 @@ constexpr int small_gemm_rows_at_once() {
 #ifdef __AVX512VL__
   return NV == 8 ? 2 : NV == 4 ? 6 : NV == 2 ? 8 : 12;
 #else
-  return NV <= 2 ? 4 : NV == 4 ? 2 : 1;
+  return NV == 1 ? 12 : NV == 2 ? 6 : NV == 4 ? 2 : 1;
 #endif
 }
+
+// The widest column chunk, in vectors: with 16 registers (AVX2) two vectors a row over six
+// rows (12 FMAs per 2 loads and 6 broadcasts) beat four over two (8 per 4 and 2): attention's
+// 32-float heads, W7's backward 1.5x faster.
+#ifdef __AVX512VL__
+constexpr int kSmallGemmWidestChunk = 4;
+#else
+constexpr int kSmallGemmWidestChunk = 2;
+#endif
 
 // Columns [j0, j0 + NV * W) of every row of c.
 template <typename T, int NV, bool UnitRows>
@@ -94,12 +104,11 @@ void small_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t ar
                 const T* b, int64_t brs, T beta, T* c, int64_t ldc) {
   constexpr int64_t W = vec::Vec<T>::width;
   int64_t j = 0;
-  for (; j + 4 * W <= m; j += 4 * W)
-    small_gemm_columns<T, 4>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
-  if (j + 2 * W <= m) {
+  if constexpr (kSmallGemmWidestChunk == 4)
+    for (; j + 4 * W <= m; j += 4 * W)
+      small_gemm_columns<T, 4>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
+  for (; j + 2 * W <= m; j += 2 * W)
     small_gemm_columns<T, 2>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
-    j += 2 * W;
-  }
   if (j + W <= m) {
     small_gemm_columns<T, 1>(n, j, k, alpha, a, ars, acs, b, brs, beta, c, ldc);
     j += W;
@@ -129,58 +138,30 @@ std::pair<const T*, int64_t> contiguous_rows(const T* m, int64_t rows, int64_t c
 
 // ---- transposing a small matrix ----
 
-#if defined(KILN_VEC_AVX512)
-// dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 block of floats: 64 shuffles where element
-// by element it takes 256 loads and stores.
-inline void transpose_16x16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-  for (int i = 0; i < 16; i += 2) {  // interleave row pairs: 2 x 2 blocks
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks within each 128-bit lane
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int h = 0; h < 16; h += 8)  // 128-bit lanes across groups of four rows
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
-    }
-  for (int i = 0; i < 8; ++i) {  // and across the two halves
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
-}
-#endif
-
 // out [cols, rows] (row stride ldo >= rows) = the transpose of m [rows, cols] (element
 // strides rs, cs).
 template <typename T>
 void transpose_into(const T* m, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* out,
                     int64_t ldo) {
-  int64_t r16 = 0, c16 = 0;  // the part done in 16 x 16 blocks
-#if defined(KILN_VEC_AVX512)
+  int64_t r_blocked = 0, c_blocked = 0;  // the part done in square blocks on registers
+#if defined(KILN_VEC_AVX2)
   if constexpr (std::is_same_v<T, float>) {
     if (cs == 1) {
-      r16 = rows - rows % 16;
-      c16 = cols - cols % 16;
-      for (int64_t r = 0; r < r16; r += 16)
-        for (int64_t c = 0; c < c16; c += 16)
-          transpose_16x16(m + r * rs + c, rs, out + c * ldo + r, ldo);
+      constexpr int B = kTransposeBlock;
+      r_blocked = rows - rows % B;
+      c_blocked = cols - cols % B;
+      for (int64_t r = 0; r < r_blocked; r += B)
+        for (int64_t c = 0; c < c_blocked; c += B)
+          transpose_block(m + r * rs + c, rs, B, B, out + c * ldo + r, ldo);
     }
   }
 #endif
-  // The rest element by element, written in order: columns past c16 for every row, then
-  // rows past r16 of the blocked columns.
-  for (int64_t c = c16; c < cols; ++c)
+  // The rest element by element, written in order: columns past the blocks for every row,
+  // then rows past them of the blocked columns.
+  for (int64_t c = c_blocked; c < cols; ++c)
     for (int64_t r = 0; r < rows; ++r) out[c * ldo + r] = m[r * rs + c * cs];
-  for (int64_t c = 0; c < c16; ++c)
-    for (int64_t r = r16; r < rows; ++r) out[c * ldo + r] = m[r * rs + c * cs];
+  for (int64_t c = 0; c < c_blocked; ++c)
+    for (int64_t r = r_blocked; r < rows; ++r) out[c * ldo + r] = m[r * rs + c * cs];
 }
 
 }  // namespace kiln::kernels
