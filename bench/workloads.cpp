@@ -19,6 +19,16 @@ std::function<void()> w1() {
   };
 }
 
+// W1g: eager gelu alone on W1's input: the yardstick of W1's fused loop (which computes gelu's
+// erf and a sigmoid per element), `kiln bench --pair W1g,W1i`.
+std::function<void()> w1_gelu_alone() {
+  auto x = std::make_shared<Tensor>(randn({16 * 1024 * 1024}));
+  return [x] {
+    Tensor y = gelu(*x);
+    (void)y;
+  };
+}
+
 // W2: softmax over the last dim of [4096, 1024].
 std::function<void()> w2() {
   auto x = std::make_shared<Tensor>(randn({4096, 1024}));
@@ -425,6 +435,7 @@ std::function<void()> w5_inductor() {
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> all = {
       {"W1", "pointwise chain gelu(x*a+b)*sigmoid(x)+0.5*x, 16M float32", "141-188 ms", w1},
+      {"W1g", "gelu alone on W1's input (eager): the yardstick of W1i", "n/a", w1_gelu_alone},
       {"W2", "softmax over the last dim of [4096, 1024]", "1.9-2.1 ms", w2},
       {"W3", "layer_norm over the last dim of [8192, 1024], weight+bias", "13-14 ms", w3},
       {"W4", "MLP training step 784-512-512-10, batch 256, SGD", "10.3-10.8 ms",
@@ -463,7 +474,7 @@ const std::vector<Workload>& workloads() {
        [] { return w7_step("", "W7"); }},
       {"W7g", "W7's matrix products alone (forward and backward shapes)", "n/a",
        [] { return w7_gemms(); }},
-      {"W7gl", "W7g's Linear products alone (Kiln's sgemm on AVX-512 hosts, else OpenBLAS)", "n/a",
+      {"W7gl", "W7g's Linear products alone (Kiln's sgemm where it applies, else OpenBLAS)", "n/a",
        [] { return w7_gemms(W7Products::Linear); }},
       {"W7ga", "W7g's attention products alone (batched, Kiln's small-product kernel)", "n/a",
        [] { return w7_gemms(W7Products::Attention); }},

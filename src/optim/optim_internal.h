@@ -19,8 +19,11 @@ std::string format_bool(bool v);
 double meta_double(const std::map<std::string, std::string>& m, const std::string& key);
 bool meta_bool(const std::map<std::string, std::string>& m, const std::string& key);
 
-// A zero-filled contiguous tensor shaped and typed as p.
-Tensor zeros_like_param(const Tensor& p);
+// A contiguous tensor shaped and typed as p, every element `value` (0: zero-filled), written
+// directly rather than by an op: under kiln::compile the state exists before the step's graph,
+// which reads it as an input at every step.
+Tensor filled_like_param(const Tensor& p, double value);
+inline Tensor zeros_like_param(const Tensor& p) { return filled_like_param(p, 0.0); }
 // A concrete 0-d tensor holding `value` (made without dispatch, so under kiln::compile it is a
 // graph input whose value is not part of the guard: optimizer scalars that change every step).
 Tensor scalar_input(double value, DType dtype);
@@ -38,6 +41,12 @@ class ScalarInputs {
  private:
   std::vector<std::pair<std::pair<double, DType>, Tensor>> made_;
 };
+
+// The gradient the composed optimizers (Adagrad, RMSprop, Adadelta) update with, as PyTorch's:
+// dense_grad, negated under maximize, plus weight_decay * p (the decay a graph input) when the
+// decay is not 0.
+Tensor decayed_grad(const Tensor& p, size_t index, const char* who, bool maximize,
+                    double weight_decay, ScalarInputs& scalars);
 
 // Whether `value` rounded to dtype is below 0.5 (which side of a lerp's two-sided formula the
 // update takes, decided in the parameter's precision as its kernel would).

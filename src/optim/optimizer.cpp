@@ -2,6 +2,7 @@
 // warmup + cosine schedule.
 #include "kiln/optim/optimizer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -50,10 +51,18 @@ bool meta_bool(const std::map<std::string, std::string>& m, const std::string& k
 // Written directly, not through an op: under kiln::compile the state is then created before
 // the step's graph runs (as Dynamo initialises a torch optimizer's state eagerly), and the
 // first step's graph reads it as an input exactly as every later step does: one graph for
-// every step, not a first graph with the zero-fills in it and a recompile at step 2.
-Tensor zeros_like_param(const Tensor& p) {
+// every step, not a first graph with the fills in it and a recompile at step 2.
+Tensor filled_like_param(const Tensor& p, double value) {
   Tensor t = make_tensor(p.sizes(), p.dtype());
-  std::memset(t.data_ptr(), 0, static_cast<size_t>(t.numel() * t.element_size()));
+  const auto n = static_cast<size_t>(t.numel());
+  if (value == 0.0)
+    std::memset(t.data_ptr(), 0, n * static_cast<size_t>(t.element_size()));
+  else if (t.dtype() == DType::Float32)
+    std::fill_n(t.data_ptr<float>(), n, static_cast<float>(value));
+  else if (t.dtype() == DType::Float64)
+    std::fill_n(t.data_ptr<double>(), n, value);
+  else
+    t.fill_(value);  // (other floating dtypes: through the op)
   return t;
 }
 
@@ -71,6 +80,14 @@ Tensor dense_grad(const Tensor& p, size_t index, const char* who) {
   KILN_CHECK(g.sizes() == p.sizes(), ShapeError, who, ": parameter ", index, " has shape ",
              p.shape_str(), " but its gradient has shape ", g.shape_str());
   if (g.dtype() != p.dtype()) g = g.to(p.dtype());
+  return g;
+}
+
+Tensor decayed_grad(const Tensor& p, size_t index, const char* who, bool maximize,
+                    double weight_decay, ScalarInputs& scalars) {
+  Tensor g = dense_grad(p, index, who);
+  if (maximize) g = -g;
+  if (weight_decay != 0) g = g + p * scalars.get(weight_decay, p.dtype());
   return g;
 }
 

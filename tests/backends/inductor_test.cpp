@@ -899,8 +899,9 @@ TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {
       EXPECT_EQ(c.externs(), 0u);
     }
   }
-  // A mask drawn before a row op: its own kernel (a row kernel does not draw). Probabilities
-  // given as a tensor are checked by the eager kernel, element by element: an extern call.
+  // A mask drawn before a row op: its own kernel (a row kernel does not draw), and the softmax,
+  // alone, eager's kernel. Probabilities given as a tensor are checked by the eager kernel,
+  // element by element: an extern call.
   auto masked_softmax = [](Tensor x) { return softmax(x * bernoulli(x.sizes(), 0.5), -1); };
   auto from_tensor = [](Tensor x) { return bernoulli(sigmoid(x)) * x; };
   Tensor x = randn({16, 64});
@@ -912,7 +913,8 @@ TEST(Inductor, DropoutAndRandAreDrawnInsideKernelsAsEagerDrawsThem) {
   manual_seed(3);
   expect_identical(want, f(x));
   expect_identical(want2, g(x));
-  EXPECT_EQ(c.externs(), 0u);
+  EXPECT_EQ(c.externs(), 1u);
+  EXPECT_EQ(c.extern_calls_of("softmax"), 1u);
   EXPECT_EQ(c2.extern_calls_of("bernoulli"), 1u);
 }
 
@@ -1009,6 +1011,36 @@ TEST(Inductor, SoftmaxNotAlongTheLastDimOrOverLongRowsIsAnExternCall) {
   auto f = compile(fn, c.options());
   expect_all_identical(fn(x, wide), f(x, wide));
   EXPECT_EQ(c.extern_calls_of("softmax"), 2u);
+}
+
+// A softmax or log_softmax fused with nothing runs as eager's kernel (a generated loop would
+// call the same row function, with overhead): no kernel, nothing compiled. With a prologue it
+// is a row kernel.
+TEST(Inductor, ASoftmaxAloneIsEagersKernel) {
+  manual_seed(24);
+  Tensor x = randn({64, 100});
+  for (const char* op : {"softmax", "log_softmax"}) {
+    auto alone = [op](Tensor x) {
+      return std::string(op) == "softmax" ? softmax(x, -1) : log_softmax(x, -1);
+    };
+    Compiled c;
+    auto f = compile(alone, c.options());
+    expect_identical(alone(x), f(x));
+    EXPECT_EQ(c.kernels(), 0u) << op;
+    EXPECT_EQ(c.extern_calls_of(op), 1u) << op;
+  }
+  // (Two row ops reading one input share a kernel: neither is alone.)
+  auto both = [](Tensor x) { return std::vector<Tensor>{softmax(x, -1), log_softmax(x, -1)}; };
+  Compiled c1;
+  auto h = compile(both, c1.options());
+  expect_all_identical(both(x), h(x));
+  EXPECT_EQ(c1.kernels(), 1u);
+  auto fused = [](Tensor x) { return softmax(x * 2, -1); };
+  Compiled c2;
+  auto g = compile(fused, c2.options());
+  expect_identical(fused(x), g(x));
+  EXPECT_EQ(c2.kernels(), 1u);
+  EXPECT_EQ(c2.externs(), 0u);
 }
 
 TEST(Inductor, LargeSoftmaxRowsRunOnThreadsAndStream) {

@@ -113,6 +113,84 @@ struct RefAdam {
   }
 };
 
+// PyTorch's _single_tensor_adagrad / _single_tensor_rmsprop / _single_tensor_adadelta.
+struct RefAdagrad {
+  AdagradOptions o;
+  std::vector<Vec> sum;
+  int t = 0;
+  void step(std::vector<Vec>& ps, const std::vector<Vec>& gs) {
+    if (sum.empty())
+      for (auto& p : ps) sum.emplace_back(p.size(), o.initial_accumulator_value);
+    ++t;
+    const double clr = o.lr / (1 + (t - 1) * o.lr_decay);
+    for (size_t k = 0; k < ps.size(); ++k)
+      for (size_t j = 0; j < ps[k].size(); ++j) {
+        double g = o.maximize ? -gs[k][j] : gs[k][j];
+        g += o.weight_decay * ps[k][j];
+        sum[k][j] += g * g;
+        ps[k][j] -= clr * g / (std::sqrt(sum[k][j]) + o.eps);
+      }
+  }
+};
+
+struct RefRMSprop {
+  RMSpropOptions o;
+  std::vector<Vec> square_avg, grad_avg, buf;
+  void step(std::vector<Vec>& ps, const std::vector<Vec>& gs) {
+    if (square_avg.empty())
+      for (auto& p : ps) {
+        square_avg.emplace_back(p.size(), 0.0);
+        grad_avg.emplace_back(p.size(), 0.0);
+        buf.emplace_back(p.size(), 0.0);
+      }
+    for (size_t k = 0; k < ps.size(); ++k)
+      for (size_t j = 0; j < ps[k].size(); ++j) {
+        double g = o.maximize ? -gs[k][j] : gs[k][j];
+        g += o.weight_decay * ps[k][j];
+        double& sq = square_avg[k][j];
+        sq = o.alpha * sq + (1 - o.alpha) * g * g;
+        double avg;
+        if (o.centered) {
+          double& ga = grad_avg[k][j];
+          ga += (1 - o.alpha) * (g - ga);
+          avg = std::sqrt(sq - ga * ga) + o.eps;
+        } else {
+          avg = std::sqrt(sq) + o.eps;
+        }
+        if (o.momentum > 0) {
+          double& b = buf[k][j];
+          b = o.momentum * b + g / avg;
+          ps[k][j] -= o.lr * b;
+        } else {
+          ps[k][j] -= o.lr * g / avg;
+        }
+      }
+  }
+};
+
+struct RefAdadelta {
+  AdadeltaOptions o;
+  std::vector<Vec> square_avg, acc_delta;
+  void step(std::vector<Vec>& ps, const std::vector<Vec>& gs) {
+    if (square_avg.empty())
+      for (auto& p : ps) {
+        square_avg.emplace_back(p.size(), 0.0);
+        acc_delta.emplace_back(p.size(), 0.0);
+      }
+    for (size_t k = 0; k < ps.size(); ++k)
+      for (size_t j = 0; j < ps[k].size(); ++j) {
+        double g = o.maximize ? -gs[k][j] : gs[k][j];
+        g += o.weight_decay * ps[k][j];
+        double& sq = square_avg[k][j];
+        double& acc = acc_delta[k][j];
+        sq = o.rho * sq + (1 - o.rho) * g * g;
+        const double delta = std::sqrt(acc + o.eps) / std::sqrt(sq + o.eps) * g;
+        acc = o.rho * acc + (1 - o.rho) * delta * delta;
+        ps[k][j] -= o.lr * delta;
+      }
+  }
+};
+
 const Vec kP0 = {0.5, -1.25, 2.0};
 const Vec kP1 = {1.0, 0.25, -0.75, 3.5, -2.0, 0.125};
 
@@ -322,6 +400,118 @@ TEST(Optimizer, ZeroGrad) {
   opt.zero_grad();  // no grads: fine
 }
 
+// ---- Adagrad, RMSprop, Adadelta ----
+
+TEST(Adagrad, MatchesReferenceFormulas) {
+  for (const AdagradOptions& o : {AdagradOptions{}, AdagradOptions{.lr = 0.1,
+                                                    .lr_decay = 0.05,
+                                                    .weight_decay = 0.2,
+                                                    .initial_accumulator_value = 0.3,
+                                                    .maximize = true}}) {
+    auto ps = make_params();
+    Adagrad opt(ps, o);
+    RefAdagrad ref{o};
+    compare_with_reference(opt, ps, ref, 6, 1e-12, "Adagrad");
+  }
+}
+
+TEST(RMSprop, MatchesReferenceFormulas) {
+  for (const RMSpropOptions& o :
+       {RMSpropOptions{}, RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.1},
+        RMSpropOptions{.momentum = 0.8, .centered = true},
+        RMSpropOptions{.lr = 0.02, .eps = 1e-3, .momentum = 0.5, .maximize = true}}) {
+    auto ps = make_params();
+    RMSprop opt(ps, o);
+    RefRMSprop ref{o};
+    compare_with_reference(opt, ps, ref, 6, 1e-12, "RMSprop");
+  }
+}
+
+TEST(Adadelta, MatchesReferenceFormulas) {
+  for (const AdadeltaOptions& o :
+       {AdadeltaOptions{},
+        AdadeltaOptions{
+            .lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1, .maximize = true}}) {
+    auto ps = make_params();
+    Adadelta opt(ps, o);
+    RefAdadelta ref{o};
+    compare_with_reference(opt, ps, ref, 6, 1e-12, "Adadelta");
+  }
+}
+
+TEST(Adagrad, Float32CloseToDoubleReferenceAndTheirKinds) {
+  auto ps = make_params(DType::Float32);
+  Adagrad adagrad(ps, {.lr = 0.1});
+  RefAdagrad ra{{.lr = 0.1}};
+  compare_with_reference(adagrad, ps, ra, 5, 1e-5, "Adagrad float32");
+  ps = make_params(DType::Float32);
+  RMSprop rmsprop(ps, {.momentum = 0.9, .centered = true});
+  RefRMSprop rr{{.momentum = 0.9, .centered = true}};
+  compare_with_reference(rmsprop, ps, rr, 5, 1e-4, "RMSprop float32");
+  ps = make_params(DType::Float32);
+  Adadelta adadelta(ps);
+  RefAdadelta rd;
+  compare_with_reference(adadelta, ps, rd, 5, 1e-5, "Adadelta float32");
+  EXPECT_EQ(adagrad.kind(), "Adagrad");
+  EXPECT_EQ(rmsprop.kind(), "RMSprop");
+  EXPECT_EQ(adadelta.kind(), "Adadelta");
+  // PyTorch's defaults.
+  EXPECT_EQ(adagrad.options().eps, 1e-10);
+  EXPECT_EQ(RMSprop(ps).options().alpha, 0.99);
+  EXPECT_EQ(adadelta.options().lr, 1.0);
+  EXPECT_EQ(adadelta.options().rho, 0.9);
+}
+
+// Each step of the three, compiled whole (forward, backward, update) with a learning rate that
+// changes every step, is one graph and computes what eager computes.
+TEST(Adagrad, CompiledStepsOfTheComposedOptimizersAreOneGraphEach) {
+  auto check = [](auto make, const std::string& name) {
+    SCOPED_TRACE(name);
+    manual_seed(7);
+    nn::Linear eager_model(4, 3), compiled_model(4, 3);
+    compiled_model.load_state_dict(eager_model.state_dict());
+    auto eager_opt = make(eager_model.parameters());
+    auto compiled_opt = make(compiled_model.parameters());
+    auto step = [](nn::Linear& m, Optimizer& opt, const Tensor& x) {
+      opt.zero_grad();
+      Tensor loss = m.forward(x).pow(2).mean();
+      loss.backward();
+      opt.step();
+      return loss;
+    };
+    CompileProfiler prof;
+    auto compiled = compile([&](const Tensor& x) { return step(compiled_model, *compiled_opt, x); },
+                            CompileOptions{.backend = "inductor", .name = name});
+    for (int i = 0; i < 4; ++i) {
+      Tensor x = randn({5, 4});
+      const Tensor want = step(eager_model, *eager_opt, x), got = compiled(x);
+      EXPECT_NEAR(want.item<double>(), got.item<double>(), 1e-6);
+      eager_opt->set_lr(eager_opt->lr() * 0.7);
+      compiled_opt->set_lr(compiled_opt->lr() * 0.7);
+    }
+    auto pe = eager_model.parameters(), pc = compiled_model.parameters();
+    for (size_t k = 0; k < pe.size(); ++k)
+      EXPECT_TRUE(allclose(pe[k], pc[k], 1e-5, 1e-6)) << "parameter " << k;
+    EXPECT_EQ(prof.stats()[name].graphs, 1);
+    EXPECT_EQ(prof.stats()[name].graph_breaks, 0);
+  };
+  check(
+      [](std::vector<Tensor> ps) {
+        return std::make_unique<Adagrad>(ps, AdagradOptions{.lr = 0.1, .lr_decay = 0.01});
+      },
+      "adagrad_step");
+  check(
+      [](std::vector<Tensor> ps) {
+        return std::make_unique<RMSprop>(ps, RMSpropOptions{.momentum = 0.5, .centered = true});
+      },
+      "rmsprop_step");
+  check(
+      [](std::vector<Tensor> ps) {
+        return std::make_unique<Adadelta>(ps, AdadeltaOptions{.weight_decay = 0.01});
+      },
+      "adadelta_step");
+}
+
 TEST(Optimizer, ConstructionErrors) {
   auto expect_error = [](auto&& make, const std::string& fragment) {
     try {
@@ -342,6 +532,13 @@ TEST(Optimizer, ConstructionErrors) {
   expect_error([&] { AdamW opt({nrg}); }, "does not require grad");
   expect_error([&] { SGD opt({p}, {.lr = -1}); }, "invalid learning rate");
   expect_error([&] { SGD opt({p}, {.lr = 0.1, .nesterov = true}); }, "Nesterov");
+  expect_error([&] { Adagrad opt({p}, {.lr_decay = -1}); }, "Adagrad: invalid lr_decay value: -1");
+  expect_error([&] { Adagrad opt({p}, {.initial_accumulator_value = -0.5}); },
+               "invalid initial_accumulator_value");
+  expect_error([&] { RMSprop opt({p}, {.alpha = -0.1}); }, "RMSprop: invalid alpha value");
+  expect_error([&] { RMSprop opt({p}, {.momentum = -1}); }, "invalid momentum value");
+  expect_error([&] { Adadelta opt({p}, {.rho = 1.5}); }, "Adadelta: invalid rho value: 1.5");
+  expect_error([&] { Adadelta opt({p}, {.eps = -1}); }, "invalid epsilon value");
   expect_error(
       [&] { SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); },
       "Nesterov");
@@ -421,6 +618,19 @@ TEST_F(OptimTempDir, StateDictRoundTripContinuesIdentically) {
         return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
       },
       path("adamw.safetensors"));
+  check_resume(
+      [](auto& ps) {
+        return std::make_unique<Adagrad>(
+            ps, AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.2});
+      },
+      path("adagrad.safetensors"));
+  check_resume(
+      [](auto& ps) {
+        return std::make_unique<RMSprop>(ps, RMSpropOptions{.momentum = 0.9, .centered = true});
+      },
+      path("rmsprop.safetensors"));
+  check_resume([](auto& ps) { return std::make_unique<Adadelta>(ps, AdadeltaOptions{.rho = 0.8}); },
+               path("adadelta.safetensors"));
 }
 
 TEST(StateDict, NamesAndMetadata) {

@@ -1,4 +1,5 @@
-// Optimizers (torch.optim): SGD, Adam and AdamW with PyTorch's update formulas and defaults,
+// Optimizers (torch.optim): SGD, Adam, AdamW, Adagrad, RMSprop and Adadelta with PyTorch's
+// update formulas and defaults,
 // gradient-norm clipping, and a warmup + cosine learning-rate schedule. The guide is
 // docs/optim.md.
 #pragma once
@@ -54,7 +55,7 @@ class Optimizer {
   double initial_lr() const { return initial_lr_; }
 
   const std::vector<Tensor>& params() const { return params_; }
-  // "SGD", "Adam" or "AdamW".
+  // "SGD", "Adam", "AdamW", "Adagrad", "RMSprop" or "Adadelta".
   virtual std::string kind() const = 0;
   // The number of updates applied to parameter i (0 until its first step with a gradient).
   int64_t step_count(size_t i) const { return steps_.at(i); }
@@ -169,6 +170,106 @@ class AdamW : public Adam {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   AdamWOptions options() const;
+};
+
+// ---- Adagrad (torch.optim.Adagrad) ----
+struct AdagradOptions {
+  double lr = 1e-2;
+  double lr_decay = 0;
+  double weight_decay = 0;
+  double initial_accumulator_value = 0;
+  double eps = 1e-10;
+  bool maximize = false;
+};
+
+// For each parameter p with gradient g, at step t (1, 2, ...), PyTorch's formulas:
+//   g = g + weight_decay * p                 (maximize negates g first)
+//   sum = sum + g * g                        (sum starts at initial_accumulator_value)
+//   p = p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps)
+// Composed of tensor ops (fused by inductor under kiln::compile); the learning rate is a graph
+// input, so changing it recompiles nothing.
+class Adagrad : public Optimizer {
+ public:
+  explicit Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
+  void step() override;
+  std::string kind() const override { return "Adagrad"; }
+  AdagradOptions options() const;
+
+ protected:
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  AdagradOptions o_;
+};
+
+// ---- RMSprop (torch.optim.RMSprop) ----
+struct RMSpropOptions {
+  double lr = 1e-2;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  double momentum = 0;
+  bool centered = false;
+  bool maximize = false;
+};
+
+// For each parameter p with gradient g, PyTorch's formulas:
+//   g = g + weight_decay * p                 (maximize negates g first)
+//   square_avg = alpha * square_avg + (1 - alpha) * g * g
+//   centered:  grad_avg = lerp(grad_avg, g, 1 - alpha)
+//              avg = sqrt(square_avg - grad_avg * grad_avg) + eps
+//   else:      avg = sqrt(square_avg) + eps
+//   momentum > 0:  buf = momentum * buf + g / avg;  p = p - lr * buf
+//   else:          p = p - lr * g / avg
+// (square_avg, grad_avg and buf start at 0.)
+class RMSprop : public Optimizer {
+ public:
+  explicit RMSprop(std::vector<Tensor> params, RMSpropOptions options = {});
+  void step() override;
+  std::string kind() const override { return "RMSprop"; }
+  RMSpropOptions options() const;
+
+ protected:
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  RMSpropOptions o_;
+};
+
+// ---- Adadelta (torch.optim.Adadelta) ----
+struct AdadeltaOptions {
+  double lr = 1.0;
+  double rho = 0.9;
+  double eps = 1e-6;
+  double weight_decay = 0;
+  bool maximize = false;
+};
+
+// For each parameter p with gradient g, PyTorch's formulas:
+//   g = g + weight_decay * p                 (maximize negates g first)
+//   square_avg = rho * square_avg + (1 - rho) * g * g
+//   delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g
+//   acc_delta = rho * acc_delta + (1 - rho) * delta * delta
+//   p = p - lr * delta
+// (square_avg and acc_delta start at 0.)
+class Adadelta : public Optimizer {
+ public:
+  explicit Adadelta(std::vector<Tensor> params, AdadeltaOptions options = {});
+  void step() override;
+  std::string kind() const override { return "Adadelta"; }
+  AdadeltaOptions options() const;
+
+ protected:
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  AdadeltaOptions o_;
 };
 
 // ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ----
