@@ -12,6 +12,8 @@
 #include "kiln/core/random.h"
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/dataset.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/passes.h"
