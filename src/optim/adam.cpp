@@ -85,6 +85,13 @@ void Adam::step() {
   }
 }
 
+void Adam::set_momentum(double beta1) {
+  AdamOptions o = o_;
+  o.betas.first = beta1;
+  check_options(o, decoupled_ ? "AdamW.set_momentum" : "Adam.set_momentum");
+  o_ = o;
+}
+
 std::map<std::string, std::string> Adam::hyper_parameters() const {
   return {{"beta1", detail::format_double(o_.betas.first)},
           {"beta2", detail::format_double(o_.betas.second)},

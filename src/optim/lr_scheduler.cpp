@@ -18,12 +18,14 @@ LRScheduler::LRScheduler(Optimizer& opt, int64_t last_epoch, const char* name)
 void LRScheduler::start() {
   last_lr_ = lr_at(epoch_);
   opt_.set_lr(last_lr_);
+  set_others(epoch_);
 }
 
 void LRScheduler::step() {
+  last_lr_ = lr_at(epoch_ + 1);  // (checked before anything changes)
   ++epoch_;
-  last_lr_ = lr_at(epoch_);
   opt_.set_lr(last_lr_);
+  set_others(epoch_);
 }
 
 namespace {
@@ -157,6 +159,71 @@ void ReduceLROnPlateau::step(double metric) {
     cooldown_left_ = o_.cooldown;
     bad_epochs_ = 0;
   }
+}
+
+OneCycleLR::OneCycleLR(Optimizer& opt, Options options)
+    : LRScheduler(opt, options.last_epoch, "OneCycleLR"), o_(std::move(options)) {
+  KILN_CHECK(std::isfinite(o_.max_lr) && o_.max_lr > 0, ValueError,
+             "OneCycleLR: max_lr must be finite and > 0, got ", o_.max_lr);
+  if (o_.total_steps != 0) {
+    KILN_CHECK(o_.total_steps > 0, ValueError, "OneCycleLR: expected a positive total_steps, got ",
+               o_.total_steps);
+    total_steps_ = o_.total_steps;
+  } else {
+    KILN_CHECK(o_.epochs > 0 && o_.steps_per_epoch > 0, ValueError,
+               "OneCycleLR: give total_steps, or positive epochs and steps_per_epoch (got ",
+               o_.epochs, " and ", o_.steps_per_epoch, ")");
+    total_steps_ = o_.epochs * o_.steps_per_epoch;
+  }
+  KILN_CHECK(o_.pct_start >= 0 && o_.pct_start <= 1, ValueError,
+             "OneCycleLR: expected a pct_start in [0, 1], got ", o_.pct_start);
+  KILN_CHECK(o_.anneal_strategy == "cos" || o_.anneal_strategy == "linear", ValueError,
+             "OneCycleLR: anneal_strategy must be \"cos\" or \"linear\", got \"",
+             o_.anneal_strategy, "\"");
+  KILN_CHECK(o_.div_factor > 0 && o_.final_div_factor > 0, ValueError,
+             "OneCycleLR: div_factor and final_div_factor must be > 0");
+  KILN_CHECK(!o_.cycle_momentum || opt.momentum(), ValueError, "OneCycleLR: ", opt.kind(),
+             " has no momentum or beta1 to cycle; pass cycle_momentum = false");
+  const double initial = o_.max_lr / o_.div_factor, min_lr = initial / o_.final_div_factor;
+  const double total = static_cast<double>(total_steps_);
+  const double up_end = o_.pct_start * total - 1;
+  const double lo = o_.base_momentum, hi = o_.max_momentum;
+  if (o_.three_phase)
+    phases_ = {{up_end, initial, o_.max_lr, hi, lo},
+               {2 * o_.pct_start * total - 2, o_.max_lr, initial, lo, hi},
+               {total - 1, initial, min_lr, hi, hi}};
+  else
+    phases_ = {{up_end, initial, o_.max_lr, hi, lo}, {total - 1, o_.max_lr, min_lr, lo, hi}};
+  start();
+}
+
+std::pair<double, double> OneCycleLR::at(int64_t step) const {
+  check_epoch(step, name_);
+  KILN_CHECK(step <= total_steps_, ValueError, "OneCycleLR: tried to step ", step,
+             " times; the specified number of total steps is ", total_steps_);
+  auto anneal = [&](double from, double to, double pct) {
+    return o_.anneal_strategy == "cos"
+               ? to + (from - to) / 2 * (std::cos(std::numbers::pi * pct) + 1)
+               : (to - from) * pct + from;
+  };
+  double start_step = 0;
+  const auto s = static_cast<double>(step);
+  for (size_t i = 0; i < phases_.size(); ++i) {
+    const Phase& ph = phases_[i];
+    if (s <= ph.end_step || i + 1 == phases_.size()) {
+      const double pct = (s - start_step) / (ph.end_step - start_step);
+      return {anneal(ph.start_lr, ph.end_lr, pct), anneal(ph.start_momentum, ph.end_momentum, pct)};
+    }
+    start_step = ph.end_step;
+  }
+  return {0, 0};  // (not reached: the last phase always answers)
+}
+
+double OneCycleLR::lr_at(int64_t step) const { return at(step).first; }
+double OneCycleLR::momentum_at(int64_t step) const { return at(step).second; }
+
+void OneCycleLR::set_others(int64_t step) {
+  if (o_.cycle_momentum) opt_.set_momentum(momentum_at(step));
 }
 
 }  // namespace kiln::optim

@@ -158,6 +158,10 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::set_momentum(double) {
+  KILN_CHECK(false, ValueError, kind(), " has no momentum (nor a beta1) to set");
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (Tensor& p : params_) {

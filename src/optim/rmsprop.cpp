@@ -52,10 +52,11 @@ void RMSprop::step() {
     const Tensor g =
         detail::decayed_grad(p, i, "RMSprop.step", o_.maximize, o_.weight_decay, scalars);
     auto& st = state_[i];
-    if (steps_[i] == 0) {
-      for (const std::string& name : state_names(o_)) st[name] = detail::zeros_like_param(p);
-      name_state(i);
-    }
+    // (A buffer missing now: the first step, or momentum turned on since.)
+    bool made = false;
+    for (const std::string& name : state_names(o_))
+      if (!st.count(name)) st[name] = detail::zeros_like_param(p), made = true;
+    if (made) name_state(i);
     ++steps_[i];
     Tensor& square_avg = st.at("square_avg");
     square_avg.mul_(o_.alpha);
@@ -79,6 +80,13 @@ void RMSprop::step() {
       add_(p, neg_lr * g / avg);
     }
   }
+}
+
+void RMSprop::set_momentum(double value) {
+  RMSpropOptions o = o_;
+  o.momentum = value;
+  check_options(o, "RMSprop.set_momentum");
+  o_ = o;
 }
 
 std::map<std::string, std::string> RMSprop::hyper_parameters() const {

@@ -42,7 +42,9 @@ void SGD::step() {
     Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
     Tensor g = detail::dense_grad(p, i, "SGD.step");
-    const bool first = steps_[i] == 0;
+    // The buffer starts as the gradient (PyTorch's first step), also when momentum is turned
+    // on later (a OneCycleLR cycling it from 0).
+    const bool first = o_.momentum != 0 && !state_[i].count("momentum_buffer");
     Tensor buf;
     if (o_.momentum != 0) {
       if (first) {
@@ -63,6 +65,13 @@ void SGD::step() {
                  .maximize = o_.maximize});
     ++steps_[i];
   }
+}
+
+void SGD::set_momentum(double value) {
+  SGDOptions o = o_;
+  o.momentum = value;
+  check_options(o, "SGD.set_momentum");
+  o_ = o;
 }
 
 std::map<std::string, std::string> SGD::hyper_parameters() const {

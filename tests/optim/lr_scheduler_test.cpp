@@ -100,6 +100,103 @@ TEST(LRScheduler, BadArgumentsAreValueErrors) {
   EXPECT_THROW(ok.lr_at(-1), ValueError);
 }
 
+// OneCycleLR against PyTorch's phases worked out by hand: max_lr 1 over 10 steps, pct_start
+// 0.3 (the rise ends at step 2), initial lr 1/25, final 1/25/1e4.
+TEST(OneCycleLR, TheLrRisesThenFallsAndTheMomentumMovesOpposite) {
+  SGD opt({leaf()}, {.lr = 0.1, .momentum = 0.9});
+  OneCycleLR cos(opt, {.max_lr = 1.0, .total_steps = 10});
+  EXPECT_NEAR(opt.lr(), 0.04, 1e-15);
+  EXPECT_NEAR(*opt.momentum(), 0.95, 1e-15);
+  const double lo = 0.04 / 1e4;
+  std::vector<double> want_lr = {0.04, 1 - 0.96 / 2, 1.0};
+  std::vector<double> want_m = {0.95, 0.9, 0.85};
+  for (int s = 3; s < 10; ++s) {
+    const double pct = (s - 2) / 7.0;
+    want_lr.push_back(lo + (1 - lo) / 2 * (std::cos(std::numbers::pi * pct) + 1));
+    want_m.push_back(0.95 + (0.85 - 0.95) / 2 * (std::cos(std::numbers::pi * pct) + 1));
+  }
+  std::vector<double> got_m = {*opt.momentum()};
+  std::vector<double> got_lr = {opt.lr()};
+  for (int s = 1; s < 10; ++s) {
+    cos.step();
+    got_lr.push_back(opt.lr());
+    got_m.push_back(*opt.momentum());
+  }
+  expect_near(got_lr, want_lr);
+  expect_near(got_m, want_m);
+  EXPECT_NEAR(got_lr.back(), lo, 1e-15);
+  // Step 10 is allowed (as PyTorch); an eleventh step is an error that changes nothing.
+  cos.step();
+  EXPECT_THROW(cos.step(), ValueError);
+  EXPECT_EQ(cos.last_epoch(), 10);
+
+  // Linear, and three phases (rise to step 2, back to the initial lr at step 4, then down).
+  SGD opt2({leaf()}, {.lr = 0.1});
+  OneCycleLR lin(
+      opt2,
+      {.max_lr = 1.0, .total_steps = 10, .anneal_strategy = "linear", .cycle_momentum = false});
+  EXPECT_EQ(*opt2.momentum(), 0.0);  // not cycled
+  expect_near(lrs(lin, opt2, 4), {0.04, 0.52, 1.0, 1.0 + (lo - 1.0) / 7});
+  Adam adam({leaf()}, {.lr = 0.1});
+  OneCycleLR three(adam, {.max_lr = 1.0, .epochs = 2, .steps_per_epoch = 5, .three_phase = true});
+  EXPECT_EQ(three.total_steps(), 10);
+  expect_near(lrs(three, adam, 6), {0.04, 0.52, 1.0, 0.52, 0.04,
+                                    0.04 + (lo - 0.04) / 2 * (1 - std::cos(std::numbers::pi / 5))});
+  EXPECT_NEAR(adam.options().betas.first, three.momentum_at(5), 1e-15);  // beta1 cycles
+  EXPECT_NEAR(three.momentum_at(4), 0.95, 1e-15);
+}
+
+TEST(OneCycleLR, BadArguments) {
+  SGD opt({leaf()}, {.lr = 0.1});
+  EXPECT_THROW(OneCycleLR(opt, {.max_lr = 1.0}), ValueError);  // no length
+  EXPECT_THROW(OneCycleLR(opt, {.max_lr = 0, .total_steps = 5}), ValueError);
+  EXPECT_THROW(OneCycleLR(opt, {.max_lr = 1, .total_steps = 5, .pct_start = 1.5}), ValueError);
+  EXPECT_THROW(OneCycleLR(opt, {.max_lr = 1, .total_steps = 5, .anneal_strategy = "exp"}),
+               ValueError);
+  Adagrad adagrad({leaf()});
+  try {
+    OneCycleLR(adagrad, {.max_lr = 1, .total_steps = 5});
+    ADD_FAILURE() << "expected an error";
+  } catch (const ValueError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "OneCycleLR: Adagrad has no momentum or beta1 to cycle; pass cycle_momentum = false");
+  }
+  OneCycleLR ok(adagrad, {.max_lr = 1, .total_steps = 5, .cycle_momentum = false});
+  EXPECT_THROW(adagrad.set_momentum(0.9), ValueError);
+}
+
+// A compiled AdamW step under OneCycleLR: the lr and beta1 change every step, and nothing
+// recompiles (both reach the graph as inputs); eager computes the same.
+TEST(OneCycleLR, ACompiledStepFollowsItWithoutRecompiling) {
+  manual_seed(8);
+  nn::Linear eager_model(4, 3), compiled_model(4, 3);
+  compiled_model.load_state_dict(eager_model.state_dict());
+  AdamW eager_opt(eager_model.parameters()), compiled_opt(compiled_model.parameters());
+  OneCycleLR eager_sched(eager_opt, {.max_lr = 0.05, .total_steps = 6});
+  OneCycleLR compiled_sched(compiled_opt, {.max_lr = 0.05, .total_steps = 6});
+  auto step = [](nn::Linear& m, AdamW& opt, const Tensor& x) {
+    opt.zero_grad();
+    Tensor loss = m.forward(x).pow(2).mean();
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  CompileProfiler prof;
+  auto compiled = compile([&](const Tensor& x) { return step(compiled_model, compiled_opt, x); },
+                          {.backend = std::string("inductor"), .name = "one_cycle_step"});
+  for (int i = 0; i < 6; ++i) {
+    Tensor x = randn({5, 4});
+    const Tensor want = step(eager_model, eager_opt, x), got = compiled(x);
+    EXPECT_NEAR(want.item<double>(), got.item<double>(), 1e-6) << i;
+    eager_sched.step();
+    compiled_sched.step();
+  }
+  EXPECT_EQ(prof.stats()["one_cycle_step"].graphs, 1);
+  auto pe = eager_model.parameters(), pc = compiled_model.parameters();
+  for (size_t k = 0; k < pe.size(); ++k) EXPECT_TRUE(allclose(pe[k], pc[k], 1e-5, 1e-6));
+}
+
 TEST(ReduceLROnPlateau, LowersTheLrAfterPatienceAndWaitsOutTheCooldown) {
   SGD opt({leaf()}, {.lr = 1.0});
   ReduceLROnPlateau plateau(opt, {.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = 0.2});

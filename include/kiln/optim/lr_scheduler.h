@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
@@ -40,6 +41,8 @@ class LRScheduler {
   LRScheduler(Optimizer& opt, int64_t last_epoch, const char* name);
   // Sets the lr for the current epoch; called by each constructor once its fields are set.
   void start();
+  // What a scheduler sets besides the lr for `epoch` (OneCycleLR: the momentum), after it.
+  virtual void set_others(int64_t epoch) { (void)epoch; }
   Optimizer& opt_;
   const char* name_;
 
@@ -115,6 +118,48 @@ class LambdaLR final : public LRScheduler {
 
  private:
   std::function<double(int64_t)> lambda_;
+};
+
+// The 1cycle policy (torch.optim.lr_scheduler.OneCycleLR), stepped after every batch: the lr
+// rises from initial = max_lr / div_factor to max_lr over the first pct_start of total_steps,
+// then falls to initial / final_div_factor (three_phase: back to initial first, then down to
+// it), by cosine or linearly ("cos", "linear"); with cycle_momentum, the optimizer's momentum
+// (SGD's, RMSprop's; Adam's and AdamW's beta1) moves the opposite way between max_momentum and
+// base_momentum. total_steps, or epochs * steps_per_epoch. Stepping more than total_steps times
+// is a ValueError, as in PyTorch. (The optimizer's own lr is not used: max_lr is the schedule's.)
+class OneCycleLR final : public LRScheduler {
+ public:
+  struct Options {
+    double max_lr = 0;  // required, > 0
+    int64_t total_steps = 0;
+    int64_t epochs = 0, steps_per_epoch = 0;  // when total_steps is 0
+    double pct_start = 0.3;
+    std::string anneal_strategy = "cos";
+    bool cycle_momentum = true;
+    double base_momentum = 0.85;
+    double max_momentum = 0.95;
+    double div_factor = 25.0;
+    double final_div_factor = 1e4;
+    bool three_phase = false;
+    int64_t last_epoch = -1;
+  };
+  OneCycleLR(Optimizer& opt, Options options);
+  double lr_at(int64_t step) const override;
+  // The momentum of step `step` (cycle_momentum).
+  double momentum_at(int64_t step) const;
+  int64_t total_steps() const { return total_steps_; }
+
+ private:
+  struct Phase {
+    double end_step;  // PyTorch's float end steps
+    double start_lr, end_lr, start_momentum, end_momentum;
+  };
+  // (lr, momentum) at `step`.
+  std::pair<double, double> at(int64_t step) const;
+  void set_others(int64_t step) override;
+  Options o_;
+  int64_t total_steps_;
+  std::vector<Phase> phases_;
 };
 
 // Lowers the lr by `factor` when a metric has stopped improving for `patience` epochs

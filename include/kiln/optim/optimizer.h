@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,12 @@ class Optimizer {
   double initial_lr() const { return initial_lr_; }
 
   const std::vector<Tensor>& params() const { return params_; }
+  // The momentum a scheduler cycles (OneCycleLR's cycle_momentum, as PyTorch's param group
+  // "momentum" or "betas"[0]): SGD's and RMSprop's momentum, Adam's and AdamW's beta1; none
+  // for Adagrad and Adadelta. set_momentum throws ValueError where there is none, or for a
+  // value the optimizer rejects.
+  virtual std::optional<double> momentum() const { return std::nullopt; }
+  virtual void set_momentum(double value);
   // "SGD", "Adam", "AdamW", "Adagrad", "RMSprop" or "Adadelta".
   virtual std::string kind() const = 0;
   // The number of updates applied to parameter i (0 until its first step with a gradient).
@@ -113,6 +120,8 @@ class SGD : public Optimizer {
   void step() override;
   std::string kind() const override { return "SGD"; }
   SGDOptions options() const;
+  std::optional<double> momentum() const override { return o_.momentum; }
+  void set_momentum(double value) override;
 
  protected:
   std::map<std::string, std::string> hyper_parameters() const override;
@@ -154,6 +163,8 @@ class Adam : public Optimizer {
   void step() override;
   std::string kind() const override { return decoupled_ ? "AdamW" : "Adam"; }
   AdamOptions options() const;
+  std::optional<double> momentum() const override { return o_.betas.first; }
+  void set_momentum(double beta1) override;
 
  protected:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
@@ -230,6 +241,8 @@ class RMSprop : public Optimizer {
   void step() override;
   std::string kind() const override { return "RMSprop"; }
   RMSpropOptions options() const;
+  std::optional<double> momentum() const override { return o_.momentum; }
+  void set_momentum(double value) override;
 
  protected:
   std::map<std::string, std::string> hyper_parameters() const override;
