@@ -120,7 +120,8 @@ Tensor RMSNorm::forward(const Tensor& x) {
 }
 
 BatchNorm::BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_features_,
-                     double eps_, double momentum_, bool affine, bool track, DType dtype)
+                     double eps_, std::optional<double> momentum_, bool affine, bool track,
+                     DType dtype)
     : UnaryModule(name),
       num_features(num_features_),
       eps(eps_),
@@ -129,8 +130,9 @@ BatchNorm::BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_f
       ranks_(std::move(ranks)) {
   KILN_CHECK(num_features > 0, ValueError, name, ": num_features must be positive, got ",
              num_features);
-  KILN_CHECK(momentum >= 0 && momentum <= 1, ValueError, name, ": momentum must be in [0, 1], got ",
-             momentum);
+  KILN_CHECK(!momentum || (*momentum >= 0 && *momentum <= 1), ValueError, name,
+             ": momentum must be in [0, 1] (or std::nullopt: a cumulative average), got ",
+             momentum.value_or(0));
   if (affine) {
     weight = register_parameter("weight", ones({num_features}, dtype));
     bias = register_parameter("bias", zeros({num_features}, dtype));
@@ -153,8 +155,11 @@ Tensor BatchNorm::forward(const Tensor& x) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(Scalar(1));
   }
+  if (!momentum && is_training() && track_running_stats)  // a cumulative average
+    return batch_norm(x, opt(running_mean), opt(running_var), opt(weight), opt(bias), true,
+                      1.0 / num_batches_tracked.to(running_mean.dtype()), eps);
   return batch_norm(x, opt(running_mean), opt(running_var), opt(weight), opt(bias), use_batch_stats,
-                    momentum, eps);
+                    momentum.value_or(0.1), eps);
 }
 
 GroupNorm::GroupNorm(int64_t num_groups_, int64_t num_channels, double eps_, bool affine,

@@ -430,9 +430,12 @@ Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional
 }
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
-                  const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
-                  const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+namespace {
+// batch_norm with the momentum a number, or (when `momentum_tensor` is defined) a 0-d tensor.
+Tensor batch_norm_impl(const Tensor& x, const std::optional<Tensor>& running_mean,
+                       const std::optional<Tensor>& running_var,
+                       const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                       bool training, double momentum, const Tensor& momentum_tensor, double eps) {
   const char* op = "batch_norm";
   KILN_CHECK(x.dim() >= 2, ShapeError, op, ": expected an input [N, C, *] of at least 2 dims, got ",
              x.shape_str());
@@ -461,15 +464,42 @@ Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
   const Tensor var_c = var(x, dims, /*correction=*/0, /*keepdim=*/true);
   const Tensor y = (x - mean_c) * rsqrt(var_c + eps);
   if (running_mean) {
-    KILN_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, ValueError, op,
-               ": momentum must be in [0, 1], got ", momentum);
     NoGradGuard no_grad;
     const double unbiased = static_cast<double>(count) / static_cast<double>(count - 1);
     Tensor rm = *running_mean, rv = *running_var;
-    rm.mul_(Scalar(1 - momentum)).add_(mean_c.detach().reshape({channels}) * momentum);
-    rv.mul_(Scalar(1 - momentum)).add_(var_c.detach().reshape({channels}) * (momentum * unbiased));
+    const Tensor batch_mean = mean_c.detach().reshape({channels});
+    const Tensor batch_var = var_c.detach().reshape({channels});
+    if (momentum_tensor.defined()) {
+      KILN_CHECK(momentum_tensor.dim() == 0 && is_floating(momentum_tensor.dtype()), ValueError, op,
+                 ": a momentum tensor must be 0-d and floating, got ", momentum_tensor.dtype(),
+                 momentum_tensor.shape_str());
+      const Tensor m = momentum_tensor.to(rm.dtype());
+      rm.mul_(1 - m).add_(batch_mean * m);
+      rv.mul_(1 - m).add_(batch_var * (m * unbiased));
+    } else {
+      KILN_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, ValueError, op,
+                 ": momentum must be in [0, 1], got ", momentum);
+      rm.mul_(Scalar(1 - momentum)).add_(batch_mean * momentum);
+      rv.mul_(Scalar(1 - momentum)).add_(batch_var * (momentum * unbiased));
+    }
   }
   return affine(y, weight, bias, rank);
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
+                  const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+  return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, Tensor(),
+                         eps);
+}
+
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
+                  const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, bool training, const Tensor& momentum,
+                  double eps) {
+  KILN_CHECK(momentum.defined(), ValueError, "batch_norm: the momentum tensor is undefined");
+  return batch_norm_impl(x, running_mean, running_var, weight, bias, training, 0.0, momentum, eps);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,

@@ -458,6 +458,33 @@ TEST(BatchNorm, ACompiledTrainingStepIsOneGraphAndMatchesEager) {
   EXPECT_EQ(compiled_bn.num_batches_tracked.item<int64_t>(), 3);
 }
 
+// momentum = None (std::nullopt): the running stats are the plain average of every batch's
+// statistics so far (PyTorch's cumulative moving average), and compiled the changing factor
+// 1 / num_batches_tracked is an input: one graph for every step.
+TEST(BatchNorm, WithoutAMomentumTheRunningStatsAreCumulativeAverages) {
+  manual_seed(24);
+  BatchNorm1d eager_bn(3, 1e-5, std::nullopt), compiled_bn(3, 1e-5, std::nullopt);
+  CompileProfiler prof;
+  auto compiled = compile([&](const Tensor& x) { return compiled_bn.forward(x); },
+                          {.backend = std::string("inductor"), .name = "cumulative_bn"});
+  Tensor mean_sum = zeros({3}), var_sum = zeros({3});
+  const int batches = 4;
+  for (int b = 0; b < batches; ++b) {
+    Tensor x = randn({6, 3}) * (b + 1) + b;
+    mean_sum = mean_sum + mean(x, {0});
+    var_sum = var_sum + var(x, {0}, 1);
+    EXPECT_TRUE(near(eager_bn.forward(x), compiled(x), 1e-5));
+  }
+  // (The initial running_var of ones counts for nothing: the first factor is 1.)
+  for (BatchNorm1d* bn : {&eager_bn, &compiled_bn}) {
+    EXPECT_TRUE(near(bn->running_mean, mean_sum / batches, 1e-5)) << bn->running_mean;
+    EXPECT_TRUE(near(bn->running_var, var_sum / batches, 1e-4)) << bn->running_var;
+    EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), batches);
+  }
+  EXPECT_EQ(prof.stats()["cumulative_bn"].graphs, 1);
+  EXPECT_THROW(BatchNorm2d(3, 1e-5, 1.5), ValueError);
+}
+
 TEST(GroupNorm, NormalisesEachGroupAndChecksItsArguments) {
   manual_seed(23);
   GroupNorm gn(2, 4);

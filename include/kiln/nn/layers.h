@@ -49,44 +49,47 @@ class RMSNorm : public UnaryModule {
 
 // Batch normalisation over the channels (dim 1) of [N, C] or [N, C, L] (BatchNorm1d), [N, C, H,
 // W] (2d) or [N, C, D, H, W] (3d): weight ones, bias zeros; buffers running_mean (zeros),
-// running_var (ones) and num_batches_tracked, updated in training mode (see batch_norm). With
-// track_running_stats false, batch statistics in both modes and no buffers.
+// running_var (ones) and num_batches_tracked, updated in training mode (see batch_norm). A
+// momentum of std::nullopt (PyTorch's None) keeps a cumulative average instead: the factor is
+// 1 / num_batches_tracked, a graph input under kiln::compile. With track_running_stats false,
+// batch statistics in both modes and no buffers.
 class BatchNorm : public UnaryModule {
  public:
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
-  double eps, momentum;
+  double eps;
+  std::optional<double> momentum;
   bool track_running_stats;
 
  protected:
   BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t num_features, double eps,
-            double momentum, bool affine, bool track_running_stats, DType dtype);
+            std::optional<double> momentum, bool affine, bool track_running_stats, DType dtype);
 
  private:
   std::vector<int64_t> ranks_;  // the input ranks this variant takes
 };
 class BatchNorm1d final : public BatchNorm {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true,
-                       DType dtype = kDefaultFloat)
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true, DType dtype = kDefaultFloat)
       : BatchNorm("BatchNorm1d", {2, 3}, num_features, eps, momentum, affine, track_running_stats,
                   dtype) {}
 };
 class BatchNorm2d final : public BatchNorm {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true,
-                       DType dtype = kDefaultFloat)
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true, DType dtype = kDefaultFloat)
       : BatchNorm("BatchNorm2d", {4}, num_features, eps, momentum, affine, track_running_stats,
                   dtype) {}
 };
 class BatchNorm3d final : public BatchNorm {
  public:
-  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true,
-                       DType dtype = kDefaultFloat)
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true, DType dtype = kDefaultFloat)
       : BatchNorm("BatchNorm3d", {5}, num_features, eps, momentum, affine, track_running_stats,
                   dtype) {}
 };

@@ -61,6 +61,13 @@ Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
                   const std::optional<Tensor>& running_var,
                   const std::optional<Tensor>& weight = {}, const std::optional<Tensor>& bias = {},
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+// The same with the momentum a 0-d floating tensor: nn::BatchNorm's momentum = None, a
+// cumulative average whose factor 1 / num_batches_tracked changes every batch, reaches a
+// compiled step as a graph input instead of a constant.
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
+                  const std::optional<Tensor>& running_var, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, bool training, const Tensor& momentum,
+                  double eps = 1e-5);
 // Group normalisation of x [N, C, *]: the C channels in num_groups groups, each normalised by
 // its own mean and biased variance per sample; weight and bias per channel, optional.
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = {},
