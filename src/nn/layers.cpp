@@ -10,6 +10,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
+#include "kiln/ops/reduction.h"
 
 namespace kiln::nn {
 
@@ -189,15 +190,25 @@ Dropout2d::Dropout2d(double p_) : UnaryModule("Dropout2d"), p(p_) {
 Tensor Dropout2d::forward(const Tensor& x) { return dropout2d(x, p, is_training()); }
 
 InstanceNorm::InstanceNorm(std::string type, int64_t rank_, int64_t num_features_, double eps_,
-                           bool affine, bool track_running_stats, DType dtype)
-    : UnaryModule(std::move(type)), rank(rank_), num_features(num_features_), eps(eps_) {
+                           double momentum_, bool affine, bool track, DType dtype)
+    : UnaryModule(std::move(type)),
+      rank(rank_),
+      num_features(num_features_),
+      eps(eps_),
+      momentum(momentum_),
+      track_running_stats(track) {
   KILN_CHECK(num_features > 0, ValueError, type_name(), ": num_features must be positive, got ",
              num_features);
-  KILN_CHECK(!track_running_stats, NotImplementedError, type_name(),
-             ": track_running_stats=true is not implemented (instance statistics only)");
+  KILN_CHECK(momentum >= 0 && momentum <= 1, ValueError, type_name(),
+             ": momentum must be in [0, 1], got ", momentum);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}, dtype));
     bias = register_parameter("bias", zeros({num_features}, dtype));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({num_features}, dtype));
+    running_var = register_buffer("running_var", ones({num_features}, dtype));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
   }
 }
 Tensor InstanceNorm::forward(const Tensor& x) {
@@ -208,7 +219,23 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   KILN_CHECK(batched.size(1) == num_features, ShapeError, type_name(), ": expected ", num_features,
              " channels, got ", x.shape_str());
   auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
-  const Tensor y = instance_norm(batched, opt(weight), opt(bias), eps);
+  Tensor y;
+  if (track_running_stats && !is_training()) {
+    // Eval with running statistics: every instance normalised by the same per-channel ones.
+    y = batch_norm(batched, running_mean, running_var, opt(weight), opt(bias), false, 0.0, eps);
+  } else {
+    y = instance_norm(batched, opt(weight), opt(bias), eps);
+    if (track_running_stats) {
+      // As PyTorch: each instance's mean and unbiased variance, averaged over the batch.
+      std::vector<int64_t> spatial;
+      for (int64_t d = 2; d < batched.dim(); ++d) spatial.push_back(d);
+      NoGradGuard no_grad;
+      const Tensor instance_mean = mean(batched.detach(), spatial);
+      const Tensor instance_var = var(batched.detach(), spatial, /*correction=*/1);
+      running_mean.mul_(Scalar(1 - momentum)).add_(mean(instance_mean, {0}) * momentum);
+      running_var.mul_(Scalar(1 - momentum)).add_(mean(instance_var, {0}) * momentum);
+    }
+  }
   return x.dim() == rank ? y : y.squeeze(0);
 }
 

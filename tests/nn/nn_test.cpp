@@ -614,7 +614,7 @@ TEST(Dropout2d, ZeroesWholeChannelsWhenTrainingOnly) {
 
 TEST(InstanceNorm, NormalisesEachSamplesChannelOnItsOwn) {
   manual_seed(5);
-  nn::InstanceNorm2d norm(3, 1e-5, /*affine=*/true);
+  nn::InstanceNorm2d norm(3, 1e-5, 0.1, /*affine=*/true);
   const Tensor x = randn({2, 3, 4, 5}) * 3 + 1;
   const Tensor y = norm.forward(x);
   const Tensor m = mean(y, {2, 3}), v = var(y, {2, 3}, 0);
@@ -622,9 +622,40 @@ TEST(InstanceNorm, NormalisesEachSamplesChannelOnItsOwn) {
   EXPECT_TRUE(allclose(v, ones({2, 3}), 1e-3, 1e-3)) << v;
   EXPECT_TRUE(allclose(norm.forward(x[0]), y[0], 1e-6, 1e-6));  // unbatched
   EXPECT_EQ(norm.named_parameters().size(), 2u);
-  EXPECT_THROW(nn::InstanceNorm1d(3, 1e-5, false, /*track_running_stats=*/true),
-               NotImplementedError);
   EXPECT_THROW(norm.forward(ones({2, 4, 4, 4})), ShapeError);
+}
+
+// track_running_stats: training moves the running stats towards the batch's average of the
+// instances' means and unbiased variances (PyTorch's update); eval normalises by them. Compiled,
+// the updates are in-place writes in the one graph.
+TEST(InstanceNorm, RunningStatsAreTrackedAndUsedInEval) {
+  manual_seed(6);
+  nn::InstanceNorm1d eager(2, 1e-5, 0.2, false, /*track_running_stats=*/true);
+  nn::InstanceNorm1d compiled_norm(2, 1e-5, 0.2, false, true);
+  std::vector<std::string> names;
+  for (auto& [n, t] : eager.state_dict()) names.push_back(n);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"}));
+  CompileProfiler prof;
+  auto compiled = compile([&](const Tensor& x) { return compiled_norm.forward(x); },
+                          {.backend = std::string("inductor"), .name = "instance_stats"});
+  Tensor want_mean = zeros({2}), want_var = ones({2});
+  for (int b = 0; b < 3; ++b) {
+    const Tensor x = randn({4, 2, 7}) * (b + 2) - b;
+    want_mean = want_mean * 0.8 + mean(mean(x, {2}), {0}) * 0.2;
+    want_var = want_var * 0.8 + mean(var(x, {2}, 1), {0}) * 0.2;
+    EXPECT_TRUE(allclose(eager.forward(x), compiled(x), 1e-5, 1e-5));
+  }
+  EXPECT_EQ(prof.stats()["instance_stats"].graphs, 1);
+  for (nn::InstanceNorm1d* n : {&eager, &compiled_norm}) {
+    EXPECT_TRUE(allclose(n->running_mean, want_mean, 1e-5, 1e-6)) << n->running_mean;
+    EXPECT_TRUE(allclose(n->running_var, want_var, 1e-5, 1e-5)) << n->running_var;
+  }
+  eager.eval();
+  const Tensor x = randn({3, 2, 5});
+  const Tensor want = (x - want_mean.reshape({1, 2, 1})) / sqrt(want_var.reshape({1, 2, 1}) + 1e-5);
+  EXPECT_TRUE(allclose(eager.forward(x), want, 1e-5, 1e-5));
+  EXPECT_THROW(nn::InstanceNorm2d(2, 1e-5, 1.5), ValueError);
 }
 
 }  // namespace

@@ -105,35 +105,45 @@ class GroupNorm : public UnaryModule {
   double eps;
 };
 
-// torch.nn.InstanceNorm1d/2d/3d: instance_norm over x [N, C, *] of rank `rank` (3, 4 or 5;
-// unbatched inputs one less). affine (default false, as PyTorch): weight ones, bias zeros.
-// track_running_stats=true is a NotImplementedError.
+// torch.nn.InstanceNorm1d/2d/3d (same arguments and defaults): instance_norm over x [N, C, *]
+// of rank `rank` (3, 4 or 5; unbatched inputs one less). affine (default false): weight ones,
+// bias zeros. track_running_stats (default false): buffers running_mean (zeros), running_var
+// (ones) and num_batches_tracked (kept at 0, as PyTorch's); in training mode each call moves
+// them by `momentum` towards the batch's average of the instances' means and unbiased
+// variances, and eval mode normalises by them instead of each instance's statistics.
 class InstanceNorm : public UnaryModule {
  public:
-  InstanceNorm(std::string type, int64_t rank, int64_t num_features, double eps, bool affine,
-               bool track_running_stats, DType dtype);
+  InstanceNorm(std::string type, int64_t rank, int64_t num_features, double eps, double momentum,
+               bool affine, bool track_running_stats, DType dtype);
   Tensor forward(const Tensor& x) override;
-  Tensor weight, bias;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t rank, num_features;
-  double eps;
+  double eps, momentum;
+  bool track_running_stats;
 };
 class InstanceNorm1d final : public InstanceNorm {
  public:
-  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, bool affine = false,
-                          bool track_running_stats = false, DType dtype = kDefaultFloat)
-      : InstanceNorm("InstanceNorm1d", 3, num_features, eps, affine, track_running_stats, dtype) {}
+  explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false,
+                          DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm1d", 3, num_features, eps, momentum, affine, track_running_stats,
+                     dtype) {}
 };
 class InstanceNorm2d final : public InstanceNorm {
  public:
-  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, bool affine = false,
-                          bool track_running_stats = false, DType dtype = kDefaultFloat)
-      : InstanceNorm("InstanceNorm2d", 4, num_features, eps, affine, track_running_stats, dtype) {}
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false,
+                          DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm2d", 4, num_features, eps, momentum, affine, track_running_stats,
+                     dtype) {}
 };
 class InstanceNorm3d final : public InstanceNorm {
  public:
-  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, bool affine = false,
-                          bool track_running_stats = false, DType dtype = kDefaultFloat)
-      : InstanceNorm("InstanceNorm3d", 5, num_features, eps, affine, track_running_stats, dtype) {}
+  explicit InstanceNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                          bool affine = false, bool track_running_stats = false,
+                          DType dtype = kDefaultFloat)
+      : InstanceNorm("InstanceNorm3d", 5, num_features, eps, momentum, affine, track_running_stats,
+                     dtype) {}
 };
 
 // x.flatten(start_dim, end_dim) (default: every dim but the batch's).
