@@ -35,36 +35,77 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
     register_parameter("bias", bias);
   }
 }
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
-               Conv2dOptions opts)
-    : UnaryModule("Conv2d"), options(std::move(opts)) {
+ConvNd::ConvNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels,
+               std::vector<int64_t> kernel_size, ConvOptions opts)
+    : UnaryModule(name), options(std::move(opts)), dims_(dims) {
   KILN_CHECK(in_channels > 0 && out_channels > 0 && options.groups > 0 &&
                  in_channels % options.groups == 0 && out_channels % options.groups == 0,
-             ValueError, "Conv2d: in_channels (", in_channels, ") and out_channels (", out_channels,
+             ValueError, name, ": in_channels (", in_channels, ") and out_channels (", out_channels,
              ") must be positive multiples of groups (", options.groups, ")");
-  KILN_CHECK((kernel_size.size() == 1 || kernel_size.size() == 2) && kernel_size.front() > 0 &&
-                 kernel_size.back() > 0,
-             ValueError, "Conv2d: kernel_size must be 1 or 2 positive values, got ",
-             IntList(kernel_size));
-  const int64_t kh = kernel_size.front(), kw = kernel_size.back();
-  const int64_t fan_in = in_channels / options.groups * kh * kw;
+  const bool sizes_ok =
+      (kernel_size.size() == 1 || static_cast<int64_t>(kernel_size.size()) == dims) &&
+      std::all_of(kernel_size.begin(), kernel_size.end(), [](int64_t k) { return k > 0; });
+  KILN_CHECK(sizes_ok, ValueError, name, ": kernel_size must be 1 or ", dims,
+             " positive values, got ", IntList(kernel_size));
+  std::vector<int64_t> shape = {out_channels, in_channels / options.groups};
+  int64_t fan_in = in_channels / options.groups;
+  for (int64_t d = 0; d < dims; ++d) {
+    shape.push_back(kernel_size[kernel_size.size() == 1 ? 0 : static_cast<size_t>(d)]);
+    fan_in *= shape.back();
+  }
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  weight = uniform_init({out_channels, in_channels / options.groups, kh, kw}, bound, options.dtype);
+  weight = uniform_init(shape, bound, options.dtype);
   register_parameter("weight", weight);
   if (options.bias) {
     bias = uniform_init({out_channels}, bound, options.dtype);
     register_parameter("bias", bias);
   }
 }
-Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
-                options.stride, options.padding, options.dilation, options.groups);
+Tensor ConvNd::forward(const Tensor& x) {
+  const std::optional<Tensor> b = bias.defined() ? std::optional<Tensor>(bias) : std::nullopt;
+  using Numeric = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, IntList,
+                             IntList, IntList, int64_t);
+  using Named = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, IntList,
+                           ConvPadding, IntList, int64_t);
+  const Numeric numeric[] = {conv1d, conv2d, conv3d};
+  const Named named[] = {conv1d, conv2d, conv3d};
+  const auto k = static_cast<size_t>(dims_ - 1);
+  if (options.named_padding)
+    return named[k](x, weight, b, options.stride, *options.named_padding, options.dilation,
+                    options.groups);
+  return numeric[k](x, weight, b, options.stride, options.padding, options.dilation,
+                    options.groups);
 }
-Tensor MaxPool2d::forward(const Tensor& x) {
-  return max_pool2d(x, kernel_size, stride, padding, dilation);
+
+MaxPoolNd::MaxPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size_,
+                     std::vector<int64_t> stride_, std::vector<int64_t> padding_,
+                     std::vector<int64_t> dilation_, bool ceil_mode_)
+    : UnaryModule(name),
+      kernel_size(std::move(kernel_size_)),
+      stride(std::move(stride_)),
+      padding(std::move(padding_)),
+      dilation(std::move(dilation_)),
+      ceil_mode(ceil_mode_),
+      dims_(dims) {}
+Tensor MaxPoolNd::forward(const Tensor& x) {
+  using Fn = Tensor (*)(const Tensor&, IntList, IntList, IntList, IntList, bool);
+  const Fn fns[] = {max_pool1d, max_pool2d, max_pool3d};
+  return fns[dims_ - 1](x, kernel_size, stride, padding, dilation, ceil_mode);
 }
-Tensor AvgPool2d::forward(const Tensor& x) {
-  return avg_pool2d(x, kernel_size, stride, padding, false, count_include_pad);
+AvgPoolNd::AvgPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size_,
+                     std::vector<int64_t> stride_, std::vector<int64_t> padding_, bool ceil_mode_,
+                     bool count_include_pad_)
+    : UnaryModule(name),
+      kernel_size(std::move(kernel_size_)),
+      stride(std::move(stride_)),
+      padding(std::move(padding_)),
+      ceil_mode(ceil_mode_),
+      count_include_pad(count_include_pad_),
+      dims_(dims) {}
+Tensor AvgPoolNd::forward(const Tensor& x) {
+  using Fn = Tensor (*)(const Tensor&, IntList, IntList, IntList, bool, bool);
+  const Fn fns[] = {avg_pool1d, avg_pool2d, avg_pool3d};
+  return fns[dims_ - 1](x, kernel_size, stride, padding, ceil_mode, count_include_pad);
 }
 
 Tensor Linear::forward(const Tensor& x) {

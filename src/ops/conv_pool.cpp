@@ -1,11 +1,15 @@
-// Convolution and pooling over 2-d images, as composites of public ops: the input (padded) is
-// viewed as its windows [N, C, OH, OW, kh, kw] (as_strided), which a matrix product with the
-// weight (conv2d) or a reduction (max / avg pooling) turns into the output. Autograd and
+// Convolution and pooling over 1-, 2- and 3-d inputs, as composites of public ops: the input
+// (padded) is viewed as its windows [N, C, out..., kernel...] (as_strided), which a matrix
+// product with the weight (convolution) or a reduction (max / avg pooling) turns into the
+// output. Adaptive pooling is separable: per spatial dim, a product with an averaging matrix
+// (avg), or a gather of each output's window and a max over it (max). Autograd and
 // kiln::compile see the ops they are made of; the windows' gradient scatters back into the
 // input (as_strided's derivative), adding where windows overlap.
-#include <array>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
 
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
@@ -18,88 +22,141 @@ namespace kiln {
 
 namespace {
 
-IntList il(const std::array<int64_t, 2>& a) { return IntList(a.data(), a.size()); }
+using Dims = std::vector<int64_t>;
 
-// A pair of per-dim parameters (height, width) from one value or two.
-std::array<int64_t, 2> pair_of(const char* op, const char* what, IntList v) {
-  KILN_CHECK(v.size() == 1 || v.size() == 2, ValueError, op, ": ", what,
-             " must have 1 or 2 values, got ", v);
-  return {v[0], v[v.size() - 1]};
+// A per-dim parameter for `dims` spatial dims, from one value or one per dim.
+Dims per_dim(const char* op, const char* what, IntList v, int64_t dims) {
+  KILN_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == dims, ValueError, op, ": ", what,
+             " must have 1 or ", dims, " values, got ", v);
+  Dims out(static_cast<size_t>(dims));
+  for (int64_t d = 0; d < dims; ++d) out[static_cast<size_t>(d)] = v[v.size() == 1 ? 0 : d];
+  return out;
 }
 
-// The geometry of a 2-d sliding window over x [N, C, H, W].
+// The geometry of a sliding window over the spatial dims of x [N, C, *]. `overhang`: padding
+// past the explicit one on the high side that ceil_mode's last window reaches.
 struct Window {
-  std::array<int64_t, 2> kernel, stride, padding, dilation, out;
+  Dims kernel, stride, padding, dilation, out, overhang;
+  int64_t dims() const { return static_cast<int64_t>(kernel.size()); }
+  bool padded() const {
+    for (size_t d = 0; d < kernel.size(); ++d)
+      if (padding[d] || overhang[d]) return true;
+    return false;
+  }
 };
 
-Window window_of(const char* op, const Tensor& x, IntList kernel, IntList stride, IntList padding,
-                 IntList dilation) {
-  Window w{pair_of(op, "kernel_size", kernel),
-           stride.empty() ? pair_of(op, "kernel_size", kernel) : pair_of(op, "stride", stride),
-           pair_of(op, "padding", padding),
-           pair_of(op, "dilation", dilation),
-           {}};
-  for (int d = 0; d < 2; ++d) {
+Window window_of(const char* op, const Tensor& x, int64_t dims, IntList kernel, IntList stride,
+                 IntList padding, IntList dilation, bool ceil_mode = false) {
+  Window w{per_dim(op, "kernel_size", kernel, dims),
+           per_dim(op, stride.empty() ? "kernel_size" : "stride", stride.empty() ? kernel : stride,
+                   dims),
+           per_dim(op, "padding", padding, dims),
+           per_dim(op, "dilation", dilation, dims),
+           Dims(static_cast<size_t>(dims)),
+           Dims(static_cast<size_t>(dims))};
+  for (size_t d = 0; d < static_cast<size_t>(dims); ++d) {
     KILN_CHECK(
         w.kernel[d] > 0 && w.stride[d] > 0 && w.dilation[d] > 0 && w.padding[d] >= 0, ValueError,
         op,
         ": kernel_size, stride and dilation must be positive and padding >= 0, got kernel_size ",
-        il(w.kernel), ", stride ", il(w.stride), ", padding ", il(w.padding), ", dilation ",
-        il(w.dilation));
+        IntList(w.kernel), ", stride ", IntList(w.stride), ", padding ", IntList(w.padding),
+        ", dilation ", IntList(w.dilation));
     const int64_t span = w.dilation[d] * (w.kernel[d] - 1) + 1;
-    const int64_t in = x.size(2 + d) + 2 * w.padding[d];
+    const int64_t size = x.size(2 + static_cast<int64_t>(d));
+    const int64_t in = size + 2 * w.padding[d];
     KILN_CHECK(in >= span, ShapeError, op, ": the input ", x.shape_str(), " padded by ",
-               il(w.padding), " is smaller than the kernel ", il(w.kernel), " (dilation ",
-               il(w.dilation), ")");
-    w.out[d] = (in - span) / w.stride[d] + 1;
+               IntList(w.padding), " is smaller than the kernel ", IntList(w.kernel), " (dilation ",
+               IntList(w.dilation), ")");
+    int64_t out = (in - span + (ceil_mode ? w.stride[d] - 1 : 0)) / w.stride[d] + 1;
+    // (As PyTorch: ceil_mode's last window starts inside the input or its low padding.)
+    if (ceil_mode && (out - 1) * w.stride[d] >= size + w.padding[d]) --out;
+    w.out[d] = out;
+    w.overhang[d] = std::max<int64_t>(0, (out - 1) * w.stride[d] + span - in);
   }
   return w;
 }
 
-// x [N, C, H, W] or unbatched [C, H, W] as a batch; floating.
-Tensor as_batch(const char* op, const Tensor& x) {
-  KILN_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, op,
-             ": expected an input [N, C, H, W] or [C, H, W], got ", x.shape_str());
+// x [N, C, *] with `dims` spatial dims, or unbatched [C, *], as a batch; floating.
+Tensor as_batch(const char* op, const Tensor& x, int64_t dims) {
+  static const char* const kLayouts[] = {"", "[N, C, L] or [C, L]", "[N, C, H, W] or [C, H, W]",
+                                         "[N, C, D, H, W] or [C, D, H, W]"};
+  KILN_CHECK(x.dim() == dims + 1 || x.dim() == dims + 2, ShapeError, op, ": expected an input ",
+             kLayouts[dims], ", got ", x.shape_str());
   KILN_CHECK(is_floating(x.dtype()), DTypeError, op, ": expected a floating input, got dtype ",
              x.dtype());
-  return x.dim() == 3 ? x.unsqueeze(0) : x;
+  return x.dim() == dims + 1 ? x.unsqueeze(0) : x;
+}
+Tensor unbatched_like(const Tensor& out, const Tensor& input, int64_t dims) {
+  return input.dim() == dims + 1 ? out.squeeze(0) : out;
 }
 
-// A pooling window: as window_of, padding at most half the kernel (as PyTorch), no ceil_mode.
-Window pool_window(const char* op, const Tensor& x, IntList kernel, IntList stride, IntList padding,
-                   IntList dilation, bool ceil_mode) {
-  KILN_CHECK(!ceil_mode, NotImplementedError, op, ": ceil_mode=true is not implemented");
-  const Window w = window_of(op, x, kernel, stride, padding, dilation);
-  for (int d = 0; d < 2; ++d)
+// A pooling window: as window_of, padding at most half the kernel (as PyTorch).
+Window pool_window(const char* op, const Tensor& x, int64_t dims, IntList kernel, IntList stride,
+                   IntList padding, IntList dilation, bool ceil_mode) {
+  const Window w = window_of(op, x, dims, kernel, stride, padding, dilation, ceil_mode);
+  for (size_t d = 0; d < w.kernel.size(); ++d)
     KILN_CHECK(2 * w.padding[d] <= w.kernel[d], ValueError, op,
-               ": padding should be at most half the kernel size, got padding ", il(w.padding),
-               " and kernel_size ", il(w.kernel));
+               ": padding should be at most half the kernel size, got padding ", IntList(w.padding),
+               " and kernel_size ", IntList(w.kernel));
   return w;
 }
 
-// The windows of x [N, C, H, W] padded with `fill`: [N, C, OH, OW, kh, kw].
-Tensor windows(const Tensor& x, const Window& w, double fill) {
-  Tensor padded = x;
-  if (w.padding[0] || w.padding[1])
-    padded = pad(x, {w.padding[1], w.padding[1], w.padding[0], w.padding[0]}, fill);
-  padded = padded.contiguous();
-  const int64_t c = padded.size(1), h = padded.size(2), width = padded.size(3);
-  return padded.as_strided({padded.size(0), c, w.out[0], w.out[1], w.kernel[0], w.kernel[1]},
-                           {c * h * width, h * width, w.stride[0] * width, w.stride[1],
-                            w.dilation[0] * width, w.dilation[1]},
-                           padded.storage_offset());
+// pad()'s list for the spatial dims (the last dim's pair first): `low`/`high` per dim.
+Dims pad_list(const Dims& low, const Dims& high) {
+  Dims p;
+  for (size_t d = low.size(); d-- > 0;) {
+    p.push_back(low[d]);
+    p.push_back(high[d]);
+  }
+  return p;
 }
 
-}  // namespace
+// The windows of x [N, C, *] padded with `fill` (and, past it, ceil_mode's overhang with
+// `overhang_fill`): [N, C, out..., kernel...].
+Tensor windows(const Tensor& x, const Window& w, double fill, double overhang_fill) {
+  const int64_t dims = w.dims();
+  Tensor padded = x;
+  if (std::any_of(w.padding.begin(), w.padding.end(), [](int64_t p) { return p > 0; }))
+    padded = pad(padded, pad_list(w.padding, w.padding), fill);
+  if (std::any_of(w.overhang.begin(), w.overhang.end(), [](int64_t p) { return p > 0; }))
+    padded = pad(padded, pad_list(Dims(w.overhang.size(), 0), w.overhang), overhang_fill);
+  padded = padded.contiguous();
+  Dims sizes = {padded.size(0), padded.size(1)}, strides(static_cast<size_t>(2 + 2 * dims));
+  Dims row(static_cast<size_t>(dims));  // elements between neighbours along each spatial dim
+  int64_t step = 1;
+  for (int64_t d = dims - 1; d >= 0; --d) {
+    row[static_cast<size_t>(d)] = step;
+    step *= padded.size(2 + d);
+  }
+  strides[1] = step;
+  strides[0] = step * padded.size(1);
+  for (int64_t d = 0; d < dims; ++d) {
+    const auto u = static_cast<size_t>(d);
+    sizes.push_back(w.out[u]);
+    strides[static_cast<size_t>(2 + d)] = w.stride[u] * row[u];
+  }
+  for (int64_t d = 0; d < dims; ++d) {
+    const auto u = static_cast<size_t>(d);
+    sizes.push_back(w.kernel[u]);
+    strides[static_cast<size_t>(2 + dims + d)] = w.dilation[u] * row[u];
+  }
+  return padded.as_strided(sizes, strides, padded.storage_offset());
+}
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-              IntList stride, IntList padding, IntList dilation, int64_t groups) {
-  const char* op = "conv2d";
-  const Tensor x = as_batch(op, input);
-  KILN_CHECK(weight.dim() == 4, ShapeError, op,
-             ": expected a weight [out_channels, "
-             "in_channels / groups, kh, kw], got ",
-             weight.shape_str());
+// Dims [first, first + count).
+Dims range(int64_t first, int64_t count) {
+  Dims r(static_cast<size_t>(count));
+  std::iota(r.begin(), r.end(), first);
+  return r;
+}
+
+Tensor conv_nd(const char* op, int64_t dims, const Tensor& input, const Tensor& weight,
+               const std::optional<Tensor>& bias, IntList stride, IntList padding, IntList dilation,
+               int64_t groups) {
+  const Tensor x = as_batch(op, input, dims);
+  KILN_CHECK(weight.dim() == dims + 2, ShapeError, op,
+             ": expected a weight [out_channels, in_channels / groups, kernel...] of ", dims + 2,
+             " dims, got ", weight.shape_str());
   KILN_CHECK(weight.dtype() == x.dtype(), DTypeError, op, ": the input is ", x.dtype(),
              " but the weight is ", weight.dtype());
   const int64_t channels = x.size(1), out_channels = weight.size(0);
@@ -114,12 +171,21 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
     KILN_CHECK(bias->dim() == 1 && bias->size(0) == out_channels && bias->dtype() == x.dtype(),
                ShapeError, op, ": expected a bias [", out_channels, "] of ", x.dtype(), ", got ",
                bias->dtype(), bias->shape_str());
-  const Window w = window_of(op, x, {weight.size(2), weight.size(3)}, stride, padding, dilation);
-  const int64_t n = x.size(0), positions = n * w.out[0] * w.out[1];
-  const int64_t per_group = channels / groups * w.kernel[0] * w.kernel[1];
-  // [groups, N * OH * OW, Cg * kh * kw] @ [groups, Cg * kh * kw, Og] -> [groups, N*OH*OW, Og]
-  const Tensor cols = windows(x, w, 0.0)
-                          .permute({0, 2, 3, 1, 4, 5})
+  const Dims kernel(weight.sizes().begin() + 2, weight.sizes().end());
+  const Window w = window_of(op, x, dims, IntList(kernel), stride, padding, dilation);
+  const int64_t n = x.size(0);
+  int64_t positions = n, per_group = channels / groups;
+  for (int64_t d = 0; d < dims; ++d) {
+    positions *= w.out[static_cast<size_t>(d)];
+    per_group *= kernel[static_cast<size_t>(d)];
+  }
+  // [groups, N * out..., Cg * kernel...] @ [groups, Cg * kernel..., Og] -> [groups, N*out..., Og]
+  Dims to_columns = {0};
+  for (int64_t d : range(2, dims)) to_columns.push_back(d);
+  to_columns.push_back(1);
+  for (int64_t d : range(2 + dims, dims)) to_columns.push_back(d);
+  const Tensor cols = windows(x, w, 0.0, 0.0)
+                          .permute(to_columns)
                           .reshape({positions, groups, per_group})
                           .transpose(0, 1)
                           .contiguous();
@@ -127,37 +193,178 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
   // and in a compiled backward, which takes saved values contiguous.)
   const Tensor kernels =
       weight.reshape({groups, out_channels / groups, per_group}).transpose(1, 2).contiguous();
+  Dims out_sizes = {n};
+  out_sizes.insert(out_sizes.end(), w.out.begin(), w.out.end());
+  out_sizes.push_back(out_channels);
+  Dims to_channels_first = {0, dims + 1};
+  for (int64_t d : range(1, dims)) to_channels_first.push_back(d);
   Tensor out = matmul(cols, kernels)
                    .transpose(0, 1)
-                   .reshape({n, w.out[0], w.out[1], out_channels})
-                   .permute({0, 3, 1, 2})
+                   .reshape(out_sizes)
+                   .permute(to_channels_first)
                    .contiguous();
-  if (bias) out = out + bias->reshape({1, out_channels, 1, 1});
-  return input.dim() == 3 ? out.squeeze(0) : out;
-}
-
-Tensor max_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
-                  IntList dilation, bool ceil_mode) {
-  const char* op = "max_pool2d";
-  const Tensor x = as_batch(op, input);
-  const Window w = pool_window(op, x, kernel_size, stride, padding, dilation, ceil_mode);
-  const Tensor out = amax(windows(x, w, -std::numeric_limits<double>::infinity()), {4, 5});
-  return input.dim() == 3 ? out.squeeze(0) : out;
-}
-
-Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
-                  bool ceil_mode, bool count_include_pad) {
-  const char* op = "avg_pool2d";
-  const Tensor x = as_batch(op, input);
-  const Window w = pool_window(op, x, kernel_size, stride, padding, {1}, ceil_mode);
-  Tensor out = mean(windows(x, w, 0.0), {4, 5});
-  if (!count_include_pad && (w.padding[0] || w.padding[1])) {
-    // Divide by the window's elements inside the image, not by its whole size.
-    const Tensor inside = ones({1, 1, x.size(2), x.size(3)}, x.dtype());
-    const Tensor counts = sum(windows(inside, w, 0.0), {4, 5});
-    out = out * (reciprocal(counts) * static_cast<double>(w.kernel[0] * w.kernel[1]));
+  if (bias) {
+    Dims b = {1, out_channels};
+    b.resize(static_cast<size_t>(2 + dims), 1);
+    out = out + bias->reshape(b);
   }
-  return input.dim() == 3 ? out.squeeze(0) : out;
+  return unbatched_like(out, input, dims);
 }
+
+// padding Same (stride 1: the output as large as the input, the extra padding on the high
+// side when the total is odd, as PyTorch) or Valid (none).
+Tensor conv_nd_named_padding(const char* op, int64_t dims, const Tensor& input,
+                             const Tensor& weight, const std::optional<Tensor>& bias,
+                             IntList stride, ConvPadding padding, IntList dilation,
+                             int64_t groups) {
+  if (padding == ConvPadding::Valid)
+    return conv_nd(op, dims, input, weight, bias, stride, {0}, dilation, groups);
+  for (int64_t s : per_dim(op, "stride", stride, dims))
+    KILN_CHECK(s == 1, ValueError, op,
+               ": ConvPadding::Same is not supported for strided convolutions (stride ", stride,
+               ")");
+  KILN_CHECK(weight.dim() == dims + 2, ShapeError, op,
+             ": expected a weight [out_channels, in_channels / groups, kernel...] of ", dims + 2,
+             " dims, got ", weight.shape_str());
+  const Dims dil = per_dim(op, "dilation", dilation, dims);
+  Dims low, high;
+  bool symmetric = true;
+  for (int64_t d = 0; d < dims; ++d) {
+    const int64_t total = dil[static_cast<size_t>(d)] * (weight.size(2 + d) - 1);
+    low.push_back(total / 2);
+    high.push_back(total - total / 2);
+    symmetric = symmetric && low.back() == high.back();
+  }
+  if (symmetric)
+    return conv_nd(op, dims, input, weight, bias, stride, IntList(low), dilation, groups);
+  const Tensor x = as_batch(op, input, dims);
+  return unbatched_like(conv_nd(op, dims, pad(x, pad_list(low, high), 0.0), weight, bias, stride,
+                                {0}, dilation, groups),
+                        input, dims);
+}
+
+Tensor max_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList kernel_size,
+                   IntList stride, IntList padding, IntList dilation, bool ceil_mode) {
+  const Tensor x = as_batch(op, input, dims);
+  const Window w = pool_window(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode);
+  const double lowest = -std::numeric_limits<double>::infinity();
+  return unbatched_like(amax(windows(x, w, lowest, lowest), IntList(range(2 + dims, dims))), input,
+                        dims);
+}
+
+Tensor avg_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList kernel_size,
+                   IntList stride, IntList padding, bool ceil_mode, bool count_include_pad) {
+  const Tensor x = as_batch(op, input, dims);
+  const Window w = pool_window(op, x, dims, kernel_size, stride, padding, {1}, ceil_mode);
+  const Dims window_dims = range(2 + dims, dims);
+  const Tensor sums = sum(windows(x, w, 0.0, 0.0), IntList(window_dims));
+  // Each window's divisor, as PyTorch: its elements inside the input (and, with
+  // count_include_pad, the explicit padding), never ceil_mode's overhang.
+  if (!w.padded()) {
+    int64_t size = 1;
+    for (int64_t k : w.kernel) size *= k;
+    return unbatched_like(sums / static_cast<double>(size), input, dims);
+  }
+  Dims ones_sizes = {1, 1};
+  for (int64_t d = 0; d < dims; ++d) ones_sizes.push_back(x.size(2 + d));
+  const Tensor inside = ones(IntList(ones_sizes), x.dtype());
+  const Tensor counts =
+      sum(windows(inside, w, count_include_pad ? 1.0 : 0.0, 0.0), IntList(window_dims));
+  return unbatched_like(sums / counts, input, dims);
+}
+
+// Output position i of `out` over an input of `in` covers [floor(i in / out), ceil((i + 1) in
+// / out)), as PyTorch's adaptive pooling.
+int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+Dims adaptive_sizes(const char* op, const Tensor& x, int64_t dims, IntList output_size) {
+  const Dims out = per_dim(op, "output_size", output_size, dims);
+  for (int64_t d = 0; d < dims; ++d) {
+    KILN_CHECK(out[static_cast<size_t>(d)] > 0, ValueError, op,
+               ": output_size must be positive, got ", output_size);
+    KILN_CHECK(x.size(2 + d) > 0, ShapeError, op, ": the input ", x.shape_str(),
+               " is empty along a spatial dim");
+  }
+  return out;
+}
+
+Tensor adaptive_avg_pool_nd(const char* op, int64_t dims, const Tensor& input,
+                            IntList output_size) {
+  const Tensor x = as_batch(op, input, dims);
+  const Dims out = adaptive_sizes(op, x, dims, output_size);
+  Tensor y = x;
+  for (int64_t d = 0; d < dims; ++d) {
+    // Along dim d: a product with the [in, out] matrix averaging each output's window.
+    const int64_t in = x.size(2 + d), o = out[static_cast<size_t>(d)];
+    std::vector<double> m(static_cast<size_t>(in * o), 0.0);
+    for (int64_t i = 0; i < o; ++i) {
+      const int64_t s = adaptive_start(i, in, o), e = adaptive_end(i, in, o);
+      for (int64_t j = s; j < e; ++j)
+        m[static_cast<size_t>(j * o + i)] = 1.0 / static_cast<double>(e - s);
+    }
+    const Tensor averaging = tensor(m, {in, o}).to(x.dtype());
+    y = matmul(y.transpose(2 + d, -1), averaging).transpose(2 + d, -1);
+  }
+  return unbatched_like(y.contiguous(), input, dims);
+}
+
+Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
+                            IntList output_size) {
+  const Tensor x = as_batch(op, input, dims);
+  const Dims out = adaptive_sizes(op, x, dims, output_size);
+  Tensor y = x;
+  for (int64_t d = 0; d < dims; ++d) {
+    // Along dim d: each output's window gathered to the longest window's length (a shorter one
+    // repeats its last element, which cannot change a max), then the max over it. A max over a
+    // box is the max along one dim of the maxima along the others.
+    const int64_t in = x.size(2 + d), o = out[static_cast<size_t>(d)];
+    int64_t longest = 0;
+    for (int64_t i = 0; i < o; ++i)
+      longest = std::max(longest, adaptive_end(i, in, o) - adaptive_start(i, in, o));
+    std::vector<int64_t> index;
+    for (int64_t i = 0; i < o; ++i)
+      for (int64_t t = 0; t < longest; ++t)
+        index.push_back(std::min(adaptive_start(i, in, o) + t, adaptive_end(i, in, o) - 1));
+    Dims split(y.sizes().begin(), y.sizes().end());
+    split[static_cast<size_t>(2 + d)] = o;
+    split.insert(split.begin() + 3 + d, longest);
+    y = amax(index_select(y, 2 + d, tensor(index)).reshape(split), {3 + d});
+  }
+  return unbatched_like(y, input, dims);
+}
+
+}  // namespace
+
+#define KILN_CONV_POOL(D)                                                                      \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,  \
+                    IntList stride, IntList padding, IntList dilation, int64_t groups) {       \
+    return conv_nd("conv" #D "d", D, x, weight, bias, stride, padding, dilation, groups);      \
+  }                                                                                            \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,  \
+                    IntList stride, ConvPadding padding, IntList dilation, int64_t groups) {   \
+    return conv_nd_named_padding("conv" #D "d", D, x, weight, bias, stride, padding, dilation, \
+                                 groups);                                                      \
+  }                                                                                            \
+  Tensor max_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding, \
+                        IntList dilation, bool ceil_mode) {                                    \
+    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation,        \
+                       ceil_mode);                                                             \
+  }                                                                                            \
+  Tensor avg_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding, \
+                        bool ceil_mode, bool count_include_pad) {                              \
+    return avg_pool_nd("avg_pool" #D "d", D, x, kernel_size, stride, padding, ceil_mode,       \
+                       count_include_pad);                                                     \
+  }                                                                                            \
+  Tensor adaptive_avg_pool##D##d(const Tensor& x, IntList output_size) {                       \
+    return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                \
+  }                                                                                            \
+  Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                       \
+    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                \
+  }
+KILN_CONV_POOL(1)
+KILN_CONV_POOL(2)
+KILN_CONV_POOL(3)
+#undef KILN_CONV_POOL
 
 }  // namespace kiln

@@ -592,6 +592,70 @@ TEST(Conv2d, AnMnistStyleNetworkTrainsTheSameEagerlyAndCompiled) {
   }
 }
 
+// Conv1d/Conv3d, the pools of every rank and the adaptive pools as modules: shapes, PyTorch's
+// initialisation bounds, Same padding, ceil_mode, global pooling; a 1-d and a 3-d network
+// trained one step under inductor give eager's loss and gradients.
+TEST(ConvNd, OneAndThreeDimensionalLayersAndTheirPools) {
+  manual_seed(13);
+  Conv1d c1(2, 4, {3}, {.padding = {1}});
+  EXPECT_EQ(c1.weight.sizes(), (Shape{4, 2, 3}));
+  EXPECT_LE(amax(abs(c1.weight)).item<double>(), 1.0 / std::sqrt(6.0));
+  EXPECT_EQ(c1.forward(randn({5, 2, 10})).sizes(), (Shape{5, 4, 10}));
+  Conv3d c3(2, 3, {2, 3, 1}, {.stride = {1, 2, 1}, .bias = false});
+  EXPECT_FALSE(c3.bias.defined());
+  EXPECT_EQ(c3.forward(randn({2, 4, 5, 3})).sizes(), (Shape{3, 3, 2, 3}));  // unbatched
+  Conv2d same(3, 2, {4, 3}, {.dilation = {1, 2}, .named_padding = ConvPadding::Same});
+  EXPECT_EQ(same.forward(randn({1, 3, 7, 6})).sizes(), (Shape{1, 2, 7, 6}));
+  EXPECT_EQ(MaxPool1d({2}, {}, {0}, {1}, /*ceil_mode=*/true).forward(randn({1, 2, 7})).sizes(),
+            (Shape{1, 2, 4}));
+  EXPECT_EQ(AvgPool3d({2}).forward(randn({1, 2, 4, 6, 5})).sizes(), (Shape{1, 2, 2, 3, 2}));
+  const Tensor x = randn({2, 3, 5, 7});
+  EXPECT_TRUE(allclose(AdaptiveAvgPool2d({1}).forward(x), mean(x, {2, 3}, true), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(AdaptiveMaxPool2d({1}).forward(x), amax(x, {2, 3}, true), 0, 0));
+  EXPECT_EQ(AdaptiveAvgPool1d({4}).forward(randn({3, 9})).sizes(), (Shape{3, 4}));
+  EXPECT_THROW(Conv3d(2, 3, {2, 2}), ValueError);  // 1 or 3 kernel sizes
+
+  auto net1 = [] {
+    manual_seed(14);
+    auto net = std::make_shared<Sequential>();
+    net->push_back(std::make_shared<Conv1d>(2, 4, std::vector<int64_t>{3}))
+        .push_back(std::make_shared<ReLU>())
+        .push_back(std::make_shared<MaxPool1d>(std::vector<int64_t>{2}, std::vector<int64_t>{},
+                                               std::vector<int64_t>{0}, std::vector<int64_t>{1},
+                                               true))
+        .push_back(std::make_shared<AdaptiveAvgPool1d>(std::vector<int64_t>{3}))
+        .push_back(std::make_shared<Flatten>());
+    return net;
+  };
+  auto net3 = [] {
+    manual_seed(15);
+    auto net = std::make_shared<Sequential>();
+    net->push_back(std::make_shared<Conv3d>(1, 2, std::vector<int64_t>{2},
+                                            ConvOptions{.named_padding = ConvPadding::Same}))
+        .push_back(std::make_shared<AvgPool3d>(std::vector<int64_t>{2}))
+        .push_back(std::make_shared<AdaptiveMaxPool3d>(std::vector<int64_t>{1, 2, 1}))
+        .push_back(std::make_shared<Flatten>());
+    return net;
+  };
+  const Tensor x1 = randn({3, 2, 11}), x3 = randn({2, 1, 4, 6, 4});
+  for (const auto& [make, input] :
+       {std::pair{std::function<std::shared_ptr<Sequential>()>(net1), x1},
+        std::pair{std::function<std::shared_ptr<Sequential>()>(net3), x3}}) {
+    auto eager = make(), compiled = make();
+    auto step = [&input](Sequential& net) {
+      Tensor loss = net.forward(input).pow(2).sum();
+      loss.backward();
+      return loss;
+    };
+    const Tensor want = step(*eager);
+    auto f = compile([&] { return step(*compiled); }, {.backend = std::string("inductor")});
+    EXPECT_TRUE(allclose(f(), want, 1e-5, 1e-6));
+    const auto pe = eager->parameters(), pc = compiled->parameters();
+    for (size_t i = 0; i < pe.size(); ++i)
+      EXPECT_TRUE(allclose(pc[i].grad(), pe[i].grad(), 1e-4, 1e-6)) << i;
+  }
+}
+
 TEST(Dropout2d, ZeroesWholeChannelsWhenTrainingOnly) {
   manual_seed(4);
   nn::Dropout2d drop(0.5);

@@ -6,6 +6,7 @@
 
 #include "kiln/core/random.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/nn.h"
 
 namespace kiln::nn {
 
@@ -166,49 +167,113 @@ class Unflatten : public UnaryModule {
 };
 
 // Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).
-// 2-d convolution (torch.nn.Conv2d): weight [out, in / groups, kh, kw] and bias [out] drawn
-// from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups * kh * kw, as PyTorch.
-struct Conv2dOptions {
+// Convolution over 1, 2 or 3 spatial dims (torch.nn.Conv1d/2d/3d): weight [out, in / groups,
+// kernel...] and bias [out] drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups
+// * prod(kernel), as PyTorch. kernel_size, stride, padding, dilation: one value or one per dim.
+struct ConvOptions {
   std::vector<int64_t> stride = {1}, padding = {0}, dilation = {1};
+  // ConvPadding::Same or Valid instead of `padding` (torch's padding="same" / "valid").
+  std::optional<ConvPadding> named_padding;
   int64_t groups = 1;
   bool bias = true;
   DType dtype = kDefaultFloat;
 };
-class Conv2d : public UnaryModule {
+using Conv2dOptions = ConvOptions;
+class ConvNd : public UnaryModule {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
-         Conv2dOptions options = {});
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;  // bias undefined when built without one
-  Conv2dOptions options;
+  ConvOptions options;
+
+ protected:
+  ConvNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels,
+         std::vector<int64_t> kernel_size, ConvOptions options);
+
+ private:
+  int64_t dims_;
+};
+class Conv1d final : public ConvNd {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         ConvOptions options = {})
+      : ConvNd("Conv1d", 1, in_channels, out_channels, std::move(kernel_size), std::move(options)) {
+  }
+};
+class Conv2d final : public ConvNd {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         ConvOptions options = {})
+      : ConvNd("Conv2d", 2, in_channels, out_channels, std::move(kernel_size), std::move(options)) {
+  }
+};
+class Conv3d final : public ConvNd {
+ public:
+  Conv3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         ConvOptions options = {})
+      : ConvNd("Conv3d", 3, in_channels, out_channels, std::move(kernel_size), std::move(options)) {
+  }
 };
 
-// torch.nn.MaxPool2d / AvgPool2d: max_pool2d / avg_pool2d with fixed arguments.
-class MaxPool2d : public UnaryModule {
+// torch.nn.MaxPool1d/2d/3d, AvgPool1d/2d/3d: max_poolNd / avg_poolNd with fixed arguments.
+class MaxPoolNd : public UnaryModule {
  public:
-  explicit MaxPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
-                     std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1})
-      : UnaryModule("MaxPool2d"),
-        kernel_size(std::move(kernel_size)),
-        stride(std::move(stride)),
-        padding(std::move(padding)),
-        dilation(std::move(dilation)) {}
+  MaxPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size,
+            std::vector<int64_t> stride, std::vector<int64_t> padding,
+            std::vector<int64_t> dilation, bool ceil_mode);
   Tensor forward(const Tensor& x) override;
   std::vector<int64_t> kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+
+ private:
+  int64_t dims_;
 };
-class AvgPool2d : public UnaryModule {
+class AvgPoolNd : public UnaryModule {
  public:
-  explicit AvgPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
-                     std::vector<int64_t> padding = {0}, bool count_include_pad = true)
-      : UnaryModule("AvgPool2d"),
-        kernel_size(std::move(kernel_size)),
-        stride(std::move(stride)),
-        padding(std::move(padding)),
-        count_include_pad(count_include_pad) {}
+  AvgPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size,
+            std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode,
+            bool count_include_pad);
   Tensor forward(const Tensor& x) override;
   std::vector<int64_t> kernel_size, stride, padding;
-  bool count_include_pad;
+  bool ceil_mode, count_include_pad;
+
+ private:
+  int64_t dims_;
 };
+#define KILN_POOL_MODULES(D)                                                                     \
+  class MaxPool##D##d final : public MaxPoolNd {                                                 \
+   public:                                                                                       \
+    explicit MaxPool##D##d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},   \
+                           std::vector<int64_t> padding = {0},                                   \
+                           std::vector<int64_t> dilation = {1}, bool ceil_mode = false)          \
+        : MaxPoolNd("MaxPool" #D "d", D, std::move(kernel_size), std::move(stride),              \
+                    std::move(padding), std::move(dilation), ceil_mode) {}                       \
+  };                                                                                             \
+  class AvgPool##D##d final : public AvgPoolNd {                                                 \
+   public:                                                                                       \
+    explicit AvgPool##D##d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},   \
+                           std::vector<int64_t> padding = {0}, bool ceil_mode = false,           \
+                           bool count_include_pad = true)                                        \
+        : AvgPoolNd("AvgPool" #D "d", D, std::move(kernel_size), std::move(stride),              \
+                    std::move(padding), ceil_mode, count_include_pad) {}                         \
+  };                                                                                             \
+  class AdaptiveAvgPool##D##d final : public UnaryModule {                                       \
+   public:                                                                                       \
+    explicit AdaptiveAvgPool##D##d(std::vector<int64_t> output_size)                             \
+        : UnaryModule("AdaptiveAvgPool" #D "d"), output_size(std::move(output_size)) {}          \
+    Tensor forward(const Tensor& x) override { return adaptive_avg_pool##D##d(x, output_size); } \
+    std::vector<int64_t> output_size;                                                            \
+  };                                                                                             \
+  class AdaptiveMaxPool##D##d final : public UnaryModule {                                       \
+   public:                                                                                       \
+    explicit AdaptiveMaxPool##D##d(std::vector<int64_t> output_size)                             \
+        : UnaryModule("AdaptiveMaxPool" #D "d"), output_size(std::move(output_size)) {}          \
+    Tensor forward(const Tensor& x) override { return adaptive_max_pool##D##d(x, output_size); } \
+    std::vector<int64_t> output_size;                                                            \
+  };
+KILN_POOL_MODULES(1)
+KILN_POOL_MODULES(2)
+KILN_POOL_MODULES(3)
+#undef KILN_POOL_MODULES
 
 class Dropout : public UnaryModule {
  public:

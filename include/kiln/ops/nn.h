@@ -72,21 +72,56 @@ Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean,
 // its own mean and biased variance per sample; weight and bias per channel, optional.
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = {},
                   const std::optional<Tensor>& bias = {}, double eps = 1e-5);
-// 2-d convolution of x [N, C, H, W] (or [C, H, W]) with weight [O, C / groups, kh, kw]
-// (torch.nn.functional.conv2d): stride, padding (zeros) and dilation as one value or (h, w).
-// Returns [N, O, OH, OW], OH = (H + 2 padding - dilation (kh - 1) - 1) / stride + 1.
+// ---- convolution and pooling over 1, 2 or 3 spatial dims (conv1d: x [N, C, L] or [C, L];
+// conv2d: [N, C, H, W] or [C, H, W]; conv3d: [N, C, D, H, W] or [C, D, H, W]) ----
+// Convolution with weight [O, C / groups, kernel...] (torch.nn.functional.conv1d/2d/3d):
+// stride, padding (zeros) and dilation as one value or one per spatial dim. Output size per
+// dim: (in + 2 padding - dilation (kernel - 1) - 1) / stride + 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {},
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {},
               IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
               int64_t groups = 1);
-// The maximum over each window (torch.nn.functional.max_pool2d); stride defaults to the kernel
-// size; padding (at most half the kernel) never wins. Where a window has tied maxima the
-// gradient is split among them (torch gives it to one). ceil_mode: NotImplementedError.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {},
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
+// torch's padding="same" / "valid": Same pads so that the output keeps the input's size (stride
+// 1 only; an odd total puts the extra element on the high side, as PyTorch), Valid pads nothing.
+enum class ConvPadding { Same, Valid };
+Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
+// The maximum over each window (torch.nn.functional.max_pool1d/2d/3d); stride defaults to the
+// kernel size; padding (at most half the kernel) never wins; ceil_mode rounds the output size up
+// (a last window that starts inside the input or its padding). Where a window has tied maxima
+// the gradient is split among them (torch gives it to one).
+Tensor max_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
 Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
                   IntList dilation = {1}, bool ceil_mode = false);
-// The mean over each window (torch.nn.functional.avg_pool2d); count_include_pad=false divides
-// by the window's elements inside the image. ceil_mode: NotImplementedError.
+Tensor max_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
+// The mean over each window (torch.nn.functional.avg_pool1d/2d/3d): divided by the window's
+// elements inside the input and, with count_include_pad, its padding (never ceil_mode's
+// overhang past the padding), as PyTorch.
+Tensor avg_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
 Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
                   bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+// Adaptive pooling to output_size (one value or one per spatial dim): output i of a dim of size
+// `in` covers [floor(i in / out), ceil((i + 1) in / out)) (torch.nn.functional.adaptive_*).
+Tensor adaptive_avg_pool1d(const Tensor& x, IntList output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+Tensor adaptive_avg_pool3d(const Tensor& x, IntList output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, IntList output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, IntList output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, IntList output_size);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
