@@ -77,6 +77,42 @@ Tensor ConvNd::forward(const Tensor& x) {
                     options.groups);
 }
 
+ConvTransposeNd::ConvTransposeNd(const char* name, int64_t dims, int64_t in_channels,
+                                 int64_t out_channels, std::vector<int64_t> kernel_size,
+                                 ConvTransposeOptions opts)
+    : UnaryModule(name), options(std::move(opts)), dims_(dims) {
+  KILN_CHECK(in_channels > 0 && out_channels > 0 && options.groups > 0 &&
+                 in_channels % options.groups == 0 && out_channels % options.groups == 0,
+             ValueError, name, ": in_channels (", in_channels, ") and out_channels (", out_channels,
+             ") must be positive multiples of groups (", options.groups, ")");
+  const bool sizes_ok =
+      (kernel_size.size() == 1 || static_cast<int64_t>(kernel_size.size()) == dims) &&
+      std::all_of(kernel_size.begin(), kernel_size.end(), [](int64_t k) { return k > 0; });
+  KILN_CHECK(sizes_ok, ValueError, name, ": kernel_size must be 1 or ", dims,
+             " positive values, got ", IntList(kernel_size));
+  std::vector<int64_t> shape = {in_channels, out_channels / options.groups};
+  int64_t fan_in = out_channels / options.groups;
+  for (int64_t d = 0; d < dims; ++d) {
+    shape.push_back(kernel_size[kernel_size.size() == 1 ? 0 : static_cast<size_t>(d)]);
+    fan_in *= shape.back();
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  weight = uniform_init(shape, bound, options.dtype);
+  register_parameter("weight", weight);
+  if (options.bias) {
+    bias = uniform_init({out_channels}, bound, options.dtype);
+    register_parameter("bias", bias);
+  }
+}
+Tensor ConvTransposeNd::forward(const Tensor& x) {
+  using Fn = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, IntList,
+                        IntList, IntList, int64_t, IntList);
+  const Fn fns[] = {conv_transpose1d, conv_transpose2d, conv_transpose3d};
+  return fns[dims_ - 1](x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                        options.stride, options.padding, options.output_padding, options.groups,
+                        options.dilation);
+}
+
 MaxPoolNd::MaxPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size_,
                      std::vector<int64_t> stride_, std::vector<int64_t> padding_,
                      std::vector<int64_t> dilation_, bool ceil_mode_)

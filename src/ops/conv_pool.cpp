@@ -243,6 +243,87 @@ Tensor conv_nd_named_padding(const char* op, int64_t dims, const Tensor& input,
                         input, dims);
 }
 
+// Transposed convolution (the gradient of conv_nd with respect to its input): the input
+// dilated by the stride (zeros between its elements), padded by dilation (kernel - 1) - padding
+// on each side (cropped where that is negative) and output_padding more on the high side, then
+// convolved with stride 1 by the weight flipped along every spatial dim, in and out channels
+// swapped within each group.
+Tensor conv_transpose_nd(const char* op, int64_t dims, const Tensor& input, const Tensor& weight,
+                         const std::optional<Tensor>& bias, IntList stride_list,
+                         IntList padding_list, IntList output_padding_list, int64_t groups,
+                         IntList dilation_list) {
+  const Tensor x = as_batch(op, input, dims);
+  KILN_CHECK(weight.dim() == dims + 2, ShapeError, op,
+             ": expected a weight [in_channels, out_channels / groups, kernel...] of ", dims + 2,
+             " dims, got ", weight.shape_str());
+  KILN_CHECK(weight.dtype() == x.dtype(), DTypeError, op, ": the input is ", x.dtype(),
+             " but the weight is ", weight.dtype());
+  const int64_t channels = x.size(1);
+  KILN_CHECK(groups > 0 && channels % groups == 0, ValueError, op, ": groups (", groups,
+             ") must be positive and divide the input's channels (", channels, ")");
+  KILN_CHECK(weight.size(0) == channels, ShapeError, op, ": the input ", x.shape_str(), " has ",
+             channels, " channels but the weight ", weight.shape_str(), " expects ",
+             weight.size(0));
+  const int64_t out_channels = weight.size(1) * groups;
+  if (bias)
+    KILN_CHECK(bias->dim() == 1 && bias->size(0) == out_channels && bias->dtype() == x.dtype(),
+               ShapeError, op, ": expected a bias [", out_channels, "] of ", x.dtype(), ", got ",
+               bias->dtype(), bias->shape_str());
+  const Dims stride = per_dim(op, "stride", stride_list, dims);
+  const Dims padding = per_dim(op, "padding", padding_list, dims);
+  const Dims output_padding = per_dim(op, "output_padding", output_padding_list, dims);
+  const Dims dilation = per_dim(op, "dilation", dilation_list, dims);
+  Tensor y = x;
+  for (int64_t d = 0; d < dims; ++d) {
+    const auto u = static_cast<size_t>(d);
+    const int64_t k = weight.size(2 + d), in = x.size(2 + d);
+    KILN_CHECK(stride[u] > 0 && dilation[u] > 0 && padding[u] >= 0 && output_padding[u] >= 0,
+               ValueError, op,
+               ": stride and dilation must be positive, padding and output_padding >= 0, got "
+               "stride ",
+               stride_list, ", padding ", padding_list, ", output_padding ", output_padding_list,
+               ", dilation ", dilation_list);
+    KILN_CHECK(output_padding[u] < stride[u] || output_padding[u] < dilation[u], ValueError, op,
+               ": output_padding must be smaller than either stride or dilation, got "
+               "output_padding ",
+               output_padding_list, ", stride ", stride_list, ", dilation ", dilation_list);
+    const int64_t out =
+        (in - 1) * stride[u] - 2 * padding[u] + dilation[u] * (k - 1) + output_padding[u] + 1;
+    KILN_CHECK(out > 0, ShapeError, op, ": the output would be empty (", out,
+               " positions along spatial dim ", d, ") for the input ", x.shape_str());
+    const int64_t dim = 2 + d;
+    if (stride[u] > 1) {  // zeros between the elements: [.., in, s] with zeros after each
+      Dims zeros_sizes(y.sizes().begin(), y.sizes().end());
+      zeros_sizes.insert(zeros_sizes.begin() + dim + 1, stride[u] - 1);
+      Dims merged(y.sizes().begin(), y.sizes().end());
+      merged[static_cast<size_t>(dim)] = in * stride[u];
+      y = cat({y.unsqueeze(dim + 1), zeros(IntList(zeros_sizes), y.dtype())}, dim + 1)
+              .reshape(IntList(merged))
+              .narrow(dim, 0, (in - 1) * stride[u] + 1);
+    }
+    const int64_t low = dilation[u] * (k - 1) - padding[u];
+    const int64_t high = low + output_padding[u];
+    // Negative padding crops.
+    const int64_t crop_low = std::max<int64_t>(0, -low), crop_high = std::max<int64_t>(0, -high);
+    if (crop_low || crop_high) y = y.narrow(dim, crop_low, y.size(dim) - crop_low - crop_high);
+    if (low > 0 || high > 0) {
+      Dims lo(static_cast<size_t>(dims), 0), hi(static_cast<size_t>(dims), 0);
+      lo[u] = std::max<int64_t>(0, low);
+      hi[u] = std::max<int64_t>(0, high);
+      y = pad(y, pad_list(lo, hi), 0.0);
+    }
+  }
+  // [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], flipped.
+  Dims grouped = {groups, channels / groups, weight.size(1)};
+  grouped.insert(grouped.end(), weight.sizes().begin() + 2, weight.sizes().end());
+  Dims swapped = {out_channels, channels / groups};
+  swapped.insert(swapped.end(), weight.sizes().begin() + 2, weight.sizes().end());
+  const Tensor w = flip(weight.reshape(IntList(grouped)).transpose(1, 2).reshape(IntList(swapped)),
+                        IntList(range(2, dims)));
+  return unbatched_like(conv_nd(op, dims, y, w, bias, {1}, {0}, dilation_list, groups), input,
+                        dims);
+}
+
 Tensor max_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList kernel_size,
                    IntList stride, IntList padding, IntList dilation, bool ceil_mode) {
   const Tensor x = as_batch(op, input, dims);
@@ -336,31 +417,37 @@ Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
 
 }  // namespace
 
-#define KILN_CONV_POOL(D)                                                                      \
-  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,  \
-                    IntList stride, IntList padding, IntList dilation, int64_t groups) {       \
-    return conv_nd("conv" #D "d", D, x, weight, bias, stride, padding, dilation, groups);      \
-  }                                                                                            \
-  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,  \
-                    IntList stride, ConvPadding padding, IntList dilation, int64_t groups) {   \
-    return conv_nd_named_padding("conv" #D "d", D, x, weight, bias, stride, padding, dilation, \
-                                 groups);                                                      \
-  }                                                                                            \
-  Tensor max_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding, \
-                        IntList dilation, bool ceil_mode) {                                    \
-    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation,        \
-                       ceil_mode);                                                             \
-  }                                                                                            \
-  Tensor avg_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding, \
-                        bool ceil_mode, bool count_include_pad) {                              \
-    return avg_pool_nd("avg_pool" #D "d", D, x, kernel_size, stride, padding, ceil_mode,       \
-                       count_include_pad);                                                     \
-  }                                                                                            \
-  Tensor adaptive_avg_pool##D##d(const Tensor& x, IntList output_size) {                       \
-    return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                \
-  }                                                                                            \
-  Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                       \
-    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                \
+#define KILN_CONV_POOL(D)                                                                         \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,     \
+                    IntList stride, IntList padding, IntList dilation, int64_t groups) {          \
+    return conv_nd("conv" #D "d", D, x, weight, bias, stride, padding, dilation, groups);         \
+  }                                                                                               \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,     \
+                    IntList stride, ConvPadding padding, IntList dilation, int64_t groups) {      \
+    return conv_nd_named_padding("conv" #D "d", D, x, weight, bias, stride, padding, dilation,    \
+                                 groups);                                                         \
+  }                                                                                               \
+  Tensor max_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,    \
+                        IntList dilation, bool ceil_mode) {                                       \
+    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation,           \
+                       ceil_mode);                                                                \
+  }                                                                                               \
+  Tensor avg_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,    \
+                        bool ceil_mode, bool count_include_pad) {                                 \
+    return avg_pool_nd("avg_pool" #D "d", D, x, kernel_size, stride, padding, ceil_mode,          \
+                       count_include_pad);                                                        \
+  }                                                                                               \
+  Tensor conv_transpose##D##d(const Tensor& x, const Tensor& weight,                              \
+                              const std::optional<Tensor>& bias, IntList stride, IntList padding, \
+                              IntList output_padding, int64_t groups, IntList dilation) {         \
+    return conv_transpose_nd("conv_transpose" #D "d", D, x, weight, bias, stride, padding,        \
+                             output_padding, groups, dilation);                                   \
+  }                                                                                               \
+  Tensor adaptive_avg_pool##D##d(const Tensor& x, IntList output_size) {                          \
+    return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                   \
+  }                                                                                               \
+  Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                          \
+    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                   \
   }
 KILN_CONV_POOL(1)
 KILN_CONV_POOL(2)

@@ -614,6 +614,18 @@ TEST(ConvNd, OneAndThreeDimensionalLayersAndTheirPools) {
   EXPECT_TRUE(allclose(AdaptiveMaxPool2d({1}).forward(x), amax(x, {2, 3}, true), 0, 0));
   EXPECT_EQ(AdaptiveAvgPool1d({4}).forward(randn({3, 9})).sizes(), (Shape{3, 4}));
   EXPECT_THROW(Conv3d(2, 3, {2, 2}), ValueError);  // 1 or 3 kernel sizes
+  // A transposed convolution undoes a strided one's shape; its bound is 1/sqrt(out/groups k k).
+  ConvTranspose2d up(4, 6, {2}, {.stride = {2}, .groups = 2});
+  EXPECT_EQ(up.weight.sizes(), (Shape{4, 3, 2, 2}));
+  EXPECT_LE(amax(abs(up.weight)).item<double>(), 1.0 / std::sqrt(12.0));
+  EXPECT_EQ(up.forward(randn({1, 4, 3, 5})).sizes(), (Shape{1, 6, 6, 10}));
+  ConvTranspose1d up1(2, 2, {3}, {.stride = {2}, .padding = {1}, .output_padding = {1}});
+  EXPECT_EQ(up1.forward(randn({2, 5})).sizes(), (Shape{2, 10}));
+  // It is the gradient of the convolution with respect to its input.
+  const Tensor w = randn({3, 2, 3}), g = randn({1, 3, 5});
+  Tensor xin = randn({1, 2, 9}).requires_grad_();
+  (conv1d(xin, w, {}, {2}, {1}) * g).sum().backward();
+  EXPECT_TRUE(allclose(conv_transpose1d(g, w, {}, {2}, {1}, {0}), xin.grad(), 1e-5, 1e-6));
 
   auto net1 = [] {
     manual_seed(14);

@@ -197,6 +197,76 @@ Ref ref_adaptive(const Ref& x, const Dims& output_size, size_t dims, bool max) {
   return result;
 }
 
+// A transposed convolution's geometry: x [N, C, *] (or [C, *]), weight [C, O / groups,
+// kernel...].
+struct Transposed {
+  std::string name;
+  Dims x, kernel, stride, padding, output_padding, dilation;
+  int64_t out_channels, groups;
+  size_t dims() const { return kernel.size(); }
+};
+
+// The textbook scatter: input element (n, c, i) adds x * w[c, o, k] at output position
+// i * stride - padding + k * dilation of each output channel o of c's group.
+Ref ref_conv_transpose(const Ref& x, const Ref& w, const Ref& bias, const Transposed& t) {
+  const size_t dims = t.dims();
+  const Dims s = batched(x.sizes, dims);
+  Dims in(s.begin() + 2, s.end()), out;
+  for (size_t d = 0; d < dims; ++d)
+    out.push_back((in[d] - 1) * at(t.stride, d) - 2 * at(t.padding, d) +
+                  at(t.dilation, d) * (t.kernel[d] - 1) + at(t.output_padding, d) + 1);
+  Dims sizes = x.sizes;
+  sizes[sizes.size() - dims - 1] = t.out_channels;
+  for (size_t d = 0; d < dims; ++d) sizes[sizes.size() - dims + d] = out[d];
+  Ref result = Ref::zeros(sizes, x.dtype);
+  const int64_t in_per_group = s[1] / t.groups, out_per_group = t.out_channels / t.groups;
+  const int64_t plane_in = product(in), plane_out = product(out), kk = product(t.kernel);
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t o = 0; o < t.out_channels; ++o)
+      for (int64_t p = 0; p < plane_out; ++p)
+        result.v[static_cast<size_t>((n * t.out_channels + o) * plane_out + p)] =
+            bias.v[static_cast<size_t>(o)];
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t i = 0; i < plane_in; ++i) {
+        const Dims ii = unflatten(i, in);
+        const double xv = x.v[static_cast<size_t>((n * s[1] + c) * plane_in + i)];
+        for (int64_t ol = 0; ol < out_per_group; ++ol)
+          for (int64_t k = 0; k < kk; ++k) {
+            const Dims ki = unflatten(k, t.kernel);
+            int64_t flat = 0;
+            bool inside = true;
+            for (size_t d = 0; d < dims; ++d) {
+              const int64_t pos =
+                  ii[d] * at(t.stride, d) - at(t.padding, d) + ki[d] * at(t.dilation, d);
+              inside = inside && pos >= 0 && pos < out[d];
+              flat = flat * out[d] + pos;
+            }
+            if (!inside) continue;
+            const int64_t o = c / in_per_group * out_per_group + ol;
+            result.v[static_cast<size_t>((n * t.out_channels + o) * plane_out + flat)] +=
+                xv * w.v[static_cast<size_t>((c * out_per_group + ol) * kk + k)];
+          }
+      }
+  return result;
+}
+
+const std::vector<Transposed> kTransposed = {
+    {"conv_transpose1d_stride_padding", {2, 3, 5}, {3}, {2}, {1}, {1}, {1}, 4, 1},
+    {"conv_transpose1d_unbatched_groups_dilated", {4, 6}, {2}, {1}, {0}, {0}, {2}, 2, 2},
+    {"conv_transpose2d_stride_output_padding",
+     {1, 2, 3, 4},
+     {3, 2},
+     {2, 1},
+     {1, 0},
+     {1, 0},
+     {1},
+     3,
+     1},
+    {"conv_transpose2d_groups_crop", {2, 4, 4, 3}, {2, 2}, {1}, {1}, {0}, {1, 2}, 2, 2},
+    {"conv_transpose3d_stride", {1, 2, 2, 3, 2}, {2, 1, 2}, {2}, {0, 1, 0}, {0}, {1}, 2, 1},
+};
+
 Tensor conv(const Geometry& g, const Tensor& x, const Tensor& w, const Tensor& b) {
   using Conv = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, IntList,
                           IntList, IntList, int64_t);
@@ -311,6 +381,46 @@ const bool registered = [] {
                        "strided same", "ConvPadding::Same is not supported for strided",
                        [] {
                          conv1d(ones({1, 1, 6}), ones({1, 1, 3}), {}, {2}, ConvPadding::Same);
+                       })},
+        .differentiable = true,
+    });
+  for (const Transposed& t : kTransposed)
+    RegisterOpInfo({
+        .name = t.name,
+        .covers = {"cat", "pad", "flip", "matmul"},
+        .dtypes = kFloatDTypes,
+        .samples =
+            [t](DType dt) {
+              const int64_t c = batched(t.x, t.dims())[1];
+              Dims w = {c, t.out_channels / t.groups};
+              w.insert(w.end(), t.kernel.begin(), t.kernel.end());
+              return std::vector<Sample>{
+                  {"x" + std::to_string(t.x.size()) + "d",
+                   {mk(t.x, dt, 6), mk(w, dt, 7), mk({t.out_channels}, dt, 8)}}};
+            },
+        .fn =
+            [t](const std::vector<Tensor>& in) {
+              using Fn = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                                    IntList, IntList, IntList, int64_t, IntList);
+              const Fn fns[] = {conv_transpose1d, conv_transpose2d, conv_transpose3d};
+              return std::vector<Tensor>{fns[t.dims() - 1](in[0], in[1], in[2], t.stride, t.padding,
+                                                           t.output_padding, t.groups, t.dilation)};
+            },
+        .ref =
+            [t](const std::vector<Ref>& in) {
+              return std::vector<Ref>{ref_conv_transpose(in[0], in[1], in[2], t)};
+            },
+        .rtol32 = 1e-4,
+        .atol32 = 1e-4,
+        .errors = {expect_error<ValueError>(
+                       "output padding", "output_padding must be smaller than either stride",
+                       [] {
+                         conv_transpose1d(ones({1, 1, 4}), ones({1, 1, 2}), {}, {1}, {0}, {1});
+                       }),
+                   expect_error<ShapeError>(
+                       "channels", "has 2 channels but the weight",
+                       [] {
+                         conv_transpose2d(ones({1, 2, 3, 3}), ones({3, 1, 2, 2}));
                        })},
         .differentiable = true,
     });

@@ -214,6 +214,41 @@ class Conv3d final : public ConvNd {
   }
 };
 
+// Transposed convolution (torch.nn.ConvTranspose1d/2d/3d): weight [in, out / groups,
+// kernel...] and bias [out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = out / groups *
+// prod(kernel) (PyTorch computes it from the weight's dim 1).
+struct ConvTransposeOptions {
+  std::vector<int64_t> stride = {1}, padding = {0}, output_padding = {0}, dilation = {1};
+  int64_t groups = 1;
+  bool bias = true;
+  DType dtype = kDefaultFloat;
+};
+class ConvTransposeNd : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  ConvTransposeOptions options;
+
+ protected:
+  ConvTransposeNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels,
+                  std::vector<int64_t> kernel_size, ConvTransposeOptions options);
+
+ private:
+  int64_t dims_;
+};
+#define KILN_CONV_TRANSPOSE_MODULE(D)                                                        \
+  class ConvTranspose##D##d final : public ConvTransposeNd {                                 \
+   public:                                                                                   \
+    ConvTranspose##D##d(int64_t in_channels, int64_t out_channels,                           \
+                        std::vector<int64_t> kernel_size, ConvTransposeOptions options = {}) \
+        : ConvTransposeNd("ConvTranspose" #D "d", D, in_channels, out_channels,              \
+                          std::move(kernel_size), std::move(options)) {}                     \
+  };
+KILN_CONV_TRANSPOSE_MODULE(1)
+KILN_CONV_TRANSPOSE_MODULE(2)
+KILN_CONV_TRANSPOSE_MODULE(3)
+#undef KILN_CONV_TRANSPOSE_MODULE
+
 // torch.nn.MaxPool1d/2d/3d, AvgPool1d/2d/3d: max_poolNd / avg_poolNd with fixed arguments.
 class MaxPoolNd : public UnaryModule {
  public:

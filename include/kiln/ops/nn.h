@@ -95,6 +95,22 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
               IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
 Tensor conv3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
               IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
+// Transposed convolution (torch.nn.functional.conv_transpose1d/2d/3d, the same argument order)
+// with weight [C, O / groups, kernel...]: the gradient of the convolution with respect to its
+// input. Output size per dim: (in - 1) stride - 2 padding + dilation (kernel - 1) +
+// output_padding + 1 (output_padding below stride or dilation).
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight,
+                        const std::optional<Tensor>& bias = {}, IntList stride = {1},
+                        IntList padding = {0}, IntList output_padding = {0}, int64_t groups = 1,
+                        IntList dilation = {1});
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight,
+                        const std::optional<Tensor>& bias = {}, IntList stride = {1},
+                        IntList padding = {0}, IntList output_padding = {0}, int64_t groups = 1,
+                        IntList dilation = {1});
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight,
+                        const std::optional<Tensor>& bias = {}, IntList stride = {1},
+                        IntList padding = {0}, IntList output_padding = {0}, int64_t groups = 1,
+                        IntList dilation = {1});
 // The maximum over each window (torch.nn.functional.max_pool1d/2d/3d); stride defaults to the
 // kernel size; padding (at most half the kernel) never wins; ceil_mode rounds the output size up
 // (a last window that starts inside the input or its padding). Where a window has tied maxima
