@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kiln/core/tensor.h"
 
@@ -95,6 +96,28 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
               IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
 Tensor conv3d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
               IntList stride, ConvPadding padding, IntList dilation = {1}, int64_t groups = 1);
+// ---- recurrent cells (torch.rnn_tanh_cell, rnn_relu_cell, lstm_cell, gru_cell) ----
+// input [B, I] (or unbatched [I]), hidden state hx (and cx) [B, H] (or [H]), w_ih [G H, I],
+// w_hh [G H, H], optional biases [G H]; PyTorch's gate order and formulas:
+//   rnn:  h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)                          (G = 1)
+//   lstm: i, f, g, o = the four slices of x W_ih^T + b_ih + h W_hh^T + b_hh     (G = 4)
+//         c' = sigmoid(f) c + sigmoid(i) tanh(g);  h' = sigmoid(o) tanh(c')
+//   gru:  r, z, n slices of gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh      (G = 3)
+//         r = sigmoid(gi_r + gh_r); z = sigmoid(gi_z + gh_z); n = tanh(gi_n + r gh_n)
+//         h' = n + z (h - n)
+Tensor rnn_tanh_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const std::optional<Tensor>& b_ih = {},
+                     const std::optional<Tensor>& b_hh = {});
+Tensor rnn_relu_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const std::optional<Tensor>& b_ih = {},
+                     const std::optional<Tensor>& b_hh = {});
+// Returns (h', c').
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                    const Tensor& w_ih, const Tensor& w_hh,
+                                    const std::optional<Tensor>& b_ih = {},
+                                    const std::optional<Tensor>& b_hh = {});
+Tensor gru_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                const std::optional<Tensor>& b_ih = {}, const std::optional<Tensor>& b_hh = {});
 // Transposed convolution (torch.nn.functional.conv_transpose1d/2d/3d, the same argument order)
 // with weight [C, O / groups, kernel...]: the gradient of the convolution with respect to its
 // input. Output size per dim: (in - 1) stride - 2 padding + dilation (kernel - 1) +
