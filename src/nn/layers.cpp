@@ -35,31 +35,45 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
     register_parameter("bias", bias);
   }
 }
-ConvNd::ConvNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels,
-               std::vector<int64_t> kernel_size, ConvOptions opts)
-    : UnaryModule(name), options(std::move(opts)), dims_(dims) {
-  KILN_CHECK(in_channels > 0 && out_channels > 0 && options.groups > 0 &&
-                 in_channels % options.groups == 0 && out_channels % options.groups == 0,
+namespace {
+// A (transposed) convolution's weight [lead, second, kernel...] and bias [out_channels],
+// checked and drawn as PyTorch draws them: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the
+// weight's dim 1 times the kernel's size (in / groups for a convolution, out / groups for a
+// transposed one). Returns (weight, bias); bias undefined without one.
+std::pair<Tensor, Tensor> conv_parameters(const char* name, int64_t dims, int64_t in_channels,
+                                          int64_t out_channels,
+                                          const std::vector<int64_t>& kernel_size, int64_t groups,
+                                          bool with_bias, DType dtype, bool transposed) {
+  KILN_CHECK(in_channels > 0 && out_channels > 0 && groups > 0 && in_channels % groups == 0 &&
+                 out_channels % groups == 0,
              ValueError, name, ": in_channels (", in_channels, ") and out_channels (", out_channels,
-             ") must be positive multiples of groups (", options.groups, ")");
+             ") must be positive multiples of groups (", groups, ")");
   const bool sizes_ok =
       (kernel_size.size() == 1 || static_cast<int64_t>(kernel_size.size()) == dims) &&
       std::all_of(kernel_size.begin(), kernel_size.end(), [](int64_t k) { return k > 0; });
   KILN_CHECK(sizes_ok, ValueError, name, ": kernel_size must be 1 or ", dims,
              " positive values, got ", IntList(kernel_size));
-  std::vector<int64_t> shape = {out_channels, in_channels / options.groups};
-  int64_t fan_in = in_channels / options.groups;
+  std::vector<int64_t> shape = transposed
+                                   ? std::vector<int64_t>{in_channels, out_channels / groups}
+                                   : std::vector<int64_t>{out_channels, in_channels / groups};
+  int64_t fan_in = shape[1];
   for (int64_t d = 0; d < dims; ++d) {
     shape.push_back(kernel_size[kernel_size.size() == 1 ? 0 : static_cast<size_t>(d)]);
     fan_in *= shape.back();
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  weight = uniform_init(shape, bound, options.dtype);
+  return {uniform_init(shape, bound, dtype),
+          with_bias ? uniform_init({out_channels}, bound, dtype) : Tensor()};
+}
+}  // namespace
+
+ConvNd::ConvNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels,
+               std::vector<int64_t> kernel_size, ConvOptions opts)
+    : UnaryModule(name), options(std::move(opts)), dims_(dims) {
+  std::tie(weight, bias) = conv_parameters(name, dims, in_channels, out_channels, kernel_size,
+                                           options.groups, options.bias, options.dtype, false);
   register_parameter("weight", weight);
-  if (options.bias) {
-    bias = uniform_init({out_channels}, bound, options.dtype);
-    register_parameter("bias", bias);
-  }
+  if (bias.defined()) register_parameter("bias", bias);
 }
 Tensor ConvNd::forward(const Tensor& x) {
   const std::optional<Tensor> b = bias.defined() ? std::optional<Tensor>(bias) : std::nullopt;
@@ -81,28 +95,10 @@ ConvTransposeNd::ConvTransposeNd(const char* name, int64_t dims, int64_t in_chan
                                  int64_t out_channels, std::vector<int64_t> kernel_size,
                                  ConvTransposeOptions opts)
     : UnaryModule(name), options(std::move(opts)), dims_(dims) {
-  KILN_CHECK(in_channels > 0 && out_channels > 0 && options.groups > 0 &&
-                 in_channels % options.groups == 0 && out_channels % options.groups == 0,
-             ValueError, name, ": in_channels (", in_channels, ") and out_channels (", out_channels,
-             ") must be positive multiples of groups (", options.groups, ")");
-  const bool sizes_ok =
-      (kernel_size.size() == 1 || static_cast<int64_t>(kernel_size.size()) == dims) &&
-      std::all_of(kernel_size.begin(), kernel_size.end(), [](int64_t k) { return k > 0; });
-  KILN_CHECK(sizes_ok, ValueError, name, ": kernel_size must be 1 or ", dims,
-             " positive values, got ", IntList(kernel_size));
-  std::vector<int64_t> shape = {in_channels, out_channels / options.groups};
-  int64_t fan_in = out_channels / options.groups;
-  for (int64_t d = 0; d < dims; ++d) {
-    shape.push_back(kernel_size[kernel_size.size() == 1 ? 0 : static_cast<size_t>(d)]);
-    fan_in *= shape.back();
-  }
-  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  weight = uniform_init(shape, bound, options.dtype);
+  std::tie(weight, bias) = conv_parameters(name, dims, in_channels, out_channels, kernel_size,
+                                           options.groups, options.bias, options.dtype, true);
   register_parameter("weight", weight);
-  if (options.bias) {
-    bias = uniform_init({out_channels}, bound, options.dtype);
-    register_parameter("bias", bias);
-  }
+  if (bias.defined()) register_parameter("bias", bias);
 }
 Tensor ConvTransposeNd::forward(const Tensor& x) {
   using Fn = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, IntList,

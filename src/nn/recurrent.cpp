@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "kiln/core/random.h"
+#include "kiln/nn/init.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
@@ -20,7 +21,9 @@ namespace {
 // U(-1/sqrt(hidden), 1/sqrt(hidden)), every recurrent parameter's initialisation in PyTorch.
 Tensor recurrent_init(IntList sizes, int64_t hidden, DType dtype) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
-  return rand(sizes, dtype) * (2 * bound) - bound;
+  Tensor t = empty(sizes, dtype);
+  uniform_(t, -bound, bound);
+  return t;
 }
 
 std::optional<Tensor> maybe(const Tensor& t) {
