@@ -22,6 +22,7 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/recurrent.h"
+#include "kiln/nn/transformer.h"
 #include "kiln/ops/factory.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
