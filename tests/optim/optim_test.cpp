@@ -191,6 +191,29 @@ struct RefAdadelta {
   }
 };
 
+// The inverse of a small matrix by Gauss-Jordan elimination (for expected values).
+Tensor inverse_for_test(const Tensor& m) {
+  const int64_t n = m.size(0);
+  std::vector<double> a = m.to_vector<double>(), inv(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) inv[static_cast<size_t>(i * n + i)] = 1;
+  for (int64_t c = 0; c < n; ++c) {
+    const double pivot = a[static_cast<size_t>(c * n + c)];
+    for (int64_t j = 0; j < n; ++j) {
+      a[static_cast<size_t>(c * n + j)] /= pivot;
+      inv[static_cast<size_t>(c * n + j)] /= pivot;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = a[static_cast<size_t>(r * n + c)];
+      for (int64_t j = 0; j < n; ++j) {
+        a[static_cast<size_t>(r * n + j)] -= f * a[static_cast<size_t>(c * n + j)];
+        inv[static_cast<size_t>(r * n + j)] -= f * inv[static_cast<size_t>(c * n + j)];
+      }
+    }
+  }
+  return tensor(inv, {n, n});
+}
+
 const Vec kP0 = {0.5, -1.25, 2.0};
 const Vec kP1 = {1.0, 0.25, -0.75, 3.5, -2.0, 0.125};
 
@@ -510,6 +533,74 @@ TEST(Adagrad, CompiledStepsOfTheComposedOptimizersAreOneGraphEach) {
         return std::make_unique<Adadelta>(ps, AdadeltaOptions{.weight_decay = 0.01});
       },
       "adadelta_step");
+}
+
+// ---- LBFGS ----
+
+// 0.5 x^T A x - b^T x with A symmetric positive definite: minimised at A^-1 b.
+TEST(LBFGS, MinimisesAQuadraticWithAndWithoutALineSearch) {
+  const Tensor a =
+      tensor({4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0}, DType::Float64).reshape({3, 3});
+  const Tensor b = tensor({1.0, -2.0, 0.5}, DType::Float64);
+  const Tensor want = matmul(inverse_for_test(a), b.unsqueeze(1)).squeeze(1);
+  for (const std::string ls : {"strong_wolfe", ""}) {
+    Tensor x = zeros({3}, DType::Float64).requires_grad_();
+    LBFGS opt({x}, {.lr = ls.empty() ? 0.2 : 1.0, .max_iter = 100, .line_search_fn = ls});
+    auto closure = [&] {
+      opt.zero_grad();
+      Tensor loss = 0.5 * (x * matmul(a, x.unsqueeze(1)).squeeze(1)).sum() - (b * x).sum();
+      loss.backward();
+      return loss;
+    };
+    const Tensor first = opt.step(closure);
+    EXPECT_EQ(first.item<double>(), 0.0) << ls;  // the loss at the start
+    // (A fixed step of 0.2 stops on tolerance_change, the loss changing by under 1e-9, a few
+    // digits short of the line search's accuracy.)
+    const double tol = ls.empty() ? 1e-3 : 1e-6;
+    EXPECT_TRUE(allclose(x.detach(), want, tol, tol)) << ls << ": " << x;
+    EXPECT_GT(opt.n_iter(), 1) << ls;
+    EXPECT_LE(opt.func_evals(), 125) << ls;  // max_eval = max_iter * 5 / 4
+  }
+}
+
+// Rosenbrock's valley from (-1.5, 2): L-BFGS with the strong-Wolfe search reaches (1, 1).
+TEST(LBFGS, FindsRosenbrocksMinimum) {
+  Tensor x = tensor({-1.5, 2.0}, DType::Float64).requires_grad_();
+  LBFGS opt({x}, {.line_search_fn = "strong_wolfe"});
+  auto closure = [&] {
+    opt.zero_grad();
+    const Tensor x0 = x.narrow(0, 0, 1), x1 = x.narrow(0, 1, 1);
+    Tensor loss = ((1 - x0).pow(2) + 100 * (x1 - x0.pow(2)).pow(2)).sum();
+    loss.backward();
+    return loss;
+  };
+  // PyTorch 2.15's LBFGS from the same start, the same options (recorded): after one step
+  // x = [-0.08511855589860293, -0.028757058413769698] with n_iter 19, func_evals 25; after two,
+  // [0.9995835472529905, 0.9991550319577943], 38 and 50.
+  opt.step(closure);
+  EXPECT_TRUE(allclose(x.detach(),
+                       tensor({-0.08511855589860293, -0.028757058413769698}, DType::Float64), 1e-9,
+                       1e-9))
+      << x;
+  EXPECT_EQ(opt.n_iter(), 19);
+  EXPECT_EQ(opt.func_evals(), 25);
+  opt.step(closure);
+  EXPECT_TRUE(allclose(x.detach(), tensor({0.9995835472529905, 0.9991550319577943}, DType::Float64),
+                       1e-9, 1e-9))
+      << x;
+  EXPECT_EQ(opt.func_evals(), 50);
+  for (int i = 0; i < 8; ++i) opt.step(closure);
+  EXPECT_TRUE(allclose(x.detach(), tensor({1.0, 1.0}, DType::Float64), 1e-5, 1e-5)) << x;
+  EXPECT_LT(closure().item<double>(), 1e-8);
+}
+
+TEST(LBFGS, NeedsAClosureAndHasNoStateDict) {
+  Tensor x = zeros({2}, DType::Float64).requires_grad_();
+  LBFGS opt({x});
+  EXPECT_THROW(opt.step(), ValueError);
+  EXPECT_THROW(opt.state_dict(), NotImplementedError);
+  EXPECT_THROW(LBFGS({x}, {.line_search_fn = "backtracking"}), ValueError);
+  EXPECT_THROW(LBFGS({x}, {.history_size = 0}), ValueError);
 }
 
 TEST(Optimizer, ConstructionErrors) {

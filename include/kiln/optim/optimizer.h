@@ -285,6 +285,59 @@ class Adadelta : public Optimizer {
   AdadeltaOptions o_;
 };
 
+// ---- L-BFGS (torch.optim.LBFGS) ----
+struct LBFGSOptions {
+  double lr = 1;
+  int64_t max_iter = 20;            // iterations per step(closure)
+  std::optional<int64_t> max_eval;  // closure evaluations per step; default max_iter * 5 / 4
+  double tolerance_grad = 1e-7;     // stop when every |gradient| is at most this
+  double tolerance_change = 1e-9;   // ... or the step, or the loss change, is below this
+  int64_t history_size = 100;
+  std::string line_search_fn;  // "" (fixed step lr) or "strong_wolfe"
+};
+
+// PyTorch's L-BFGS: per step(closure), up to max_iter iterations of the two-loop recursion over
+// the last history_size (step, gradient change) pairs, each step scaled by lr (the first by
+// min(1, 1 / |g|_1) lr) or found by a strong-Wolfe line search with cubic interpolation
+// (c1 1e-4, c2 0.9, 25 evaluations at most), stopping early on the tolerances or max_eval; the
+// history carries over between calls. The closure zeroes the gradients, computes the loss, calls
+// backward() and returns the loss; step(closure) returns the closure's first loss. The
+// parameters are treated as one flat vector, its arithmetic in double. step() without a closure
+// and state_dict() (the history would not be saved) throw.
+class LBFGS : public Optimizer {
+ public:
+  explicit LBFGS(std::vector<Tensor> params, LBFGSOptions options = {});
+  void step() override;
+  Tensor step(const std::function<Tensor()>& closure);
+  std::string kind() const override { return "LBFGS"; }
+  const LBFGSOptions& options() const { return o_; }
+  // Closure evaluations and iterations since construction (PyTorch's state func_evals, n_iter).
+  int64_t func_evals() const { return func_evals_; }
+  int64_t n_iter() const { return n_iter_; }
+
+ protected:
+  std::map<std::string, std::string> hyper_parameters() const override;
+  StagedHyperParameters stage_hyper_parameters(
+      const std::map<std::string, std::string>& metadata) const override;
+
+ private:
+  std::vector<double> flat_grad() const;
+  void add_to_params(double t, const std::vector<double>& d);
+  std::vector<double> flat_params() const;
+  void set_params(const std::vector<double>& x);
+  // Evaluates the loss and gradient at x + t d, then puts the parameters back to x.
+  std::pair<double, std::vector<double>> evaluate_at(const std::function<Tensor()>& closure,
+                                                     const std::vector<double>& x, double t,
+                                                     const std::vector<double>& d);
+  LBFGSOptions o_;
+  int64_t func_evals_ = 0, n_iter_ = 0;
+  // The history: the last direction and step size, (y, s) pairs with 1 / y.s, H's diagonal.
+  std::vector<double> d_, prev_flat_grad_;
+  double t_ = 0, h_diag_ = 1, prev_loss_ = 0;
+  std::vector<std::vector<double>> old_dirs_, old_stps_;
+  std::vector<double> ro_;
+};
+
 // ---- gradient clipping (torch.nn.utils.clip_grad_norm_) ----
 // The norm (of order norm_type; infinity for the max norm) of all defined gradients together,
 // computed in double. When max_norm / (total + 1e-6) < 1 every gradient is multiplied by that
