@@ -391,6 +391,62 @@ std::function<void()> compiled_step(Step step, const char* name) {
   return [compiled] { (*compiled)(); };
 }
 
+// W10: pytorch/examples' mnist network's training step on a batch of 64 [1, 28, 28] images:
+// conv 1->32 (3x3), relu, conv 32->64 (3x3), relu, max_pool 2, dropout 0.25, flatten, linear
+// 9216->128, relu, dropout 0.5, linear 128->10, log_softmax, nll_loss, Adadelta (lr 1).
+// W10i: the step through kiln::compile (inductor).
+std::function<Tensor()> mnist_step() {
+  manual_seed(10);
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<nn::Conv2d>(1, 32, std::vector<int64_t>{3}))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Conv2d>(32, 64, std::vector<int64_t>{3}))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::MaxPool2d>(std::vector<int64_t>{2}))
+      .push_back(std::make_shared<nn::Dropout>(0.25))
+      .push_back(std::make_shared<nn::Flatten>())
+      .push_back(std::make_shared<nn::Linear>(9216, 128))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Dropout>(0.5))
+      .push_back(std::make_shared<nn::Linear>(128, 10));
+  auto opt = std::make_shared<optim::Adadelta>(net->parameters(), optim::AdadeltaOptions{});
+  auto x = std::make_shared<Tensor>(randn({64, 1, 28, 28}));
+  auto y = std::make_shared<Tensor>(randint(0, 10, {64}));
+  return [net, opt, x, y] {
+    opt->zero_grad();
+    Tensor loss = nll_loss(log_softmax(net->forward(*x), 1), *y);
+    loss.backward();
+    opt->step();
+    return loss;
+  };
+}
+
+// W11: pytorch/examples' word_language_model step, small: embedding 10000->200, a 2-layer LSTM
+// of 200 over 35 steps of a batch of 20, linear 200->10000, cross-entropy, gradients clipped to
+// norm 0.25, SGD (lr 20). W11i: the step through kiln::compile (inductor).
+std::function<Tensor()> lstm_lm_step() {
+  manual_seed(11);
+  auto embed = std::make_shared<nn::Embedding>(10000, 200);
+  auto lstm = std::make_shared<nn::LSTM>(200, 200, nn::RNNOptions{.num_layers = 2});
+  auto head = std::make_shared<nn::Linear>(200, 10000);
+  std::vector<Tensor> params = embed->parameters();
+  for (const nn::Module* m :
+       {static_cast<const nn::Module*>(lstm.get()), static_cast<const nn::Module*>(head.get())})
+    for (const Tensor& p : m->parameters()) params.push_back(p);
+  auto opt = std::make_shared<optim::SGD>(params, optim::SGDOptions{.lr = 20});
+  auto tokens = std::make_shared<Tensor>(randint(0, 10000, {35, 20}));
+  auto targets = std::make_shared<Tensor>(randint(0, 10000, {35, 20}));
+  return [embed, lstm, head, opt, params, tokens, targets] {
+    opt->zero_grad();
+    auto [out, state] = lstm->forward(embed->forward(*tokens));
+    Tensor loss = cross_entropy(head->forward(out).reshape({-1, 10000}), targets->reshape({-1}));
+    loss.backward();
+    optim::clip_grad_norm_tensor_(params, 0.25);
+    opt->step();
+    return loss;
+  };
+}
+
 std::function<void()> w4_inductor() {
   manual_seed(4);
   auto model = std::make_shared<nn::Sequential>();
@@ -463,6 +519,20 @@ const std::vector<Workload>& workloads() {
       {"W2d", "W2i with dynamic = true", "n/a", [] { return w2_inductor(true); }},
       {"W3d", "W3i with dynamic = true", "n/a", [] { return w3_inductor(true); }},
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
+      {"W10", "mnist CNN training step (pytorch/examples), batch 64, Adadelta", "n/a",
+       [] {
+         auto step = mnist_step();
+         return std::function<void()>([step] { step(); });
+       }},
+      {"W10i", "W10 through kiln::compile (inductor)", "n/a",
+       [] { return compiled_step(mnist_step(), "W10i"); }},
+      {"W11", "2-layer LSTM language-model step (200 wide, 35 x 20 tokens, vocab 10k), SGD", "n/a",
+       [] {
+         auto step = lstm_lm_step();
+         return std::function<void()>([step] { step(); });
+       }},
+      {"W11i", "W11 through kiln::compile (inductor)", "n/a",
+       [] { return compiled_step(lstm_lm_step(), "W11i"); }},
       {"W5i", "W5's whole step through kiln::compile (inductor)", "n/a", w5_inductor},
       {"W6i", "W6 through kiln::compile (inductor)", "n/a", [] { return w6_inductor(false); }},
       {"W6p", "W6 through kiln::compile (inductor, pure mode)", "n/a",
