@@ -338,7 +338,7 @@ const bool registered = [] {
   for (const Geometry& g : kConvs)
     RegisterOpInfo({
         .name = g.name,
-        .covers = {"as_strided", "matmul", "permute"},
+        .covers = {"slice", "cat", "matmul", "permute"},
         .dtypes = kFloatDTypes,
         .samples =
             [g](DType dt) {
@@ -435,7 +435,7 @@ const bool registered = [] {
             std::string(max ? "max_" : "avg_") + g.name + (include_pad ? "" : "_exclude_pad");
         RegisterOpInfo({
             .name = name,
-            .covers = {"as_strided", max ? "amax" : "sum"},
+            .covers = {"slice", "cat", max ? "amax" : "sum"},
             .dtypes = kFloatDTypes,
             .samples =
                 [g](DType dt) {
