@@ -411,9 +411,11 @@ Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
     for (int64_t i = 0; i < o; ++i)
       for (int64_t t = 0; t < longest; ++t)
         index.push_back(std::min(adaptive_start(i, in, o) + t, adaptive_end(i, in, o) - 1));
-    Dims split(y.sizes().begin(), y.sizes().end());
-    split[static_cast<size_t>(2 + d)] = o;
-    split.insert(split.begin() + 3 + d, longest);
+    Dims split;  // y's sizes with dim 2 + d split into (o, longest)
+    for (int64_t k = 0; k < y.dim(); ++k) {
+      split.push_back(k == 2 + d ? o : y.size(k));
+      if (k == 2 + d) split.push_back(longest);
+    }
     y = amax(index_select(y, 2 + d, tensor(index)).reshape(split), {3 + d});
   }
   return unbatched_like(y, input, dims);

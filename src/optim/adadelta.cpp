@@ -15,10 +15,8 @@ void check_options(const AdadeltaOptions& o, const char* who) {
   KILN_CHECK(std::isfinite(o.lr) && o.lr >= 0, ValueError, who, ": invalid learning rate ", o.lr);
   KILN_CHECK(o.rho >= 0 && o.rho <= 1, ValueError, who, ": invalid rho value: ", o.rho,
              " (must be in [0, 1])");
-  KILN_CHECK(std::isfinite(o.eps) && o.eps >= 0, ValueError, who,
-             ": invalid epsilon value: ", o.eps);
-  KILN_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, ValueError, who,
-             ": invalid weight_decay value: ", o.weight_decay);
+  detail::check_non_negative(who, "epsilon", o.eps);
+  detail::check_non_negative(who, "weight_decay", o.weight_decay);
 }
 
 }  // namespace

@@ -13,15 +13,10 @@ namespace {
 
 void check_options(const AdagradOptions& o, const char* who) {
   KILN_CHECK(std::isfinite(o.lr) && o.lr >= 0, ValueError, who, ": invalid learning rate ", o.lr);
-  KILN_CHECK(std::isfinite(o.lr_decay) && o.lr_decay >= 0, ValueError, who,
-             ": invalid lr_decay value: ", o.lr_decay);
-  KILN_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, ValueError, who,
-             ": invalid weight_decay value: ", o.weight_decay);
-  KILN_CHECK(std::isfinite(o.initial_accumulator_value) && o.initial_accumulator_value >= 0,
-             ValueError, who,
-             ": invalid initial_accumulator_value value: ", o.initial_accumulator_value);
-  KILN_CHECK(std::isfinite(o.eps) && o.eps >= 0, ValueError, who,
-             ": invalid epsilon value: ", o.eps);
+  detail::check_non_negative(who, "lr_decay", o.lr_decay);
+  detail::check_non_negative(who, "weight_decay", o.weight_decay);
+  detail::check_non_negative(who, "initial_accumulator_value", o.initial_accumulator_value);
+  detail::check_non_negative(who, "epsilon", o.eps);
 }
 
 }  // namespace

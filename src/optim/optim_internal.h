@@ -42,6 +42,9 @@ class ScalarInputs {
   std::vector<std::pair<std::pair<double, DType>, Tensor>> made_;
 };
 
+// Throws ValueError "<who>: invalid <what> value: <value>" unless value is finite and >= 0.
+void check_non_negative(const char* who, const char* what, double value);
+
 // The gradient the composed optimizers (Adagrad, RMSprop, Adadelta) update with, as PyTorch's:
 // dense_grad, negated under maximize, plus weight_decay * p (the decay a graph input) when the
 // decay is not 0.

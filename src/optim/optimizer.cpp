@@ -83,6 +83,11 @@ Tensor dense_grad(const Tensor& p, size_t index, const char* who) {
   return g;
 }
 
+void check_non_negative(const char* who, const char* what, double value) {
+  KILN_CHECK(std::isfinite(value) && value >= 0, ValueError, who, ": invalid ", what,
+             " value: ", value);
+}
+
 Tensor decayed_grad(const Tensor& p, size_t index, const char* who, bool maximize,
                     double weight_decay, ScalarInputs& scalars) {
   Tensor g = dense_grad(p, index, who);

@@ -13,14 +13,10 @@ namespace {
 
 void check_options(const RMSpropOptions& o, const char* who) {
   KILN_CHECK(std::isfinite(o.lr) && o.lr >= 0, ValueError, who, ": invalid learning rate ", o.lr);
-  KILN_CHECK(std::isfinite(o.eps) && o.eps >= 0, ValueError, who,
-             ": invalid epsilon value: ", o.eps);
-  KILN_CHECK(std::isfinite(o.momentum) && o.momentum >= 0, ValueError, who,
-             ": invalid momentum value: ", o.momentum);
-  KILN_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, ValueError, who,
-             ": invalid weight_decay value: ", o.weight_decay);
-  KILN_CHECK(std::isfinite(o.alpha) && o.alpha >= 0, ValueError, who,
-             ": invalid alpha value: ", o.alpha);
+  detail::check_non_negative(who, "epsilon", o.eps);
+  detail::check_non_negative(who, "momentum", o.momentum);
+  detail::check_non_negative(who, "weight_decay", o.weight_decay);
+  detail::check_non_negative(who, "alpha", o.alpha);
 }
 
 std::vector<std::string> state_names(const RMSpropOptions& o) {
