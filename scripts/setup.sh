@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libopenblas-openmp-dev   # BLAS for matrix products, sharing OpenMP's thread pool
   libsleef-dev             # vectorised transcendental math
+  libgloo-dev              # collectives between processes (kiln::distributed)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   graphviz                 # `kiln report` draws graphs with dot

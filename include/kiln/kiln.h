@@ -14,6 +14,8 @@
 #include "kiln/core/tensor.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/dataset.h"
+#include "kiln/distributed/data_parallel.h"
+#include "kiln/distributed/process_group.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/passes.h"

@@ -209,11 +209,21 @@ class AccumulateGrad : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     std::shared_ptr<TensorImpl> leaf = leaf_.lock();
     if (!leaf || !grads[0].defined()) return {};
-    Tensor g = std::move(grads[0]);
-    AutogradMeta& m = *leaf->autograd_meta();
+    accumulate(*leaf->autograd_meta(), std::move(grads[0]));
+    if (!leaf->autograd_meta()->post_accumulate_hooks.empty()) {
+      // A copy: a hook may register or remove hooks.
+      const auto hooks = leaf->autograd_meta()->post_accumulate_hooks;
+      const Tensor as_tensor(leaf);
+      for (const AutogradMeta::PostAccumulateHook& h : hooks) h.fn(as_tensor);
+    }
+    return {};
+  }
+
+ private:
+  static void accumulate(AutogradMeta& m, Tensor g) {
     if (is_grad_enabled()) {  // create_graph: the sum stays differentiable
       m.grad = m.grad.defined() ? m.grad + g : g;
-      return {};
+      return;
     }
     if (!m.grad.defined()) {
       m.grad = exclusive_or_copy(std::move(g));
@@ -224,10 +234,8 @@ class AccumulateGrad : public Node {
     } else {
       m.grad.add_(g);
     }
-    return {};
   }
 
- private:
   std::weak_ptr<TensorImpl> leaf_;
 };
 
@@ -301,6 +309,9 @@ struct ByPriority {
   bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
+// The callbacks queued (queue_callback) during the backward pass running on this thread.
+thread_local std::vector<std::function<void()>>* tls_final_callbacks = nullptr;
+
 // Runs backward from roots. With `captures`, returns the gradient arriving at each captured
 // edge and runs only the nodes leading to one (no accumulation into leaves).
 std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> root_grads,
@@ -345,6 +356,13 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
   std::vector<Tensor> captured(captures ? captures->size() : 0);
 
   AutoGradMode grad_mode(create_graph);
+  std::vector<std::function<void()>> final_callbacks;
+  struct CallbacksScope {
+    std::vector<std::function<void()>>* previous;
+    explicit CallbacksScope(std::vector<std::function<void()>>* mine)
+        : previous(std::exchange(tls_final_callbacks, mine)) {}
+    ~CallbacksScope() { tls_final_callbacks = previous; }
+  } callbacks_scope(&final_callbacks);
   std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
   auto deliver = [&](const Edge& e, Tensor g) {
     NodeState& s = state[e.fn.get()];
@@ -395,6 +413,10 @@ std::vector<Tensor> execute(const std::vector<Edge>& roots, std::vector<Tensor> 
       if (--next.dependencies == 0) ready.push(e.fn.get());
     }
   }
+  for (size_t i = 0; i < final_callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(final_callbacks[i]);  // may queue more
+    callback();
+  }
   return captured;
 }
 
@@ -436,6 +458,12 @@ namespace {
 thread_local const BackwardRequest* tls_backward_request = nullptr;
 }  // namespace
 const BackwardRequest* current_backward_request() { return tls_backward_request; }
+void queue_callback(std::function<void()> callback) {
+  KILN_CHECK(tls_final_callbacks != nullptr, Error,
+             "queue_callback: no backward pass is running on this thread (call it from a hook or "
+             "a node's backward)");
+  tls_final_callbacks->push_back(std::move(callback));
+}
 BackwardRequestScope::BackwardRequestScope(const BackwardRequest& request)
     : previous_(tls_backward_request) {
   tls_backward_request = &request;
@@ -542,6 +570,8 @@ void Tensor::remove_hook(size_t handle) const {
   if (!m) return;
   if (m->grad_fn) m->grad_fn->remove_pre_hook(handle);
   std::erase_if(m->hooks, [&](const AutogradMeta::Hook& h) { return h.handle == handle; });
+  std::erase_if(m->post_accumulate_hooks,
+                [&](const AutogradMeta::PostAccumulateHook& h) { return h.handle == handle; });
 }
 void Tensor::retain_grad() const {
   checked("retain_grad");
@@ -552,6 +582,17 @@ void Tensor::retain_grad() const {
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
   autograd::add_retain_grad_hook(*this);
+}
+size_t Tensor::register_post_accumulate_grad_hook(
+    std::function<void(const Tensor& leaf)> hook) const {
+  checked("register_post_accumulate_grad_hook");
+  KILN_CHECK(requires_grad() && is_leaf(), Error,
+             "register_post_accumulate_grad_hook: the tensor (shape ", shape_str(), ") is ",
+             requires_grad() ? "not a leaf" : "a tensor that does not require grad",
+             ": only leaves that require grad accumulate a gradient");
+  size_t h = next_hook_handle.fetch_add(1);
+  autograd::meta(*this).post_accumulate_hooks.push_back({h, std::move(hook)});
+  return h;
 }
 bool Tensor::retains_grad() const {
   checked("retains_grad");

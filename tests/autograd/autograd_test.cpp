@@ -6,6 +6,7 @@
 // in closed form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -1135,6 +1136,35 @@ TEST(AutogradGraph, LeafFreedBeforeBackward) {
   }
   z.backward();
   EXPECT_VALS(w.grad(), {1, 1});
+}
+
+// ---------------------------------------------------------------- post-accumulate hooks, callbacks
+TEST(Autograd, PostAccumulateGradHooksSeeTheSummedGradientAndCallbacksRunAtTheEnd) {
+  Tensor w = leaf({1, 2});
+  Tensor b = leaf({3});
+  std::vector<std::string> events;
+  const size_t hw = w.register_post_accumulate_grad_hook([&](const Tensor& t) {
+    // Once per backward, after both uses' gradients were summed into grad().
+    events.push_back("w " + std::to_string(t.grad().data_ptr<float>()[0]));
+    autograd::queue_callback(
+        [&] { events.push_back("end, b.grad " + std::to_string(b.grad().data_ptr<float>()[0])); });
+  });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { events.push_back("b"); });
+  ((w * 2).sum() + (w * 3).sum() + b.sum()).backward();
+  ASSERT_EQ(events.size(), 3u);
+  // w's hook once (its two uses summed first), b's once, in the engine's order; the
+  // callback last, after every leaf's accumulation.
+  std::vector<std::string> hooks(events.begin(), events.begin() + 2);
+  std::sort(hooks.begin(), hooks.end());
+  EXPECT_EQ(hooks, (std::vector<std::string>{"b", "w 5.000000"}));
+  EXPECT_EQ(events[2], "end, b.grad 1.000000");
+  w.remove_hook(hw);
+  events.clear();
+  (w * b.sum()).sum().backward();
+  EXPECT_EQ(events, std::vector<std::string>{"b"});
+  expect_error<Error>([&] { autograd::queue_callback([] {}); }, {"no backward pass is running"});
+  expect_error<Error>([&] { (w * 2).register_post_accumulate_grad_hook([](const Tensor&) {}); },
+                      {"not a leaf"});
 }
 
 // ---------------------------------------------------------------- ops without a derivative

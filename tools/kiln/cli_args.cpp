@@ -194,6 +194,11 @@ void ArgParser::check_path(const Flag& flag, const std::string& path) {
   }
 }
 
+ArgParser& ArgParser::add_rest(const std::string& metavar, const std::string& help) {
+  rest_ = {metavar, help};
+  return *this;
+}
+
 ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
   ParsedArgs out;
   for (const Flag& f : flags_) {
@@ -204,6 +209,10 @@ ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
   bool positional_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string word = args[i];
+    if (word == "--" && rest_) {
+      out.rest_.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
     if (word == "--help" || word == "-h") {
       out.help_ = true;
       return out;
@@ -262,9 +271,10 @@ ParsedArgs ArgParser::parse(const std::vector<std::string>& args) const {
 std::string ArgParser::usage() const {
   std::ostringstream os;
   os << "usage: kiln " << command_ << (positional_ ? " " + positional_->metavar : "")
-     << " [options]\n\n"
+     << " [options]" << (rest_ ? " -- " + rest_->first : "") << "\n\n"
      << summary_ << "\n\n";
   if (positional_) os << "  " << positional_->metavar << "  " << positional_->help << "\n\n";
+  if (rest_) os << "  " << rest_->first << "  " << rest_->second << "\n\n";
   os << "options:\n";
   auto left_column = [&](const Flag& f) {
     std::string shorts;

@@ -73,6 +73,8 @@ class ParsedArgs {
   bool was_given(const std::string& name) const;
   // `--help` / `-h` was given: the caller prints the usage and exits 0; nothing else is checked.
   bool help_requested() const { return help_; }
+  // The words after `--` (ArgParser::add_rest).
+  const std::vector<std::string>& rest() const { return rest_; }
 
  private:
   friend class ArgParser;
@@ -81,6 +83,7 @@ class ParsedArgs {
 
   std::map<std::string, Value> values_;
   std::map<std::string, bool> given_;
+  std::vector<std::string> rest_;
   bool help_ = false;
 };
 
@@ -110,6 +113,9 @@ class ArgParser {
                             const std::string& help);
   // `-x` as another spelling of `--name` (e.g. -o for --out).
   ArgParser& add_short(char letter, const std::string& name);
+  // The words after a `--` are handed over unread (`kiln launch ... -- PROGRAM ARGS`); read
+  // them with ParsedArgs::rest(). Without this, `--` is an unexpected argument.
+  ArgParser& add_rest(const std::string& metavar, const std::string& help);
 
   // Parses `args` (the words after the subcommand). Throws UsageError for a malformed command
   // line and FileError for a path that fails its role's check.
@@ -141,7 +147,8 @@ class ArgParser {
   std::string summary_;
   std::vector<Flag> flags_;  // in declaration order, which is the usage order
   std::optional<Flag> positional_;
-  std::map<char, std::string> shorts_;  // letter -> flag name
+  std::optional<std::pair<std::string, std::string>> rest_;  // metavar, help
+  std::map<char, std::string> shorts_;                       // letter -> flag name
 };
 
 }  // namespace kiln::cli

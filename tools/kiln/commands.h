@@ -33,6 +33,10 @@ int run_minify(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 ArgParser prepare_parser();
 int run_prepare(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 
+// ---- kiln launch: start the processes of a data-parallel run ------------------------------
+ArgParser launch_parser();
+int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+
 // ---- kiln train: train a character-level GPT ------------------------------------------------
 // Every value checked: sizes positive, rates in range, --embd a multiple of --heads, files
 // present.

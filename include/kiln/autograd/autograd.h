@@ -68,6 +68,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 
 namespace autograd {
 
+// Runs `callback` once the backward pass now running has finished (every node run, every
+// gradient accumulated): torch's Variable._execution_engine.queue_callback, which
+// data-parallel training uses to wait for its gradient allreduces. Callbacks run in the order
+// queued, on the thread that runs the backward; one may queue another. Only during backward()
+// (a hook or a node's apply): anywhere else it is an Error.
+void queue_callback(std::function<void()> callback);
+
 // ---- user-defined functions (torch.autograd.Function) ----
 // The state a custom function's forward hands to its backward.
 class FunctionContext {

@@ -98,6 +98,11 @@ struct AutogradMeta {
     TensorHook fn;
   };
   std::vector<Hook> hooks;  // leaves' tensor hooks (non-leaves keep theirs on grad_fn)
+  struct PostAccumulateHook {
+    size_t handle;
+    std::function<void(const Tensor&)> fn;
+  };
+  std::vector<PostAccumulateHook> post_accumulate_hooks;  // leaves: after grad is accumulated
   bool retains_grad = false;
   size_t retain_grad_hook = 0;  // handle of retain_grad's hook on grad_fn
 };

@@ -255,6 +255,10 @@ class Tensor {
   // replaces the gradient. Returns a handle for remove_hook.
   size_t register_hook(TensorHook hook) const;
   void remove_hook(size_t handle) const;
+  // Calls `hook` with this leaf once a backward pass has accumulated a gradient into its grad()
+  // (torch's register_post_accumulate_grad_hook: data-parallel training starts a gradient's
+  // allreduce here). Returns a handle for remove_hook.
+  size_t register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
   // Makes a non-leaf keep its grad() after backward, as leaves do.
   void retain_grad() const;
   bool retains_grad() const;

@@ -1,0 +1,292 @@
+// kiln::distributed and nn::DistributedDataParallel: bucket assignment and a one-rank group in
+// this process; collectives, DDP parity and faults with 2 and 4 ranks, each a process running
+// tests/distributed/worker.cpp, started through `kiln launch` when the tools are built (else
+// directly, with the variables a launcher sets).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/subprocess.h"
+#include "kiln/distributed/data_parallel.h"
+#include "kiln/distributed/process_group.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+namespace dist = kiln::distributed;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+struct RanksResult {
+  int status = 0;      // the launcher's exit status (or the first failing rank's)
+  std::string output;  // everything, each line prefixed "[rank r] " by the launcher
+  bool timed_out = false;
+};
+
+// Runs `worker scenario` on `n` ranks, each with `env` set too.
+RanksResult run_ranks(const std::string& scenario, int n, const std::vector<std::string>& env = {},
+                      double timeout = 120) {
+  RanksResult r;
+#ifdef KILN_CLI
+  std::vector<std::string> argv = {"env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {KILN_CLI, "launch", "--nproc-per-node", std::to_string(n), "--grace",
+                           "5", "--", KILN_DISTRIBUTED_WORKER, scenario});
+  const auto p = kiln::detail::run_process(argv, timeout);
+  r.output = p.output;
+  r.timed_out = p.timed_out;
+  r.status = p.exit_code >= 0 ? p.exit_code : 128 + p.signal;
+#else
+  const std::string folder = (std::filesystem::temp_directory_path() /
+                              ("kiln-test-rdzv-" + std::to_string(::getpid()) + "-" + scenario))
+                                 .string();
+  std::filesystem::remove_all(folder);
+  std::vector<std::vector<std::string> > argvs;
+  for (int rank = 0; rank < n; ++rank) {
+    std::vector<std::string> argv = {"env", "RANK=" + std::to_string(rank),
+                                     "WORLD_SIZE=" + std::to_string(n),
+                                     "KILN_RENDEZVOUS_DIR=" + folder, "OMP_NUM_THREADS=1"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {KILN_DISTRIBUTED_WORKER, scenario});
+    argvs.push_back(argv);
+  }
+  const auto results = kiln::detail::run_processes(argvs, timeout);
+  for (int rank = 0; rank < n; ++rank) {
+    const auto& p = results[rank];
+    std::string prefixed;
+    std::istringstream lines(p.output);
+    for (std::string line; std::getline(lines, line);)
+      prefixed += "[rank " + std::to_string(rank) + "] " + line + "\n";
+    r.output += prefixed;
+    r.timed_out = r.timed_out || p.timed_out;
+    const int status = p.exit_code >= 0 ? p.exit_code : 128 + p.signal;
+    if (r.status == 0) r.status = status;
+  }
+  std::filesystem::remove_all(folder);
+#endif
+  return r;
+}
+
+// ---- in this process ----
+
+TEST(Buckets, ReverseOrderFirstBucketSmallThenCapPerDtype) {
+  using dist::detail::BucketTensor;
+  // Sizes in bytes; caps 100 (first) and 250.
+  std::vector<BucketTensor> t = {{DType::Float32, 40}, {DType::Float32, 80},  {DType::Float32, 120},
+                                 {DType::Float64, 64}, {DType::Float32, 200}, {DType::Float32, 60}};
+  const std::vector<size_t> order = {5, 4, 3, 2, 1, 0};
+  const auto b = dist::detail::assign_buckets(t, order, 100, 250);
+  // float32 in order 5, 4, 2, 1, 0: {5, 4} reaches 100 first; then {2, 1, 0} = 240 < 250 stays
+  // open to the end; float64 {3} alone. Ordered by first member's place: {5,4}, {3}, {2,1,0}.
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{5, 4}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{3}));
+  EXPECT_EQ(b[2], (std::vector<size_t>{2, 1, 0}));
+  // One huge tensor is a bucket of its own; every index lands in exactly one bucket.
+  const auto c = dist::detail::assign_buckets({{DType::Float32, 1000}, {DType::Float32, 10}},
+                                              {0, 1}, 100, 250);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], (std::vector<size_t>{0}));
+  EXPECT_EQ(c[1], (std::vector<size_t>{1}));
+  EXPECT_THROW(dist::detail::assign_buckets(t, {7}, 100, 250), IndexError);
+}
+
+class OneRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ =
+        std::filesystem::temp_directory_path() / ("kiln-one-rank-" + std::to_string(::getpid()));
+    dist::InitOptions o;
+    o.rank = 0;
+    o.world_size = 1;
+    o.rendezvous = "file://" + folder_.string();
+    dist::init_process_group("gloo", o);
+  }
+  void TearDown() override {
+    dist::destroy_process_group();
+    std::filesystem::remove_all(folder_);
+  }
+  std::filesystem::path folder_;
+};
+
+TEST_F(OneRank, CollectivesLeaveValuesAndCheckTheirArguments) {
+  EXPECT_TRUE(dist::is_initialized());
+  EXPECT_EQ(dist::get_rank(), 0);
+  EXPECT_EQ(dist::get_world_size(), 1);
+  Tensor t = arange(0, 6, 1, DType::Float32);
+  const uint64_t version = t.version();
+  dist::all_reduce(t);
+  EXPECT_TRUE(equal(t, arange(0, 6, 1, DType::Float32)));
+  EXPECT_GT(t.version(), version);  // written in place, as far as autograd knows
+  dist::all_reduce(t, dist::ReduceOp::Avg);
+  EXPECT_TRUE(equal(t, arange(0, 6, 1, DType::Float32)));
+  dist::broadcast(t, 0);
+  dist::barrier();
+  try {
+    dist::broadcast(t, 1);
+    FAIL() << "broadcast from rank 1 of 1";
+  } catch (const ValueError& e) {
+    EXPECT_TRUE(contains(e.what(), "src 1 is not a rank of the group (world size 1)")) << e.what();
+  }
+  Tensor w = ones({3}).requires_grad_();
+  try {
+    dist::all_reduce(w);
+    FAIL() << "a tensor that requires grad";
+  } catch (const ValueError& e) {
+    EXPECT_TRUE(contains(e.what(), "requires grad; collectives are not differentiable"))
+        << e.what();
+  }
+  EXPECT_THROW(dist::all_reduce(ones({4, 4}).transpose(0, 1)), ValueError);
+  EXPECT_THROW(dist::all_reduce(ones({4}, DType::Bool)), ValueError);
+  EXPECT_THROW(dist::all_reduce(ones({4}, DType::Int64), dist::ReduceOp::Avg), ValueError);
+  EXPECT_THROW(dist::init_process_group(), Error);  // joined already
+}
+
+TEST_F(OneRank, DataParallelOnOneRankGivesThePlainGradients) {
+  manual_seed(5);
+  auto model = std::make_shared<nn::Linear>(6, 3);
+  auto plain = std::make_shared<nn::Linear>(6, 3);
+  {
+    NoGradGuard g;
+    plain->weight.detach().copy_(model->weight);
+    plain->bias.detach().copy_(model->bias);
+  }
+  nn::DistributedDataParallel ddp(model);
+  EXPECT_EQ(ddp.named_parameters()[0].first, "module.weight");
+  Tensor x = randn({5, 6});
+  for (int step = 0; step < 2; ++step) {
+    model->zero_grad();
+    plain->zero_grad();
+    sum(ddp(x) * ddp(x).detach()).backward();  // the second call: no gradients, so no sync
+    sum(plain->forward(x) * plain->forward(x).detach()).backward();
+    EXPECT_TRUE(allclose(model->weight.grad(), plain->weight.grad()));
+    EXPECT_TRUE(allclose(model->bias.grad(), plain->bias.grad()));
+  }
+  EXPECT_EQ(ddp.last_stats().buckets, 1);
+  EXPECT_EQ(ddp.last_stats().bytes_allreduced, (6 * 3 + 3) * 4);
+}
+
+TEST(ProcessGroup, WithoutAGroupCollectivesSayWhatToCall) {
+  EXPECT_FALSE(dist::is_initialized());
+  EXPECT_EQ(dist::get_world_size(), 1);
+  try {
+    dist::all_reduce(ones({2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "call kiln::distributed::init_process_group() first"))
+        << e.what();
+  }
+  try {
+    nn::DistributedDataParallel ddp(std::make_shared<nn::Linear>(2, 2));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no process group")) << e.what();
+  }
+  EXPECT_THROW(dist::init_process_group("nccl"), ValueError);
+}
+
+// ---- several processes ----
+
+class Ranks : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ranks, CollectivesGiveExactResults) {
+  const int n = GetParam();
+  const RanksResult r = run_ranks("collectives", n);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < n; ++rank)
+    EXPECT_TRUE(contains(r.output, "[rank " + std::to_string(rank) +
+                                       "] collectives checked on rank " + std::to_string(rank) +
+                                       " of " + std::to_string(n)))
+        << r.output;
+  EXPECT_FALSE(contains(r.output, "FAILED")) << r.output;
+}
+INSTANTIATE_TEST_SUITE_P(DistributedRanks, Ranks, ::testing::Values(1, 2, 4));
+
+TEST(DataParallel, TwoRanksMatchOneProcessOnTheWholeBatchEveryStep) {
+  for (const std::string scenario :
+       {"parity", "parity_bucket_view", "parity_find_unused", "parity_compiled",
+        "parity_compiled_step", "parity_compiled_step_unsplit"}) {
+    const RanksResult r = run_ranks(scenario, 2);
+    ASSERT_FALSE(r.timed_out) << scenario << "\n" << r.output;
+    EXPECT_EQ(r.status, 0) << scenario << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "[rank 1] parity checked on rank 1")) << r.output;
+    EXPECT_FALSE(contains(r.output, "FAILED")) << r.output;
+    // Small buckets: the MLP's parameters span several.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex("buckets: (\\d+)"))) << r.output;
+    EXPECT_GE(std::stoi(m[1]), 3) << r.output;
+  }
+}
+
+TEST(DataParallel, ACompiledStepBreaksItsGraphAtEachBucketBoundary) {
+  // The worker checks the count against its buckets (explain()'s break reasons); here, that
+  // both modes ran it: split (one "DDP bucket boundary" per bucket) and one graph.
+  RanksResult r = run_ranks("parity_compiled_step", 2);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "3 bucket boundaries, split 1")) << r.output;
+  r = run_ranks("parity_compiled_step_unsplit", 2);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 bucket boundaries, split 0")) << r.output;
+}
+
+TEST(DataParallel, AnUnusedParameterIsAnErrorNamingItOnEveryRankNotAHang) {
+  const RanksResult r = run_ranks("unused", 2, {}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "DistributedDataParallel: rank 0: parameter 'unused.weight' "
+                       "received no gradient"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "find_unused_parameters = true")) << r.output;
+  EXPECT_FALSE(contains(r.output, "backward returned")) << r.output;
+}
+
+TEST(DataParallel, DifferentModelsOnTwoRanksAreAnErrorNamingTheParameter) {
+  const RanksResult r = run_ranks("shape_mismatch", 2, {}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("parameter 'fc1.weight' has shape \\[(8|9), 4\\]")))
+      << r.output;
+}
+
+TEST(ProcessGroup, DebugModeFindsMismatchedCollectives) {
+  const RanksResult r = run_ranks("debug_mismatch", 2, {"KILN_DISTRIBUTED_DEBUG=1"}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "mismatched collectives")) << r.output;
+  EXPECT_TRUE(contains(r.output, "all_reduce (sum) of 4 float32 elements")) << r.output;
+}
+
+TEST(ProcessGroup, ATimeoutNamesTheCollectiveAndTheRankThatDidNotArrive) {
+  const RanksResult r = run_ranks("timeout", 2, {}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "[rank 0] ERROR: kiln::distributed: all_reduce (sum) of 4 "
+                       "float32 elements (collective #0) failed on rank 0 of 2: timed out"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "ranks that did not arrive at it: 1")) << r.output;
+}
+
+TEST(ProcessGroup, ARankKilledMidRunEndsTheOthersWithAnErrorNotAHang) {
+  const RanksResult r = run_ranks("die", 2, {}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1 kills itself")) << r.output;
+#ifdef KILN_CLI
+  EXPECT_TRUE(contains(r.output, "kiln launch: rank 1 (pid")) << r.output;
+  EXPECT_TRUE(contains(r.output, "was killed by signal 9 (SIGKILL); stopping the other ranks"))
+      << r.output;
+#endif
+}
+
+}  // namespace
