@@ -174,9 +174,21 @@ void DataParallelBase::build_buckets(const std::vector<size_t>& order) {
   std::vector<BucketTensor> sizes;
   for (const Tensor& p : s.params) sizes.push_back({p.dtype(), p.numel() * p.element_size()});
   constexpr double kMiB = 1024.0 * 1024.0;
-  const auto assignment =
+  auto assignment =
       assign_buckets(sizes, order, static_cast<int64_t>(options_.first_bucket_cap_mb * kMiB),
                      static_cast<int64_t>(options_.bucket_cap_mb * kMiB));
+  // The same buckets with the same members (in any order inside a bucket) launch the same way:
+  // keep them, so that a compiled step sees the same tensors (a rebuild costs it a recompile).
+  if (assignment.size() == s.buckets.size()) {
+    bool same = true;
+    for (size_t b = 0; b < assignment.size() && same; ++b) {
+      std::vector<size_t> now = assignment[b], before = s.buckets[b].params;
+      std::sort(now.begin(), now.end());
+      std::sort(before.begin(), before.end());
+      same = now == before;
+    }
+    if (same) return;
+  }
   std::vector<Bucket> buckets;
   s.where.assign(s.params.size(), {0, 0});
   NoGradGuard no_grad;

@@ -227,6 +227,41 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
             << stats.bytes_allreduced << " bytes allreduced" << std::endl;
 }
 
+// The GPT (tied embedding and head, layer norms, attention) through DDP on 2 ranks against
+// one model on the whole batch.
+void scenario_parity_gpt() {
+  const int rank = dist::get_rank(), size = dist::get_world_size();
+  nn::GPTConfig config;
+  config.vocab_size = 40;
+  config.block_size = 16;
+  config.n_layer = 1;
+  config.n_head = 2;
+  config.n_embd = 32;
+  manual_seed(11 + rank);
+  auto model = std::make_shared<nn::GPT>(config);
+  nn::DistributedDataParallel ddp(model);
+  auto reference = std::make_shared<nn::GPT>(config);
+  copy_parameters(*model, *reference);
+  Generator data(3);
+  const int64_t b = 4;
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = randint(0, 40, {b * size, 16}, DType::Int64, &data);
+    Tensor y = randint(0, 40, {b * size, 16}, DType::Int64, &data);
+    model->zero_grad();
+    reference->zero_grad();
+    ddp.call([&] { return model->loss(x.narrow(0, rank * b, b), y.narrow(0, rank * b, b)); })
+        .backward();
+    reference->loss(x, y).backward();
+    auto got = model->named_parameters();
+    auto want = reference->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK_TRUE(max_excess(got[i].second.grad(), want[i].second.grad(), 1.3e-6, 1e-5) <= 0,
+                 got[i].first, " gradient differs at step ", step, " by ",
+                 max_excess(got[i].second.grad(), want[i].second.grad(), 0, 0));
+  }
+  std::cout << "gpt parity checked on rank " << rank << std::endl;
+}
+
 void scenario_unused() {
   manual_seed(3);
   auto model = std::make_shared<MLP>(4, 8, 2, /*with_unused=*/true);
@@ -285,6 +320,8 @@ int main(int argc, char** argv) {
       scenario_parity(false, false, false, "inductor", true);
     else if (scenario == "parity_compiled_step_unsplit")
       scenario_parity(false, false, false, "inductor", true, false);
+    else if (scenario == "parity_gpt")
+      scenario_parity_gpt();
     else if (scenario == "unused")
       scenario_unused();
     else if (scenario == "shape_mismatch")

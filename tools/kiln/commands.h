@@ -57,6 +57,7 @@ struct TrainOptions {
   std::string out;          // checkpoint to write
   std::string resume;       // checkpoint to continue from; empty = start fresh
   int64_t threads = 0;
+  bool threads_given = false;  // --threads on the command line (else a launcher's share wins)
   double dropout = 0;
   bool eager = false;    // do not compile the training step
   SaveEvery save_every;  // periodic checkpoints to `out`

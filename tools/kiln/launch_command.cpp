@@ -31,8 +31,8 @@ void on_signal(int sig) { g_signal = sig; }
 struct Child {
   int rank = 0;
   pid_t pid = -1;
-  int out_fd = -1;  // its stdout and stderr, merged
-  bool at_line_start = true;
+  int fd[2] = {-1, -1};  // its stdout and stderr (read ends)
+  bool at_line_start[2] = {true, true};
   bool exited = false;
   int status = 0;
 };
@@ -53,19 +53,20 @@ int shell_status(int status) {
   return 1;
 }
 
-// Copies what a child wrote to `out`, each line prefixed with its rank (a carriage return
-// starts a line too, so a redrawn progress line keeps its prefix). False at end of file.
-bool relay(Child& c, std::ostream& out) {
+// Copies what a child wrote on stream `which` (0 stdout, 1 stderr) to `out`, each line prefixed
+// with its rank (a carriage return starts a line too, so a redrawn progress line keeps its
+// prefix). False at end of file.
+bool relay(Child& c, int which, std::ostream& out) {
   char buf[4096];
-  const ssize_t n = ::read(c.out_fd, buf, sizeof buf);
+  const ssize_t n = ::read(c.fd[which], buf, sizeof buf);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (n <= 0) return false;
   std::string text;
   const std::string prefix = "[rank " + std::to_string(c.rank) + "] ";
   for (ssize_t i = 0; i < n; ++i) {
-    if (c.at_line_start) text += prefix;
+    if (c.at_line_start[which]) text += prefix;
     text += buf[i];
-    c.at_line_start = buf[i] == '\n' || buf[i] == '\r';
+    c.at_line_start[which] = buf[i] == '\n' || buf[i] == '\r';
   }
   out << text << std::flush;
   return true;
@@ -157,8 +158,9 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   for (int local = 0; local < nproc; ++local) {
     Child& c = children[static_cast<size_t>(local)];
     c.rank = node_rank * nproc + local;
-    int fds[2];
-    KILN_CHECK(::pipe(fds) == 0, Error, "pipe: ", std::strerror(errno));
+    int out_pipe[2], err_pipe[2];
+    KILN_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, Error, "pipe: ",
+               std::strerror(errno));
     std::map<std::string, std::string> env = {
         {"RANK", std::to_string(c.rank)},
         {"LOCAL_RANK", std::to_string(local)},
@@ -176,10 +178,9 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     KILN_CHECK(pid >= 0, Error, "fork: ", std::strerror(errno));
     if (pid == 0) {
       ::setpgid(0, 0);  // signals reach it through the launcher only
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::dup2(fds[1], STDERR_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
       for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
@@ -191,10 +192,12 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       std::fprintf(stderr, "kiln launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
     }
-    ::close(fds[1]);
-    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
     c.pid = pid;
-    c.out_fd = fds[0];
+    c.fd[0] = out_pipe[0];
+    c.fd[1] = err_pipe[0];
+    for (int fd : c.fd) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
 
   // Watch: relay output, reap children, forward signals, stop the rest after a failure.
@@ -213,19 +216,22 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       stop_sent = std::chrono::steady_clock::now();
     }
     std::vector<pollfd> fds;
-    std::vector<Child*> owners;
+    std::vector<std::pair<Child*, int>> owners;
     for (Child& c : children)
-      if (c.out_fd >= 0) {
-        fds.push_back({c.out_fd, POLLIN, 0});
-        owners.push_back(&c);
-      }
+      for (int which = 0; which < 2; ++which)
+        if (c.fd[which] >= 0) {
+          fds.push_back({c.fd[which], POLLIN, 0});
+          owners.push_back({&c, which});
+        }
     if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
     for (size_t i = 0; i < fds.size(); ++i)
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
-        if (!relay(*owners[i], out)) {
-          ::close(owners[i]->out_fd);
-          owners[i]->out_fd = -1;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        auto [c, which] = owners[i];
+        if (!relay(*c, which, which == 0 ? out : err)) {
+          ::close(c->fd[which]);
+          c->fd[which] = -1;
         }
+      }
     bool all_done = true;
     for (Child& c : children) {
       if (!c.exited) {
@@ -242,7 +248,7 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
           }
         }
       }
-      all_done = all_done && c.exited && c.out_fd < 0;
+      all_done = all_done && c.exited && c.fd[0] < 0 && c.fd[1] < 0;
     }
     if (all_done) break;
     if ((failed || forwarded) && !killed &&

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <iomanip>
 #include <optional>
 #include <ostream>
@@ -11,6 +12,8 @@
 
 #include "gpt_checkpoint.h"
 #include "kiln/capture/debug.h"
+#include "kiln/distributed/data_parallel.h"
+#include "kiln/distributed/process_group.h"
 #include "progress_bar.h"
 
 #include "cli.h"
@@ -25,7 +28,7 @@ ArgParser train_parser() {
               "that 'kiln sample' reads.");
   p.add_path("data", "FILE", default_corpus_path(), "text to train on", PathRole::kInput)
       .add_int("steps", "N", 1000, "optimiser steps")
-      .add_int("batch", "N", 32, "sequences per step")
+      .add_int("batch", "N", 32, "sequences per step (per process under kiln launch)")
       .add_int("block", "N", 64, "context length in characters")
       .add_int("layers", "N", 4, "transformer blocks")
       .add_int("heads", "N", 4, "attention heads per block (must divide --embd)")
@@ -37,7 +40,9 @@ ArgParser train_parser() {
       .add_int("seed", "N", 1337, "random seed (initialisation, batches, dropout)", /*min=*/0)
       .add_path("out", "FILE", "kiln-gpt.safetensors", "checkpoint to write", PathRole::kOutput)
       .add_path("resume", "FILE", "", "continue training from this checkpoint", PathRole::kInput)
-      .add_int("threads", "N", 2, "threads for kernels and BLAS")
+      .add_int("threads", "N", 2,
+               "threads for kernels and BLAS (per process; under kiln launch, default its share "
+               "of the cores)")
       .add_float("dropout", "F", 0.0, "dropout probability", FloatRange::half_open(0.0, 1.0))
       .add_string("save-every", "N|Nm", "10m",
                   "also save a checkpoint to --out every N steps, or every N minutes (10m, 90s, "
@@ -63,6 +68,7 @@ TrainOptions TrainOptions::from_args(const ParsedArgs& a) {
   o.out = a.get_string("out");
   o.resume = a.get_string("resume");
   o.threads = a.get_int("threads");
+  o.threads_given = a.was_given("threads");
   o.dropout = a.get_float("dropout");
   o.eager = a.get_switch("eager");
   o.seed_given = a.was_given("seed");
@@ -77,13 +83,14 @@ TrainOptions TrainOptions::from_args(const ParsedArgs& a) {
 namespace {
 
 // Mean loss over `batches` random batches of one split, without recording gradients.
+// Data-parallel, rank 0 evaluates batches of the global size (ranks x --batch).
 double evaluate(nn::GPT& model, const TextDataset& data, Split split, const TrainOptions& o,
                 Generator& gen) {
   NoGradGuard no_grad;
   model.eval();
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i) {
-    Batch b = data.get_batch(split, o.batch, o.block, gen);
+    Batch b = data.get_batch(split, o.batch * distributed::get_world_size(), o.block, gen);
     total += model.loss(b.x, b.y).item<double>();
   }
   model.train();
@@ -108,9 +115,13 @@ std::string fixed(double v, int digits = 3) {
 
 // One optimizer step: forward, backward, clip, update; run_train wraps it in kiln::compile.
 // Nothing in it reads a value (the clipping is the tensor form, the loss is returned as a
-// tensor), so a compiled step is one graph with no break.
-Tensor train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch) {
-  Tensor loss = model.loss(batch.x, batch.y);
+// tensor), so a compiled step is one graph with no break — on one process. Data-parallel, the
+// loss goes through DistributedDataParallel, whose gradient allreduces break the compiled step
+// at each bucket boundary (docs/distributed.md).
+Tensor train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch,
+                  nn::DistributedDataParallel<nn::GPT>* ddp) {
+  Tensor loss = ddp ? ddp->call([&] { return model.loss(batch.x, batch.y); })
+                    : model.loss(batch.x, batch.y);
   opt.zero_grad();
   loss.backward();
   optim::clip_grad_norm_tensor_(model.parameters(), 1.0);
@@ -136,8 +147,40 @@ std::string resume_command(const TrainOptions& o, const std::string& path) {
 
 }  // namespace
 
-int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
-  set_num_threads(static_cast<int>(o.threads));
+namespace {
+// Data-parallel when started by a launcher (`kiln launch`, torchrun, mpirun): joins the group
+// for the run and leaves it at the end.
+struct ProcessGroupScope {
+  bool joined = false;
+  ProcessGroupScope() {
+    const char* world = std::getenv("WORLD_SIZE");
+    if (!world) world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (world && std::string(world) != "1") {
+      distributed::init_process_group();
+      joined = true;
+    }
+  }
+  ~ProcessGroupScope() {
+    if (!joined) return;
+    try {
+      distributed::destroy_process_group();
+    } catch (const Error&) {  // another rank failed: its error is the one reported
+    }
+  }
+};
+}  // namespace
+
+int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err_stream) {
+  ProcessGroupScope group;
+  const int rank = distributed::get_rank(), world = distributed::get_world_size();
+  // Rank 0 reports; the other ranks print their errors only (thrown, printed by the caller).
+  std::ostringstream quiet;
+  std::ostream& err = rank == 0 ? err_stream : quiet;
+  // --threads is per process: with a launcher, OMP_NUM_THREADS (its share of the cores) wins
+  // unless --threads was given.
+  set_num_threads(static_cast<int>(world > 1 && !o.threads_given && std::getenv("OMP_NUM_THREADS")
+                                       ? std::max(1, std::atoi(std::getenv("OMP_NUM_THREADS")))
+                                       : o.threads));
   TextDataset data = TextDataset::from_file(o.data, o.block);
   const double baseline = data.unigram_entropy(Split::kVal);
   if (data.invalid_utf8_bytes() > 0)
@@ -190,6 +233,10 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   manual_seed(seed);
   nn::GPT model(config);
   optim::AdamW opt(model.parameters(), {.lr = o.lr, .weight_decay = 0.1});
+  // Data-parallel: every rank draws the global batch (world x --batch) from the same stream and
+  // trains on its own rows, so N ranks x --batch b follow one process's --batch N*b.
+  std::optional<nn::DistributedDataParallel<nn::GPT>> ddp;
+  if (world > 1) ddp.emplace(std::shared_ptr<nn::GPT>(&model, [](nn::GPT*) {}));
   optim::WarmupCosineSchedule schedule(o.lr, std::min(o.warmup, o.steps), o.steps, o.lr * 0.1);
   Generator batch_gen(seed + 1), eval_gen(seed + 2);
 
@@ -235,32 +282,43 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
   err << "kiln train: " << data.name() << ": " << data.tokens().numel() << " characters, "
       << data.vocab().size() << " distinct; GPT " << o.layers << " layers x " << o.embd << " wide, "
       << model.num_parameters() << " parameters; " << o.steps - start_step << " steps of "
-      << o.batch << " x " << o.block << " tokens\n";
+      << o.batch << " x " << o.block << " tokens";
+  if (world > 1) err << " per rank, " << world << " ranks (data-parallel)";
+  err << "\n";
   err << "kiln train: unigram-entropy baseline (val) " << fixed(baseline)
       << " nats; the goal is to end well below it\n";
 
   // The training step through kiln::compile (unless --eager): forward, backward, clipping and
   // the AdamW update are one graph.
   CompileProfiler profiler;
-  auto compiled_step = kiln::compile([&](const Batch& b) { return train_step(model, opt, b); },
-                                     CompileOptions{.name = "train_step"});
+  nn::DistributedDataParallel<nn::GPT>* ddp_ptr = ddp ? &*ddp : nullptr;
+  auto compiled_step =
+      kiln::compile([&](const Batch& b) { return train_step(model, opt, b, ddp_ptr); },
+                    CompileOptions{.name = "train_step"});
   const double compile_before = compile_times()["total"];
 
   ProgressBar::Options popts;
   popts.terminal = is_terminal(2);
-  ProgressBar bar(o.steps, o.batch * o.block, err, popts);
+  popts.terminal = popts.terminal && rank == 0;
+  ProgressBar bar(o.steps, o.batch * o.block * world, err, popts);
   double val = 0, train_loss = 0;
   using Clock = std::chrono::steady_clock;
   auto last_save = Clock::now();
   int64_t last_saved_step = start_step;
   for (int64_t step = start_step; step < o.steps; ++step) {
     opt.set_lr(schedule.lr_at(step));
-    Batch b = data.get_batch(Split::kTrain, o.batch, o.block, batch_gen);
-    const double loss = (o.eager ? train_step(model, opt, b) : compiled_step(b)).item<double>();
+    Batch b = data.get_batch(Split::kTrain, o.batch * world, o.block, batch_gen);
+    if (world > 1) b = {b.x.narrow(0, rank * o.batch, o.batch), b.y.narrow(0, rank * o.batch, o.batch)};
+    Tensor loss_t = o.eager ? train_step(model, opt, b, ddp_ptr) : compiled_step(b);
+    if (world > 1) {  // the progress bar shows the global batch's loss
+      loss_t = loss_t.detach().clone();
+      distributed::all_reduce(loss_t, distributed::ReduceOp::Avg);
+    }
+    const double loss = loss_t.item<double>();
     KILN_CHECK(std::isfinite(loss), Error, "training diverged at step ", step + 1, " (loss ", loss,
                "); try a lower --lr");
     bar.update(step + 1, loss);
-    if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+    if (rank == 0 && ((step + 1) % o.eval_every == 0 || step + 1 == o.steps)) {
       train_loss = evaluate(model, data, Split::kTrain, o, eval_gen);
       val = evaluate(model, data, Split::kVal, o, eval_gen);
       bar.message("step " + std::to_string(step + 1) + ": train " + fixed(train_loss) + ", val " +
@@ -269,8 +327,16 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
     }
     if (o.after_step) o.after_step(step + 1);
     // (A signal during the last step lets the run finish: the final save follows at once.)
-    if (const int sig = step + 1 < o.steps ? interrupt.pending() : 0) {
-      save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
+    // Data-parallel, the ranks agree on it (a signal may reach them between different steps),
+    // so that all stop after the same step and rank 0 saves once.
+    int sig = step + 1 < o.steps ? interrupt.pending() : 0;
+    if (world > 1 && step + 1 < o.steps) {
+      Tensor s = full({1}, static_cast<int64_t>(sig), DType::Int64);
+      distributed::all_reduce(s, distributed::ReduceOp::Max);
+      sig = static_cast<int>(s.item<int64_t>());
+    }
+    if (sig != 0) {
+      if (rank == 0) save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
       bar.finish();
       err << "kiln train: interrupted by " << InterruptGuard::name(sig) << " after step "
           << step + 1 << " of " << o.steps << "; checkpoint saved to " << o.out
@@ -282,7 +348,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
         ((o.save_every.steps > 0 && (step + 1 - last_saved_step) >= o.save_every.steps) ||
          (o.save_every.seconds > 0 &&
           std::chrono::duration<double>(Clock::now() - last_save).count() >= o.save_every.seconds));
-    if (due) {
+    if (due && rank == 0) {
       save_gpt_checkpoint(o.out, make_checkpoint(step + 1));
       last_save = Clock::now();
       last_saved_step = step + 1;
@@ -304,6 +370,7 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err) {
         << fixed(compile_times()["total"] - compile_before, 3) << " s\n";
   }
 
+  if (rank != 0) return kExitOk;
   save_gpt_checkpoint(o.out, make_checkpoint(o.steps));
 
   out << "final: train " << fixed(train_loss) << ", val " << fixed(val) << " nats; baseline "

@@ -156,6 +156,17 @@ class DistributedDataParallel : public distributed::detail::DataParallelBase {
   auto operator()(Args&&... args) {
     return forward(std::forward<Args>(args)...);
   }
+  // Runs `fn` as the forward, for a module used through another method:
+  // `ddp.call([&] { return gpt->loss(x, y); })`. What fn returns is the forward's output.
+  template <class F>
+  auto call(F&& fn) {
+    before_forward();
+    auto out = fn();
+    std::vector<Tensor> tensors;
+    distributed::detail::collect_output_tensors(out, tensors);
+    after_forward(tensors);
+    return out;
+  }
   M& module() { return *module_; }
   const std::shared_ptr<M>& module_ptr() const { return module_; }
 
