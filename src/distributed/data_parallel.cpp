@@ -271,6 +271,14 @@ void DataParallelBase::after_forward(const std::vector<Tensor>& outputs) {
   }
 }
 
+void DataParallelBase::register_comm_hook(CommHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError, "register_comm_hook: the hook is empty");
+  KILN_CHECK(!comm_hook_, Error, "register_comm_hook: a communication hook is registered already");
+  KILN_CHECK(!backward_ran_, Error,
+             "register_comm_hook: register the hook before the first backward pass");
+  comm_hook_ = std::move(hook);
+}
+
 void DataParallelBase::mark_ready(size_t i) {
   State& s = *state_;
   if (!s.prepared) return;  // no_sync, no_grad forward, or a backward without a forward here
@@ -314,8 +322,14 @@ void DataParallelBase::launch_ready_buckets(bool at_end) {
                           b.flat.numel() * b.flat.element_size(),
                           " bytes) is ready; its allreduce overlaps the rest of the backward"),
           std::source_location::current(), false);
-    // Averaged: each rank's values divided by the world size, then summed (torch's order).
-    b.work = distributed::all_reduce_async(b.flat, distributed::ReduceOp::Avg);
+    if (comm_hook_) {
+      GradBucket view{k, b.flat, {}, k + 1 == s.buckets.size()};
+      for (size_t p : b.params) view.parameters.push_back(s.params[p]);
+      b.work = comm_hook_(view);
+    } else {
+      // Averaged: each rank's values divided by the world size, then summed (torch's order).
+      b.work = distributed::all_reduce_async(b.flat, distributed::ReduceOp::Avg);
+    }
     b.launched = true;
   }
 }
@@ -324,6 +338,7 @@ void DataParallelBase::finish_backward() {
   State& s = *state_;
   s.callback_queued = false;
   s.prepared = false;
+  backward_ran_ = true;
   // A bucket with a parameter that got no gradient was never launched: on every rank that
   // runs the same code the same bucket is missing, so every rank stops here (no hang).
   for (size_t i = 0; i < s.params.size(); ++i) {
@@ -343,7 +358,7 @@ void DataParallelBase::finish_backward() {
   for (Bucket& b : s.buckets) {
     b.work.wait();
     stats.buckets++;
-    stats.bytes_allreduced += b.flat.numel() * b.flat.element_size();
+    stats.bytes_allreduced += b.work.bytes();
     stats.communication_seconds += b.work.seconds();
   }
   stats.exposed_seconds =
@@ -386,3 +401,12 @@ void DataParallelBase::finish_backward() {
 }
 
 }  // namespace kiln::distributed::detail
+
+namespace kiln::distributed::comm_hooks {
+CommHook allreduce() {
+  return [](GradBucket& b) { return all_reduce_async(b.buffer, ReduceOp::Avg); };
+}
+CommHook fp16_compress() {
+  return [](GradBucket& b) { return all_reduce_fp16_async(b.buffer); };
+}
+}  // namespace kiln::distributed::comm_hooks

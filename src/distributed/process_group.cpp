@@ -282,8 +282,9 @@ void with_element_type(DType dt, F&& f) {
 }
 
 const char* op_name(int64_t op) {
-  static constexpr const char* kNames[] = {"sum", "avg", "product", "min", "max"};
-  return op >= 0 && op < 5 ? kNames[op] : "?";
+  static constexpr const char* kNames[] = {"sum", "avg", "product",
+                                           "min", "max", "avg, sent as float16"};
+  return op >= 0 && op < 6 ? kNames[op] : "?";
 }
 std::string dtype_name_of(int64_t code) {
   return code >= 0 && code < kNumDTypes ? std::string(dtype_info(static_cast<DType>(code)).name)
@@ -332,10 +333,12 @@ void check_fingerprint(Group& g, uint32_t tag, const std::string& what, int64_t 
              "same dtype and size");
 }
 
-Work enqueue(const char* api, std::string what, std::function<void(Group&, uint32_t)> run) {
+Work enqueue(const char* api, std::string what, int64_t bytes,
+             std::function<void(Group&, uint32_t)> run) {
   std::shared_ptr<Group> g = current(api);
   Work work;
   auto state = std::make_shared<Work::State>();
+  state->bytes = bytes;
   {
     std::lock_guard lock(g->mu);
     state->seq = g->issued++;
@@ -373,6 +376,7 @@ bool Work::is_completed() const {
   std::lock_guard lock(state_->mu);
   return state_->done;
 }
+int64_t Work::bytes() const { return state_ ? state_->bytes : 0; }
 double Work::seconds() const {
   if (!state_) return 0;
   std::lock_guard lock(state_->mu);
@@ -492,44 +496,75 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   const DType dt = tensor.dtype();
   std::string what =
       describe_fingerprint(0, static_cast<int64_t>(op), dtype_code(dt), static_cast<int64_t>(n));
-  return enqueue("all_reduce", what, [tensor, data, n, dt, op, what](Group& g, uint32_t tag) {
-    if (g.debug)
-      check_fingerprint(g, tag, what, 0, static_cast<int64_t>(op), dtype_code(dt),
-                        static_cast<int64_t>(n));
-    if (g.size == 1) return;
-    with_element_type(dt, [&]<class T>(T) {
-      T* p = static_cast<T*>(data);
-      // Avg divides first, then sums (DDP's order: no overflow however many ranks).
-      if constexpr (std::is_floating_point_v<T>)
-        if (op == ReduceOp::Avg && g.size > 1)
-          for (size_t i = 0; i < n; ++i) p[i] /= static_cast<T>(g.size);
-      if (g.size > 1) {
-        gloo::AllreduceOptions opts(g.context);
-        opts.setOutput(p, n);
-        opts.setTag(tag);
-        opts.setTimeout(g.timeout);
-        using Fn = void (*)(void*, const void*, const void*, size_t);
-        switch (op) {
-          case ReduceOp::Sum:
-          case ReduceOp::Avg:
-            opts.setReduceFunction(static_cast<Fn>(&gloo::sum<T>));
-            break;
-          case ReduceOp::Product:
-            opts.setReduceFunction(static_cast<Fn>(&gloo::product<T>));
-            break;
-          case ReduceOp::Min:
-            opts.setReduceFunction(static_cast<Fn>(&gloo::min<T>));
-            break;
-          case ReduceOp::Max:
-            opts.setReduceFunction(static_cast<Fn>(&gloo::max<T>));
-            break;
-        }
-        gloo::allreduce(opts);
-      }
-    });
-  });
+  return enqueue("all_reduce", what, static_cast<int64_t>(n) * itemsize(dt),
+                 [tensor, data, n, dt, op, what](Group& g, uint32_t tag) {
+                   if (g.debug)
+                     check_fingerprint(g, tag, what, 0, static_cast<int64_t>(op), dtype_code(dt),
+                                       static_cast<int64_t>(n));
+                   if (g.size == 1) return;
+                   with_element_type(dt, [&]<class T>(T) {
+                     T* p = static_cast<T*>(data);
+                     // Avg divides first, then sums (DDP's order: no overflow however many ranks).
+                     if constexpr (std::is_floating_point_v<T>)
+                       if (op == ReduceOp::Avg && g.size > 1)
+                         for (size_t i = 0; i < n; ++i) p[i] /= static_cast<T>(g.size);
+                     if (g.size > 1) {
+                       gloo::AllreduceOptions opts(g.context);
+                       opts.setOutput(p, n);
+                       opts.setTag(tag);
+                       opts.setTimeout(g.timeout);
+                       using Fn = void (*)(void*, const void*, const void*, size_t);
+                       switch (op) {
+                         case ReduceOp::Sum:
+                         case ReduceOp::Avg:
+                           opts.setReduceFunction(static_cast<Fn>(&gloo::sum<T>));
+                           break;
+                         case ReduceOp::Product:
+                           opts.setReduceFunction(static_cast<Fn>(&gloo::product<T>));
+                           break;
+                         case ReduceOp::Min:
+                           opts.setReduceFunction(static_cast<Fn>(&gloo::min<T>));
+                           break;
+                         case ReduceOp::Max:
+                           opts.setReduceFunction(static_cast<Fn>(&gloo::max<T>));
+                           break;
+                       }
+                       gloo::allreduce(opts);
+                     }
+                   });
+                 });
 }
 void all_reduce(const Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op).wait(); }
+
+Work all_reduce_fp16_async(const Tensor& tensor) {
+  check_tensor("all_reduce_fp16", tensor);
+  KILN_CHECK(tensor.dtype() == DType::Float32, ValueError,
+             "kiln::distributed::all_reduce_fp16: the tensor must be float32, got ",
+             tensor.dtype());
+  float* data = tensor.data_ptr<float>();
+  tensor.impl()->storage()->bump_version();
+  const size_t n = static_cast<size_t>(tensor.numel());
+  std::string what = concat("all_reduce (avg, sent as float16) of ", n, " float32 elements");
+  return enqueue("all_reduce_fp16", what, static_cast<int64_t>(n) * 2,
+                 [tensor, data, n, what](Group& g, uint32_t tag) {
+                   if (g.debug)
+                     check_fingerprint(g, tag, what, 0, 5, dtype_code(DType::Float32),
+                                       static_cast<int64_t>(n));
+                   if (g.size == 1) return;
+                   std::vector<gloo::float16> half(n);
+                   const float scale = 1.0f / static_cast<float>(g.size);
+                   for (size_t i = 0; i < n; ++i)
+                     half[i] = gloo::cpu_float2half_rn(data[i] * scale);
+                   gloo::AllreduceOptions opts(g.context);
+                   opts.setOutput(half.data(), n);
+                   opts.setTag(tag);
+                   opts.setTimeout(g.timeout);
+                   using Fn = void (*)(void*, const void*, const void*, size_t);
+                   opts.setReduceFunction(static_cast<Fn>(&gloo::sum<gloo::float16>));
+                   gloo::allreduce(opts);
+                   for (size_t i = 0; i < n; ++i) data[i] = gloo::cpu_half2float(half[i]);
+                 });
+}
 
 Work broadcast_async(const Tensor& tensor, int src) {
   check_tensor("broadcast", tensor);
@@ -542,18 +577,19 @@ Work broadcast_async(const Tensor& tensor, int src) {
   const size_t bytes = n * static_cast<size_t>(tensor.element_size());
   const DType dt = tensor.dtype();
   std::string what = describe_fingerprint(1, src, dtype_code(dt), static_cast<int64_t>(n));
-  return enqueue(
-      "broadcast", what, [tensor, data, bytes, n, dt, src, what](Group& g, uint32_t tag) {
-        if (g.debug)
-          check_fingerprint(g, tag, what, 1, src, dtype_code(dt), static_cast<int64_t>(n));
-        if (g.size == 1) return;
-        gloo::BroadcastOptions opts(g.context);
-        opts.setOutput(static_cast<char*>(data), bytes);
-        opts.setRoot(src);
-        opts.setTag(tag);
-        opts.setTimeout(g.timeout);
-        gloo::broadcast(opts);
-      });
+  return enqueue("broadcast", what, static_cast<int64_t>(bytes),
+                 [tensor, data, bytes, n, dt, src, what](Group& g, uint32_t tag) {
+                   if (g.debug)
+                     check_fingerprint(g, tag, what, 1, src, dtype_code(dt),
+                                       static_cast<int64_t>(n));
+                   if (g.size == 1) return;
+                   gloo::BroadcastOptions opts(g.context);
+                   opts.setOutput(static_cast<char*>(data), bytes);
+                   opts.setRoot(src);
+                   opts.setTag(tag);
+                   opts.setTimeout(g.timeout);
+                   gloo::broadcast(opts);
+                 });
 }
 void broadcast(const Tensor& tensor, int src) { broadcast_async(tensor, src).wait(); }
 
@@ -579,28 +615,30 @@ void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   }
   const DType dt = input.dtype();
   std::string what = describe_fingerprint(2, 0, dtype_code(dt), input.numel());
-  enqueue("all_gather", what, [input, outputs, in, outs, bytes, dt, what](Group& g, uint32_t tag) {
-    if (g.debug)
-      check_fingerprint(g, tag, what, 2, 0, dtype_code(dt),
-                        static_cast<int64_t>(bytes) / itemsize(dt));
-    std::vector<char> gathered(bytes * g.size);
-    if (g.size == 1) {
-      std::memcpy(gathered.data(), in, bytes);
-    } else {
-      gloo::AllgatherOptions opts(g.context);
-      opts.setInput(static_cast<char*>(const_cast<void*>(in)), bytes);
-      opts.setOutput(gathered.data(), gathered.size());
-      opts.setTag(tag);
-      opts.setTimeout(g.timeout);
-      gloo::allgather(opts);
-    }
-    for (size_t r = 0; r < outs.size(); ++r)
-      std::memcpy(outs[r], gathered.data() + r * bytes, bytes);
-  }).wait();
+  enqueue("all_gather", what, static_cast<int64_t>(bytes),
+          [input, outputs, in, outs, bytes, dt, what](Group& g, uint32_t tag) {
+            if (g.debug)
+              check_fingerprint(g, tag, what, 2, 0, dtype_code(dt),
+                                static_cast<int64_t>(bytes) / itemsize(dt));
+            std::vector<char> gathered(bytes * g.size);
+            if (g.size == 1) {
+              std::memcpy(gathered.data(), in, bytes);
+            } else {
+              gloo::AllgatherOptions opts(g.context);
+              opts.setInput(static_cast<char*>(const_cast<void*>(in)), bytes);
+              opts.setOutput(gathered.data(), gathered.size());
+              opts.setTag(tag);
+              opts.setTimeout(g.timeout);
+              gloo::allgather(opts);
+            }
+            for (size_t r = 0; r < outs.size(); ++r)
+              std::memcpy(outs[r], gathered.data() + r * bytes, bytes);
+          })
+      .wait();
 }
 
 void barrier() {
-  enqueue("barrier", "barrier", [](Group& g, uint32_t tag) {
+  enqueue("barrier", "barrier", 0, [](Group& g, uint32_t tag) {
     if (g.debug) check_fingerprint(g, tag, "barrier", 3, 0, 0, 0);
     if (g.size == 1) return;
     gloo::BarrierOptions opts(g.context);

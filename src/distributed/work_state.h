@@ -16,7 +16,8 @@ struct Work::State {
   bool done = false;
   std::string error;  // empty: the collective succeeded
   double seconds = 0;
-  uint64_t seq = 0;  // the collective's number in this process's issue order
+  uint64_t seq = 0;   // the collective's number in this process's issue order
+  int64_t bytes = 0;  // what it reduces or sends, as sent
   void finish(std::string error, double seconds);
 };
 

@@ -170,6 +170,12 @@ TEST_F(OneRank, DataParallelOnOneRankGivesThePlainGradients) {
   }
   EXPECT_EQ(ddp.last_stats().buckets, 1);
   EXPECT_EQ(ddp.last_stats().bytes_allreduced, (6 * 3 + 3) * 4);
+  try {
+    ddp.register_comm_hook(dist::comm_hooks::fp16_compress());
+    FAIL() << "a hook after the first backward";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "before the first backward")) << e.what();
+  }
 }
 
 TEST(ProcessGroup, WithoutAGroupCollectivesSayWhatToCall) {
@@ -235,6 +241,25 @@ TEST(DataParallel, ACompiledStepBreaksItsGraphAtEachBucketBoundary) {
   r = run_ranks("parity_compiled_step_unsplit", 2);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "0 bucket boundaries, split 0")) << r.output;
+}
+
+TEST(DataParallel, TheGPTOnTwoRanksMatchesOneProcess) {
+  const RanksResult r = run_ranks("parity_gpt", 2);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 1] gpt parity checked on rank 1")) << r.output;
+}
+
+TEST(DataParallel, TheFp16CompressionHookSendsHalfTheBytesWithinHalfPrecision) {
+  const RanksResult plain = run_ranks("parity", 2);
+  const RanksResult half = run_ranks("parity_fp16", 2);
+  ASSERT_FALSE(half.timed_out) << half.output;
+  EXPECT_EQ(half.status, 0) << half.output;
+  std::smatch a, b;
+  const std::regex bytes("\\[rank 0\\] parity checked on rank 0: \\d+ buckets, (\\d+) bytes");
+  ASSERT_TRUE(std::regex_search(plain.output, a, bytes)) << plain.output;
+  ASSERT_TRUE(std::regex_search(half.output, b, bytes)) << half.output;
+  EXPECT_EQ(std::stoll(b[1]) * 2, std::stoll(a[1]));
 }
 
 TEST(DataParallel, AnUnusedParameterIsAnErrorNamingItOnEveryRankNotAHang) {

@@ -21,6 +21,7 @@ namespace dist = kiln::distributed;
 namespace {
 
 int g_failures = 0;
+bool g_fp16_hook = false;  // scenario parity_fp16: the fp16 compression hook
 #define CHECK_TRUE(cond, ...)                                                                  \
   do {                                                                                         \
     if (!(cond)) {                                                                             \
@@ -144,6 +145,7 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
   options.find_unused_parameters = find_unused;
   options.split_compiled_graphs = split;
   nn::DistributedDataParallel ddp(model, options);
+  if (g_fp16_hook) ddp.register_comm_hook(dist::comm_hooks::fp16_compress());
   check_parameters_equal_across_ranks(*model, "after construction");
   std::cout << "buckets: " << ddp.bucket_parameter_names().size() << std::endl;
   auto reference = std::make_shared<MLP>(in, hidden, out, with_unused);
@@ -197,8 +199,9 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
       }
       CHECK_TRUE(g.defined(), got[i].first, " has no gradient at step ", step);
       if (g.defined())
-        CHECK_TRUE(max_excess(g, w, 1.3e-6, 1e-5) <= 0, got[i].first, " gradient differs at step ",
-                   step, " by ", max_excess(g, w, 0, 0));
+        CHECK_TRUE(max_excess(g, w, g_fp16_hook ? 2e-3 : 1.3e-6, g_fp16_hook ? 1e-4 : 1e-5) <= 0,
+                   got[i].first, " gradient differs at step ", step, " by ",
+                   max_excess(g, w, 0, 0));
     }
     opt.step();
     ref_opt.step();
@@ -320,7 +323,10 @@ int main(int argc, char** argv) {
       scenario_parity(false, false, false, "inductor", true);
     else if (scenario == "parity_compiled_step_unsplit")
       scenario_parity(false, false, false, "inductor", true, false);
-    else if (scenario == "parity_gpt")
+    else if (scenario == "parity_fp16") {
+      g_fp16_hook = true;
+      scenario_parity(false, false, false);
+    } else if (scenario == "parity_gpt")
       scenario_parity_gpt();
     else if (scenario == "unused")
       scenario_unused();

@@ -159,8 +159,8 @@ int run_launch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     Child& c = children[static_cast<size_t>(local)];
     c.rank = node_rank * nproc + local;
     int out_pipe[2], err_pipe[2];
-    KILN_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, Error, "pipe: ",
-               std::strerror(errno));
+    KILN_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, Error,
+               "pipe: ", std::strerror(errno));
     std::map<std::string, std::string> env = {
         {"RANK", std::to_string(c.rank)},
         {"LOCAL_RANK", std::to_string(local)},

@@ -120,8 +120,8 @@ std::string fixed(double v, int digits = 3) {
 // at each bucket boundary (docs/distributed.md).
 Tensor train_step(nn::GPT& model, optim::Optimizer& opt, const Batch& batch,
                   nn::DistributedDataParallel<nn::GPT>* ddp) {
-  Tensor loss = ddp ? ddp->call([&] { return model.loss(batch.x, batch.y); })
-                    : model.loss(batch.x, batch.y);
+  Tensor loss =
+      ddp ? ddp->call([&] { return model.loss(batch.x, batch.y); }) : model.loss(batch.x, batch.y);
   opt.zero_grad();
   loss.backward();
   optim::clip_grad_norm_tensor_(model.parameters(), 1.0);
@@ -308,7 +308,8 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err_stream
   for (int64_t step = start_step; step < o.steps; ++step) {
     opt.set_lr(schedule.lr_at(step));
     Batch b = data.get_batch(Split::kTrain, o.batch * world, o.block, batch_gen);
-    if (world > 1) b = {b.x.narrow(0, rank * o.batch, o.batch), b.y.narrow(0, rank * o.batch, o.batch)};
+    if (world > 1)
+      b = {b.x.narrow(0, rank * o.batch, o.batch), b.y.narrow(0, rank * o.batch, o.batch)};
     Tensor loss_t = o.eager ? train_step(model, opt, b, ddp_ptr) : compiled_step(b);
     if (world > 1) {  // the progress bar shows the global batch's loss
       loss_t = loss_t.detach().clone();

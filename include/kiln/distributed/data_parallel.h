@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -47,6 +48,29 @@ struct DistributedDataParallelOptions {
 
 }  // namespace kiln::nn
 
+namespace kiln::distributed {
+
+// One bucket of gradients, as a communication hook sees it (torch's GradBucket): `buffer` holds
+// the bucket's gradients one after another (flattened, in `parameters`' order).
+struct GradBucket {
+  size_t index = 0;
+  Tensor buffer;
+  std::vector<Tensor> parameters;
+  bool is_last = false;
+};
+// What DistributedDataParallel runs on each full bucket instead of its allreduce (torch's
+// register_comm_hook): it starts the communication and returns its Work; when the Work is done,
+// `buffer` must hold the value every rank's gradients should take (the average).
+using CommHook = std::function<Work(GradBucket& bucket)>;
+namespace comm_hooks {
+// The default: the average of the ranks' buckets (ReduceOp::Avg).
+CommHook allreduce();
+// torch's fp16_compress_hook: the average sent as float16 (half the bytes; float32 buckets).
+CommHook fp16_compress();
+}  // namespace comm_hooks
+
+}  // namespace kiln::distributed
+
 namespace kiln::distributed::detail {
 
 // Bucket assignment (torch's compute_bucket_assignment_by_size): walks tensors in `order`,
@@ -67,7 +91,7 @@ class DataParallelBase : public nn::Module {
   // What the last synchronised backward pass communicated.
   struct Stats {
     int buckets = 0;
-    int64_t bytes_allreduced = 0;
+    int64_t bytes_allreduced = 0;      // as sent (half the gradients' bytes with fp16_compress)
     double communication_seconds = 0;  // the communication thread's time in the allreduces
     double exposed_seconds = 0;        // the backward pass's wait for them at its end
   };
@@ -94,6 +118,10 @@ class DataParallelBase : public nn::Module {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+  // Replaces the allreduce of each bucket with `hook` (distributed::comm_hooks has torch's
+  // default and fp16 compression). Before the first backward, once (as torch).
+  void register_comm_hook(CommHook hook);
+
  protected:
   DataParallelBase(std::shared_ptr<nn::Module> module, nn::DistributedDataParallelOptions options);
   void before_forward();
@@ -112,6 +140,8 @@ class DataParallelBase : public nn::Module {
   std::unique_ptr<State> state_;
   Stats stats_;
   bool require_sync_ = true;
+  CommHook comm_hook_;
+  bool backward_ran_ = false;
 };
 
 template <class T>

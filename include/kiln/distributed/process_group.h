@@ -58,6 +58,9 @@ class Work {
   bool is_completed() const;
   // Seconds the communication thread spent in the collective (0 until it completes).
   double seconds() const;
+  // Bytes of each rank's data the collective reduces or sends (as sent: half of the tensor's
+  // for all_reduce_fp16).
+  int64_t bytes() const;
   struct State;
 
  private:
@@ -72,6 +75,10 @@ class Work {
 // the same shape and dtype; a debug mode checks that (KILN_DISTRIBUTED_DEBUG=1, below).
 void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
 Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+// The average over the ranks of a float32 tensor, sent as float16 (half the bytes on the
+// wire; each rank's values divided by the world size, rounded to float16, summed in float16,
+// widened back): DistributedDataParallel's fp16 compression hook.
+Work all_reduce_fp16_async(const Tensor& tensor);
 void broadcast(const Tensor& tensor, int src);
 Work broadcast_async(const Tensor& tensor, int src);
 // outputs[r] receives rank r's `input`; outputs must hold world_size tensors of input's shape
