@@ -57,6 +57,7 @@ struct DataParallelBase::Bucket {
   std::vector<Tensor> slots;  // per member: its region of flat, in the parameter's shape
   int pending = 0;            // members not ready yet in this backward
   bool launched = false;
+  bool launched_early = false;  // before the end of the backward pass
   distributed::Work work;
 };
 
@@ -331,6 +332,7 @@ void DataParallelBase::launch_ready_buckets(bool at_end) {
       b.work = distributed::all_reduce_async(b.flat, distributed::ReduceOp::Avg);
     }
     b.launched = true;
+    b.launched_early = !at_end;
   }
 }
 
@@ -360,6 +362,7 @@ void DataParallelBase::finish_backward() {
     stats.buckets++;
     stats.bytes_allreduced += b.work.bytes();
     stats.communication_seconds += b.work.seconds();
+    stats.buckets_launched_early += b.launched_early;
   }
   stats.exposed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

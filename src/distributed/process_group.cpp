@@ -170,7 +170,8 @@ std::string Group::describe_failure(const Task& task, uint64_t seq, const std::e
       what.find("Timed out") == std::string::npos) {
     return msg +
            "a connection to another rank failed (that rank's process has probably exited "
-           "or crashed): " +
+           "or crashed, or ran out of data before this one: every rank must call the same "
+           "collectives): " +
            what;
   }
   if (what.find("Timed out") == std::string::npos) return msg + what;

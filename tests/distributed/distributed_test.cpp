@@ -237,10 +237,12 @@ TEST(DataParallel, ACompiledStepBreaksItsGraphAtEachBucketBoundary) {
   RanksResult r = run_ranks("parity_compiled_step", 2);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "3 bucket boundaries, split 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "3 bucket boundaries, split 1, 3 buckets launched early"))
+      << r.output;
   r = run_ranks("parity_compiled_step_unsplit", 2);
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "0 bucket boundaries, split 0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 bucket boundaries, split 0, 0 buckets launched early"))
+      << r.output;
 }
 
 TEST(DataParallel, TheGPTOnTwoRanksMatchesOneProcess) {
@@ -272,6 +274,14 @@ TEST(DataParallel, AnUnusedParameterIsAnErrorNamingItOnEveryRankNotAHang) {
       << r.output;
   EXPECT_TRUE(contains(r.output, "find_unused_parameters = true")) << r.output;
   EXPECT_FALSE(contains(r.output, "backward returned")) << r.output;
+}
+
+TEST(DataParallel, ARankWhoseDataRunsOutEarlyLeavesTheOthersAnErrorNotAHang) {
+  const RanksResult r = run_ranks("uneven", 2, {}, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1 finished its 2 steps")) << r.output;
+  EXPECT_TRUE(contains(r.output, "ran out of data before this one")) << r.output;
 }
 
 TEST(DataParallel, DifferentModelsOnTwoRanksAreAnErrorNamingTheParameter) {

@@ -221,7 +221,12 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
     for (const auto& br : e.break_reasons)
       boundaries += br.reason.find("DDP bucket boundary") != std::string::npos;
     std::cout << "compiled step: " << e.graph_count << " graphs, " << boundaries
-              << " bucket boundaries, split " << split << std::endl;
+              << " bucket boundaries, split " << split << ", "
+              << ddp.last_stats().buckets_launched_early << " buckets launched early" << std::endl;
+    // Communication overlaps the backward when split: every bucket starts as soon as its last
+    // gradient is accumulated, before the backward ends; unsplit, all start at its end.
+    CHECK_TRUE(ddp.last_stats().buckets_launched_early == (split ? ddp.last_stats().buckets : 0),
+               ddp.last_stats().buckets_launched_early);
     CHECK_TRUE(boundaries == (split ? static_cast<int>(ddp.bucket_parameter_names().size()) : 0),
                e.str());
   }
@@ -263,6 +268,16 @@ void scenario_parity_gpt() {
                  max_excess(got[i].second.grad(), want[i].second.grad(), 0, 0));
   }
   std::cout << "gpt parity checked on rank " << rank << std::endl;
+}
+
+// Rank 1's data runs out a step early: rank 0's last backward finds it gone.
+void scenario_uneven() {
+  manual_seed(3);
+  auto model = std::make_shared<MLP>(4, 8, 2);
+  nn::DistributedDataParallel ddp(model);
+  const int steps = dist::get_rank() == 1 ? 2 : 3;
+  for (int step = 0; step < steps; ++step) mse_loss(ddp(randn({2, 4})), zeros({2, 2})).backward();
+  std::cout << "rank " << dist::get_rank() << " finished its " << steps << " steps" << std::endl;
 }
 
 void scenario_unused() {
@@ -328,6 +343,8 @@ int main(int argc, char** argv) {
       scenario_parity(false, false, false);
     } else if (scenario == "parity_gpt")
       scenario_parity_gpt();
+    else if (scenario == "uneven")
+      scenario_uneven();
     else if (scenario == "unused")
       scenario_unused();
     else if (scenario == "shape_mismatch")

@@ -94,6 +94,10 @@ class DataParallelBase : public nn::Module {
     int64_t bytes_allreduced = 0;      // as sent (half the gradients' bytes with fp16_compress)
     double communication_seconds = 0;  // the communication thread's time in the allreduces
     double exposed_seconds = 0;        // the backward pass's wait for them at its end
+    // Buckets whose allreduce started as soon as their last gradient was accumulated, before
+    // the end of the backward pass (all, normally; 0 for a compiled step with
+    // split_compiled_graphs = false, whose allreduces all start at its end).
+    int buckets_launched_early = 0;
   };
   ~DataParallelBase() override;
   const Stats& last_stats() const { return stats_; }
