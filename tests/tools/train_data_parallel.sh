@@ -37,4 +37,22 @@ status=$?
 [ "$(grep -c "checkpoint saved to" "$WORK/sig.err")" -eq 1 ] || { echo "not one save"; cat "$WORK/sig.err"; exit 1; }
 grep -q "^\[rank 0\] kiln train: interrupted by SIGTERM after step" "$WORK/sig.err" || { echo "no interruption message"; cat "$WORK/sig.err"; exit 1; }
 "$KILN" sample --checkpoint "$WORK/c.safetensors" --tokens 5 >/dev/null 2>&1 || { echo "checkpoint unreadable"; exit 1; }
+
+# 3. SIGINT to the launcher (a terminal's Ctrl-C): forwarded to both ranks, status 130.
+"$KILN" launch --nproc-per-node 2 -- "$KILN" train --steps 1000000 --batch 2 --block 8 --layers 1 \
+  --heads 2 --embd 8 --eval-every 1000000 --out "$WORK/d.safetensors" >"$WORK/int.out" 2>"$WORK/int.err" &
+launcher=$!
+i=0
+while ! grep -q "unigram-entropy baseline" "$WORK/int.err" 2>/dev/null; do
+  i=$((i + 1))
+  if [ $i -gt 600 ]; then echo "training never started"; cat "$WORK/int.err"; kill -KILL $launcher; exit 1; fi
+  sleep 0.1
+done
+sleep 1
+kill -INT $launcher
+wait $launcher
+status=$?
+[ "$status" -eq 130 ] || { echo "launcher exit status $status after SIGINT, expected 130"; cat "$WORK/int.err"; exit 1; }
+grep -q "^\[rank 0\] kiln train: interrupted by SIGINT after step" "$WORK/int.err" || { echo "no SIGINT message"; cat "$WORK/int.err"; exit 1; }
+[ -f "$WORK/d.safetensors" ] || { echo "no checkpoint after SIGINT"; exit 1; }
 exit 0
