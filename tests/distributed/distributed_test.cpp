@@ -73,6 +73,24 @@ RanksResult run_ranks(const std::string& scenario, int n, const std::vector<std:
   return r;
 }
 
+// Runs a scenario that must pass on `n` ranks and returns what they printed.
+std::string passing_output(const std::string& scenario, int n = 2) {
+  const RanksResult r = run_ranks(scenario, n);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, "FAILED")) << r.output;
+  return r.output;
+}
+
+// Runs a scenario that must fail (on 2 ranks, within a minute: an error, not a hang) and
+// returns what the ranks printed.
+std::string failing_output(const std::string& scenario, const std::vector<std::string>& env = {}) {
+  const RanksResult r = run_ranks(scenario, 2, env, 60);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  return r.output;
+}
+
 // ---- in this process ----
 
 TEST(Buckets, ReverseOrderFirstBucketSmallThenCapPerDtype) {
@@ -203,15 +221,11 @@ class Ranks : public ::testing::TestWithParam<int> {};
 
 TEST_P(Ranks, CollectivesGiveExactResults) {
   const int n = GetParam();
-  const RanksResult r = run_ranks("collectives", n);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.status, 0) << r.output;
+  const std::string out = passing_output("collectives", n);
   for (int rank = 0; rank < n; ++rank)
-    EXPECT_TRUE(contains(r.output, "[rank " + std::to_string(rank) +
-                                       "] collectives checked on rank " + std::to_string(rank) +
-                                       " of " + std::to_string(n)))
-        << r.output;
-  EXPECT_FALSE(contains(r.output, "FAILED")) << r.output;
+    EXPECT_TRUE(contains(out, "[rank " + std::to_string(rank) + "] collectives checked on rank " +
+                                  std::to_string(rank) + " of " + std::to_string(n)))
+        << out;
 }
 INSTANTIATE_TEST_SUITE_P(DistributedRanks, Ranks, ::testing::Values(1, 2, 4));
 
@@ -219,108 +233,82 @@ TEST(DataParallel, TwoRanksMatchOneProcessOnTheWholeBatchEveryStep) {
   for (const std::string scenario :
        {"parity", "parity_bucket_view", "parity_find_unused", "parity_compiled",
         "parity_compiled_step", "parity_compiled_step_unsplit"}) {
-    const RanksResult r = run_ranks(scenario, 2);
-    ASSERT_FALSE(r.timed_out) << scenario << "\n" << r.output;
-    EXPECT_EQ(r.status, 0) << scenario << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "[rank 1] parity checked on rank 1")) << r.output;
-    EXPECT_FALSE(contains(r.output, "FAILED")) << r.output;
+    const std::string out = passing_output(scenario);
+    EXPECT_TRUE(contains(out, "[rank 1] parity checked on rank 1")) << out;
     // Small buckets: the MLP's parameters span several.
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(r.output, m, std::regex("buckets: (\\d+)"))) << r.output;
-    EXPECT_GE(std::stoi(m[1]), 3) << r.output;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("buckets: (\\d+)"))) << out;
+    EXPECT_GE(std::stoi(m[1]), 3) << out;
   }
 }
 
 TEST(DataParallel, ACompiledStepBreaksItsGraphAtEachBucketBoundary) {
   // The worker checks the count against its buckets (explain()'s break reasons); here, that
   // both modes ran it: split (one "DDP bucket boundary" per bucket) and one graph.
-  RanksResult r = run_ranks("parity_compiled_step", 2);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "3 bucket boundaries, split 1, 3 buckets launched early"))
-      << r.output;
-  r = run_ranks("parity_compiled_step_unsplit", 2);
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "0 bucket boundaries, split 0, 0 buckets launched early"))
-      << r.output;
+  std::string out = passing_output("parity_compiled_step");
+  EXPECT_TRUE(contains(out, "3 bucket boundaries, split 1, 3 buckets launched early")) << out;
+  out = passing_output("parity_compiled_step_unsplit");
+  EXPECT_TRUE(contains(out, "0 bucket boundaries, split 0, 0 buckets launched early")) << out;
 }
 
 TEST(DataParallel, TheGPTOnTwoRanksMatchesOneProcess) {
-  const RanksResult r = run_ranks("parity_gpt", 2);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "[rank 1] gpt parity checked on rank 1")) << r.output;
+  const std::string out = passing_output("parity_gpt");
+  EXPECT_TRUE(contains(out, "[rank 1] gpt parity checked on rank 1")) << out;
 }
 
 TEST(DataParallel, TheFp16CompressionHookSendsHalfTheBytesWithinHalfPrecision) {
-  const RanksResult plain = run_ranks("parity", 2);
-  const RanksResult half = run_ranks("parity_fp16", 2);
-  ASSERT_FALSE(half.timed_out) << half.output;
-  EXPECT_EQ(half.status, 0) << half.output;
+  const std::string plain = passing_output("parity");
+  const std::string half = passing_output("parity_fp16");
   std::smatch a, b;
   const std::regex bytes("\\[rank 0\\] parity checked on rank 0: \\d+ buckets, (\\d+) bytes");
-  ASSERT_TRUE(std::regex_search(plain.output, a, bytes)) << plain.output;
-  ASSERT_TRUE(std::regex_search(half.output, b, bytes)) << half.output;
+  ASSERT_TRUE(std::regex_search(plain, a, bytes)) << plain;
+  ASSERT_TRUE(std::regex_search(half, b, bytes)) << half;
   EXPECT_EQ(std::stoll(b[1]) * 2, std::stoll(a[1]));
 }
 
 TEST(DataParallel, AnUnusedParameterIsAnErrorNamingItOnEveryRankNotAHang) {
-  const RanksResult r = run_ranks("unused", 2, {}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output,
+  const std::string out = failing_output("unused");
+  EXPECT_TRUE(contains(out,
                        "DistributedDataParallel: rank 0: parameter 'unused.weight' "
                        "received no gradient"))
-      << r.output;
-  EXPECT_TRUE(contains(r.output, "find_unused_parameters = true")) << r.output;
-  EXPECT_FALSE(contains(r.output, "backward returned")) << r.output;
+      << out;
+  EXPECT_TRUE(contains(out, "find_unused_parameters = true")) << out;
+  EXPECT_FALSE(contains(out, "backward returned")) << out;
 }
 
 TEST(DataParallel, ARankWhoseDataRunsOutEarlyLeavesTheOthersAnErrorNotAHang) {
-  const RanksResult r = run_ranks("uneven", 2, {}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "rank 1 finished its 2 steps")) << r.output;
-  EXPECT_TRUE(contains(r.output, "ran out of data before this one")) << r.output;
+  const std::string out = failing_output("uneven");
+  EXPECT_TRUE(contains(out, "rank 1 finished its 2 steps")) << out;
+  EXPECT_TRUE(contains(out, "ran out of data before this one")) << out;
 }
 
 TEST(DataParallel, DifferentModelsOnTwoRanksAreAnErrorNamingTheParameter) {
-  const RanksResult r = run_ranks("shape_mismatch", 2, {}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(
-      std::regex_search(r.output, std::regex("parameter 'fc1.weight' has shape \\[(8|9), 4\\]")))
-      << r.output;
+  const std::string out = failing_output("shape_mismatch");
+  EXPECT_TRUE(std::regex_search(out, std::regex("parameter 'fc1.weight' has shape \\[(8|9), 4\\]")))
+      << out;
 }
 
 TEST(ProcessGroup, DebugModeFindsMismatchedCollectives) {
-  const RanksResult r = run_ranks("debug_mismatch", 2, {"KILN_DISTRIBUTED_DEBUG=1"}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "mismatched collectives")) << r.output;
-  EXPECT_TRUE(contains(r.output, "all_reduce (sum) of 4 float32 elements")) << r.output;
+  const std::string out = failing_output("debug_mismatch", {"KILN_DISTRIBUTED_DEBUG=1"});
+  EXPECT_TRUE(contains(out, "mismatched collectives")) << out;
+  EXPECT_TRUE(contains(out, "all_reduce (sum) of 4 float32 elements")) << out;
 }
 
 TEST(ProcessGroup, ATimeoutNamesTheCollectiveAndTheRankThatDidNotArrive) {
-  const RanksResult r = run_ranks("timeout", 2, {}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output,
+  const std::string out = failing_output("timeout");
+  EXPECT_TRUE(contains(out,
                        "[rank 0] ERROR: kiln::distributed: all_reduce (sum) of 4 "
                        "float32 elements (collective #0) failed on rank 0 of 2: timed out"))
-      << r.output;
-  EXPECT_TRUE(contains(r.output, "ranks that did not arrive at it: 1")) << r.output;
+      << out;
+  EXPECT_TRUE(contains(out, "ranks that did not arrive at it: 1")) << out;
 }
 
 TEST(ProcessGroup, ARankKilledMidRunEndsTheOthersWithAnErrorNotAHang) {
-  const RanksResult r = run_ranks("die", 2, {}, 60);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "rank 1 kills itself")) << r.output;
+  const std::string out = failing_output("die");
+  EXPECT_TRUE(contains(out, "rank 1 kills itself")) << out;
 #ifdef KILN_CLI
-  EXPECT_TRUE(contains(r.output, "kiln launch: rank 1 (pid")) << r.output;
-  EXPECT_TRUE(contains(r.output, "was killed by signal 9 (SIGKILL); stopping the other ranks"))
-      << r.output;
+  EXPECT_TRUE(contains(out, "kiln launch: rank 1 (pid")) << out;
+  EXPECT_TRUE(contains(out, "was killed by signal 9 (SIGKILL); stopping the other ranks")) << out;
 #endif
 }
 
