@@ -9,7 +9,7 @@
 namespace kiln {
 
 namespace {
-enum class DimMark : uint8_t { Dynamic, MaybeDynamic, Static };
+enum class DimMark : uint8_t { Dynamic, MaybeDynamic, Static, Unbacked };
 using DimMarks = std::vector<std::pair<int64_t, DimMark>>;
 
 detail::WeakTensorMap<DimMarks>& marks() {
@@ -35,6 +35,9 @@ void maybe_mark_dynamic(const Tensor& t, int64_t dim) {
   mark(t, dim, DimMark::MaybeDynamic, "maybe_mark_dynamic");
 }
 void mark_static(const Tensor& t, int64_t dim) { mark(t, dim, DimMark::Static, "mark_static"); }
+void mark_unbacked(const Tensor& t, int64_t dim) {
+  mark(t, dim, DimMark::Unbacked, "mark_unbacked");
+}
 
 namespace capture {
 
@@ -82,7 +85,7 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
                                               std::span<const Tensor> inputs,
                                               const std::function<std::string(int32_t)>& label,
                                               std::string& note) {
-  std::vector<std::pair<int32_t, int32_t>> dynamic, required, frozen;
+  std::vector<std::pair<int32_t, int32_t>> dynamic, required, frozen, unbacked;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto input = static_cast<int32_t>(i);
     if (const std::optional<DimMarks> m = marks_of(inputs[i]))
@@ -91,13 +94,13 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
         const std::pair<int32_t, int32_t> d{input, static_cast<int32_t>(dim)};
         if (how == DimMark::Static) frozen.push_back(d);
         if (how != DimMark::Static) dynamic.push_back(d);
-        if (how == DimMark::Dynamic) {
+        if (how == DimMark::Dynamic || how == DimMark::Unbacked)
           KILN_CHECK(!is_model_state(inputs[i]), Error, "kiln::mark_dynamic: dim ", dim, " of ",
                      label(input), " is marked dynamic, but it is ",
                      detail::tensor_name(inputs[i], true).str(),
                      ", whose sizes stay static (as torch keeps parameters static)");
-          required.push_back(d);
-        }
+        if (how == DimMark::Dynamic) required.push_back(d);
+        if (how == DimMark::Unbacked) unbacked.push_back(d);
       }
     if (is_model_state(inputs[i]))
       frozen.emplace_back(input, -1);  // all its sizes and strides
@@ -108,10 +111,11 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
   auto name = [&](std::pair<int32_t, int32_t> d) {
     return detail::concat("dim ", d.second, " of ", label(d.first));
   };
-  if (!required.empty()) {
-    KILN_CHECK(st.options.dynamic.value_or(true), Error, "kiln::mark_dynamic: ", name(required[0]),
+  if (!required.empty() || !unbacked.empty()) {
+    const auto& first = required.empty() ? unbacked[0] : required[0];
+    KILN_CHECK(st.options.dynamic.value_or(true), Error, "kiln::mark_dynamic: ", name(first),
                " is marked dynamic, but '", st.name, "' is compiled with dynamic=false");
-    KILN_CHECK(!st.options.pure, Error, "kiln::mark_dynamic: ", name(required[0]),
+    KILN_CHECK(!st.options.pure, Error, "kiln::mark_dynamic: ", name(first),
                " is marked dynamic, but '", st.name,
                "' is compiled in pure mode, whose graphs are exact");
   }
@@ -129,7 +133,7 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
         if (observations.size() == 1 && ir::equal_but_sizes(e->graph, graph))
           observations.push_back(&e->graph);
   }
-  std::optional<ir::SymbolicSizes> sizes = ir::generalize(observations, dynamic, frozen);
+  std::optional<ir::SymbolicSizes> sizes = ir::generalize(observations, dynamic, frozen, unbacked);
   for (const auto& d : required) {
     const size_t site = ir::input_size_site(graph, d.first, d.second);
     KILN_CHECK(sizes && site != std::string::npos && sizes->symbol_of_site[site] >= 0, Error,

@@ -236,7 +236,8 @@ size_t input_size_site(const Graph& g, int32_t input, int32_t dim) {
 std::optional<SymbolicSizes> generalize(
     std::span<const Graph* const> observations,
     std::span<const std::pair<int32_t, int32_t>> dynamic_inputs,
-    std::span<const std::pair<int32_t, int32_t>> static_inputs) {
+    std::span<const std::pair<int32_t, int32_t>> static_inputs,
+    std::span<const std::pair<int32_t, int32_t>> unbacked_inputs) {
   const Graph& hint = *observations[0];
   const std::vector<SizeSite> sites = size_sites(hint);
   std::vector<std::vector<int64_t>> values;
@@ -261,15 +262,26 @@ std::optional<SymbolicSizes> generalize(
                        .outputs[static_cast<size_t>(s.slot)]
                        .sizes[static_cast<size_t>(s.element)] == 1;
   }
-  std::vector<bool> dynamic(sites.size(), false);
+  std::vector<bool> dynamic(sites.size(), false), unbacked(sites.size(), false);
   std::vector<int64_t> marked_values;
+  bool marked = false;          // some input dim is marked (mark_dynamic, mark_unbacked)
+  bool small_unbacked = false;  // an unbacked dim is 0 or 1 in the hint
   for (size_t j = 0; j < sites.size(); ++j) {
+    if (listed(sites[j], unbacked_inputs) && !listed(sites[j], static_inputs)) {
+      dynamic[j] = unbacked[j] = marked = true;  // whatever its value
+      follows[j] = false;
+      if (values[0][j] >= 2)
+        marked_values.push_back(values[0][j]);
+      else
+        small_unbacked = true;
+      continue;
+    }
     if (values[0][j] < 2 || listed(sites[j], static_inputs) || follows[j])
       continue;  // (0 and 1 specialise)
     for (size_t k = 1; k < values.size(); ++k)
       dynamic[j] = dynamic[j] || values[k][j] != values[0][j];
     if (listed(sites[j], dynamic_inputs)) {
-      dynamic[j] = true;
+      dynamic[j] = marked = true;
       marked_values.push_back(values[0][j]);
     }
   }
@@ -282,12 +294,18 @@ std::optional<SymbolicSizes> generalize(
     return s.kind == SizeSite::Kind::Size &&
            hint.nodes[static_cast<size_t>(s.node)].kind == NodeKind::Placeholder;
   };
-  const bool one_marked = values.size() == 1 && !marked_values.empty();
+  const bool one_marked = values.size() == 1 && marked;
   if (one_marked)
     for (size_t j = 0; j < sites.size(); ++j) {
       if (dynamic[j] || follows[j] || names_dims(hint, sites[j]) || input_size(sites[j]) ||
-          listed(sites[j], static_inputs) || values[0][j] < 2)
+          listed(sites[j], static_inputs))
         continue;
+      if (values[0][j] < 2) {
+        // An unbacked dim of size 0 or 1 cannot be told from the graph's other 0s and 1s:
+        // they all follow each call's values.
+        follows[j] = small_unbacked;
+        continue;
+      }
       if (std::ranges::find(marked_values, values[0][j]) != marked_values.end())
         dynamic[j] = true;
       else
@@ -309,8 +327,10 @@ std::optional<SymbolicSizes> generalize(
     if (inserted) {
       out.hints.push_back(values[0][j]);
       out.first_site.push_back(j);
+      out.min_value.push_back(2);
     }
     out.symbol_of_site[j] = it->second;
+    if (unbacked[j]) out.min_value[static_cast<size_t>(it->second)] = 0;
   }
   // Numbers that are not sizes (a constant, a scalar attribute: a mean's 1 / n) and varied
   // between the observations are read from each call's graph, unguarded.
@@ -374,7 +394,7 @@ std::optional<std::vector<int64_t>> bind_sizes(
     }
     int64_t& bound = binding[static_cast<size_t>(s)];
     if (bound < 0) {
-      if (v < 2)
+      if (v < sizes.min_of(static_cast<size_t>(s)))
         return fail(j, " is ", v, ": the guard 2 <= s", s, " failed (sizes 0 and 1 specialise)");
       bound = v;
     } else if (v != bound) {
@@ -392,9 +412,9 @@ std::vector<std::string> symbolic_guard_lines(const Graph& entry, const Symbolic
   const std::vector<SizeSite> sites = size_sites(entry);
   std::vector<std::string> lines;
   for (size_t s = 0; s < sizes.num_symbols(); ++s)
-    lines.push_back(detail::concat("2 <= s", s, "  (s", s, ": ",
-                                   describe_site(entry, sites[sizes.first_site[s]]), ", ",
-                                   sizes.hints[s], " when compiled)"));
+    lines.push_back(detail::concat(
+        sizes.min_of(s), " <= s", s, "  (s", s, ": ", sizes.min_of(s) == 0 ? "unbacked, " : "",
+        describe_site(entry, sites[sizes.first_site[s]]), ", ", sizes.hints[s], " when compiled)"));
   // Duck sizing: input dims that share a symbol must stay equal.
   for (size_t j = 0; j < sites.size(); ++j) {
     const int32_t s = sizes.symbol_of_site[j];

@@ -56,6 +56,10 @@ struct SymbolicSizes {
   std::vector<int64_t> values;     // per site: its value in the graph (what static ones keep)
   std::vector<int64_t> hints;      // per symbol: its value in the graph
   std::vector<size_t> first_site;  // per symbol: where it is first met
+  // Per symbol: its least value, 2 (sizes 0 and 1 specialise) or 0 for an unbacked dim's
+  // (mark_unbacked). Empty: 2 for every symbol.
+  std::vector<int64_t> min_value;
+  int64_t min_of(size_t symbol) const { return symbol < min_value.size() ? min_value[symbol] : 2; }
   // Per number that is not a size (a constant's value, a Scalar or floating attribute): whether
   // each call's own is used, unguarded (it varied between the observations: a mean's 1 / n).
   std::vector<bool> free_scalar;
@@ -70,11 +74,13 @@ struct SymbolicSizes {
 // symbols (kFollows) and every number that is not a size being free_scalar. Values 0 and 1 stay
 // static, as do other inputs' sizes and the input dims listed in `static_inputs` (dim -1: all
 // of that input's sizes and strides). Numbers that are not sizes and varied become free_scalar.
-// Nothing dynamic: nullopt.
+// Input dims listed in `unbacked_inputs` (also listed in dynamic_inputs) are symbols whatever
+// their value, ranging over [0, inf). Nothing dynamic: nullopt.
 std::optional<SymbolicSizes> generalize(
     std::span<const Graph* const> observations,
     std::span<const std::pair<int32_t, int32_t>> dynamic_inputs = {},
-    std::span<const std::pair<int32_t, int32_t>> static_inputs = {});
+    std::span<const std::pair<int32_t, int32_t>> static_inputs = {},
+    std::span<const std::pair<int32_t, int32_t>> unbacked_inputs = {});
 // The site of dim `dim` of graph input `input` (npos: none).
 size_t input_size_site(const Graph& g, int32_t input, int32_t dim);
 

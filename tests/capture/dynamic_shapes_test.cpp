@@ -179,6 +179,35 @@ TEST_P(DynamicShapes, SizesZeroAndOneAfterADynamicGraphCompileOneMoreGraphEach) 
   EXPECT_EQ(graphs(prof, name("zero_one")), 4);  // exact at 4, dynamic from 6, then 1 and 0
 }
 
+// mark_unbacked: sizes 0 and 1 run on the dynamic graph too (its guard is 0 <= s0), whatever
+// the first call's size; code whose ops differ at such a size gets another graph, no error.
+TEST_P(DynamicShapes, AnUnbackedDimRunsSizesZeroAndOneOnTheDynamicGraph) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return sum(exp(x) * 3, {0}) + x.sum(); };
+  auto f = compile(fn, named("unbacked"));
+  std::vector<std::string> guards;
+  const auto lines = logged("guards,recompiles", [&] {
+    for (int64_t n : {1, 4, 0, 6, 1, 9, 2}) {
+      SCOPED_TRACE(n);
+      Tensor x = arange(0, n * 3).to(DType::Float32).reshape({n, 3}) * 0.1;
+      mark_unbacked(x, 0);
+      expect_equal(f(x), fn(x));
+    }
+  });
+  EXPECT_EQ(graphs(prof, name("unbacked")), 1) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(any_contains(lines, "0 <= s0  (s0: unbacked, dim 0 of input 0, 1 when compiled)"))
+      << ::testing::PrintToString(lines);
+  // A branch on the size: the size-1 side is another graph, not an error.
+  auto branchy = [](const Tensor& x) { return x.size(0) == 1 ? exp(x) : sin(x); };
+  auto b = compile(branchy, named("unbacked_branch"));
+  for (int64_t n : {3, 1, 5, 1}) {
+    Tensor x = randn({n, 2});
+    mark_unbacked(x, 0);
+    expect_equal(b(x), branchy(x));
+  }
+  EXPECT_EQ(graphs(prof, name("unbacked_branch")), 2);
+}
+
 TEST_P(DynamicShapes, ViewsAndReshapesTakeTheirSizesFromEachCall) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) {

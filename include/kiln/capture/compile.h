@@ -311,6 +311,10 @@ void mark_dynamic(const Tensor& t, int64_t dim);
 void maybe_mark_dynamic(const Tensor& t, int64_t dim);
 // Dim `dim` of `t` stays exact, whatever the policy (torch._dynamo.mark_static).
 void mark_static(const Tensor& t, int64_t dim);
+// As mark_dynamic, but sizes 0 and 1 do not specialise: the dim's symbol ranges over [0, inf)
+// (torch._dynamo.mark_unbacked), so an empty or one-row batch runs on the same dynamic graph.
+// Code whose ops differ at such a size (a branch on it) gets another graph, not an error.
+void mark_unbacked(const Tensor& t, int64_t dim);
 
 // ---- fine-grained tracing controls ----
 // A graph break here: the ops captured so far run as one graph, capture resumes after.
