@@ -7,7 +7,8 @@
 //
 // --mode eager | compiled (the step through kiln::compile, broken at bucket boundaries) |
 // compiled_unsplit (one graph, every allreduce after the backward); --steps N (timed, after 3
-// warm-up steps); --bucket-cap-mb F (DDP's bucket cap; the first bucket is min(1, F) MiB).
+// warm-up steps); --bucket-cap-mb F (DDP's bucket cap; the first bucket is min(1, F) MiB);
+// --fp16 (the fp16 compression hook).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,16 +32,19 @@ int main(int argc, char** argv) {
   std::string mode = "compiled";
   int steps = 20;
   double cap_mb = 25;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool fp16 = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--mode")
-      mode = argv[i + 1];
-    else if (flag == "--steps")
-      steps = std::atoi(argv[i + 1]);
-    else if (flag == "--bucket-cap-mb")
-      cap_mb = std::atof(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+    if (flag == "--fp16") {
+      fp16 = true;
+    } else if (i + 1 < argc && flag == "--mode") {
+      mode = argv[++i];
+    } else if (i + 1 < argc && flag == "--steps") {
+      steps = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && flag == "--bucket-cap-mb") {
+      cap_mb = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "unknown flag or missing value: %s\n", flag.c_str());
       return 2;
     }
   }
@@ -66,6 +70,7 @@ int main(int argc, char** argv) {
   options.split_compiled_graphs = mode != "compiled_unsplit";
   std::optional<nn::DistributedDataParallel<nn::GPT>> ddp;
   if (parallel) ddp.emplace(model, options);
+  if (ddp && fp16) ddp->register_comm_hook(dist::comm_hooks::fp16_compress());
   const int64_t batch = 32 / world;
   Generator data(1);
   Tensor x = randint(0, 96, {32, 64}, DType::Int64, &data).narrow(0, rank * batch, batch);
@@ -95,9 +100,9 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     const double t = median(seconds);
-    std::printf("%s, %d rank%s x %d thread%s: step %.2f ms, %.0f tokens/s", mode.c_str(), world,
-                world == 1 ? "" : "s", get_num_threads(), get_num_threads() == 1 ? "" : "s",
-                t * 1e3, 32 * 64 / t);
+    std::printf("%s%s, %d rank%s x %d thread%s: step %.2f ms, %.0f tokens/s", mode.c_str(),
+                fp16 ? " fp16" : "", world, world == 1 ? "" : "s", get_num_threads(),
+                get_num_threads() == 1 ? "" : "s", t * 1e3, 32 * 64 / t);
     if (ddp) {
       const auto& st = ddp->last_stats();
       std::printf(

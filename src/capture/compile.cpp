@@ -20,6 +20,7 @@ thread_local int tls_in_backend = 0;
 thread_local bool tls_compiling_dynamic = false;
 thread_local bool tls_plain_backend_with_grad = false;
 thread_local uint64_t tls_replay_hits = 0;
+thread_local const BreakBeforeOp* tls_break_before_op = nullptr;
 
 std::vector<Frame>& frames() {
   thread_local std::vector<Frame> stack;

@@ -7,7 +7,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "diagnostics/diagnostics.h"
 #include "ir/symbolic_sizes.h"
@@ -221,5 +224,23 @@ extern thread_local uint64_t tls_replay_hits;
 
 // Makes every pending tensor concrete (a sync point), if a capture is active on this thread.
 void sync_current(const std::string& reason, std::source_location loc, bool loc_known);
+
+// Asked by the tracer before it records each op on this thread: a reason ("" for none) ends
+// the graph before the op (a graph break), as DistributedDataParallel's forward does at each
+// gradient bucket's first parameter, so that every bucket's parameters are in a graph of
+// their own (src/distributed/data_parallel.cpp).
+using BreakBeforeOp = std::function<std::string(const OpDef& op, std::span<const Tensor> inputs)>;
+extern thread_local const BreakBeforeOp* tls_break_before_op;
+class BreakBeforeOpScope {
+ public:
+  explicit BreakBeforeOpScope(const BreakBeforeOp* check)
+      : previous_(std::exchange(tls_break_before_op, check)) {}
+  ~BreakBeforeOpScope() { tls_break_before_op = previous_; }
+  BreakBeforeOpScope(const BreakBeforeOpScope&) = delete;
+  BreakBeforeOpScope& operator=(const BreakBeforeOpScope&) = delete;
+
+ private:
+  const BreakBeforeOp* previous_;
+};
 
 }  // namespace kiln::capture

@@ -622,6 +622,9 @@ bool Tracer::record_view(const OpDef& op, std::span<const Tensor> inputs, const 
 
 bool Tracer::intercept(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                        std::span<Tensor, kMaxOpOutputs> outputs, int& num_outputs) {
+  if (tls_break_before_op != nullptr) [[unlikely]]
+    if (std::string why = (*tls_break_before_op)(op, inputs); !why.empty())
+      sync_current(why, std::source_location::current(), false);
   if (op.kind == OpKind::DataDependent) {
     sync_current(detail::concat("'", op.name,
                                 "' is data-dependent (its output shape depends on tensor values)"),

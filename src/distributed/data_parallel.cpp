@@ -77,6 +77,12 @@ struct DataParallelBase::State {
   // The first backward's order, to rebuild the buckets once.
   bool rebuilt = false;
   std::vector<size_t> ready_order;
+  // The forward under kiln::compile: which parameters it has used, the bucket of the graph
+  // piece being recorded, and the check the tracer asks before each op.
+  std::unordered_map<const TensorImpl*, size_t> param_index;
+  std::vector<char> used_in_forward;
+  size_t piece_bucket = SIZE_MAX;
+  capture::BreakBeforeOp break_check;
 };
 
 namespace {
@@ -151,6 +157,30 @@ DataParallelBase::DataParallelBase(std::shared_ptr<Module> module,
   build_buckets(order);
   s.ready.assign(s.params.size(), 0);
   s.used.assign(s.params.size(), 1);
+  s.used_in_forward.assign(s.params.size(), 0);
+  for (size_t i = 0; i < s.params.size(); ++i) s.param_index[s.params[i].impl()] = i;
+  // DDPOptimizer's split, as the forward is captured: a graph break before the first op that
+  // reads a parameter of another bucket than the piece being recorded. Each piece then has
+  // its own compiled backward, which runs while the allreduce of the bucket after it (in
+  // backward order) is on the wire.
+  s.break_check = [this](const OpDef&, std::span<const Tensor> inputs) -> std::string {
+    State& st = *state_;
+    for (const Tensor& t : inputs) {
+      const auto it = st.param_index.find(t.impl());
+      if (it == st.param_index.end() || st.used_in_forward[it->second]) continue;
+      st.used_in_forward[it->second] = 1;
+      const size_t bucket = st.where[it->second].first;
+      if (st.piece_bucket == SIZE_MAX) {
+        st.piece_bucket = bucket;
+      } else if (bucket != st.piece_bucket) {
+        st.piece_bucket = bucket;
+        return concat("DDP bucket boundary: the forward reaches bucket ", bucket, " of ",
+                      st.buckets.size(), " ('", st.names[it->second],
+                      "'), whose gradients are allreduced apart from the previous piece's");
+      }
+    }
+    return "";
+  };
   for (size_t i = 0; i < s.params.size(); ++i)
     s.hooks.push_back(s.params[i].register_post_accumulate_grad_hook(
         [this, i](const Tensor&) { mark_ready(i); }));
@@ -216,7 +246,7 @@ void DataParallelBase::build_buckets(const std::vector<size_t>& order) {
   s.buckets = std::move(buckets);
 }
 
-void DataParallelBase::before_forward() {
+std::shared_ptr<void> DataParallelBase::before_forward() {
   State& s = *state_;
   KILN_CHECK(!s.prepared || !s.callback_queued, Error,
              "DistributedDataParallel: a forward began while the previous backward's gradients "
@@ -226,7 +256,7 @@ void DataParallelBase::before_forward() {
     for (const Tensor& b : s.buffers) distributed::broadcast(b, 0);
   }
   s.prepared = require_sync_ && is_grad_enabled();
-  if (!s.prepared) return;
+  if (!s.prepared) return nullptr;
   std::fill(s.ready.begin(), s.ready.end(), 0);
   std::fill(s.used.begin(), s.used.end(), 1);
   for (Bucket& b : s.buckets) {
@@ -237,6 +267,10 @@ void DataParallelBase::before_forward() {
   s.next_launch = 0;
   s.callback_queued = false;
   s.ready_order.clear();
+  if (!is_dynamo_compiling() || !options_.split_compiled_graphs) return nullptr;
+  std::fill(s.used_in_forward.begin(), s.used_in_forward.end(), 0);
+  s.piece_bucket = SIZE_MAX;
+  return std::make_shared<capture::BreakBeforeOpScope>(&s.break_check);
 }
 
 void DataParallelBase::after_forward(const std::vector<Tensor>& outputs) {

@@ -246,9 +246,9 @@ TEST(DataParallel, ACompiledStepBreaksItsGraphAtEachBucketBoundary) {
   // The worker checks the count against its buckets (explain()'s break reasons); here, that
   // both modes ran it: split (one "DDP bucket boundary" per bucket) and one graph.
   std::string out = passing_output("parity_compiled_step");
-  EXPECT_TRUE(contains(out, "3 bucket boundaries, split 1, 3 buckets launched early")) << out;
+  EXPECT_TRUE(contains(out, "3 forward pieces, split 1, 3 buckets launched early")) << out;
   out = passing_output("parity_compiled_step_unsplit");
-  EXPECT_TRUE(contains(out, "0 bucket boundaries, split 0, 0 buckets launched early")) << out;
+  EXPECT_TRUE(contains(out, "1 forward pieces, split 0, 0 buckets launched early")) << out;
 }
 
 TEST(DataParallel, TheGPTOnTwoRanksMatchesOneProcess) {

@@ -208,8 +208,10 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
     check_parameters_equal_across_ranks(*model, "after step " + std::to_string(step));
   }
   if (whole_step) {
-    // The compiled step breaks once per bucket ("DDP bucket boundary"), so it runs as one
-    // piece per bucket plus the tail that waits for the allreduces.
+    // Split, the compiled step's forward breaks before each bucket's first parameter, so it is
+    // one piece per bucket, each with its own compiled backward; every bucket's allreduce
+    // starts as soon as its piece's backward has run (a break in the backward too, where the
+    // piece was traced into the graph). Unsplit: one graph, and the allreduces after it.
     Tensor x = randn({b, in}, DType::Float32, &data), y = randn({b, out}, DType::Float32, &data);
     opt.zero_grad();
     const ExplainOutput e = kiln::explain([&] {
@@ -217,17 +219,20 @@ void scenario_parity(bool bucket_view, bool with_unused, bool find_unused,
       loss.backward();
       return loss.detach();
     });
-    int boundaries = 0;
-    for (const auto& br : e.break_reasons)
-      boundaries += br.reason.find("DDP bucket boundary") != std::string::npos;
-    std::cout << "compiled step: " << e.graph_count << " graphs, " << boundaries
-              << " bucket boundaries, split " << split << ", "
+    int forward_breaks = 0, backward_breaks = 0;
+    for (const auto& br : e.break_reasons) {
+      forward_breaks +=
+          br.reason.find("DDP bucket boundary: the forward reaches") != std::string::npos;
+      backward_breaks += br.reason.find("is ready; its allreduce") != std::string::npos;
+    }
+    const int buckets = static_cast<int>(ddp.bucket_parameter_names().size());
+    std::cout << "compiled step: " << e.graph_count << " graphs, " << forward_breaks + 1
+              << " forward pieces, split " << split << ", "
               << ddp.last_stats().buckets_launched_early << " buckets launched early" << std::endl;
-    // Communication overlaps the backward when split: every bucket starts as soon as its last
-    // gradient is accumulated, before the backward ends; unsplit, all start at its end.
     CHECK_TRUE(ddp.last_stats().buckets_launched_early == (split ? ddp.last_stats().buckets : 0),
                ddp.last_stats().buckets_launched_early);
-    CHECK_TRUE(boundaries == (split ? static_cast<int>(ddp.bucket_parameter_names().size()) : 0),
+    CHECK_TRUE(forward_breaks == (split ? buckets - 1 : 0), e.str());
+    CHECK_TRUE(split ? backward_breaks >= 1 && backward_breaks <= buckets : backward_breaks == 0,
                e.str());
   }
   const auto& stats = ddp.last_stats();

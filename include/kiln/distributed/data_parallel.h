@@ -128,7 +128,10 @@ class DataParallelBase : public nn::Module {
 
  protected:
   DataParallelBase(std::shared_ptr<nn::Module> module, nn::DistributedDataParallelOptions options);
-  void before_forward();
+  // Around the wrapped forward: before_forward returns what must live until the forward
+  // returns (inside kiln::compile, the check that breaks the graph before each bucket's first
+  // parameter, so that each bucket's backward is a compiled piece of its own).
+  [[nodiscard]] std::shared_ptr<void> before_forward();
   void after_forward(const std::vector<Tensor>& outputs);
 
  private:
@@ -179,7 +182,7 @@ class DistributedDataParallel : public distributed::detail::DataParallelBase {
 
   template <class... Args>
   auto forward(Args&&... args) {
-    before_forward();
+    const std::shared_ptr<void> scope = before_forward();
     auto out = module_->forward(std::forward<Args>(args)...);
     std::vector<Tensor> tensors;
     distributed::detail::collect_output_tensors(out, tensors);
@@ -194,7 +197,7 @@ class DistributedDataParallel : public distributed::detail::DataParallelBase {
   // `ddp.call([&] { return gpt->loss(x, y); })`. What fn returns is the forward's output.
   template <class F>
   auto call(F&& fn) {
-    before_forward();
+    const std::shared_ptr<void> scope = before_forward();
     auto out = fn();
     std::vector<Tensor> tensors;
     distributed::detail::collect_output_tensors(out, tensors);
