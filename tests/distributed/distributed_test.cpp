@@ -47,7 +47,7 @@ RanksResult run_ranks(const std::string& scenario, int n, const std::vector<std:
                               ("kiln-test-rdzv-" + std::to_string(::getpid()) + "-" + scenario))
                                  .string();
   std::filesystem::remove_all(folder);
-  std::vector<std::vector<std::string> > argvs;
+  std::vector<std::vector<std::string>> argvs;
   for (int rank = 0; rank < n; ++rank) {
     std::vector<std::string> argv = {"env", "RANK=" + std::to_string(rank),
                                      "WORLD_SIZE=" + std::to_string(n),
@@ -228,6 +228,26 @@ TEST_P(Ranks, CollectivesGiveExactResults) {
         << out;
 }
 INSTANTIATE_TEST_SUITE_P(DistributedRanks, Ranks, ::testing::Values(1, 2, 4));
+
+// mpirun's variables (OMPI_COMM_WORLD_RANK / _SIZE) stand for RANK / WORLD_SIZE.
+TEST(ProcessGroup, MpirunsVariablesGiveTheRankAndWorldSize) {
+  const std::string folder =
+      (std::filesystem::temp_directory_path() / ("kiln-test-ompi-" + std::to_string(::getpid())))
+          .string();
+  std::vector<std::vector<std::string>> argvs;
+  for (int rank = 0; rank < 2; ++rank)
+    argvs.push_back({"env", "-u", "RANK", "-u", "WORLD_SIZE",
+                     "OMPI_COMM_WORLD_RANK=" + std::to_string(rank), "OMPI_COMM_WORLD_SIZE=2",
+                     "KILN_RENDEZVOUS_DIR=" + folder, KILN_DISTRIBUTED_WORKER, "collectives"});
+  const auto results = kiln::detail::run_processes(argvs, 60);
+  std::filesystem::remove_all(folder);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank].succeeded()) << results[rank].describe(60) << results[rank].output;
+    EXPECT_TRUE(contains(results[rank].output,
+                         "collectives checked on rank " + std::to_string(rank) + " of 2"))
+        << results[rank].output;
+  }
+}
 
 TEST(DataParallel, TwoRanksMatchOneProcessOnTheWholeBatchEveryStep) {
   for (const std::string scenario :

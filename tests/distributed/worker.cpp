@@ -255,6 +255,8 @@ void scenario_parity_gpt() {
   nn::DistributedDataParallel ddp(model);
   auto reference = std::make_shared<nn::GPT>(config);
   copy_parameters(*model, *reference);
+  optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+  optim::AdamW ref_opt(reference->parameters(), {.lr = 1e-2});
   Generator data(3);
   const int64_t b = 4;
   for (int step = 0; step < 3; ++step) {
@@ -271,6 +273,9 @@ void scenario_parity_gpt() {
       CHECK_TRUE(max_excess(got[i].second.grad(), want[i].second.grad(), 1.3e-6, 1e-5) <= 0,
                  got[i].first, " gradient differs at step ", step, " by ",
                  max_excess(got[i].second.grad(), want[i].second.grad(), 0, 0));
+    opt.step();
+    ref_opt.step();
+    check_parameters_equal_across_ranks(*model, "after step " + std::to_string(step));
   }
   std::cout << "gpt parity checked on rank " << rank << std::endl;
 }
