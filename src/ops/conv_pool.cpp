@@ -17,6 +17,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "ops/windows.h"
 
 namespace kiln {
 
@@ -112,39 +113,12 @@ Dims pad_list(const Dims& low, const Dims& high) {
 }
 
 // The windows of x [N, C, *] padded with `fill` (and, past it, ceil_mode's overhang with
-// `overhang_fill`): [N, C, out..., kernel...]. Built as one strided slice of the padded input
-// per kernel position, stacked: the gradient then flows back through the slices (zeros
-// interleaved and padded, dense passes) rather than through as_strided's derivative, which
-// scatters by a computed index per window element (W10's backward: 3x the time).
+// `overhang_fill`): [N, C, out..., kernel...] (ops/windows.h: one kernel each way, so the
+// gradient is one pass adding each window element back, not a slice, pad and sum per kernel
+// position).
 Tensor windows(const Tensor& x, const Window& w, double fill, double overhang_fill) {
-  const int64_t dims = w.dims();
-  Tensor padded = x;
-  if (std::any_of(w.padding.begin(), w.padding.end(), [](int64_t p) { return p > 0; }))
-    padded = pad(padded, pad_list(w.padding, w.padding), fill);
-  if (std::any_of(w.overhang.begin(), w.overhang.end(), [](int64_t p) { return p > 0; }))
-    padded = pad(padded, pad_list(Dims(w.overhang.size(), 0), w.overhang), overhang_fill);
-  int64_t positions = 1;
-  for (int64_t k : w.kernel) positions *= k;
-  std::vector<Tensor> slices;
-  slices.reserve(static_cast<size_t>(positions));
-  for (int64_t p = 0; p < positions; ++p) {
-    // Kernel position p (row-major over the kernel dims): along each dim d, the elements
-    // k_d dilation_d + i stride_d, i < out_d.
-    Tensor view = padded;
-    int64_t rest = p;
-    for (int64_t d = dims - 1; d >= 0; --d) {
-      const auto u = static_cast<size_t>(d);
-      const int64_t k = rest % w.kernel[u];
-      rest /= w.kernel[u];
-      const int64_t start = k * w.dilation[u];
-      view = view.slice(2 + d, start, start + (w.out[u] - 1) * w.stride[u] + 1, w.stride[u]);
-    }
-    slices.push_back(view);
-  }
-  Dims sizes = {x.size(0), x.size(1)};
-  sizes.insert(sizes.end(), w.out.begin(), w.out.end());
-  sizes.insert(sizes.end(), w.kernel.begin(), w.kernel.end());
-  return stack(slices, -1).reshape(IntList(sizes));
+  return ops::unfold_windows(x, IntList(w.kernel), IntList(w.stride), IntList(w.padding),
+                             IntList(w.dilation), IntList(w.overhang), fill, overhang_fill);
 }
 
 // Dims [first, first + count).

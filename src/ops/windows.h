@@ -1,0 +1,23 @@
+// The sliding windows of convolution and pooling as two ops (src/ops/windows.cpp): unfold
+// (im2col) reads each window of x [N, C, in...] into [N, C, out..., kernel...]; fold (col2im),
+// its adjoint, adds each window element back to where it was read. One kernel each, so a
+// convolution's backward is one pass over the windows instead of a slice, pad and sum per kernel
+// position.
+#pragma once
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::ops {
+
+// The windows of x [N, C, in...] (1 to 3 spatial dims) for `kernel`, `stride`, `padding` and
+// `dilation` (one value per dim), and `overhang` past the high padding (ceil_mode's last
+// windows): [N, C, out..., kernel...]. A position in the padding reads `fill`, one in the
+// overhang `overhang_fill`. Floating dtypes.
+Tensor unfold_windows(const Tensor& x, IntList kernel, IntList stride, IntList padding,
+                      IntList dilation, IntList overhang, double fill, double overhang_fill);
+// The adjoint: windows [N, C, out..., kernel...] summed into [N, C, input_spatial...]
+// (positions in the padding or overhang are dropped).
+Tensor fold_windows(const Tensor& windows, IntList input_spatial, IntList kernel, IntList stride,
+                    IntList padding, IntList dilation, IntList overhang);
+
+}  // namespace kiln::ops
