@@ -61,32 +61,60 @@ Dims spatial_of(const Tensor& x, const char* op) {
   return Dims(x.sizes().begin() + 2, x.sizes().end());
 }
 
-// Calls f(o, k, i0, i1, i2, where) for every output position o and kernel position k of one
-// plane (both flattened, row-major), with the input index it reads and where it lies: 0 inside,
-// 1 in the padding, 2 in the overhang.
+// Where window element (out position o, kernel position k) lies in a windows tensor (per
+// padded dim; a missing dim's stride is 0).
+struct WindowStrides {
+  std::array<int64_t, 3> out{0, 0, 0}, kernel{0, 0, 0};
+};
+WindowStrides contiguous_window_strides(const Geometry& g) {
+  const int64_t kn = g.kernel_numel();
+  return {{kn * g.out[1] * g.out[2], kn * g.out[2], kn},
+          {g.kernel[1] * g.kernel[2], g.kernel[2], 1}};
+}
+WindowStrides window_strides_of(const Tensor& w, size_t dims) {
+  WindowStrides s;
+  for (size_t d = 0; d < dims; ++d) {
+    s.out[3 - dims + d] = w.stride(static_cast<int64_t>(2 + d));
+    s.kernel[3 - dims + d] = w.stride(static_cast<int64_t>(2 + dims + d));
+  }
+  return s;
+}
+
+// Calls run(at, step, count, i0, i1, i2, where) for each run of `count` window elements at
+// windows offsets at, at + step, ... (consecutive output positions along the last spatial dim,
+// one kernel position) that read the same region: input indices (i0, i1, i2 + j * stride[2]),
+// inside the input (where 0), in the padding (1) or in the overhang (2). The runs' bounds are
+// computed once per kernel position, so the copies and sums inside a run have no branch.
 template <class F>
-void for_each_window_element(const Geometry& g, F&& f) {
-  int64_t o = 0;
-  for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-    for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
-      for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++o) {
-        int64_t k = 0;
-        for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+void for_each_window_run(const Geometry& g, const WindowStrides& ws, F&& run) {
+  auto region = [&](int64_t i, int d) {
+    return i >= g.in[d] + g.padding[d] ? 2 : (i < 0 || i >= g.in[d]) ? 1 : 0;
+  };
+  // The first o2 whose index o2 * stride + offset reaches `bound` (clamped to [0, out]).
+  auto first_reaching = [&](int64_t bound, int64_t offset) {
+    const int64_t n = bound - offset;
+    return std::min<int64_t>(n <= 0 ? 0 : (n + g.stride[2] - 1) / g.stride[2], g.out[2]);
+  };
+  for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+        const int64_t at_k = k0 * ws.kernel[0] + k1 * ws.kernel[1] + k2 * ws.kernel[2];
+        const int64_t offset2 = k2 * g.dilation[2] - g.padding[2];
+        const int64_t inside = first_reaching(0, offset2);
+        const int64_t past = std::max(inside, first_reaching(g.in[2], offset2));
+        const int64_t overhang = std::max(past, first_reaching(g.in[2] + g.padding[2], offset2));
+        const std::array<std::array<int64_t, 3>, 4> segments{
+            {{0, inside, 1}, {inside, past, 0}, {past, overhang, 1}, {overhang, g.out[2], 2}}};
+        for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
           const int64_t i0 = o0 * g.stride[0] + k0 * g.dilation[0] - g.padding[0];
-          for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+          for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
             const int64_t i1 = o1 * g.stride[1] + k1 * g.dilation[1] - g.padding[1];
-            for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2, ++k) {
-              const int64_t i2 = o2 * g.stride[2] + k2 * g.dilation[2] - g.padding[2];
-              const std::array<int64_t, 3> i{i0, i1, i2};
-              int where = 0;
-              for (int d = 0; d < 3; ++d) {
-                if (i[d] >= g.in[d] + g.padding[d])
-                  where = 2;
-                else if ((i[d] < 0 || i[d] >= g.in[d]) && where == 0)
-                  where = 1;
-              }
-              f(o, k, i0, i1, i2, where);
-            }
+            const int outer = std::max(region(i0, 0), region(i1, 1));
+            const int64_t row = o0 * ws.out[0] + o1 * ws.out[1] + at_k;
+            for (const auto& [begin, end, where] : segments)
+              if (end > begin)
+                run(row + begin * ws.out[2], ws.out[2], end - begin, i0, i1,
+                    begin * g.stride[2] + offset2, std::max(outer, static_cast<int>(where)));
           }
         }
       }
@@ -115,7 +143,8 @@ void unfold_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t channels = x.size(1), planes = x.size(0) * channels;
   std::array<int64_t, 3> st{0, 0, 0};
   for (size_t d = 0; d < spatial.size(); ++d) st[3 - spatial.size() + d] = x.stride(2 + d);
-  const int64_t per_plane = g.out_numel() * g.kernel_numel(), kn = g.kernel_numel();
+  const int64_t per_plane = g.out_numel() * g.kernel_numel();
+  const WindowStrides layout = contiguous_window_strides(g);
   KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "unfold_windows", [&]<typename T>() {
     const T* xs = x.data_ptr<T>();
     T* os = out.data_ptr<T>();
@@ -125,12 +154,20 @@ void unfold_kernel(const OpCall& c, std::span<Tensor> outs) {
           for (int64_t p = b; p < e; ++p) {
             const T* xp = xs + (p / channels) * x.stride(0) + (p % channels) * x.stride(1);
             T* op = os + p * per_plane;
-            for_each_window_element(
-                g, [&](int64_t o, int64_t k, int64_t i0, int64_t i1, int64_t i2, int where) {
-                  op[o * kn + k] = where == 0   ? xp[i0 * st[0] + i1 * st[1] + i2 * st[2]]
-                                   : where == 1 ? fill
-                                                : overhang_fill;
-                });
+            for_each_window_run(g, layout,
+                                [&](int64_t at, int64_t step, int64_t count, int64_t i0, int64_t i1,
+                                    int64_t i2, int where) {
+                                  T* dst = op + at;
+                                  if (where != 0) {
+                                    const T value = where == 1 ? fill : overhang_fill;
+                                    for (int64_t j = 0; j < count; ++j) dst[j * step] = value;
+                                    return;
+                                  }
+                                  const T* src = xp + i0 * st[0] + i1 * st[1] + i2 * st[2];
+                                  const int64_t read_step = g.stride[2] * st[2];
+                                  for (int64_t j = 0; j < count; ++j)
+                                    dst[j * step] = src[j * read_step];
+                                });
           }
         });
   });
@@ -160,23 +197,30 @@ void fold_kernel(const OpCall& c, std::span<Tensor> outs) {
   if (out.numel() == 0) return;
   const Dims spatial = c.attrs.ints(0);
   const Geometry g = geometry("fold_windows", c.attrs, 1, spatial);
-  const Tensor win = w.contiguous();
-  const int64_t planes = out.size(0) * out.size(1);
-  const int64_t per_plane = g.out_numel() * g.kernel_numel(), kn = g.kernel_numel();
+  // The windows are read where they are (a convolution's gradient arrives permuted).
+  const WindowStrides layout = window_strides_of(w, spatial.size());
+  const int64_t channels = out.size(1), planes = out.size(0) * channels;
+  const int64_t per_plane = g.out_numel() * g.kernel_numel();
   const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
   KILN_DTYPE_SWITCH_FLOATING(w.dtype(), "fold_windows", [&]<typename T>() {
-    const T* ws = win.data_ptr<T>();
+    const T* ws = w.data_ptr<T>();
     T* os = out.data_ptr<T>();  // contiguous: a graph value or a fresh output
     kernels::parallel_range(
         planes, std::max<int64_t>(1, kParallelGrain / per_plane), [&](int64_t b, int64_t e) {
           for (int64_t p = b; p < e; ++p) {
             T* op = os + p * in_plane;
             std::fill(op, op + in_plane, T(0));
-            const T* wp = ws + p * per_plane;
-            for_each_window_element(
-                g, [&](int64_t o, int64_t k, int64_t i0, int64_t i1, int64_t i2, int where) {
-                  if (where == 0) op[(i0 * g.in[1] + i1) * g.in[2] + i2] += wp[o * kn + k];
-                });
+            const T* wp = ws + (p / channels) * w.stride(0) + (p % channels) * w.stride(1);
+            const int64_t write_step = g.stride[2];
+            for_each_window_run(g, layout,
+                                [&](int64_t at, int64_t step, int64_t count, int64_t i0, int64_t i1,
+                                    int64_t i2, int where) {
+                                  if (where != 0) return;
+                                  T* dst = op + (i0 * g.in[1] + i1) * g.in[2] + i2;
+                                  const T* src = wp + at;
+                                  for (int64_t j = 0; j < count; ++j)
+                                    dst[j * write_step] += src[j * step];
+                                });
           }
         });
   });

@@ -130,7 +130,9 @@ struct RegisterWindowOpInfos {
           .dtypes = kFloatDTypes,
           .samples = [k](DType dt) -> std::vector<Sample> {
             const WindowGeometry& g = geometries()[k];
-            return {{g.name, {mk(g.windows_shape(), dt, 3)}}};
+            return {{g.name, {mk(g.windows_shape(), dt, 3)}},
+                    {g.name + " strided windows",
+                     {make_tensor_for_test(g.windows_shape(), dt, -2, 2, Layout::Strided, 4)}}};
           },
           .fn =
               [k](const std::vector<Tensor>& in) {
