@@ -82,82 +82,83 @@ std::vector<ErrorCase> fold_errors() {
               })};
 }
 
+// Both ops are linear: first and second derivatives checked, but on the large geometry (there
+// for the threads) finite differences over 12800 inputs would take a minute.
+OpInfo with_gradient_checks(OpInfo info, const WindowGeometry& g) {
+  info.differentiable = true;
+  info.second_order = !g.large;
+  if (g.large) info.no_gradcheck = "the same loops as the smaller geometries, on more threads";
+  return info;
+}
+
 // Each geometry's OpInfo pair.
 struct RegisterWindowOpInfos {
   RegisterWindowOpInfos() {
     for (size_t k = 0; k < geometries().size(); ++k) {
       const WindowGeometry& g = geometries()[k];
-      opinfos().push_back(OpInfo{
-          .name = "unfold_windows_" + g.name,
-          .covers = {"unfold_windows"},
-          .dtypes = kFloatDTypes,
-          .samples = [k](DType dt) -> std::vector<Sample> {
-            const WindowGeometry& g = geometries()[k];
-            return {{g.name, {mk(g.x, dt, 1)}},
-                    {g.name + " transposed input",
-                     {make_tensor_for_test(g.x, dt, -2, 2, Layout::Transposed, 2)}}};
+      opinfos().push_back(with_gradient_checks(
+          OpInfo{
+              .name = "unfold_windows_" + g.name,
+              .covers = {"unfold_windows"},
+              .dtypes = kFloatDTypes,
+              .samples = [k](DType dt) -> std::vector<Sample> {
+                const WindowGeometry& g = geometries()[k];
+                return {{g.name, {mk(g.x, dt, 1)}},
+                        {g.name + " transposed input",
+                         {make_tensor_for_test(g.x, dt, -2, 2, Layout::Transposed, 2)}}};
+              },
+              .fn =
+                  [k](const std::vector<Tensor>& in) {
+                    const WindowGeometry& g = geometries()[k];
+                    return std::vector<Tensor>{
+                        ops::unfold_windows(in[0], g.kernel, g.stride, g.padding, g.dilation,
+                                            g.overhang, g.fill, g.overhang_fill)};
+                  },
+              .ref =
+                  [k](const std::vector<Ref>& in) {
+                    const WindowGeometry& g = geometries()[k];
+                    Ref out = Ref::zeros(g.windows_shape(), in[0].dtype);
+                    for (int64_t i = 0; i < out.numel(); ++i) {
+                      const auto [src, where] = g.source(out.unravel(i));
+                      out.v[static_cast<size_t>(i)] = where == 0   ? in[0].at(src)
+                                                      : where == 1 ? g.fill
+                                                                   : g.overhang_fill;
+                    }
+                    return std::vector<Ref>{out};
+                  },
+              .errors = unfold_errors(),
           },
-          .fn =
-              [k](const std::vector<Tensor>& in) {
+          g));
+      opinfos().push_back(with_gradient_checks(
+          OpInfo{
+              .name = "fold_windows_" + g.name,
+              .covers = {"fold_windows"},
+              .dtypes = kFloatDTypes,
+              .samples = [k](DType dt) -> std::vector<Sample> {
                 const WindowGeometry& g = geometries()[k];
-                return std::vector<Tensor>{ops::unfold_windows(in[0], g.kernel, g.stride, g.padding,
-                                                               g.dilation, g.overhang, g.fill,
-                                                               g.overhang_fill)};
+                return {{g.name, {mk(g.windows_shape(), dt, 3)}},
+                        {g.name + " strided windows",
+                         {make_tensor_for_test(g.windows_shape(), dt, -2, 2, Layout::Strided, 4)}}};
               },
-          .ref =
-              [k](const std::vector<Ref>& in) {
-                const WindowGeometry& g = geometries()[k];
-                Ref out = Ref::zeros(g.windows_shape(), in[0].dtype);
-                for (int64_t i = 0; i < out.numel(); ++i) {
-                  const auto [src, where] = g.source(out.unravel(i));
-                  out.v[static_cast<size_t>(i)] = where == 0   ? in[0].at(src)
-                                                  : where == 1 ? g.fill
-                                                               : g.overhang_fill;
-                }
-                return std::vector<Ref>{out};
-              },
-          .errors = unfold_errors(),
-          .differentiable = true,
-          .second_order = !g.large,
-          .no_gradcheck = g.large ? "the same loops as the smaller geometries (this one is there "
-                                    "for the threads); finite differences over 12800 inputs "
-                                    "take a minute"
-                                  : "",
-      });
-      opinfos().push_back(OpInfo{
-          .name = "fold_windows_" + g.name,
-          .covers = {"fold_windows"},
-          .dtypes = kFloatDTypes,
-          .samples = [k](DType dt) -> std::vector<Sample> {
-            const WindowGeometry& g = geometries()[k];
-            return {{g.name, {mk(g.windows_shape(), dt, 3)}},
-                    {g.name + " strided windows",
-                     {make_tensor_for_test(g.windows_shape(), dt, -2, 2, Layout::Strided, 4)}}};
+              .fn =
+                  [k](const std::vector<Tensor>& in) {
+                    const WindowGeometry& g = geometries()[k];
+                    return std::vector<Tensor>{ops::fold_windows(
+                        in[0], g.spatial(), g.kernel, g.stride, g.padding, g.dilation, g.overhang)};
+                  },
+              .ref =
+                  [k](const std::vector<Ref>& in) {
+                    const WindowGeometry& g = geometries()[k];
+                    Ref out = Ref::zeros(g.x, in[0].dtype);
+                    for (int64_t i = 0; i < in[0].numel(); ++i) {
+                      const auto [src, where] = g.source(in[0].unravel(i));
+                      if (where == 0) out.v[static_cast<size_t>(out.ravel(src))] += in[0].v[i];
+                    }
+                    return std::vector<Ref>{out};
+                  },
+              .errors = fold_errors(),
           },
-          .fn =
-              [k](const std::vector<Tensor>& in) {
-                const WindowGeometry& g = geometries()[k];
-                return std::vector<Tensor>{ops::fold_windows(in[0], g.spatial(), g.kernel, g.stride,
-                                                             g.padding, g.dilation, g.overhang)};
-              },
-          .ref =
-              [k](const std::vector<Ref>& in) {
-                const WindowGeometry& g = geometries()[k];
-                Ref out = Ref::zeros(g.x, in[0].dtype);
-                for (int64_t i = 0; i < in[0].numel(); ++i) {
-                  const auto [src, where] = g.source(in[0].unravel(i));
-                  if (where == 0) out.v[static_cast<size_t>(out.ravel(src))] += in[0].v[i];
-                }
-                return std::vector<Ref>{out};
-              },
-          .errors = fold_errors(),
-          .differentiable = true,
-          .second_order = !g.large,
-          .no_gradcheck = g.large ? "the same loops as the smaller geometries (this one is there "
-                                    "for the threads); finite differences over 12800 inputs "
-                                    "take a minute"
-                                  : "",
-      });
+          g));
     }
   }
 } register_window_opinfos;
