@@ -48,7 +48,7 @@ def anchor_models(path):
 
 
 def make_step(workload, models):
-    """The anchor's training step for W5 (one GPT block, MSE) or W7 (the char-GPT), its
+    """The anchor's training step for W4 (the MLP), W5 (one GPT block, MSE) or W7 (the char-GPT), its
     100-op chain W6 (the anchor's own source of it, compiled), or W1's pointwise chain."""
     if workload == "W1":  # as bench/workloads.cpp and the anchor define it
         torch.manual_seed(0)
@@ -60,6 +60,21 @@ def make_step(workload, models):
         torch.manual_seed(0)
         x = torch.randn(64)
         return lambda: scope["w6"](x)
+    if workload == "W4":  # the anchor's W4: an MLP step, batch 256, SGD (lr 0.01)
+        torch.manual_seed(0)
+        x, y = torch.randn(256, 784), torch.randint(0, 10, (256,))
+        torch.manual_seed(1)
+        mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                            nn.Linear(512, 10))
+        sgd = torch.optim.SGD(mlp.parameters(), lr=0.01)
+
+        def mlp_step():
+            sgd.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(mlp(x), y)
+            loss.backward()
+            sgd.step()
+            return loss
+        return mlp_step
     if workload == "W7":
         V, T, C, H, L, B = 96, 64, 128, 4, 4, 32
         torch.manual_seed(0)
@@ -102,7 +117,7 @@ def kiln_median(kiln, workload, runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kiln", help="the kiln executable (build/release/tools/kiln/kiln)")
-    parser.add_argument("--workload", choices=["W1", "W5", "W6", "W7"], default="W7")
+    parser.add_argument("--workload", choices=["W1", "W4", "W5", "W6", "W7"], default="W7")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=15, help="steps timed per side and round")
     parser.add_argument("--threads", type=int, default=2)
