@@ -239,7 +239,7 @@ void Group::loop() {
 }
 
 // ---- tensors ----
-const char* check_tensor(const char* api, const Tensor& t) {
+void check_tensor(const char* api, const Tensor& t) {
   KILN_CHECK(t.defined(), ValueError, "kiln::distributed::", api, ": the tensor is undefined");
   KILN_CHECK(t.is_contiguous(), ValueError, "kiln::distributed::", api, ": the tensor (shape ",
              t.shape_str(), ") must be contiguous");
@@ -247,19 +247,10 @@ const char* check_tensor(const char* api, const Tensor& t) {
              t.shape_str(),
              ") requires grad; collectives are not differentiable (pass a "
              "detached tensor, e.g. param.detach() or param.grad())");
-  switch (t.dtype()) {
-    case DType::Float32:
-      return "float32";
-    case DType::Float64:
-      return "float64";
-    case DType::Int32:
-      return "int32";
-    case DType::Int64:
-      return "int64";
-    default:
-      throw ValueError(concat("kiln::distributed::", api, ": dtype ", t.dtype(),
-                              " is not supported (float32, float64, int32, int64)"));
-  }
+  KILN_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64 ||
+                 t.dtype() == DType::Int32 || t.dtype() == DType::Int64,
+             ValueError, "kiln::distributed::", api, ": dtype ", t.dtype(),
+             " is not supported (float32, float64, int32, int64)");
 }
 
 template <class F>
@@ -282,39 +273,42 @@ void with_element_type(DType dt, F&& f) {
   }
 }
 
-const char* op_name(int64_t op) {
-  static constexpr const char* kNames[] = {"sum", "avg", "product",
+// What a collective is, as the ranks compare it in debug mode and errors name it: kind 0
+// all_reduce (a = the ReduceOp, 5 = avg sent as float16), 1 broadcast (a = src), 2 all_gather,
+// 3 barrier; the dtype and element count.
+struct Fingerprint {
+  int64_t kind = 3, a = 0, dtype = 0, count = 0;
+  std::array<int64_t, 4> values() const { return {kind, a, dtype, count}; }
+  std::string str() const {
+    static constexpr const char* kOps[] = {"sum", "avg", "product",
                                            "min", "max", "avg, sent as float16"};
-  return op >= 0 && op < 6 ? kNames[op] : "?";
-}
-std::string dtype_name_of(int64_t code) {
-  return code >= 0 && code < kNumDTypes ? std::string(dtype_info(static_cast<DType>(code)).name)
-                                        : "?";
-}
-// A fingerprint in words: kind 0 all_reduce (a = op), 1 broadcast (a = src), 2 all_gather,
-// 3 barrier; b the dtype, c the element count.
-std::string describe_fingerprint(int64_t kind, int64_t a, int64_t b, int64_t c) {
-  switch (kind) {
-    case 0:
-      return concat("all_reduce (", op_name(a), ") of ", c, " ", dtype_name_of(b), " elements");
-    case 1:
-      return concat("broadcast from rank ", a, " of ", c, " ", dtype_name_of(b), " elements");
-    case 2:
-      return concat("all_gather of ", c, " ", dtype_name_of(b), " elements");
-    case 3:
-      return "barrier";
-    default:
-      return "an unknown collective";
+    const std::string elements =
+        concat(count, " ",
+               dtype >= 0 && dtype < kNumDTypes ? dtype_info(static_cast<DType>(dtype)).name : "?",
+               " elements");
+    switch (kind) {
+      case 0:
+        return concat("all_reduce (", a >= 0 && a < 6 ? kOps[a] : "?", ") of ", elements);
+      case 1:
+        return concat("broadcast from rank ", a, " of ", elements);
+      case 2:
+        return concat("all_gather of ", elements);
+      case 3:
+        return "barrier";
+      default:
+        return "an unknown collective";
+    }
   }
-}
+};
 
-// The fingerprint of a collective, compared across ranks in debug mode.
-void check_fingerprint(Group& g, uint32_t tag, const std::string& what, int64_t kind, int64_t a,
-                       int64_t b, int64_t c) {
-  std::array<int64_t, 5> mine{static_cast<int64_t>(tag), kind, a, b, c};
+// Debug mode: the ranks exchange the fingerprints of collective #tag and fail, every one, when
+// they differ.
+void check_fingerprint(Group& g, uint32_t tag, const Fingerprint& fp) {
+  const std::array<int64_t, 4> v = fp.values();
+  const std::array<int64_t, 5> mine{static_cast<int64_t>(tag), v[0], v[1], v[2], v[3]};
   std::vector<int64_t> all(mine.size() * g.size);
   gloo::AllgatherOptions opts(g.context);
-  opts.setInput(mine.data(), mine.size());
+  opts.setInput(const_cast<int64_t*>(mine.data()), mine.size());
   opts.setOutput(all.data(), all.size());
   opts.setTag(tag | 0x80000000u);
   opts.setTimeout(g.timeout);
@@ -324,17 +318,18 @@ void check_fingerprint(Group& g, uint32_t tag, const std::string& what, int64_t 
     const int64_t* theirs = all.data() + r * mine.size();
     if (std::equal(mine.begin(), mine.end(), theirs)) continue;
     diff += concat("\n  rank ", r, " called ",
-                   describe_fingerprint(theirs[1], theirs[2], theirs[3], theirs[4]),
+                   Fingerprint{theirs[1], theirs[2], theirs[3], theirs[4]}.str(),
                    " as collective #", theirs[0]);
   }
   KILN_CHECK(diff.empty(), Error,
              "kiln::distributed: mismatched collectives (KILN_DISTRIBUTED_DEBUG): rank ", g.rank,
-             " called ", what, " as collective #", tag, diff,
+             " called ", fp.str(), " as collective #", tag, diff,
              "\nEvery rank must call the same collectives in the same order, with tensors of the "
              "same dtype and size");
 }
 
-Work enqueue(const char* api, std::string what, int64_t bytes,
+// Queues `run` on the communication thread (after the debug-mode fingerprint check).
+Work enqueue(const char* api, const Fingerprint& fp, int64_t bytes,
              std::function<void(Group&, uint32_t)> run) {
   std::shared_ptr<Group> g = current(api);
   Work work;
@@ -343,8 +338,11 @@ Work enqueue(const char* api, std::string what, int64_t bytes,
   {
     std::lock_guard lock(g->mu);
     state->seq = g->issued++;
-    g->queue.push_back(Task{std::move(what),
-                            [g = g.get(), run = std::move(run)](uint32_t tag) { run(*g, tag); },
+    g->queue.push_back(Task{fp.str(),
+                            [g = g.get(), fp, run = std::move(run)](uint32_t tag) {
+                              if (g->debug) check_fingerprint(*g, tag, fp);
+                              run(*g, tag);
+                            },
                             state});
   }
   g->cv.notify_one();
@@ -353,7 +351,6 @@ Work enqueue(const char* api, std::string what, int64_t bytes,
 }
 
 int64_t dtype_code(DType dt) { return static_cast<int64_t>(dt); }
-
 }  // namespace
 
 // ---- Work ----
@@ -495,21 +492,17 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op) {
   tensor.impl()->storage()->bump_version();
   const size_t n = static_cast<size_t>(tensor.numel());
   const DType dt = tensor.dtype();
-  std::string what =
-      describe_fingerprint(0, static_cast<int64_t>(op), dtype_code(dt), static_cast<int64_t>(n));
-  return enqueue("all_reduce", what, static_cast<int64_t>(n) * itemsize(dt),
-                 [tensor, data, n, dt, op, what](Group& g, uint32_t tag) {
-                   if (g.debug)
-                     check_fingerprint(g, tag, what, 0, static_cast<int64_t>(op), dtype_code(dt),
-                                       static_cast<int64_t>(n));
+  const Fingerprint fp{0, static_cast<int64_t>(op), dtype_code(dt), static_cast<int64_t>(n)};
+  return enqueue("all_reduce", fp, static_cast<int64_t>(n) * itemsize(dt),
+                 [tensor, data, n, dt, op](Group& g, uint32_t tag) {
                    if (g.size == 1) return;
                    with_element_type(dt, [&]<class T>(T) {
                      T* p = static_cast<T*>(data);
                      // Avg divides first, then sums (DDP's order: no overflow however many ranks).
                      if constexpr (std::is_floating_point_v<T>)
-                       if (op == ReduceOp::Avg && g.size > 1)
+                       if (op == ReduceOp::Avg)
                          for (size_t i = 0; i < n; ++i) p[i] /= static_cast<T>(g.size);
-                     if (g.size > 1) {
+                     {
                        gloo::AllreduceOptions opts(g.context);
                        opts.setOutput(p, n);
                        opts.setTag(tag);
@@ -545,12 +538,9 @@ Work all_reduce_fp16_async(const Tensor& tensor) {
   float* data = tensor.data_ptr<float>();
   tensor.impl()->storage()->bump_version();
   const size_t n = static_cast<size_t>(tensor.numel());
-  std::string what = concat("all_reduce (avg, sent as float16) of ", n, " float32 elements");
-  return enqueue("all_reduce_fp16", what, static_cast<int64_t>(n) * 2,
-                 [tensor, data, n, what](Group& g, uint32_t tag) {
-                   if (g.debug)
-                     check_fingerprint(g, tag, what, 0, 5, dtype_code(DType::Float32),
-                                       static_cast<int64_t>(n));
+  const Fingerprint fp{0, 5, dtype_code(DType::Float32), static_cast<int64_t>(n)};
+  return enqueue("all_reduce_fp16", fp, static_cast<int64_t>(n) * 2,
+                 [tensor, data, n](Group& g, uint32_t tag) {
                    if (g.size == 1) return;
                    std::vector<gloo::float16> half(n);
                    const float scale = 1.0f / static_cast<float>(g.size);
@@ -576,13 +566,9 @@ Work broadcast_async(const Tensor& tensor, int src) {
   tensor.impl()->storage()->bump_version();
   const size_t n = static_cast<size_t>(tensor.numel());
   const size_t bytes = n * static_cast<size_t>(tensor.element_size());
-  const DType dt = tensor.dtype();
-  std::string what = describe_fingerprint(1, src, dtype_code(dt), static_cast<int64_t>(n));
-  return enqueue("broadcast", what, static_cast<int64_t>(bytes),
-                 [tensor, data, bytes, n, dt, src, what](Group& g, uint32_t tag) {
-                   if (g.debug)
-                     check_fingerprint(g, tag, what, 1, src, dtype_code(dt),
-                                       static_cast<int64_t>(n));
+  const Fingerprint fp{1, src, dtype_code(tensor.dtype()), static_cast<int64_t>(n)};
+  return enqueue("broadcast", fp, static_cast<int64_t>(bytes),
+                 [tensor, data, bytes, src](Group& g, uint32_t tag) {
                    if (g.size == 1) return;
                    gloo::BroadcastOptions opts(g.context);
                    opts.setOutput(static_cast<char*>(data), bytes);
@@ -614,13 +600,9 @@ void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
     outs.push_back(out.data_ptr());
     out.impl()->storage()->bump_version();
   }
-  const DType dt = input.dtype();
-  std::string what = describe_fingerprint(2, 0, dtype_code(dt), input.numel());
-  enqueue("all_gather", what, static_cast<int64_t>(bytes),
-          [input, outputs, in, outs, bytes, dt, what](Group& g, uint32_t tag) {
-            if (g.debug)
-              check_fingerprint(g, tag, what, 2, 0, dtype_code(dt),
-                                static_cast<int64_t>(bytes) / itemsize(dt));
+  const Fingerprint fp{2, 0, dtype_code(input.dtype()), input.numel()};
+  enqueue("all_gather", fp, static_cast<int64_t>(bytes),
+          [input, outputs, in, outs, bytes](Group& g, uint32_t tag) {
             std::vector<char> gathered(bytes * g.size);
             if (g.size == 1) {
               std::memcpy(gathered.data(), in, bytes);
@@ -639,8 +621,7 @@ void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
 }
 
 void barrier() {
-  enqueue("barrier", "barrier", 0, [](Group& g, uint32_t tag) {
-    if (g.debug) check_fingerprint(g, tag, "barrier", 3, 0, 0, 0);
+  enqueue("barrier", Fingerprint{}, 0, [](Group& g, uint32_t tag) {
     if (g.size == 1) return;
     gloo::BarrierOptions opts(g.context);
     opts.setTag(tag);

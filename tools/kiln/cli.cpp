@@ -39,8 +39,8 @@ const std::vector<Command>& commands() {
        run_report},
       {"minify", "shrink a failing repro folder to the ops that still fail", minify_parser,
        run_minify},
-      {"launch", "start the processes of a data-parallel run (kiln::distributed)",
-       launch_parser, run_launch},
+      {"launch", "start the processes of a data-parallel run (kiln::distributed)", launch_parser,
+       run_launch},
       {"prepare", "precompile what the inductor backend's generated code includes", prepare_parser,
        run_prepare},
   };
