@@ -174,8 +174,9 @@ int run_train(const TrainOptions& o, std::ostream& out, std::ostream& err_stream
   ProcessGroupScope group;
   const int rank = distributed::get_rank(), world = distributed::get_world_size();
   // Rank 0 reports; the other ranks print their errors only (thrown, printed by the caller).
-  std::ostringstream quiet;
-  std::ostream& err = rank == 0 ? err_stream : quiet;
+  // (A stream without a buffer discards what it is given: nothing piles up over a long run.)
+  std::ostream discarded(nullptr);
+  std::ostream& err = rank == 0 ? err_stream : discarded;
   // --threads is per process: with a launcher, OMP_NUM_THREADS (its share of the cores) wins
   // unless --threads was given.
   set_num_threads(static_cast<int>(world > 1 && !o.threads_given && std::getenv("OMP_NUM_THREADS")
