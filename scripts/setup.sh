@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev
   graphviz                 # `kiln report` draws graphs with dot
   chromium                 # the report's browser test loads the page headless
+  python3-dev python3-venv # the Python package (pip install .) and its tests
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Second command of the README: install what is missing, build, and run the whole test suite.
-#   scripts/test.sh          Release build: unit + conformance tests, install/find_package check
+#   scripts/test.sh          Release build: unit + conformance tests, install/find_package check,
+#                            the Python package's tests (pytest)
 #   scripts/test.sh --asan   the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +45,7 @@ if [ "$preset" = release ]; then
   fi
   # A repro folder written by the library rebuilds against the installed Kiln and still fails.
   scripts/repro_rebuild_check.sh "$prefix" build/release/tools/kiln/kiln
+  # The Python package: pip install . into a throwaway virtualenv, then pytest.
+  scripts/python_test.sh
 fi
 echo "[test] $preset: passed in $(( $(date +%s) - start )) s"

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
@@ -80,6 +81,10 @@ void notify_compile_error(const detail::CompiledState& fn, size_t graph_index,
 
 // ---- call sites ----
 namespace {
+std::atomic<UserLocationFn> g_user_location{nullptr};
+}  // namespace
+
+namespace {
 bool is_runtime_object(const char* path) {
   if (!path) return true;
   std::string_view p(path);
@@ -143,6 +148,12 @@ ir::SourceLoc symbolize(void* pc) {
 
 CallSite user_call_site(std::source_location loc, bool loc_known) {
   CallSite site;
+  // A front end in another language knows the user's line better than any C++ location,
+  // which is then one of its bindings'.
+  if (const UserLocationFn provider = g_user_location.load(std::memory_order_acquire)) {
+    site.loc = provider();
+    if (site.loc.known()) return site;
+  }
   if (loc_known) {
     site.loc = {loc.file_name(), static_cast<int>(loc.line()), loc.function_name()};
     return site;
@@ -165,6 +176,10 @@ ir::SourceLoc CallSite::resolve() const {
 }
 
 }  // namespace capture
+
+void set_user_location_provider(UserLocationFn provider) {
+  capture::g_user_location.store(provider, std::memory_order_release);
+}
 
 // ---- explain ----
 namespace {

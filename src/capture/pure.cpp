@@ -34,6 +34,7 @@ struct PurePlan {
     TensorMeta meta;  // a view's sizes, strides, offset relative to the output
   };
   std::vector<Result> results;
+  std::shared_ptr<const void> result_layout;  // the front end's, from learn_pure
 };
 
 }  // namespace detail
@@ -90,13 +91,15 @@ std::shared_ptr<detail::PurePlan> make_plan(const PureObservation& obs,
   if (args.unsupported >= 0) {
     why = detail::concat("argument ", args.unsupported,
                          " has a type pure mode cannot guard (it guards Tensor, "
-                         "std::vector<Tensor>, numbers, bools, enums and strings)");
+                         "std::vector<Tensor>, numbers, bools, enums and strings; from Python: "
+                         "tensors, None, numbers, strings, and tuples and lists of them)");
     return nullptr;
   }
   if (!results) {
     why =
         "its result type is not one pure mode can rebuild (void, Tensor, "
-        "std::vector<Tensor>, a pair or tuple of Tensors)";
+        "std::vector<Tensor>, a pair or tuple of Tensors; from Python: a tensor, None, or "
+        "tuples and lists of them)";
     return nullptr;
   }
   if (obs.breaks > 0) {
@@ -201,7 +204,8 @@ namespace detail {
 bool is_pure(const CompiledState& state) { return state.options.pure; }
 
 PureStep pure_try_run(CompiledState& st, const PureArgs& args, std::vector<Tensor>& results,
-                      std::shared_ptr<const PurePlan>& verify) {
+                      std::shared_ptr<const PurePlan>& verify,
+                      std::shared_ptr<const void>* result_layout) {
   // (Frozen mode allows a hit: a plan only runs a cached graph.)
   if (!capture::frames().empty() || stance() == Stance::ForceEager || st.run_eagerly)
     return PureStep::Capture;  // inside another capture or an eager region, or eager by policy
@@ -237,6 +241,7 @@ PureStep pure_try_run(CompiledState& st, const PureArgs& args, std::vector<Tenso
     outs = plan->entry->plain()(inputs.span(), {});
   }
   capture::check_backend_outputs(st, plan->entry->graph, inputs.span(), outs);
+  if (result_layout) *result_layout = plan->result_layout;
   // (Results that are the graph's outputs, whole and in order, are that list as it is.)
   bool outputs_as_they_are = plan->results.size() == outs.size();
   for (size_t i = 0; i < plan->results.size() && outputs_as_they_are; ++i)
@@ -255,10 +260,12 @@ PureStep pure_try_run(CompiledState& st, const PureArgs& args, std::vector<Tenso
 }
 
 void CallScope::learn_pure(const PureArgs& args, const std::vector<const Tensor*>* results,
-                           const std::shared_ptr<const PurePlan>& verify) {
+                           const std::shared_ptr<const PurePlan>& verify,
+                           std::shared_ptr<const void> result_layout) {
   if (!pure_) return;  // the call was not captured (nested, eager region, stance)
   std::string why;
   std::shared_ptr<PurePlan> plan = capture::make_plan(*pure_, args, results, why);
+  if (plan) plan->result_layout = std::move(result_layout);
   CompiledState& st = *state_;
   if (verify) {
     const std::string difference = plan ? capture::plan_difference(*plan, *verify)

@@ -335,6 +335,8 @@ class BlockRecycler {
   static void give(void* block) {
 #ifndef __SANITIZE_ADDRESS__
     if (alive_ && list_.count < kSlots) {
+      if (!list_.slots) [[unlikely]]
+        list_.slots = new void*[kSlots];
       list_.slots[list_.count++] = block;
       return;
     }
@@ -344,16 +346,20 @@ class BlockRecycler {
 
  private:
   static constexpr int kSlots = 512;
+  // The slots are on the heap: a library with initial-exec thread-locals can be dlopen'ed (the
+  // Python extension loads libkiln so) only while they fit the few static TLS bytes glibc keeps
+  // for late loads (about 1.6 KB in all), so no thread-local of the library holds an array.
   struct FreeList {
-    void* slots[kSlots];
+    void** slots = nullptr;  // kSlots entries, allocated at the first give()
     int count = 0;
     ~FreeList() {
       alive_ = false;  // blocks given back during the thread's later destructors are freed
       while (count > 0) ::operator delete (slots[--count], std::align_val_t{Align});
+      delete[] slots;
     }
   };
-  // initial-exec: a load from the thread pointer, not a __tls_get_addr call per access (the
-  // library is linked, not dlopen'ed; as detail::tls_pending_writes).
+  // initial-exec: a load from the thread pointer, not a __tls_get_addr call per access (as
+  // detail::tls_pending_writes).
   [[gnu::tls_model("initial-exec")]] static thread_local FreeList list_;
   // Trivially destructible: readable after list_ is gone.
   [[gnu::tls_model("initial-exec")]] static thread_local bool alive_;

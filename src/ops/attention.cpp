@@ -398,7 +398,8 @@ const OpDef& fused_attention_backward_op = register_op(
                "Tensor grad_key, Tensor grad_value)",
      .kind = OpKind::Extern,
      .meta = fused_attention_backward_meta,
-     .kernel = fused_attention_backward_kernel});
+     .kernel = fused_attention_backward_kernel,
+     .internal = true});
 
 namespace {
 void fused_attention_derivative(const BackwardCall& c, std::span<Tensor> g) {
@@ -411,14 +412,15 @@ void fused_attention_derivative(const BackwardCall& c, std::span<Tensor> g) {
 }
 }  // namespace
 
-const OpDef& fused_attention_op = register_op(
-    {.name = "fused_attention",
-     .schema = "fused_attention(Tensor query, Tensor key, Tensor value, float scale, "
-               "bool is_causal, bool sequence_major) -> Tensor",
-     .kind = OpKind::Extern,
-     .meta = fused_attention_meta,
-     .kernel = fused_attention_kernel,
-     .derivative = {.fn = fused_attention_derivative, .saved_inputs = save({0, 1, 2})}});
+const OpDef& fused_attention_op =
+    register_op({.name = "fused_attention",
+                 .schema = "fused_attention(Tensor query, Tensor key, Tensor value, float scale, "
+                           "bool is_causal, bool sequence_major) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = fused_attention_meta,
+                 .kernel = fused_attention_kernel,
+                 .derivative = {.fn = fused_attention_derivative, .saved_inputs = save({0, 1, 2})},
+                 .internal = true});
 
 }  // namespace ops
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
@@ -433,5 +434,80 @@ KILN_CONV_POOL(1)
 KILN_CONV_POOL(2)
 KILN_CONV_POOL(3)
 #undef KILN_CONV_POOL
+
+// ---- Python-facing forms: torch.nn.functional's names, order and defaults
+// (kiln/ops/function.h). Arguments Kiln does not implement are errors, never ignored. ----
+namespace {
+using Args = const FunctionArgs&;
+void unsupported(bool given, const char* what) {
+  KILN_CHECK(!given, NotImplementedError, what, " is not implemented");
+}
+// A missing optional list (a pool's stride=None): the C++ default, an empty list.
+std::vector<int64_t> ints_or_empty(Args a, size_t k) {
+  return a.has(k) ? a.ints(k) : std::vector<int64_t>{};
+}
+#define KILN_CONV_POOL_FUNCTIONS(D)                                                               \
+  const FunctionDef& conv##D##d_function = register_function(                                     \
+      {.schema = "conv" #D "d(Tensor input, Tensor weight, Tensor? bias=None, int[] stride=1, "   \
+                 "int[] padding=0, int[] dilation=1, int groups=1) -> Tensor",                    \
+       .doc = "A " #D "-d convolution (cross-correlation) with weight [O, C / groups, k...].",    \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         return conv##D##d(a.tensor(0), a.tensor(1), a.opt_tensor(2), a.ints(3), a.ints(4),       \
+                           a.ints(5), a.i(6));                                                    \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& conv_transpose##D##d_function = register_function(                           \
+      {.schema = "conv_transpose" #D "d(Tensor input, Tensor weight, Tensor? bias=None, "         \
+                 "int[] stride=1, int[] padding=0, int[] output_padding=0, int groups=1, "        \
+                 "int[] dilation=1) -> Tensor",                                                   \
+       .doc = "A " #D "-d transposed convolution with weight [C, O / groups, k...].",             \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         return conv_transpose##D##d(a.tensor(0), a.tensor(1), a.opt_tensor(2), a.ints(3),        \
+                                     a.ints(4), a.ints(5), a.i(6), a.ints(7));                    \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& max_pool##D##d_function = register_function(                                 \
+      {.schema = "max_pool" #D "d(Tensor input, int[] kernel_size, int[]? stride=None, "          \
+                 "int[] padding=0, int[] dilation=1, bool ceil_mode=False, "                      \
+                 "bool return_indices=False) -> Tensor",                                          \
+       .doc = "The maximum of each window (stride: the kernel size by default).",                 \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         unsupported(a.b(6), "nn.functional.max_pool" #D "d(return_indices=True)");               \
+         return max_pool##D##d(a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3), a.ints(4), \
+                               a.b(5));                                                           \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& avg_pool##D##d_function = register_function(                                 \
+      {.schema = "avg_pool" #D "d(Tensor input, int[] kernel_size, int[]? stride=None, "          \
+                 "int[] padding=0, bool ceil_mode=False, bool count_include_pad=True, "           \
+                 "int? divisor_override=None) -> Tensor",                                         \
+       .doc = "The mean of each window (stride: the kernel size by default).",                    \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         unsupported(a.has(6), "nn.functional.avg_pool" #D "d(divisor_override=...)");            \
+         return avg_pool##D##d(a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3), a.b(4),    \
+                               a.b(5));                                                           \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& adaptive_avg_pool##D##d_function = register_function(                        \
+      {.schema = "adaptive_avg_pool" #D "d(Tensor input, int[] output_size) -> Tensor",           \
+       .doc = "The mean over windows that split the input into output_size cells.",               \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         return adaptive_avg_pool##D##d(a.tensor(0), a.ints(1));                                  \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& adaptive_max_pool##D##d_function = register_function(                        \
+      {.schema = "adaptive_max_pool" #D "d(Tensor input, int[] output_size, "                     \
+                 "bool return_indices=False) -> Tensor",                                          \
+       .doc = "The maximum over windows that split the input into output_size cells.",            \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         unsupported(a.b(2), "nn.functional.adaptive_max_pool" #D "d(return_indices=True)");      \
+         return adaptive_max_pool##D##d(a.tensor(0), a.ints(1));                                  \
+       },                                                                                         \
+       .module = "nn.functional"});
+KILN_CONV_POOL_FUNCTIONS(1)
+KILN_CONV_POOL_FUNCTIONS(2)
+KILN_CONV_POOL_FUNCTIONS(3)
+#undef KILN_CONV_POOL_FUNCTIONS
+}  // namespace
 
 }  // namespace kiln

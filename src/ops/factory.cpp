@@ -117,24 +117,28 @@ const OpDef& full_op =
                  .schema = "full(int[] size, Scalar fill_value, ScalarType dtype) -> Tensor",
                  .kind = OpKind::Factory,
                  .meta = full_meta,
-                 .kernel = full_kernel});
+                 .kernel = full_kernel,
+                 .internal = true});
 const OpDef& arange_op = register_op(
     {.name = "arange",
      .schema = "arange(Scalar start, Scalar end, Scalar step, ScalarType dtype) -> Tensor",
      .kind = OpKind::Factory,
      .meta = arange_meta,
-     .kernel = arange_kernel});
+     .kernel = arange_kernel,
+     .internal = true});
 const OpDef& linspace_op = register_op(
     {.name = "linspace",
      .schema = "linspace(float start, float end, int steps, ScalarType dtype) -> Tensor",
      .kind = OpKind::Factory,
      .meta = linspace_meta,
-     .kernel = linspace_kernel});
+     .kernel = linspace_kernel,
+     .internal = true});
 const OpDef& eye_op = register_op({.name = "eye",
                                    .schema = "eye(int n, int m, ScalarType dtype) -> Tensor",
                                    .kind = OpKind::Factory,
                                    .meta = eye_meta,
-                                   .kernel = eye_kernel});
+                                   .kernel = eye_kernel,
+                                   .internal = true});
 
 }  // namespace ops
 

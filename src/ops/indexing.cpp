@@ -2,6 +2,7 @@
 // index_add (and their in-place forms), masked_select, nonzero and one_hot. Every kernel checks
 // all index values against their bound before it writes anything.
 #include "kiln/ops/indexing.h"
+#include "kiln/ops/function.h"
 
 #include <algorithm>
 
@@ -167,7 +168,8 @@ const OpDef& embedding_op =
                  .kind = OpKind::Indexing,
                  .meta = embedding_meta,
                  .kernel = embedding_kernel,
-                 .derivative = {.fn = embedding_derivative, .saved_inputs = save({1})}});
+                 .derivative = {.fn = embedding_derivative, .saved_inputs = save({1})},
+                 .internal = true});
 
 // ---- gather / scatter / scatter_add: inputs [x, index(, src)]; attrs [dim] ----
 // PyTorch's shape rules: index has x's number of dims (and src's); index.size(d) <=
@@ -359,14 +361,14 @@ void index_add_kernel(const OpCall& c, std::span<Tensor> outs) {
     });
   });
 }
-const OpDef& index_add_op = register_op(
-    {.name = "index_add",
-     .schema =
-         "index_add(Tensor self, int dim, Tensor index, Tensor source, Scalar alpha) -> Tensor",
-     .kind = OpKind::Indexing,
-     .meta = index_add_meta,
-     .kernel = index_add_kernel,
-     .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
+const OpDef& index_add_op =
+    register_op({.name = "index_add",
+                 .schema = "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar "
+                           "alpha=1) -> Tensor",
+                 .kind = OpKind::Indexing,
+                 .meta = index_add_meta,
+                 .kernel = index_add_kernel,
+                 .derivative = {.fn = index_add_derivative, .saved_inputs = save({1})}});
 
 // ---- masked_select: inputs [x, mask] -> 1-d (data-dependent size) ----
 int masked_select_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -476,7 +478,8 @@ const OpDef& one_hot_op = register_op({.name = "one_hot",
                                        .schema = "one_hot(Tensor self, int num_classes) -> Tensor",
                                        .kind = OpKind::Indexing,
                                        .meta = one_hot_meta,
-                                       .kernel = one_hot_kernel});
+                                       .kernel = one_hot_kernel,
+                                       .internal = true});
 
 }  // namespace
 }  // namespace ops
@@ -533,5 +536,21 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   return ops::call(ops::one_hot_op, {indices}, {num_classes});
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& one_hot_function = register_function(
+    {.schema = "one_hot(Tensor self, int num_classes=-1) -> Tensor",
+     .doc = "int64 one-hot rows of the class indices; num_classes -1: one more than the largest "
+            "index (which reads the values: a sync point under compile).",
+     .call = [](Args a) -> FunctionResult { return one_hot(a.tensor(0), a.i(1)); },
+     .module = "nn.functional"});
+const FunctionDef& embedding_function = register_function(
+    {.schema = "embedding(Tensor input, Tensor weight) -> Tensor",
+     .doc = "The rows of weight that input's indices name.",
+     .call = [](Args a) -> FunctionResult { return embedding(a.tensor(1), a.tensor(0)); },
+     .module = "nn.functional"});
+}  // namespace
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "ops/indexing_utils.h"
 
@@ -112,7 +113,7 @@ void cat_derivative(const BackwardCall& c, std::span<Tensor> g) {
   }
 }
 const OpDef& cat_op = register_op({.name = "cat",
-                                   .schema = "cat(Tensor[] tensors, int dim) -> Tensor",
+                                   .schema = "cat(Tensor[] tensors, int dim=0) -> Tensor",
                                    .kind = OpKind::Layout,
                                    .meta = cat_meta,
                                    .kernel = cat_kernel,
@@ -197,5 +198,31 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   for (int64_t i = 0; i < x.size(d); ++i) out.push_back(x.select(d, i));
   return out;
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& stack_function = register_function(
+    {.schema = "stack(Tensor[] tensors, int dim=0) -> Tensor",
+     .doc = "The tensors (of one shape) joined along a new dim.",
+     .call = [](Args a) -> FunctionResult { return stack(a.tensors(0), a.i(1)); }});
+const FunctionDef& split_function = register_function(
+    {.schema = "split(Tensor self, int[] split_size_or_sections, int dim=0) -> Tensor[]",
+     .doc = "Views of consecutive pieces along dim: of split_size elements each (the last may "
+            "be shorter), or of the sizes listed.",
+     .call = [](Args a) -> FunctionResult {
+       const std::vector<int64_t>& sizes = a.ints(1);
+       if (sizes.size() == 1) return split(a.tensor(0), sizes[0], a.i(2));
+       return split(a.tensor(0), IntList(sizes), a.i(2));
+     }});
+const FunctionDef& chunk_function = register_function(
+    {.schema = "chunk(Tensor self, int chunks, int dim=0) -> Tensor[]",
+     .doc = "At most `chunks` views of (nearly) equal size along dim.",
+     .call = [](Args a) -> FunctionResult { return chunk(a.tensor(0), a.i(1), a.i(2)); }});
+const FunctionDef& unbind_function = register_function(
+    {.schema = "unbind(Tensor self, int dim=0) -> Tensor[]",
+     .doc = "Every slice along dim, as views without that dim.",
+     .call = [](Args a) -> FunctionResult { return unbind(a.tensor(0), a.i(1)); }});
+}  // namespace
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/kernels/loops.h"
@@ -500,7 +501,8 @@ const OpDef& bmm_op =
                  .derivative = {.fn = bmm_derivative, .saved_inputs = save({0, 1})}});
 const OpDef& addmm_op = register_op(
     {.name = "addmm",
-     .schema = "addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha) -> Tensor",
+     .schema =
+         "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
      .kind = OpKind::Extern,
      .meta = addmm_meta,
      .kernel = addmm_kernel,
@@ -546,5 +548,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   }
   return add(matmul(x, weight.t()), *bias);
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+const FunctionDef& linear_function =
+    register_function({.schema = "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+                       .doc = "input @ weight.T + bias.",
+                       .call = [](const FunctionArgs& a) -> FunctionResult {
+                         return linear(a.tensor(0), a.tensor(1), a.opt_tensor(2));
+                       },
+                       .module = "nn.functional"});
+}  // namespace
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/random.h"
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
@@ -246,7 +247,8 @@ const OpDef& layer_norm_op = register_op(
      .kernel = layer_norm_kernel,
      .derivative = {.fn = layer_norm_derivative,
                     .saved_inputs = save({0, 1}),
-                    .saved_outputs = save({1, 2})}});
+                    .saved_outputs = save({1, 2})},
+     .internal = true});
 const OpDef& rms_norm_op = register_op(
     {.name = "rms_norm",
      .schema = "rms_norm(Tensor input, Tensor? weight, int[] normalized_shape, float eps, "
@@ -254,8 +256,10 @@ const OpDef& rms_norm_op = register_op(
      .kind = OpKind::Composite,
      .meta = rms_norm_meta,
      .kernel = rms_norm_kernel,
-     .derivative = {
-         .fn = rms_norm_derivative, .saved_inputs = save({0, 1}), .saved_outputs = save({1})}});
+     .derivative = {.fn = rms_norm_derivative,
+                    .saved_inputs = save({0, 1}),
+                    .saved_outputs = save({1})},
+     .internal = true});
 
 }  // namespace ops
 
@@ -728,5 +732,196 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, generator);
   return matmul(weights, v);
 }
+
+// ---- Python-facing forms: torch.nn.functional's names, order and defaults
+// (kiln/ops/function.h). Arguments Kiln does not implement are errors, never ignored. ----
+namespace {
+using Args = const FunctionArgs&;
+constexpr std::string_view kF = "nn.functional";
+void unsupported(bool given, const char* what) {
+  KILN_CHECK(!given, NotImplementedError, what, " is not implemented");
+}
+#define KILN_F_ACTIVATION(NAME, DOC, CALL)                                               \
+  const FunctionDef& NAME##_f =                                                          \
+      register_function({.schema = #NAME "(Tensor input, bool inplace=False) -> Tensor", \
+                         .doc = DOC,                                                     \
+                         .call = [](Args a) -> FunctionResult {                          \
+                           unsupported(a.b(1), "nn.functional." #NAME "(inplace=True)"); \
+                           return CALL(a.tensor(0));                                     \
+                         },                                                              \
+                         .module = kF});
+KILN_F_ACTIVATION(relu, "max(input, 0).", relu)
+KILN_F_ACTIVATION(silu, "input * sigmoid(input).", silu)
+#undef KILN_F_ACTIVATION
+const FunctionDef& gelu_f =
+    register_function({.schema = "gelu(Tensor input, *, str approximate=\"none\") -> Tensor",
+                       .doc = "input * Phi(input) (approximate=\"tanh\": the tanh form).",
+                       .call = [](Args a) -> FunctionResult { return gelu(a.tensor(0), a.str(1)); },
+                       .module = kF});
+const FunctionDef& sigmoid_f =
+    register_function({.schema = "sigmoid(Tensor input) -> Tensor",
+                       .doc = "1 / (1 + exp(-input)).",
+                       .call = [](Args a) -> FunctionResult { return sigmoid(a.tensor(0)); },
+                       .module = kF});
+const FunctionDef& tanh_f =
+    register_function({.schema = "tanh(Tensor input) -> Tensor",
+                       .doc = "The hyperbolic tangent.",
+                       .call = [](Args a) -> FunctionResult { return tanh(a.tensor(0)); },
+                       .module = kF});
+const FunctionDef& softmax_f = register_function(
+    {.schema = "softmax(Tensor input, int dim) -> Tensor",
+     .doc = "exp(input) normalised along dim.",
+     .call = [](Args a) -> FunctionResult { return softmax(a.tensor(0), a.i(1)); },
+     .module = kF});
+const FunctionDef& log_softmax_f = register_function(
+    {.schema = "log_softmax(Tensor input, int dim) -> Tensor",
+     .doc = "log(softmax(input, dim)).",
+     .call = [](Args a) -> FunctionResult { return log_softmax(a.tensor(0), a.i(1)); },
+     .module = kF});
+const FunctionDef& layer_norm_f = register_function(
+    {.schema = "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+               "Tensor? bias=None, float eps=1e-05) -> Tensor",
+     .doc = "Normalised over the last dims (normalized_shape), then scaled and shifted.",
+     .call = [](Args a) -> FunctionResult {
+       return layer_norm(a.tensor(0), a.ints(1), a.opt_tensor(2), a.opt_tensor(3), a.f(4));
+     },
+     .module = kF});
+const FunctionDef& rms_norm_f = register_function(
+    {.schema = "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+               "float? eps=None) -> Tensor",
+     .doc = "Divided by the root mean square over the last dims, then scaled.",
+     .call = [](Args a) -> FunctionResult {
+       return rms_norm(a.tensor(0), a.ints(1), a.opt_tensor(2), a.opt_f(3));
+     },
+     .module = kF});
+const FunctionDef& group_norm_f = register_function(
+    {.schema = "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+               "float eps=1e-05) -> Tensor",
+     .doc = "Each sample's channel groups normalised by their own statistics.",
+     .call = [](Args a) -> FunctionResult {
+       return group_norm(a.tensor(0), a.i(1), a.opt_tensor(2), a.opt_tensor(3), a.f(4));
+     },
+     .module = kF});
+const FunctionDef& batch_norm_f = register_function(
+    {.schema = "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, "
+               "Tensor? weight=None, Tensor? bias=None, bool training=False, "
+               "float momentum=0.1, float eps=1e-05) -> Tensor",
+     .doc = "Normalised per channel by the batch's statistics (training; the running ones are "
+            "updated in place) or by the running ones.",
+     .call = [](Args a) -> FunctionResult {
+       return batch_norm(a.tensor(0), a.opt_tensor(1), a.opt_tensor(2), a.opt_tensor(3),
+                         a.opt_tensor(4), a.b(5), a.f(6), a.f(7));
+     },
+     .module = kF});
+const FunctionDef& instance_norm_f = register_function(
+    {.schema = "instance_norm(Tensor input, Tensor? running_mean=None, Tensor? running_var=None, "
+               "Tensor? weight=None, Tensor? bias=None, bool use_input_stats=True, "
+               "float momentum=0.1, float eps=1e-05) -> Tensor",
+     .doc = "Each sample's channels normalised by their own statistics.",
+     .call = [](Args a) -> FunctionResult {
+       unsupported(a.has(1) || a.has(2) || !a.b(5),
+                   "nn.functional.instance_norm with running statistics");
+       return instance_norm(a.tensor(0), a.opt_tensor(3), a.opt_tensor(4), a.f(7));
+     },
+     .module = kF});
+const FunctionDef& dropout_f = register_function(
+    {.schema =
+         "dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
+     .doc = "Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.",
+     .call = [](Args a) -> FunctionResult {
+       unsupported(a.b(3), "nn.functional.dropout(inplace=True)");
+       return dropout(a.tensor(0), a.f(1), a.b(2));
+     },
+     .module = kF});
+const FunctionDef& dropout2d_f = register_function(
+    {.schema =
+         "dropout2d(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
+     .doc = "Zeroes whole channels with probability p and scales the rest by 1 / (1 - p).",
+     .call = [](Args a) -> FunctionResult {
+       unsupported(a.b(3), "nn.functional.dropout2d(inplace=True)");
+       return dropout2d(a.tensor(0), a.f(1), a.b(2));
+     },
+     .module = kF});
+const FunctionDef& sdpa_f = register_function(
+    {.schema = "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+               "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, "
+               "float? scale=None) -> Tensor",
+     .doc = "softmax(query key^T scale [+ mask]) value; is_causal masks the future.",
+     .call = [](Args a) -> FunctionResult {
+       return scaled_dot_product_attention(a.tensor(0), a.tensor(1), a.tensor(2), a.opt_tensor(3),
+                                           a.f(4), a.b(5), a.opt_f(6));
+     },
+     .module = kF});
+const FunctionDef& cross_entropy_f = register_function(
+    {.schema =
+         "cross_entropy(Tensor input, Tensor target, Tensor? weight=None, *, "
+         "int ignore_index=-100, str reduction=\"mean\", float label_smoothing=0.0) -> Tensor",
+     .doc = "The cross entropy of logits input [N, C] against class indices target [N].",
+     .call = [](Args a) -> FunctionResult {
+       unsupported(a.has(2), "nn.functional.cross_entropy with class weights");
+       return cross_entropy(a.tensor(0), a.tensor(1), a.i(3), a.f(5), a.str(4));
+     },
+     .module = kF});
+const FunctionDef& nll_loss_f = register_function(
+    {.schema = "nll_loss(Tensor input, Tensor target, Tensor? weight=None, *, "
+               "int ignore_index=-100, str reduction=\"mean\") -> Tensor",
+     .doc = "The negative log likelihood of log-probabilities input at the target classes.",
+     .call = [](Args a) -> FunctionResult {
+       unsupported(a.has(2), "nn.functional.nll_loss with class weights");
+       return nll_loss(a.tensor(0), a.tensor(1), a.i(3), a.str(4));
+     },
+     .module = kF});
+const FunctionDef& mse_loss_f = register_function(
+    {.schema = "mse_loss(Tensor input, Tensor target, *, str reduction=\"mean\") -> Tensor",
+     .doc = "(input - target)^2, reduced.",
+     .call = [](Args a) -> FunctionResult { return mse_loss(a.tensor(0), a.tensor(1), a.str(2)); },
+     .module = kF});
+const FunctionDef& l1_loss_f = register_function(
+    {.schema = "l1_loss(Tensor input, Tensor target, *, str reduction=\"mean\") -> Tensor",
+     .doc = "|input - target|, reduced.",
+     .call = [](Args a) -> FunctionResult { return l1_loss(a.tensor(0), a.tensor(1), a.str(2)); },
+     .module = kF});
+const FunctionDef& smooth_l1_loss_f = register_function(
+    {.schema = "smooth_l1_loss(Tensor input, Tensor target, *, str reduction=\"mean\", "
+               "float beta=1.0) -> Tensor",
+     .doc = "Quadratic below beta, linear above, reduced.",
+     .call = [](Args a) -> FunctionResult {
+       return smooth_l1_loss(a.tensor(0), a.tensor(1), a.str(2), a.f(3));
+     },
+     .module = kF});
+const FunctionDef& huber_loss_f = register_function(
+    {.schema = "huber_loss(Tensor input, Tensor target, *, str reduction=\"mean\", "
+               "float delta=1.0) -> Tensor",
+     .doc = "Quadratic below delta, delta-scaled linear above, reduced.",
+     .call = [](Args a) -> FunctionResult {
+       return huber_loss(a.tensor(0), a.tensor(1), a.str(2), a.f(3));
+     },
+     .module = kF});
+const FunctionDef& bce_f = register_function(
+    {.schema = "binary_cross_entropy(Tensor input, Tensor target, Tensor? weight=None, *, "
+               "str reduction=\"mean\") -> Tensor",
+     .doc = "The binary cross entropy of probabilities input against target.",
+     .call = [](Args a) -> FunctionResult {
+       return binary_cross_entropy(a.tensor(0), a.tensor(1), a.opt_tensor(2), a.str(3));
+     },
+     .module = kF});
+const FunctionDef& bce_logits_f = register_function(
+    {.schema = "binary_cross_entropy_with_logits(Tensor input, Tensor target, "
+               "Tensor? weight=None, *, str reduction=\"mean\", Tensor? pos_weight=None) -> Tensor",
+     .doc = "The binary cross entropy of logits input against target, computed stably.",
+     .call = [](Args a) -> FunctionResult {
+       return binary_cross_entropy_with_logits(a.tensor(0), a.tensor(1), a.opt_tensor(2),
+                                               a.opt_tensor(4), a.str(3));
+     },
+     .module = kF});
+const FunctionDef& kl_div_f = register_function(
+    {.schema = "kl_div(Tensor input, Tensor target, *, str reduction=\"mean\", "
+               "bool log_target=False) -> Tensor",
+     .doc = "The Kullback-Leibler divergence of log-probabilities input from target.",
+     .call = [](Args a) -> FunctionResult {
+       return kl_div(a.tensor(0), a.tensor(1), a.str(2), a.b(3));
+     },
+     .module = kF});
+}  // namespace
 
 }  // namespace kiln

@@ -295,7 +295,8 @@ const OpDef& adam_update_op = register_op(
      .kind = OpKind::Pointwise,
      .meta = adam_update_meta,
      .kernel = adam_update_kernel,
-     .decomposition = adam_update_decomposition});
+     .decomposition = adam_update_decomposition,
+     .internal = true});
 const OpDef& sgd_update_op = register_op(
     {.name = "sgd_update",
      .schema = "sgd_update(Tensor param, Tensor grad, Tensor weight_decay, Tensor momentum, "
@@ -305,7 +306,8 @@ const OpDef& sgd_update_op = register_op(
      .kind = OpKind::Pointwise,
      .meta = sgd_update_meta,
      .kernel = sgd_update_kernel,
-     .decomposition = sgd_update_decomposition});
+     .decomposition = sgd_update_decomposition,
+     .internal = true});
 
 }  // namespace ops
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
 #include "ops/pointwise_defs.h"
@@ -61,14 +62,14 @@ void div_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 const OpDef& add_op =
     register_pointwise({.name = "add",
-                        .schema = "add(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                        .schema = "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
                         .kind = OpKind::Pointwise,
                         .meta = add_sub_meta<false>,
                         .derivative = {.fn = add_derivative}},
                        KILN_MAP_KERNEL(add_fn, All));
 const OpDef& sub_op =
     register_pointwise({.name = "sub",
-                        .schema = "sub(Tensor self, Tensor other, Scalar alpha) -> Tensor",
+                        .schema = "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
                         .kind = OpKind::Pointwise,
                         .meta = add_sub_meta<true>,
                         .derivative = {.fn = sub_derivative}},
@@ -125,7 +126,8 @@ const OpDef& trunc_divide_op =
                         .schema = "trunc_divide(Tensor self, Tensor other) -> Tensor",
                         .kind = OpKind::Pointwise,
                         .meta = pointwise_meta<Dtypes::Numeric>,
-                        .derivative = {.fn = rounded_div_derivative}},
+                        .derivative = {.fn = rounded_div_derivative},
+                        .internal = true},
                        KILN_FUNCTOR_KERNEL(int_div_kernel, Scalar, trunc_div_fn));
 const OpDef& remainder_op =
     register_pointwise({.name = "remainder",
@@ -232,13 +234,13 @@ int isclose_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   KILN_CHECK(atol >= 0, ValueError, "isclose: atol must be non-negative, got ", atol);
   return pointwise_meta<Dtypes::All, false, true>(c, out);
 }
-const OpDef& isclose_op = register_pointwise(
-    {.name = "isclose",
-     .schema =
-         "isclose(Tensor self, Tensor other, float rtol, float atol, bool equal_nan) -> Tensor",
-     .kind = OpKind::Pointwise,
-     .meta = isclose_meta},
-    KILN_PREDICATE_KERNEL(isclose_fn, All));
+const OpDef& isclose_op =
+    register_pointwise({.name = "isclose",
+                        .schema = "isclose(Tensor self, Tensor other, float rtol=1e-05, float "
+                                  "atol=1e-08, bool equal_nan=False) -> Tensor",
+                        .kind = OpKind::Pointwise,
+                        .meta = isclose_meta},
+                       KILN_PREDICATE_KERNEL(isclose_fn, All));
 KILN_PREDICATE_BINARY(eq, All)
 KILN_PREDICATE_BINARY(ne, All)
 KILN_PREDICATE_BINARY(lt, All)
@@ -390,5 +392,65 @@ Tensor& operator+=(Tensor& a, const Scalar& b) { return add_(a, wrap_scalar(b));
 Tensor& operator-=(Tensor& a, const Scalar& b) { return sub_(a, wrap_scalar(b)); }
 Tensor& operator*=(Tensor& a, const Scalar& b) { return mul_(a, wrap_scalar(b)); }
 Tensor& operator/=(Tensor& a, const Scalar& b) { return div_(a, wrap_scalar(b)); }
+
+// ---- Python-facing forms (kiln/ops/function.h): the in-place methods, division with a
+// rounding mode, and the comparisons that return a Python bool ----
+namespace {
+using Args = const FunctionArgs&;
+Tensor self_of(Args a) { return a.tensor(0); }  // shares the caller's tensor
+const FunctionDef& div_function = register_function(
+    {.schema = "div(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor",
+     .doc = "self / other: true division, or rounded \"floor\" or \"trunc\".",
+     .call = [](Args a) -> FunctionResult {
+       if (!a.has(2)) return div(a.tensor(0), a.tensor(1));
+       return div(a.tensor(0), a.tensor(1), a.str(2));
+     }});
+const FunctionDef& add__function =
+    register_function({.schema = "add_(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                       .doc = "self += alpha * other, in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = self_of(a);
+                         return add_(self, a.tensor(1), a.scalar(2));
+                       }});
+const FunctionDef& sub__function =
+    register_function({.schema = "sub_(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                       .doc = "self -= alpha * other, in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = self_of(a);
+                         return sub_(self, a.tensor(1), a.scalar(2));
+                       }});
+const FunctionDef& mul__function =
+    register_function({.schema = "mul_(Tensor self, Tensor other) -> Tensor",
+                       .doc = "self *= other, in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = self_of(a);
+                         return mul_(self, a.tensor(1));
+                       }});
+const FunctionDef& div__function =
+    register_function({.schema = "div_(Tensor self, Tensor other) -> Tensor",
+                       .doc = "self /= other, in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = self_of(a);
+                         return div_(self, a.tensor(1));
+                       }});
+const FunctionDef& pow__function =
+    register_function({.schema = "pow_(Tensor self, Scalar exponent) -> Tensor",
+                       .doc = "self **= exponent, in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = self_of(a);
+                         return pow_(self, a.scalar(1));
+                       }});
+const FunctionDef& allclose_function = register_function(
+    {.schema = "allclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, "
+               "bool equal_nan=False) -> bool",
+     .doc = "Whether every |self - other| <= atol + rtol |other| (a sync point under compile).",
+     .call = [](Args a) -> FunctionResult {
+       return Scalar(allclose(a.tensor(0), a.tensor(1), a.f(2), a.f(3), a.b(4)));
+     }});
+const FunctionDef& equal_function = register_function(
+    {.schema = "equal(Tensor self, Tensor other) -> bool",
+     .doc = "Whether self and other have the same shape and values (a sync point under compile).",
+     .call = [](Args a) -> FunctionResult { return Scalar(equal(a.tensor(0), a.tensor(1))); }});
+}  // namespace
 
 }  // namespace kiln

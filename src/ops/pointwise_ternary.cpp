@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/pointwise_defs.h"
 
@@ -51,7 +52,8 @@ const OpDef& to_copy_op = register_op(
      .kernel = to_copy_kernel,
      // autograd casts the gradient back to the input's dtype
      .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) { g[0] = c.grad(); }},
-     .pointwise = KILN_FUNCTOR_BODY(Scalar, to_copy_fn)});
+     .pointwise = KILN_FUNCTOR_BODY(Scalar, to_copy_fn),
+     .internal = true});
 
 // ---- copy: out (self's shape and dtype) = src broadcast and cast; the in-place copy_ ----
 int copy_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -74,7 +76,8 @@ const OpDef& copy_op =
                                     [](const BackwardCall& c, std::span<Tensor> g) {
                                       if (c.needs_grad(1)) g[1] = c.grad();
                                     }},
-                 .pointwise = KILN_FUNCTOR_BODY(Scalar, copy_fn)});
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, copy_fn),
+                 .internal = true});
 
 // ---- fill: out (self's shape and dtype) = value ----
 int fill_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -97,7 +100,8 @@ const OpDef& fill_op =
                  .meta = fill_meta,
                  .kernel = fill_kernel,
                  .derivative = {.fn = [](const BackwardCall&, std::span<Tensor>) {}},
-                 .pointwise = KILN_FUNCTOR_BODY(Scalar, fill_fn)});
+                 .pointwise = KILN_FUNCTOR_BODY(Scalar, fill_fn),
+                 .internal = true});
 
 // ---- where ----
 int where_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
@@ -204,7 +208,7 @@ const OpDef& lerp_op =
                        KILN_MAP_KERNEL(lerp_fn, Floating));
 const OpDef& addcmul_op = register_pointwise(
     {.name = "addcmul",
-     .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+     .schema = "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = pointwise_meta<Dtypes::Numeric>,
      .derivative = {.fn = addcmul_derivative, .saved_inputs = save({1, 2})}},
@@ -217,7 +221,7 @@ int addcdiv_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
 }
 const OpDef& addcdiv_op = register_pointwise(
     {.name = "addcdiv",
-     .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, Scalar value) -> Tensor",
+     .schema = "addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = addcdiv_meta,
      .derivative = {.fn = addcdiv_derivative, .saved_inputs = save({1, 2})}},
@@ -269,5 +273,58 @@ Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar&
 Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
   return ops::call_into(self, ops::addcdiv_op, {self, t1, t2}, {value});
 }
+
+// ---- Python-facing forms of the in-place methods (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& copy__function =
+    register_function({.schema = "copy_(Tensor self, Tensor src) -> Tensor",
+                       .doc = "Copies src (broadcast, cast) into self.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = a.tensor(0);
+                         return copy_(self, a.tensor(1));
+                       }});
+const FunctionDef& fill__function =
+    register_function({.schema = "fill_(Tensor self, Scalar value) -> Tensor",
+                       .doc = "Sets every element of self to value.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = a.tensor(0);
+                         return fill_(self, a.scalar(1));
+                       }});
+const FunctionDef& zero__function = register_function({.schema = "zero_(Tensor self) -> Tensor",
+                                                       .doc = "Sets every element of self to zero.",
+                                                       .call = [](Args a) -> FunctionResult {
+                                                         Tensor self = a.tensor(0);
+                                                         return zero_(self);
+                                                       }});
+const FunctionDef& masked_fill__function =
+    register_function({.schema = "masked_fill_(Tensor self, Tensor mask, Scalar value) -> Tensor",
+                       .doc = "Sets the elements of self where mask is true to value.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = a.tensor(0);
+                         return masked_fill_(self, a.tensor(1), a.scalar(2));
+                       }});
+const FunctionDef& lerp__function =
+    register_function({.schema = "lerp_(Tensor self, Tensor end, Scalar weight) -> Tensor",
+                       .doc = "self += weight * (end - self), in place.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = a.tensor(0);
+                         return lerp_(self, a.tensor(1), a.scalar(2));
+                       }});
+const FunctionDef& addcmul__function = register_function(
+    {.schema = "addcmul_(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+     .doc = "self += value * tensor1 * tensor2, in place.",
+     .call = [](Args a) -> FunctionResult {
+       Tensor self = a.tensor(0);
+       return addcmul_(self, a.tensor(1), a.tensor(2), a.scalar(3));
+     }});
+const FunctionDef& addcdiv__function = register_function(
+    {.schema = "addcdiv_(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+     .doc = "self += value * tensor1 / tensor2, in place.",
+     .call = [](Args a) -> FunctionResult {
+       Tensor self = a.tensor(0);
+       return addcdiv_(self, a.tensor(1), a.tensor(2), a.scalar(3));
+     }});
+}  // namespace
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Unary pointwise ops: one OpDef each, computed by its functor in ops/kernels/pointwise_math.h.
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/pointwise.h"
 #include "ops/pointwise_defs.h"
 
@@ -97,7 +98,7 @@ void gelu_decomposition(const OpCall& c, std::span<Tensor> results) {
 }
 const OpDef& gelu_op =
     register_pointwise({.name = "gelu",
-                        .schema = "gelu(Tensor self, str approximate) -> Tensor",
+                        .schema = "gelu(Tensor self, *, str approximate=\"none\") -> Tensor",
                         .kind = OpKind::Pointwise,
                         .meta = gelu_meta,
                         .derivative = {.fn = gelu_derivative, .saved_inputs = save({0})},
@@ -145,13 +146,13 @@ void clamp_derivative(const BackwardCall& c, std::span<Tensor> grads) {
   }
   grads[0] = where(inside, c.grad(), wrap_scalar(0.0));
 }
-const OpDef& clamp_op =
-    register_pointwise({.name = "clamp",
-                        .schema = "clamp(Tensor self, Scalar? min, Scalar? max) -> Tensor",
-                        .kind = OpKind::Pointwise,
-                        .meta = clamp_meta,
-                        .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}},
-                       KILN_MAP_KERNEL(clamp_fn, Numeric));
+const OpDef& clamp_op = register_pointwise(
+    {.name = "clamp",
+     .schema = "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+     .kind = OpKind::Pointwise,
+     .meta = clamp_meta,
+     .derivative = {.fn = clamp_derivative, .saved_inputs = save({0})}},
+    KILN_MAP_KERNEL(clamp_fn, Numeric));
 }  // namespace ops
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return ops::call(ops::clamp_op, {x}, {ops::opt_attr(min), ops::opt_attr(max)});
@@ -167,7 +168,8 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
 namespace ops {
 const OpDef& nan_to_num_op = register_pointwise(
     {.name = "nan_to_num",
-     .schema = "nan_to_num(Tensor self, float nan, float? posinf, float? neginf) -> Tensor",
+     .schema =
+         "nan_to_num(Tensor self, float nan=0.0, float? posinf=None, float? neginf=None) -> Tensor",
      .kind = OpKind::Pointwise,
      .meta = pointwise_meta<Dtypes::Floating>,
      // The gradient passes where x is finite; replaced values are constants.
@@ -214,5 +216,38 @@ Tensor& tanh_(Tensor& self) { return ops::call_into(self, ops::tanh_op, {self});
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator!(const Tensor& x) { return logical_not(x); }
+
+// ---- Python-facing forms of the in-place methods (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& clamp__function = register_function(
+    {.schema = "clamp_(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+     .doc = "Clamps self into [min, max] in place.",
+     .call = [](Args a) -> FunctionResult {
+       Tensor self = a.tensor(0);
+       return clamp_(self, a.opt_scalar(1), a.opt_scalar(2));
+     }});
+#define KILN_IN_PLACE_UNARY(NAME, DOC)                              \
+  const FunctionDef& NAME##_function =                              \
+      register_function({.schema = #NAME "(Tensor self) -> Tensor", \
+                         .doc = DOC,                                \
+                         .call = [](Args a) -> FunctionResult {     \
+                           Tensor self = a.tensor(0);               \
+                           return NAME(self);                       \
+                         }});
+KILN_IN_PLACE_UNARY(neg_, "self = -self, in place.")
+KILN_IN_PLACE_UNARY(exp_, "self = exp(self), in place.")
+KILN_IN_PLACE_UNARY(sqrt_, "self = sqrt(self), in place.")
+KILN_IN_PLACE_UNARY(relu_, "self = relu(self), in place.")
+KILN_IN_PLACE_UNARY(sigmoid_, "self = sigmoid(self), in place.")
+KILN_IN_PLACE_UNARY(tanh_, "self = tanh(self), in place.")
+#undef KILN_IN_PLACE_UNARY
+const FunctionDef& clip_function =
+    register_function({.schema = "clip(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+                       .doc = "clamp's other name.",
+                       .call = [](Args a) -> FunctionResult {
+                         return clamp(a.tensor(0), a.opt_scalar(1), a.opt_scalar(2));
+                       }});
+}  // namespace
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 
 #include "kiln/core/random.h"
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "ops/kernels/loops.h"
 #include "ops/kernels/philox.h"
 #include "ops/op_utils.h"
@@ -150,7 +151,8 @@ const OpDef& uniform_op =
                  .kind = OpKind::Random,
                  .meta = uniform_meta,
                  .kernel = uniform_kernel,
-                 .philox_attrs = {4, 5}});
+                 .philox_attrs = {4, 5},
+                 .internal = true});
 const OpDef& normal_op =
     register_op({.name = "normal",
                  .schema = "normal(int[] size, ScalarType dtype, float mean, float std, int seed, "
@@ -158,7 +160,8 @@ const OpDef& normal_op =
                  .kind = OpKind::Random,
                  .meta = normal_meta,
                  .kernel = normal_kernel,
-                 .philox_attrs = {4, 5}});
+                 .philox_attrs = {4, 5},
+                 .internal = true});
 const OpDef& randint_op = register_op(
     {.name = "randint",
      .schema =
@@ -166,14 +169,16 @@ const OpDef& randint_op = register_op(
      .kind = OpKind::Random,
      .meta = randint_meta,
      .kernel = randint_kernel,
-     .philox_attrs = {4, 5}});
+     .philox_attrs = {4, 5},
+     .internal = true});
 const OpDef& bernoulli_op =
     register_op({.name = "bernoulli",
                  .schema = "bernoulli(Tensor p, int seed, int offset) -> Tensor",
                  .kind = OpKind::Random,
                  .meta = bernoulli_meta,
                  .kernel = bernoulli_kernel,
-                 .philox_attrs = {0, 1}});
+                 .philox_attrs = {0, 1},
+                 .internal = true});
 
 }  // namespace ops
 
@@ -238,5 +243,28 @@ Tensor& normal_(Tensor& self, double mean, double std, Generator* gen) {
       draw_attrs(ops::normal_op, self.sizes(), self.dtype(), mean, std, gen, "normal_");
   return dispatch_into(ops::normal_op, {}, attrs, self);
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& uniform__function = register_function(
+    {.schema = "uniform_(Tensor self, float from=0, float to=1) -> Tensor",
+     .doc = "Fills self with uniform random values in [from, to) from the default generator.",
+     .call = [](Args a) -> FunctionResult {
+       Tensor self = a.tensor(0);
+       return uniform_(self, a.f(1), a.f(2));
+     }});
+const FunctionDef& normal__function =
+    register_function({.schema = "normal_(Tensor self, float mean=0, float std=1) -> Tensor",
+                       .doc = "Fills self with normal random values from the default generator.",
+                       .call = [](Args a) -> FunctionResult {
+                         Tensor self = a.tensor(0);
+                         return normal_(self, a.f(1), a.f(2));
+                       }});
+const FunctionDef& bernoulli_function = register_function(
+    {.schema = "bernoulli(Tensor self) -> Tensor",
+     .doc = "1 with probability self (elementwise), else 0, from the default generator.",
+     .call = [](Args a) -> FunctionResult { return bernoulli(a.tensor(0)); }});
+}  // namespace
 
 }  // namespace kiln

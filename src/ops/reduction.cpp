@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
@@ -231,14 +232,16 @@ void cumprod_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 const OpDef& sum_op = register_op(
     {.name = "sum",
-     .schema = "sum(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
+     .schema =
+         "sum(Tensor self, int[] dim=[], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = sum_meta,
      .kernel = sum_prod_kernel<fold::Add, 0>,
      .derivative = {.fn = sum_derivative}});
 const OpDef& prod_op = register_op(
     {.name = "prod",
-     .schema = "prod(Tensor self, int[] dims, bool keepdim, ScalarType? dtype) -> Tensor",
+     .schema =
+         "prod(Tensor self, int[] dim=[], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = sum_meta,
      .kernel = sum_prod_kernel<fold::Mul, 1>,
@@ -263,7 +266,7 @@ void mean_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 const OpDef& mean_op =
     register_op({.name = "mean",
-                 .schema = "mean(Tensor self, int[] dims, bool keepdim) -> Tensor",
+                 .schema = "mean(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor",
                  .kind = OpKind::Reduction,
                  .meta = floating_meta,
                  .kernel = mean_kernel,
@@ -290,7 +293,7 @@ void extreme_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 const OpDef& amax_op = register_op(
     {.name = "amax",
-     .schema = "amax(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .schema = "amax(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = extreme_meta,
      .kernel = extreme_kernel<true>,
@@ -298,7 +301,7 @@ const OpDef& amax_op = register_op(
          .fn = amax_amin_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
 const OpDef& amin_op = register_op(
     {.name = "amin",
-     .schema = "amin(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .schema = "amin(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = extreme_meta,
      .kernel = extreme_kernel<false>,
@@ -368,23 +371,25 @@ const OpDef& max_dim_op = register_op(
      .kind = OpKind::Reduction,
      .meta = max_dim_meta,
      .kernel = arg_kernel<true>,
-     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
+     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})},
+     .internal = true});
 const OpDef& min_dim_op = register_op(
     {.name = "min_dim",
      .schema = "min_dim(Tensor self, int dim, bool keepdim) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Reduction,
      .meta = max_dim_meta,
      .kernel = arg_kernel<false>,
-     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})}});
+     .derivative = {.fn = max_dim_derivative, .saved_outputs = save({1})},
+     .internal = true});
 const OpDef& argmax_op =
     register_op({.name = "argmax",
-                 .schema = "argmax(Tensor self, int? dim, bool keepdim) -> Tensor",
+                 .schema = "argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
                  .kind = OpKind::Reduction,
                  .meta = argmax_meta,
                  .kernel = arg_kernel<true>});
 const OpDef& argmin_op =
     register_op({.name = "argmin",
-                 .schema = "argmin(Tensor self, int? dim, bool keepdim) -> Tensor",
+                 .schema = "argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
                  .kind = OpKind::Reduction,
                  .meta = argmax_meta,
                  .kernel = arg_kernel<false>});
@@ -414,13 +419,13 @@ void var_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& var_op =
-    register_op({.name = "var",
-                 .schema = "var(Tensor self, int[] dims, bool keepdim, int correction) -> Tensor",
-                 .kind = OpKind::Reduction,
-                 .meta = floating_meta,
-                 .kernel = var_kernel,
-                 .derivative = {.fn = var_derivative, .saved_inputs = save({0})}});
+const OpDef& var_op = register_op(
+    {.name = "var",
+     .schema = "var(Tensor self, int[] dim=[], bool keepdim=False, *, int correction=1) -> Tensor",
+     .kind = OpKind::Reduction,
+     .meta = floating_meta,
+     .kernel = var_kernel,
+     .derivative = {.fn = var_derivative, .saved_inputs = save({0})}});
 
 // ---- logsumexp (two passes: the max, then log(sum(exp(x - max))) + max) ----
 
@@ -446,7 +451,7 @@ void logsumexp_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 const OpDef& logsumexp_op = register_op(
     {.name = "logsumexp",
-     .schema = "logsumexp(Tensor self, int[] dims, bool keepdim) -> Tensor",
+     .schema = "logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = floating_meta,
      .kernel = logsumexp_kernel,
@@ -516,11 +521,12 @@ void norm_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 const OpDef& norm_op = register_op(
     {.name = "norm",
-     .schema = "norm(Tensor self, int[] dims, bool keepdim, float p) -> Tensor",
+     .schema = "norm(Tensor self, int[] dim, bool keepdim, float p) -> Tensor",
      .kind = OpKind::Reduction,
      .meta = norm_meta,
      .kernel = norm_kernel,
-     .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})}});
+     .derivative = {.fn = norm_derivative, .saved_inputs = save({0}), .saved_outputs = save({0})},
+     .internal = true});
 
 // ---- all, any ----
 
@@ -538,16 +544,18 @@ void all_any_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
-const OpDef& all_op = register_op({.name = "all",
-                                   .schema = "all(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                                   .kind = OpKind::Reduction,
-                                   .meta = bool_meta,
-                                   .kernel = all_any_kernel<true>});
-const OpDef& any_op = register_op({.name = "any",
-                                   .schema = "any(Tensor self, int[] dims, bool keepdim) -> Tensor",
-                                   .kind = OpKind::Reduction,
-                                   .meta = bool_meta,
-                                   .kernel = all_any_kernel<false>});
+const OpDef& all_op =
+    register_op({.name = "all",
+                 .schema = "all(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .meta = bool_meta,
+                 .kernel = all_any_kernel<true>});
+const OpDef& any_op =
+    register_op({.name = "any",
+                 .schema = "any(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor",
+                 .kind = OpKind::Reduction,
+                 .meta = bool_meta,
+                 .kernel = all_any_kernel<false>});
 
 // ---- cumsum, cumprod ----
 // Attributes: 0 = dim, 1 = dtype. Scans keep the input's shape; they are opaque to fusion.
@@ -577,14 +585,14 @@ void scan_kernel(const OpCall& c, std::span<Tensor> outs) {
 
 const OpDef& cumsum_op =
     register_op({.name = "cumsum",
-                 .schema = "cumsum(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+                 .schema = "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
                  .kind = OpKind::Extern,
                  .meta = scan_meta,
                  .kernel = scan_kernel<fold::Add, 0>,
                  .derivative = {.fn = cumsum_derivative}});
 const OpDef& cumprod_op = register_op(
     {.name = "cumprod",
-     .schema = "cumprod(Tensor self, int dim, ScalarType? dtype) -> Tensor",
+     .schema = "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
      .kind = OpKind::Extern,
      .meta = scan_meta,
      .kernel = scan_kernel<fold::Mul, 1>,
@@ -665,5 +673,40 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return ops::call(ops::cumprod_op, {x}, {dim, ops::dtype_attr(dtype)});
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+FunctionResult extreme(Args a, bool largest) {
+  const Tensor& x = a.tensor(0);
+  if (!a.has(1)) return largest ? max(x) : min(x);
+  auto [values, indices] = largest ? max(x, a.i(1), a.b(2)) : min(x, a.i(1), a.b(2));
+  return std::vector<Tensor>{values, indices};
+}
+const FunctionDef& max_function = register_function(
+    {.schema =
+         "max(Tensor self, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)",
+     .doc = "Without dim: the largest element, a 0-d tensor. With dim: the largest values along "
+            "it and their (first) indices.",
+     .call = [](Args a) { return extreme(a, true); }});
+const FunctionDef& min_function = register_function(
+    {.schema =
+         "min(Tensor self, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)",
+     .doc = "Without dim: the smallest element, a 0-d tensor. With dim: the smallest values along "
+            "it and their (first) indices.",
+     .call = [](Args a) { return extreme(a, false); }});
+const FunctionDef& std_function = register_function(
+    {.schema = "std(Tensor self, int[] dim=[], bool keepdim=False, *, int correction=1) -> Tensor",
+     .doc = "The standard deviation over dim (all dims by default), with Bessel's correction.",
+     .call = [](Args a) -> FunctionResult {
+       return kiln::std(a.tensor(0), a.ints(1), a.i(3), a.b(2));
+     }});
+const FunctionDef& norm_function = register_function(
+    {.schema = "norm(Tensor self, float p=2, int[] dim=[], bool keepdim=False) -> Tensor",
+     .doc = "The p-norm over dim (all dims by default); inf and -inf give the max and min of |x|.",
+     .call = [](Args a) -> FunctionResult {
+       return norm(a.tensor(0), a.f(1), a.ints(2), a.b(3));
+     }});
+}  // namespace
 
 }  // namespace kiln

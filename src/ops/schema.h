@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/ops/op.h"
+#include "kiln/ops/schema.h"
 
 namespace kiln {
 

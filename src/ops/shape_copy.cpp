@@ -52,7 +52,7 @@ void triangle_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 const OpDef& tril_op =
     register_op({.name = "tril",
-                 .schema = "tril(Tensor self, int diagonal) -> Tensor",
+                 .schema = "tril(Tensor self, int diagonal=0) -> Tensor",
                  .kind = OpKind::Layout,
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<true>,
@@ -61,7 +61,7 @@ const OpDef& tril_op =
                  }}});
 const OpDef& triu_op =
     register_op({.name = "triu",
-                 .schema = "triu(Tensor self, int diagonal) -> Tensor",
+                 .schema = "triu(Tensor self, int diagonal=0) -> Tensor",
                  .kind = OpKind::Layout,
                  .meta = triangle_meta,
                  .kernel = triangle_kernel<false>,
@@ -287,7 +287,7 @@ void pad_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 const OpDef& pad_op =
     register_op({.name = "pad",
-                 .schema = "pad(Tensor self, int[] pad, Scalar value) -> Tensor",
+                 .schema = "pad(Tensor self, int[] pad, Scalar value=0) -> Tensor",
                  .kind = OpKind::Layout,
                  .meta = pad_meta,
                  .kernel = pad_kernel,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "ops/indexing_utils.h"
 
@@ -93,7 +94,8 @@ void sorted_values_derivative(const BackwardCall& c, std::span<Tensor> g) {
 
 const OpDef& sort_op = register_op(
     {.name = "sort",
-     .schema = "sort(Tensor self, int dim, bool descending) -> (Tensor values, Tensor indices)",
+     .schema =
+         "sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
      .kind = OpKind::Extern,
      .meta = sort_meta,
      .kernel = sort_kernel,
@@ -145,8 +147,8 @@ void topk_kernel(const OpCall& c, std::span<Tensor> outs) {
 }
 const OpDef& topk_op =
     register_op({.name = "topk",
-                 .schema = "topk(Tensor self, int k, int dim, bool largest, "
-                           "bool sorted) -> (Tensor values, Tensor indices)",
+                 .schema = "topk(Tensor self, int k, int dim=-1, bool largest=True, "
+                           "bool sorted=True) -> (Tensor values, Tensor indices)",
                  .kind = OpKind::Extern,
                  .meta = topk_meta,
                  .kernel = topk_kernel,
@@ -170,5 +172,15 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   dispatch(ops::topk_op, in, {k, dim, largest, sorted}, outs);
   return {std::move(outs[0]), std::move(outs[1])};
 }
+
+// ---- Python-facing forms (kiln/ops/function.h) ----
+namespace {
+const FunctionDef& argsort_function = register_function(
+    {.schema = "argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor",
+     .doc = "The indices that sort the tensor along dim (stable).",
+     .call = [](const FunctionArgs& a) -> FunctionResult {
+       return argsort(a.tensor(0), a.i(1), a.b(2));
+     }});
+}  // namespace
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // View ops: outputs share the input's storage (new sizes, strides and offset; no kernel).
 #include "core/memory_overlap.h"
 #include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/op.h"
 #include "kiln/ops/pointwise.h"
@@ -503,16 +504,18 @@ void diagonal_derivative(const BackwardCall& c, std::span<Tensor> g) {
 KILN_VIEW_OP(view, "view(Tensor self, int[] size) -> Tensor", reshape_back_derivative, 0)
 KILN_VIEW_OP(permute, "permute(Tensor self, int[] dims) -> Tensor", permute_derivative, 0)
 KILN_VIEW_OP(expand, "expand(Tensor self, int[] size) -> Tensor", expand_derivative, 0)
-KILN_VIEW_OP(slice, "slice(Tensor self, int dim, int? start, int? end, int step) -> Tensor",
+KILN_VIEW_OP(slice,
+             "slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor",
              slice_derivative, 0)
 KILN_VIEW_OP(select, "select(Tensor self, int dim, int index) -> Tensor", select_derivative, 0)
-KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dims) -> Tensor", reshape_back_derivative, 0)
+KILN_VIEW_OP(squeeze, "squeeze(Tensor self, int[] dim=[]) -> Tensor", reshape_back_derivative, 0)
 KILN_VIEW_OP(unsqueeze, "unsqueeze(Tensor self, int dim) -> Tensor", reshape_back_derivative, 0)
 // as_strided reads the input's strides and offset, so it keeps the input.
-KILN_VIEW_OP(as_strided,
-             "as_strided(Tensor self, int[] size, int[] stride, int? storage_offset) -> Tensor",
-             as_strided_derivative, save({0}))
-KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset, int dim1, int dim2) -> Tensor",
+KILN_VIEW_OP(
+    as_strided,
+    "as_strided(Tensor self, int[] size, int[] stride, int? storage_offset=None) -> Tensor",
+    as_strided_derivative, save({0}))
+KILN_VIEW_OP(diagonal, "diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor",
              diagonal_derivative, 0)
 #undef KILN_VIEW_OP
 
@@ -564,7 +567,8 @@ const OpDef& as_strided_scatter_op = register_op(
      .kind = OpKind::Layout,
      .meta = as_strided_scatter_meta,
      .kernel = as_strided_scatter_kernel,
-     .derivative = {.fn = as_strided_scatter_derivative}});
+     .derivative = {.fn = as_strided_scatter_derivative},
+     .internal = true});
 
 bool can_view(const Tensor& x, IntList sizes) {
   return view_strides(x, infer_size(sizes, x.numel(), "reshape", x)).has_value();
@@ -740,5 +744,35 @@ Tensor& Tensor::zero_() const {
   checked("zero_");
   return kiln::zero_(mutable_self());
 }
+
+// ---- the Python-facing forms of the view methods (kiln/ops/function.h) ----
+namespace {
+using Args = const FunctionArgs&;
+const FunctionDef& reshape_function = register_function(
+    {.schema = "reshape(Tensor self, int[] shape) -> Tensor",
+     .doc = "The same elements in another shape (one size may be -1): a view when the strides "
+            "allow it, else a copy.",
+     .call = [](Args a) -> FunctionResult { return a.tensor(0).reshape(a.ints(1)); }});
+const FunctionDef& transpose_function = register_function(
+    {.schema = "transpose(Tensor self, int dim0, int dim1) -> Tensor",
+     .doc = "A view with dims dim0 and dim1 swapped.",
+     .call = [](Args a) -> FunctionResult { return a.tensor(0).transpose(a.i(1), a.i(2)); }});
+const FunctionDef& t_function =
+    register_function({.schema = "t(Tensor self) -> Tensor",
+                       .doc = "The transpose of a matrix (a 0-d or 1-d tensor is returned as is).",
+                       .call = [](Args a) -> FunctionResult { return a.tensor(0).t(); }});
+const FunctionDef& flatten_function = register_function(
+    {.schema = "flatten(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor",
+     .doc = "Dims start_dim..end_dim merged into one.",
+     .call = [](Args a) -> FunctionResult { return a.tensor(0).flatten(a.i(1), a.i(2)); }});
+const FunctionDef& unflatten_function = register_function(
+    {.schema = "unflatten(Tensor self, int dim, int[] sizes) -> Tensor",
+     .doc = "Dim dim split into the given sizes (one may be -1).",
+     .call = [](Args a) -> FunctionResult { return a.tensor(0).unflatten(a.i(1), a.ints(2)); }});
+const FunctionDef& narrow_function = register_function(
+    {.schema = "narrow(Tensor self, int dim, int start, int length) -> Tensor",
+     .doc = "A view of length elements of dim dim from start.",
+     .call = [](Args a) -> FunctionResult { return a.tensor(0).narrow(a.i(1), a.i(2), a.i(3)); }});
+}  // namespace
 
 }  // namespace kiln

@@ -234,11 +234,14 @@ const OpDef& unfold_windows_op = register_op(
      .meta = unfold_meta,
      .kernel = unfold_kernel,
      // each window element came from one input element (or a constant): added back there
-     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
-       const Shape& in = c.input_meta[0].sizes;
-       g[0] = fold_windows(c.grad(), IntList(Dims(in.begin() + 2, in.end())), c.attrs.ints(0),
-                           c.attrs.ints(1), c.attrs.ints(2), c.attrs.ints(3), c.attrs.ints(4));
-     }}});
+     .derivative = {.fn =
+                        [](const BackwardCall& c, std::span<Tensor> g) {
+                          const Shape& in = c.input_meta[0].sizes;
+                          g[0] = fold_windows(c.grad(), IntList(Dims(in.begin() + 2, in.end())),
+                                              c.attrs.ints(0), c.attrs.ints(1), c.attrs.ints(2),
+                                              c.attrs.ints(3), c.attrs.ints(4));
+                        }},
+     .internal = true});
 
 const OpDef& fold_windows_op = register_op(
     {.name = "fold_windows",
@@ -248,10 +251,13 @@ const OpDef& fold_windows_op = register_op(
      .meta = fold_meta,
      .kernel = fold_kernel,
      // the adjoint of a sum into the input is reading the input back out (zeros elsewhere)
-     .derivative = {.fn = [](const BackwardCall& c, std::span<Tensor> g) {
-       g[0] = unfold_windows(c.grad(), c.attrs.ints(1), c.attrs.ints(2), c.attrs.ints(3),
-                             c.attrs.ints(4), c.attrs.ints(5), 0.0, 0.0);
-     }}});
+     .derivative = {.fn =
+                        [](const BackwardCall& c, std::span<Tensor> g) {
+                          g[0] = unfold_windows(c.grad(), c.attrs.ints(1), c.attrs.ints(2),
+                                                c.attrs.ints(3), c.attrs.ints(4), c.attrs.ints(5),
+                                                0.0, 0.0);
+                        }},
+     .internal = true});
 
 }  // namespace
 

@@ -187,8 +187,11 @@ struct PurePlan;
 // `results` (Run); or says that the function must be called and captured (Capture), or called,
 // captured and compared with the graph pure mode would have run, `verify` (Verify).
 enum class PureStep { Run, Capture, Verify };
+// `result_layout`, when given, receives what learn_pure stored with the plan that ran (a front
+// end's description of how its result is rebuilt from `results`).
 PureStep pure_try_run(CompiledState& state, const PureArgs& args, std::vector<Tensor>& results,
-                      std::shared_ptr<const PurePlan>& verify);
+                      std::shared_ptr<const PurePlan>& verify,
+                      std::shared_ptr<const void>* result_layout = nullptr);
 bool is_pure(const CompiledState& state);
 // Begins a call of a compiled function on this thread: captures, inlines into an enclosing
 // capture, or runs eagerly, as the stance and the controls say.
@@ -204,8 +207,11 @@ class CallScope {
   // Pure mode, after finish(): learns how to run this call's graph without the function (or,
   // with `verify`, checks that it is the graph `verify` runs). `results` is null when the
   // result's type is one pure mode cannot rebuild.
+  // `result_layout` is kept with the plan and handed back by pure_try_run (C++ results are
+  // rebuilt from their type; the Python package describes its result's nesting).
   void learn_pure(const PureArgs& args, const std::vector<const Tensor*>* results,
-                  const std::shared_ptr<const PurePlan>& verify);
+                  const std::shared_ptr<const PurePlan>& verify,
+                  std::shared_ptr<const void> result_layout = nullptr);
 
  private:
   std::shared_ptr<CompiledState> state_;

@@ -18,6 +18,13 @@ struct GraphBreak {
   ir::SourceLoc loc;
 };
 
+// Where the user's code is when a graph breaks, for a front end in another language (the Python
+// package reads the running Python frame): a provider returning a known location takes the place
+// of the C++ call site in break reasons, logs and explain(); an unknown one falls back to it.
+// Called with no lock held, on the thread that reached the sync point. Null: none (the default).
+using UserLocationFn = ir::SourceLoc (*)();
+void set_user_location_provider(UserLocationFn provider);
+
 // torch._dynamo.explain's result. Printing it gives the reference FAQ's report.
 struct ExplainOutput {
   int64_t graph_count = 0;

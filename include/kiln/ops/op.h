@@ -242,6 +242,12 @@ struct OpDef {
   // Pointwise ops: how generated code computes the op, with the functor template its eager
   // kernel uses (ops/kernels/pointwise_math.h), so compiled and eager results are bitwise equal.
   PointwiseBody pointwise{};
+  // What the op computes, in a sentence: its Python docstring, under the schema.
+  std::string_view doc;
+  // Internal ops (the forms public functions are built from, derivatives' helpers, fused
+  // updates) are reachable from Python only as kiln.ops.<name>; the others are also kiln.<name>
+  // and, when the first parameter is `Tensor self`, a Tensor method (docs/python.md).
+  bool internal = false;
 };
 
 // Registers an op under its name (done once, at static-initialisation time, by each op's

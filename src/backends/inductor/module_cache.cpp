@@ -445,7 +445,24 @@ std::string check_sealed_module(int fd, const std::string& key) {
   return "";
 }
 
+namespace {
+// Generated modules call into libkiln (its runtime exports) by symbol. A program linked with
+// libkiln has them in the global scope; a library loaded with RTLD_LOCAL (the Python extension
+// and libkiln with it) does not, so libkiln is promoted to RTLD_GLOBAL once, before the first
+// module is loaded.
+void make_runtime_symbols_global() {
+  static const bool done = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&make_runtime_symbols_global), &info) && info.dli_fname)
+      dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);  // a no-op when linked
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace
+
 void* ModuleFolder::open_library(const std::string& name, std::string& error) {
+  make_runtime_symbols_global();
   // (Without /proc: the path itself; only this user can write the folder.)
   const std::string via_fd = detail::concat("/proc/self/fd/", dir_fd(), "/", name);
   const std::string target = access(via_fd.c_str(), F_OK) == 0 ? via_fd : (path() / name).string();

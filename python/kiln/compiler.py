@@ -1,0 +1,86 @@
+"""kiln.compile and its controls (torch.compile, torch.compiler.*, torch._dynamo.explain).
+
+Capture is lazy tracing, as in C++ (docs/compile.md): the function runs, its tensor ops are
+recorded instead of computed, and a graph ends at a sync point (``.item()``, ``print(t)``, a
+disallowed op, ``graph_break()``) or at the return. The Python code between ops runs on every
+call.
+"""
+import functools
+
+from . import _C
+from ._C import graph_break, is_compiling, set_stance, reset, list_backends  # noqa: F401
+from ._C import mark_dynamic, maybe_mark_dynamic, mark_static, mark_unbacked  # noqa: F401
+from ._C import set_logs  # noqa: F401
+
+
+def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None,
+            pure=False, cache_size_limit=None):
+    """Compiles ``fn`` (a function or a Module); usable as ``@kiln.compile`` and
+    ``@kiln.compile(backend="eager")``."""
+    if fn is None:
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph,
+                                 dynamic=dynamic, mode=mode, pure=pure,
+                                 cache_size_limit=cache_size_limit)
+    compiled = _C._compile(fn, backend, fullgraph, dynamic, mode, pure, cache_size_limit)
+    from .nn import Module
+    if isinstance(fn, Module):
+        return _CompiledModule(fn, compiled)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return compiled(*args, **kwargs)
+    wrapper._kiln_compiled = compiled
+    return wrapper
+
+
+class _CompiledModule:
+    """A compiled module (torch's OptimizedModule): calls run compiled; every other attribute is
+    the original module's (``_orig_mod``)."""
+
+    def __init__(self, module, compiled):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self):
+        return f"CompiledModule({self._orig_mod!r})"
+
+
+def explain(fn):
+    """``explain(fn)(*args)`` runs fn once under capture and returns what it saw: graph_count,
+    graph_break_count, break_reasons, ops_per_graph; printing it gives the FAQ's report."""
+    def run(*args, **kwargs):
+        return _C._explain(fn, args, kwargs)
+    return run
+
+
+def disable(fn=None, *, recursive=True):
+    """Runs ``fn`` eagerly: a call under capture ends the graph (a graph break) first.
+    recursive=False: fn's own ops run eagerly, but compiled functions it calls still compile."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return _C._call_disabled(fn, recursive, args, kwargs)
+    return wrapper
+
+
+def disallow_in_graph(op):
+    """The op (a kiln op function or its name) always breaks the graph and runs eagerly."""
+    _C.disallow_in_graph(op if isinstance(op, str) else op.__name__)
+    return op
+
+
+def allow_in_graph(op):
+    """Undoes disallow_in_graph for a kiln op."""
+    _C.allow_in_graph(op if isinstance(op, str) else op.__name__)
+    return op

@@ -1,0 +1,2 @@
+"""kiln.nn.utils (torch.nn.utils)."""
+from .._C import clip_grad_norm_  # noqa: F401

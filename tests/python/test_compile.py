@@ -1,0 +1,121 @@
+"""kiln.compile on Python functions, explain() with the user's Python lines, the controls."""
+import inspect
+
+import pytest
+
+import kiln
+
+
+def toy_example(a, b):
+    x = a / (kiln.abs(a) + 1)
+    print("woo")
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def line_of(text):
+    lines, start = inspect.getsourcelines(toy_example)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_explain_reports_the_break_at_the_users_python_line():
+    a, b = kiln.randn(10), kiln.randn(10)
+    explanation = kiln.explain(toy_example)(a, b)
+    assert explanation.graph_count == 2
+    assert explanation.graph_break_count == 1
+    (brk,) = explanation.break_reasons
+    assert brk.filename == __file__
+    assert brk.lineno == line_of("if b.sum() < 0")
+    assert brk.function == "toy_example"
+    assert "graph" in str(explanation).lower()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_compiled_matches_eager(backend):
+    a, b = kiln.randn(10), kiln.randn(10)
+    compiled = kiln.compile(toy_example, backend=backend)
+    for _ in range(2):
+        expected = toy_example(a, b)
+        assert (compiled(a, b) - expected).abs().amax().item() < 1e-6
+
+
+def test_decorator_forms_and_fullgraph():
+    @kiln.compile
+    def f(x):
+        return (x * 2).sum()
+
+    @kiln.compile(backend="eager", fullgraph=True)
+    def g(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    assert f(kiln.ones(3)).item() == 6.0
+    with pytest.raises(kiln.GraphBreakError) as info:
+        g(kiln.ones(3))
+    assert f"{__file__}:" in str(info.value)
+
+
+def test_disable_graph_break_and_is_compiling():
+    seen = []
+
+    @kiln.compiler.disable
+    def eager_part(x):
+        seen.append(kiln.compiler.is_compiling())
+        return x + 1
+
+    def fn(x):
+        seen.append(kiln.compiler.is_compiling())
+        y = eager_part(x * 2)
+        kiln.compiler.graph_break()
+        return y * 3
+
+    explanation = kiln.explain(fn)(kiln.ones(2))
+    assert seen == [True, False]
+    assert explanation.graph_break_count == 2
+    assert kiln.compile(fn, backend="eager")(kiln.ones(2)).tolist() == [9.0, 9.0]
+
+
+def test_training_step_lowers_the_loss_eagerly_and_compiled():
+    kiln.manual_seed(0)
+    x = kiln.randn(64, 3)
+    y = (x * kiln.tensor([1.0, -2.0, 0.5])).sum(1)
+
+    def step(w):
+        loss = ((x * w).sum(1) - y).pow(2).mean()
+        loss.backward()
+        with kiln.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+        return loss
+
+    for fn in (step, kiln.compile(step, backend="inductor")):
+        w = kiln.zeros(3, requires_grad=True)
+        losses = [fn(w).item() for _ in range(30)]
+        assert losses[-1] < 0.05 * losses[0]
+
+
+def test_pure_mode_skips_the_function_on_a_hit_and_keeps_results_exact():
+    calls = []
+
+    def chain(x, scale):
+        calls.append(1)
+        y = x
+        for _ in range(10):
+            y = (y * scale).tanh() + 0.1
+        return y, [y.sum(), None]
+
+    f = kiln.compile(chain, pure=True)
+    x = kiln.randn(64)
+    expected = chain(x, 0.9)
+    calls.clear()
+    for _ in range(3):
+        y, (s, nothing) = f(x, 0.9)
+        assert kiln.equal(y, expected[0]) and nothing is None
+        assert abs(s.item() - expected[1][0].item()) < 1e-4
+    assert len(calls) == 1  # captured once, then skipped
+    f(x, 0.5)  # another number: another graph, the function runs
+    assert len(calls) == 2
+    f(kiln.randn(8), 0.9)  # another shape: the function runs
+    assert len(calls) == 3

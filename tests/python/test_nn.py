@@ -1,0 +1,113 @@
+"""kiln.nn and kiln.optim from Python: modules register what is assigned to them, the
+library's layers share their tensors with C++, training lowers a loss eagerly and compiled."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+
+
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 16)
+        self.fc2 = nn.Linear(16, 1)
+        self.scale = nn.Parameter(kiln.ones(1))
+        self.register_buffer("calls", kiln.zeros(1))
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x))) * self.scale
+
+
+def test_modules_register_parameters_buffers_and_children():
+    model = TwoLayer()
+    names = [n for n, _ in model.named_parameters()]
+    assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert [n for n, _ in model.named_buffers()] == ["calls"]
+    assert [n for n, _ in model.named_children()] == ["fc1", "fc2"]
+    assert model.fc1.weight.shape == (16, 4) and isinstance(model.fc1.weight, nn.Parameter)
+    assert sum(p.numel() for p in model.parameters()) == 4 * 16 + 16 + 16 + 1 + 1
+    assert set(model.state_dict()) == set(names) | {"calls"}
+    assert model.training and not model.eval().fc1.training
+    assert "Linear(in_features=4, out_features=16, bias=True)" in repr(model)
+
+
+def test_gradients_of_a_cpp_layer_land_on_its_python_parameters():
+    layer = nn.Linear(3, 2)
+    x = kiln.randn(5, 3)
+    layer(x).sum().backward()
+    np.testing.assert_allclose(layer.weight.grad.numpy(),
+                               np.tile(x.numpy().sum(0), (2, 1)), rtol=1e-5)
+    assert layer.bias.grad.tolist() == [5.0, 5.0]
+
+
+def test_state_dict_round_trips_through_safetensors(tmp_path):
+    a, b = TwoLayer(), TwoLayer()
+    path = str(tmp_path / "model.safetensors")
+    kiln.save_file(dict(a.state_dict()), path)
+    b.load_state_dict(kiln.load_file(path))
+    x = kiln.randn(3, 4)
+    assert kiln.equal(a(x), b(x))
+    with pytest.raises(kiln.Error, match="missing keys"):
+        b.load_state_dict({})
+
+
+def test_functional_layers_match_numpy():
+    x = kiln.randn(2, 3, 8, 8)
+    w = kiln.randn(4, 3, 3, 3)
+    y = F.conv2d(x, w, padding=1)
+    assert y.shape == (2, 4, 8, 8)
+    assert F.max_pool2d(y, 2).shape == (2, 4, 4, 4)
+    assert F.adaptive_avg_pool2d(y, 1).shape == (2, 4, 1, 1)
+    logits, target = kiln.randn(6, 5), kiln.tensor([0, 1, 2, 3, 4, 0])
+    p = np.exp(logits.numpy()) / np.exp(logits.numpy()).sum(1, keepdims=True)
+    expected = -np.log(p[np.arange(6), target.numpy()]).mean()
+    assert abs(F.cross_entropy(logits, target).item() - expected) < 1e-5
+    with pytest.raises(kiln.NotImplementedError, match="class weights"):
+        F.cross_entropy(logits, target, kiln.ones(5))
+    assert F.one_hot(kiln.tensor([0, 2])).tolist() == [[1, 0, 0], [0, 0, 1]]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_cnn_trains_eagerly_and_compiled(compiled):
+    kiln.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    opt = kiln.optim.AdamW(model.parameters(), lr=1e-2)
+    x = kiln.randn(16, 1, 8, 8)
+    y = (x.mean((1, 2, 3)) > 0).long()
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    run = kiln.compile(step) if compiled else step
+    losses = [run().item() for _ in range(40)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_optimizer_param_groups_set_the_learning_rate():
+    w = nn.Parameter(kiln.ones(2))
+    opt = kiln.optim.SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    opt.step()
+    assert w.tolist() == [0.0, 0.0]
+    opt.zero_grad()
+    opt.param_groups[0]["lr"] = 0.25
+    with kiln.no_grad():
+        w.fill_(1.0)
+    (w * w).sum().backward()
+    opt.step()
+    assert w.tolist() == [0.5, 0.5]
+
+
+def test_lstm_returns_output_and_state_as_torch():
+    lstm = nn.LSTM(3, 5, batch_first=True)
+    out, (h, c) = lstm(kiln.randn(2, 7, 3))
+    assert out.shape == (2, 7, 5) and h.shape == (1, 2, 5) and c.shape == (1, 2, 5)
+    assert [n for n, _ in lstm.named_parameters()] == [
+        "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
