@@ -5,6 +5,7 @@
 # and a first one takes the library's objects from ccache after the C++ build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
 python=${PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -15,3 +16,4 @@ pip=("$work/venv/bin/python" -m pip --disable-pip-version-check -q)
 # From tests/python, so that `import kiln` finds the installed package, not python/kiln.
 cache="$PWD/build/kiln-cache"
 (cd tests/python && KILN_CACHE_DIR="$cache" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider)
+echo "[python] passed in $(( $(date +%s) - start )) s"

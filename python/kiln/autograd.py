@@ -1,4 +1,5 @@
-"""Grad mode: kiln.no_grad(), kiln.enable_grad(), kiln.set_grad_enabled(mode), as torch's."""
+"""Autograd from Python: grad modes (kiln.no_grad(), enable_grad(), set_grad_enabled(mode)) and
+user-defined differentiable functions (kiln.autograd.Function), as torch's."""
 import functools
 
 from . import _C
@@ -52,3 +53,41 @@ class set_grad_enabled(_GradMode):
     def __exit__(self, *exc):
         _C._set_grad_enabled(self._prev)
         return False
+
+
+FunctionCtx = _C._FunctionCtx
+
+
+class Function:
+    """A differentiable function with its own backward (torch.autograd.Function)::
+
+        class Square(kiln.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return 2 * x * grad
+
+        y = Square.apply(x)
+
+    forward runs without recording gradients and returns a tensor or a tuple of them; backward
+    gets one gradient per output and returns one per forward argument (None where there is
+    none). ctx takes any other attribute (ctx.scale = 2); ctx.needs_input_grad says which
+    arguments want a gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("a kiln.autograd.Function must define forward")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("a kiln.autograd.Function must define backward")
+
+    @classmethod
+    def apply(cls, *args):
+        return _C._apply_function(cls, *args)

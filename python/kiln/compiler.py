@@ -7,6 +7,8 @@ call.
 """
 import functools
 
+from numpy import ndarray as _ndarray
+
 from . import _C
 from ._C import graph_break, is_compiling, set_stance, reset, list_backends  # noqa: F401
 from ._C import mark_dynamic, maybe_mark_dynamic, mark_static, mark_unbacked  # noqa: F401
@@ -28,6 +30,12 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        for a in args:
+            if type(a) is _ndarray:
+                # NumPy arrays in: kiln.numpy arrays over the same memory; NumPy arrays out.
+                from . import numpy as knp
+                args, kwargs, _ = knp._from_numpy_args(args, kwargs)
+                return knp._to_numpy(compiled(*args, **kwargs))
         return compiled(*args, **kwargs)
     wrapper._kiln_compiled = compiled
     return wrapper
@@ -74,13 +82,34 @@ def disable(fn=None, *, recursive=True):
     return wrapper
 
 
+def _is_kiln_op(op):
+    return isinstance(op, str) or type(op).__name__ == "Function" and hasattr(op, "schema")
+
+
 def disallow_in_graph(op):
     """The op (a kiln op function or its name) always breaks the graph and runs eagerly."""
     _C.disallow_in_graph(op if isinstance(op, str) else op.__name__)
     return op
 
 
-def allow_in_graph(op):
-    """Undoes disallow_in_graph for a kiln op."""
-    _C.allow_in_graph(op if isinstance(op, str) else op.__name__)
-    return op
+_allowed_count = 0
+
+
+def allow_in_graph(fn):
+    """For a kiln op (or its name): undoes disallow_in_graph. For a Python function: returns a
+    function recorded as ONE node of a captured graph (torch.compiler.allow_in_graph), its
+    output shapes found by running it on metadata-only tensors, its kernel calling it. It must
+    take tensors, numbers, or lists of tensors or numbers, return a tensor or a tuple of them,
+    use no tensor it is not given, and be deterministic and free of side effects."""
+    if _is_kiln_op(fn):
+        _C.allow_in_graph(fn if isinstance(fn, str) else fn.__name__)
+        return fn
+    global _allowed_count
+    _allowed_count += 1
+    name = f"{getattr(fn, '__qualname__', 'fn')}#{_allowed_count}"
+    allowed = _C._allow_python_function(fn, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return allowed(*args)
+    return wrapper

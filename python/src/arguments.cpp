@@ -101,6 +101,11 @@ std::vector<Tensor> to_tensors(nb::handle h, const char* what) {
 Tensor to_operand(nb::handle h, const char* what) {
   if (const Tensor* t = as_tensor(h)) return *t;
   if (is_number(h)) return wrap_scalar(to_scalar(h, what));
+  // A kiln.numpy array is its tensor.
+  if (PyObject_HasAttrString(h.ptr(), "__kiln_tensor__")) {
+    nb::object t = h.attr("__kiln_tensor__");
+    if (const Tensor* inner = as_tensor(t)) return *inner;
+  }
   if (PyObject_HasAttrString(h.ptr(), "__array_interface__") ||
       PyObject_HasAttrString(h.ptr(), "__dlpack__"))
     return nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("from_numpy")(h));

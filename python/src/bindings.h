@@ -8,6 +8,10 @@
 
 #include "kiln/core/tensor.h"
 
+namespace kiln {
+class Backend;
+}
+
 namespace kiln::python {
 
 namespace nb = nanobind;
@@ -24,6 +28,10 @@ void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_bench_hooks(nb::module_& m);
+void bind_extending(nb::module_& m);
+
+// A Python callable as a kiln::compile backend (extending.cpp).
+Backend backend_from_python(nb::handle fn);
 
 // Sets the Python error for the C++ exception being handled (a kiln::Error as its kiln.Error
 // kind, nanobind's errors as theirs): for code that returns to Python without nanobind.

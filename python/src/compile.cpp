@@ -259,10 +259,10 @@ void bind_compile(nb::module_& m) {
         CompileOptions options;
         if (PyUnicode_Check(backend.ptr()))
           options.backend = nb::cast<std::string>(backend);
+        else if (PyCallable_Check(backend.ptr()))
+          options.backend = backend_from_python(backend);
         else if (!backend.is_none())
-          throw NotImplementedError(
-              "kiln.compile(): a Python callable as backend= is not implemented yet; use "
-              "\"eager\", \"aot_eager\" or \"inductor\"");
+          throw nb::type_error("kiln.compile(): backend must be a name or a callable");
         options.pure = pure;
         options.fullgraph = fullgraph;
         options.dynamic = dynamic;

@@ -170,4 +170,5 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   bind_io(m);
   bind_bench_hooks(m);
+  bind_extending(m);
 }

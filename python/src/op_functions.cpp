@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,9 @@ struct Signature {
   int varargs = -1;
   PyObject* return_type = nullptr;  // a named tuple type for ops with several outputs
   bool method = false;              // the first parameter is `Tensor self`
+  // The next form of a function registered more than once under its name (conv2d's `padding`
+  // as sizes or as "same"/"valid"): tried in order until one takes the arguments.
+  const Signature* overload = nullptr;
 };
 
 struct OpFunctionObject {
@@ -216,11 +220,12 @@ FunctionArgs::Value from_attr(AttrValue v) {
   return std::visit([](auto&& x) -> FunctionArgs::Value { return std::move(x); }, std::move(v));
 }
 
-nb::object run_function(const Signature& sig, const BoundArguments& bound) {
+// The arguments as the function's call takes them; a TypeError when they do not fit its schema.
+std::vector<FunctionArgs::Value> function_args(const Signature& sig, const BoundArguments& bound,
+                                               int64_t& numel) {
   const std::vector<SchemaParam>& params = sig.schema.params;
   std::vector<FunctionArgs::Value> values;
   values.reserve(params.size());
-  int64_t numel = 0;
   for (size_t k = 0; k < params.size(); ++k) {
     const SchemaParam& p = params[k];
     const char* what = sig.what[k].c_str();
@@ -244,6 +249,11 @@ nb::object run_function(const Signature& sig, const BoundArguments& bound) {
       values.push_back(from_attr(to_attr(p, value, what)));
     }
   }
+  return values;
+}
+
+nb::object run_function(const Signature& sig, const BoundArguments& bound,
+                        std::vector<FunctionArgs::Value> values, int64_t numel) {
   const FunctionArgs call_args(std::move(values));
   FunctionResult result = maybe_unlocked(numel, [&] { return sig.fn->call(call_args); });
   if (Tensor* t = std::get_if<Tensor>(&result)) {
@@ -264,9 +274,27 @@ nb::object run_function(const Signature& sig, const BoundArguments& bound) {
 PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   const Signature& sig = *reinterpret_cast<OpFunctionObject*>(self)->signature;
   try {
-    BoundArguments bound;
-    bind_arguments(sig, args, nargsf, kwnames, bound);
-    return (sig.op ? run_op(sig, bound) : run_function(sig, bound)).release().ptr();
+    if (sig.op) {
+      BoundArguments bound;
+      bind_arguments(sig, args, nargsf, kwnames, bound);
+      return run_op(sig, bound).release().ptr();
+    }
+    std::string mismatches;  // why each form refused the arguments
+    for (const Signature* form = &sig; form; form = form->overload) {
+      BoundArguments bound;
+      std::vector<FunctionArgs::Value> values;
+      int64_t numel = 0;
+      try {
+        bind_arguments(*form, args, nargsf, kwnames, bound);
+        values = function_args(*form, bound, numel);
+      } catch (const nb::builtin_exception& e) {
+        if (!sig.overload || e.type() != nb::exception_type::type_error) throw;
+        mismatches += std::string("\n  ") + std::string(form->fn->schema) + ": " + e.what();
+        continue;
+      }
+      return run_function(*form, bound, std::move(values), numel).release().ptr();
+    }
+    type_error(sig.qualified + " takes these arguments in none of its forms:" + mismatches);
   } catch (...) {
     set_error_from_current_exception();
     return nullptr;
@@ -324,7 +352,7 @@ PyTypeObject* function_type() {
 
 // The signature of an op (`op`) or a function (`fn`), from its schema; lives as long as the
 // process, as the definitions do.
-const Signature* make_signature(const OpDef* op, const FunctionDef* fn, std::string_view module) {
+Signature* make_signature(const OpDef* op, const FunctionDef* fn, std::string_view module) {
   auto sig = std::make_unique<Signature>();
   sig->op = op;
   sig->fn = fn;
@@ -388,8 +416,17 @@ void bind_op_functions(nb::module_& m) {
     top[sig->name.c_str()] = function;
     if (sig->method) methods[sig->name.c_str()] = function;
   }
+  std::map<std::pair<std::string_view, std::string>, Signature*> forms;  // the first of each
   for (const FunctionDef* def : all_functions()) {
-    const Signature* sig = make_signature(nullptr, def, def->module);
+    Signature* sig = make_signature(nullptr, def, def->module);
+    auto [first, is_first] = forms.try_emplace({def->module, sig->name}, sig);
+    if (!is_first) {  // another form of a function already bound: tried after the others
+      Signature* last = first->second;
+      while (last->overload) last = const_cast<Signature*>(last->overload);
+      last->overload = sig;
+      first->second->doc += "\n\n" + sig->doc;
+      continue;
+    }
     nb::object function = make_function(sig);
     if (def->module.empty()) {
       top[sig->name.c_str()] = function;

@@ -442,6 +442,11 @@ using Args = const FunctionArgs&;
 void unsupported(bool given, const char* what) {
   KILN_CHECK(!given, NotImplementedError, what, " is not implemented");
 }
+ConvPadding named_padding(const std::string& padding) {
+  KILN_CHECK(padding == "same" || padding == "valid", ValueError,
+             "conv: padding must be \"same\", \"valid\" or sizes, not \"", padding, "\"");
+  return padding == "same" ? ConvPadding::Same : ConvPadding::Valid;
+}
 // A missing optional list (a pool's stride=None): the C++ default, an empty list.
 std::vector<int64_t> ints_or_empty(Args a, size_t k) {
   return a.has(k) ? a.ints(k) : std::vector<int64_t>{};
@@ -454,6 +459,15 @@ std::vector<int64_t> ints_or_empty(Args a, size_t k) {
        .call = [](Args a) -> FunctionResult {                                                     \
          return conv##D##d(a.tensor(0), a.tensor(1), a.opt_tensor(2), a.ints(3), a.ints(4),       \
                            a.ints(5), a.i(6));                                                    \
+       },                                                                                         \
+       .module = "nn.functional"});                                                               \
+  const FunctionDef& conv##D##d_named_padding_function = register_function(                       \
+      {.schema = "conv" #D "d(Tensor input, Tensor weight, Tensor? bias=None, int[] stride=1, "   \
+                 "str padding=\"valid\", int[] dilation=1, int groups=1) -> Tensor",              \
+       .doc = "padding \"same\" keeps the input's size (stride 1), \"valid\" pads nothing.",      \
+       .call = [](Args a) -> FunctionResult {                                                     \
+         return conv##D##d(a.tensor(0), a.tensor(1), a.opt_tensor(2), a.ints(3),                  \
+                           named_padding(a.str(4)), a.ints(5), a.i(6));                           \
        },                                                                                         \
        .module = "nn.functional"});                                                               \
   const FunctionDef& conv_transpose##D##d_function = register_function(                           \

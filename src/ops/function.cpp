@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "kiln/ops/schema.h"
 
@@ -14,7 +15,8 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<FunctionDef>> by_name;
+  // By module, name and schema: a name registered with several schemas has several forms.
+  std::map<std::tuple<std::string, std::string, std::string>, std::unique_ptr<FunctionDef>> by_name;
 };
 Registry& registry() {
   static auto* r = new Registry();  // never destroyed: definitions live as long as the process
@@ -84,8 +86,9 @@ const FunctionDef& register_function(FunctionDef def) {
   KILN_CHECK(def.call, Error, "register_function: '", schema.name, "' has no call");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto key = std::make_pair(std::string(def.module), std::string(schema.name));
-  KILN_CHECK(!r.by_name.count(key), Error, "register_function: '", schema.name,
+  auto key =
+      std::make_tuple(std::string(def.module), std::string(schema.name), std::string(def.schema));
+  KILN_CHECK(!r.by_name.count(key), Error, "register_function: '", def.schema,
              "' is already registered", def.module.empty() ? "" : " in ", def.module);
   auto owned = std::make_unique<FunctionDef>(def);
   const FunctionDef& ref = *owned;

@@ -66,9 +66,14 @@ TEST(Schema, EveryRegisteredOpAndFunctionParsesAndDefaultsFitTheirTypes) {
   std::set<std::pair<std::string, std::string>> names;
   for (const FunctionDef* f : all_functions()) {
     const Schema s = parse_schema("function", f->schema);
-    EXPECT_TRUE(names.emplace(std::string(f->module), std::string(s.name)).second) << f->schema;
+    names.emplace(std::string(f->module), std::string(s.name));
     EXPECT_FALSE(f->doc.empty()) << f->schema;
   }
+  EXPECT_THROW(
+      register_function({.schema = "reshape(Tensor self, int[] shape) -> Tensor",
+                         .doc = "again",
+                         .call = [](const FunctionArgs&) -> FunctionResult { return {}; }}),
+      Error);
   EXPECT_GT(names.size(), 60u);
 }
 

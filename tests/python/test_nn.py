@@ -111,3 +111,14 @@ def test_lstm_returns_output_and_state_as_torch():
     assert out.shape == (2, 7, 5) and h.shape == (1, 2, 5) and c.shape == (1, 2, 5)
     assert [n for n, _ in lstm.named_parameters()] == [
         "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+
+
+def test_functional_conv_takes_padding_as_sizes_or_as_a_name():
+    x, w = kiln.randn(1, 2, 7, 7), kiln.randn(3, 2, 3, 3)
+    assert F.conv2d(x, w, padding="same").shape == (1, 3, 7, 7)
+    assert F.conv2d(x, w, padding="valid").shape == (1, 3, 5, 5)
+    assert F.conv2d(x, w, None, 1, (1, 1)).shape == (1, 3, 7, 7)
+    with pytest.raises(TypeError, match="none of its forms"):
+        F.conv2d(x, w, padding=1.5)
+    with pytest.raises(kiln.ValueError, match="same"):
+        F.conv2d(x, w, padding="full")

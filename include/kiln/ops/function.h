@@ -60,7 +60,9 @@ struct FunctionDef {
 };
 
 // Registers a function (at static-initialisation time, beside its definition); kiln::Error if its
-// schema cannot be parsed or its module already has the name.
+// schema cannot be parsed or is registered already. A name registered with several schemas has
+// several forms, tried in turn until one takes the arguments (conv2d's padding as sizes or as a
+// string).
 const FunctionDef& register_function(FunctionDef def);
 // Every registered function, sorted by module and name.
 std::vector<const FunctionDef*> all_functions();

@@ -382,7 +382,8 @@ class Embedding(NativeModule):
 class LayerNorm(NativeModule):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, *,
                  dtype=None):
-        super().__init__(_C.nn.LayerNorm(normalized_shape, eps, elementwise_affine, bias, _dt(dtype)))
+        super().__init__(_C.nn.LayerNorm(normalized_shape, eps, elementwise_affine, bias,
+                                         _dt(dtype)))
 
 
 class RMSNorm(NativeModule):
@@ -463,16 +464,16 @@ def _pool_classes(rank):
                  ceil_mode=False):
         if return_indices:
             raise _C.NotImplementedError(f"MaxPool{rank}d(return_indices=True) is not implemented")
-        NativeModule.__init__(self, _C.nn.MaxPool(rank, kernel_size, _stride(stride), padding, dilation,
-                                                  ceil_mode))
+        NativeModule.__init__(self, _C.nn.MaxPool(rank, kernel_size, _stride(stride), padding,
+                                                  dilation, ceil_mode))
 
     def avg_init(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         if divisor_override is not None:
             raise _C.NotImplementedError(f"AvgPool{rank}d(divisor_override=...) is not "
                                          "implemented")
-        NativeModule.__init__(self, _C.nn.AvgPool(rank, kernel_size, _stride(stride), padding, ceil_mode,
-                                                  count_include_pad))
+        NativeModule.__init__(self, _C.nn.AvgPool(rank, kernel_size, _stride(stride), padding,
+                                                  ceil_mode, count_include_pad))
 
     def adaptive_avg_init(self, output_size):
         NativeModule.__init__(self, _C.nn.AdaptiveAvgPool(rank, output_size))

@@ -1,0 +1,85 @@
+"""kiln.numpy: NumPy 2's semantics on Kiln tensors, compiled functions taking and returning
+NumPy arrays (the reference FAQ's example)."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+
+
+def test_the_faq_example_compiles_and_returns_a_numpy_array():
+    @kiln.compile
+    def numpy_fn(X, Y):
+        return knp.sum(X[:, :, None] * Y[:, None, :], axis=(-2, -1))
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((64, 16)), rng.standard_normal((64, 16))
+    Z = numpy_fn(X, Y)
+    assert isinstance(Z, np.ndarray) and Z.dtype == np.float64 and Z.shape == (64,)
+    np.testing.assert_allclose(Z, np.sum(X[:, :, None] * Y[:, None, :], axis=(-2, -1)),
+                               rtol=1e-12)
+    explanation = kiln.explain(lambda x, y: knp.sum(knp.asarray(x)[:, :, None] *
+                                                    knp.asarray(y)[:, None, :], axis=(-2, -1)))(
+        X, Y)
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
+
+
+def test_nep50_promotion():
+    f32 = knp.ones(3, dtype=np.float32)
+    i64 = knp.arange(3)
+    assert knp.zeros(2).dtype == np.float64  # creation defaults to float64
+    assert knp.array([1.5, 2.0]).dtype == np.float64
+    assert (f32 * 2.0).dtype == np.float32  # a Python float is weak
+    assert (i64 + 1.5).dtype == np.float64
+    assert (i64 / i64).dtype == np.float64  # true division of ints
+    assert (i64 + 1).dtype == np.int64
+    assert knp.sqrt(i64).dtype == np.float64
+    assert knp.mean(i64).dtype == np.float64
+    assert knp.sum(knp.array([True, False, True])).dtype == np.int64
+    assert (f32 + knp.ones(3)).dtype == np.float64
+    assert (f32 > 0.5).dtype == np.bool_
+
+
+def test_functions_match_numpy():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 4))
+    b = rng.standard_normal((4, 5))
+    ka, kb = knp.asarray(a), knp.asarray(b)
+    np.testing.assert_allclose(np.asarray(knp.mean(ka, axis=0, keepdims=True)),
+                               a.mean(0, keepdims=True))
+    np.testing.assert_allclose(np.asarray(ka.std(axis=1, ddof=1)), a.std(1, ddof=1))
+    np.testing.assert_allclose(np.asarray(ka @ kb), a @ b)
+    np.testing.assert_allclose(np.asarray(knp.einsum("ij,jk->ik", ka, kb)), a @ b)
+    np.testing.assert_allclose(np.asarray(knp.einsum("ii", knp.asarray(a[:, :3]))),
+                               np.trace(a[:, :3]))
+    np.testing.assert_allclose(np.asarray(knp.einsum("ij->j", ka)), a.sum(0))
+    np.testing.assert_allclose(np.asarray(knp.where(ka > 0, ka, 0.0)), np.where(a > 0, a, 0.0))
+    np.testing.assert_allclose(float(knp.linalg.norm(ka)), np.linalg.norm(a))
+    np.testing.assert_allclose(np.asarray(knp.linalg.norm(ka, axis=1)), np.linalg.norm(a, axis=1))
+    np.testing.assert_allclose(np.asarray(knp.concatenate([ka, ka], axis=1)),
+                               np.concatenate([a, a], axis=1))
+    np.testing.assert_allclose(np.asarray(knp.clip(ka, -0.5, 0.5)), np.clip(a, -0.5, 0.5))
+    assert knp.argmax(ka).item() == a.argmax()
+    np.testing.assert_array_equal(np.asarray(knp.cumsum(knp.arange(5))), np.cumsum(np.arange(5)))
+
+
+def test_views_and_copies_as_the_faq_lists():
+    a = np.arange(10.0)
+    ka = knp.asarray(a)  # shares memory
+    view = ka[2:5]
+    view[0] = 100.0
+    assert a[2] == 100.0
+    rev = ka[::-2]  # a negative step: a copy
+    np.testing.assert_array_equal(np.asarray(rev), a[::-2])
+    rev[0] = -1.0
+    assert a[9] == 9.0
+    np.testing.assert_array_equal(np.asarray(knp.flip(ka)), a[::-1])
+
+
+def test_unsupported_features_name_the_function():
+    with pytest.raises(AttributeError, match="kiln.numpy.fft is not implemented"):
+        knp.fft
+    with pytest.raises(kiln.NotImplementedError, match="float16"):
+        knp.zeros(2, dtype=np.float16)
+    with pytest.raises(kiln.NotImplementedError, match="add with out="):
+        knp.add(knp.ones(2), 1, out=knp.ones(2))
