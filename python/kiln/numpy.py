@@ -468,20 +468,19 @@ def argmin(a, axis=None, keepdims=False):
     return ndarray(_k.argmin(asarray(a)._t, axis, keepdims))
 
 
-def cumsum(a, axis=None, dtype=None):
-    t = asarray(a)._t
-    if axis is None:
-        t, axis = t.reshape(-1), 0
-    result = _np.cumsum(_np.zeros((1,), _TO_NUMPY[t.dtype])).dtype if dtype is None else dtype
-    return ndarray(_k.cumsum(t, axis, dtype=_kiln_dtype(result, "cumsum")))
+def _scan(name, kiln_fn, sample):
+    def fn(a, axis=None, dtype=None):
+        t = asarray(a)._t
+        if axis is None:
+            t, axis = t.reshape(-1), 0
+        result = sample(_np.zeros((1,), _TO_NUMPY[t.dtype])).dtype if dtype is None else dtype
+        return ndarray(kiln_fn(t, axis, dtype=_kiln_dtype(result, name)))
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
-def cumprod(a, axis=None, dtype=None):
-    t = asarray(a)._t
-    if axis is None:
-        t, axis = t.reshape(-1), 0
-    result = _np.cumprod(_np.zeros((1,), _TO_NUMPY[t.dtype])).dtype if dtype is None else dtype
-    return ndarray(_k.cumprod(t, axis, dtype=_kiln_dtype(result, "cumprod")))
+cumsum = _scan("cumsum", _k.cumsum, _np.cumsum)
+cumprod = _scan("cumprod", _k.cumprod, _np.cumprod)
 
 
 # ---- shapes, joins, selection ----

@@ -226,7 +226,24 @@ class _IncompatibleKeys(tuple):
 
 
 # ---- containers ----
-class Sequential(Module):
+class _Container(Module):
+    """Children by position: indexing, len, iteration and append."""
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+class Sequential(_Container):
     def __init__(self, *modules):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], (dict, OrderedDict)):
@@ -241,43 +258,16 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-
-class ModuleList(Module):
+class ModuleList(_Container):
     def __init__(self, modules=()):
         super().__init__()
-        for m in modules:
-            self.append(m)
-
-    def append(self, module):
-        self.add_module(str(len(self._modules)), module)
-        return self
+        self.extend(modules)
 
     def extend(self, modules):
         for m in modules:
             self.append(m)
         return self
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 class ModuleDict(Module):
