@@ -30,6 +30,6 @@ int = int32  # noqa: A001
 
 # Every public op and function of the registries as kiln.<name> (the schema gives the
 # signature); those of submodules (kiln.nn.functional) are placed there.
-globals().update(_C.functions.top)
+from ._functions import *  # noqa: F401,F403,E402
 
 __version__ = "0.1.0"

@@ -325,11 +325,32 @@ PyObject* op_repr(PyObject* self) {
   return PyUnicode_FromFormat("<kiln %s %s>", sig.op ? "op" : "function", sig.name.c_str());
 }
 
+PyObject* op_get_schemas(PyObject* self, void*) {
+  Py_ssize_t n = 0;
+  for (const Signature* form = &signature_of(self); form; form = form->overload) ++n;
+  PyObject* out = PyTuple_New(n);
+  if (!out) return nullptr;
+  Py_ssize_t k = 0;
+  for (const Signature* form = &signature_of(self); form; form = form->overload, ++k) {
+    const std::string_view schema = form->op ? form->op->schema : form->fn->schema;
+    PyObject* text =
+        PyUnicode_FromStringAndSize(schema.data(), static_cast<Py_ssize_t>(schema.size()));
+    if (!text) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, k, text);
+  }
+  return out;
+}
+
 PyGetSetDef op_getset[] = {
     {"__doc__", op_get_doc, nullptr, nullptr, nullptr},
     {"__name__", op_get_name, nullptr, nullptr, nullptr},
     {"__qualname__", op_get_name, nullptr, nullptr, nullptr},
     {"schema", op_get_schema, nullptr, "The schema string the signature comes from.", nullptr},
+    {"schemas", op_get_schemas, nullptr, "Every form's schema (a function with overloads).",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyTypeObject* function_type() {
@@ -443,6 +464,21 @@ void bind_op_functions(nb::module_& m) {
   }
   functions.attr("top") = top;
   functions.attr("submodules") = submodules;
+
+  // A schema's parts, for the stub generator (python/stubgen_functions.py).
+  m.def("_parse_schema", [](const std::string& text) {
+    const Schema schema = parse_schema("_parse_schema", text);
+    static const char* names[] = {"Tensor",     "Tensor[]", "int",   "float", "bool",
+                                  "ScalarType", "Scalar",   "int[]", "str"};
+    nb::list params;
+    for (const SchemaParam& p : schema.params)
+      params.append(nb::make_tuple(std::string(p.name), names[static_cast<int>(p.type)], p.optional,
+                                   p.keyword_only, p.has_default));
+    nb::list returns;
+    for (std::string_view r : schema.returns) returns.append(std::string(r));
+    return nb::make_tuple(std::string(schema.name), params, returns, schema.returns_list,
+                          schema.returns_number);
+  });
 }
 
 }  // namespace kiln::python

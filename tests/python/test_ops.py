@@ -57,3 +57,15 @@ def test_docstrings_and_the_internal_namespace():
     assert kiln.sum.__name__ == "sum"
     assert not hasattr(kiln, "adam_update")  # internal: only under kiln.ops
     assert callable(kiln.ops.adam_update)
+
+
+def test_generated_stubs_describe_the_functions():
+    import ast
+    import os
+    folder = os.path.dirname(kiln.__file__)
+    for stub, name in [("_C.pyi", "class Tensor"), ("_functions.pyi", "def sum("),
+                       (os.path.join("nn", "functional.pyi"), "def conv2d(")]:
+        with open(os.path.join(folder, stub)) as f:
+            text = f.read()
+        ast.parse(text)
+        assert name in text, stub

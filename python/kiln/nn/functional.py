@@ -4,3 +4,4 @@ its signature and docstring are the C++ definition's schema and doc."""
 from .. import _C
 
 globals().update(_C.functions.submodules.get("nn.functional", {}))
+__all__ = sorted(_C.functions.submodules.get("nn.functional", {}))
