@@ -187,14 +187,6 @@ def _as_tensor_or_scalar(x):
     return asarray(x)
 
 
-def _tensor(x, fn="asarray"):
-    if isinstance(x, ndarray):
-        return x._t
-    if isinstance(x, _C.Tensor):
-        return x
-    return asarray(x)._t
-
-
 def _key(key):
     """An index for a Kiln tensor: arrays as tensors; a negative step is done by the caller."""
     if isinstance(key, tuple):

@@ -117,6 +117,12 @@ nb::object tensor_to_python(Tensor t) {
   return nb::cast(std::move(t), nb::rv_policy::move);
 }
 
+nb::object scalar_to_python(const Scalar& s) {
+  if (s.is_bool()) return nb::bool_(s.to<bool>());
+  if (s.is_integral()) return nb::int_(s.to_int());
+  return nb::float_(s.to_double());
+}
+
 nb::tuple shape_tuple(const Shape& sizes) {
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
   if (!tuple) throw nb::python_error();

@@ -54,6 +54,8 @@ std::vector<int64_t> to_ints(nb::handle h, const char* what);
 DType to_dtype(nb::handle h, const char* what);
 std::vector<Tensor> to_tensors(nb::handle h, const char* what);
 nb::object tensor_to_python(Tensor t);
+// A number as Python's bool, int or float, by its kind.
+nb::object scalar_to_python(const Scalar& s);
 // Shape as a Python tuple.
 nb::tuple shape_tuple(const Shape& sizes);
 

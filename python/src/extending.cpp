@@ -72,12 +72,6 @@ struct AllowedPythonFunction {
   std::string name;
 };
 
-nb::object python_number(const Scalar& s) {
-  if (s.is_bool()) return nb::bool_(s.to<bool>());
-  if (s.is_integral()) return nb::int_(s.to_int());
-  return nb::float_(s.to_double());
-}
-
 std::vector<Tensor> run_allowed(const AllowedPythonFunction& f, std::span<const Tensor> tensors,
                                 const Attrs& attrs) {
   nb::gil_scoped_acquire locked;
@@ -88,7 +82,7 @@ std::vector<Tensor> run_allowed(const AllowedPythonFunction& f, std::span<const 
     if (kind == -2) {
       args.append(tensor_to_python(tensors[ti++]));
     } else if (kind == -1) {
-      args.append(python_number(attrs.scalar(ai++)));
+      args.append(scalar_to_python(attrs.scalar(ai++)));
     } else if (kind == -3 || kind == -4) {
       nb::list values;
       for (int64_t v : attrs.ints(ai++))

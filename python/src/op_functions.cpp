@@ -265,10 +265,7 @@ nb::object run_function(const Signature& sig, const BoundArguments& bound,
   }
   if (auto* list = std::get_if<std::vector<Tensor>>(&result))
     return tensors_to_python(sig, std::move(*list));
-  const Scalar& s = std::get<Scalar>(result);
-  if (s.is_bool()) return nb::bool_(s.to<bool>());
-  if (s.is_integral()) return nb::int_(s.to_int());
-  return nb::float_(s.to_double());
+  return scalar_to_python(std::get<Scalar>(result));
 }
 
 PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {

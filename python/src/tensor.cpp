@@ -66,12 +66,6 @@ nb::object element(const void* p, DType dt) {
   return nb::none();
 }
 
-nb::object scalar_to_python(const Scalar& s) {
-  if (s.is_bool()) return nb::bool_(s.to<bool>());
-  if (s.is_integral()) return nb::int_(s.to_int());
-  return nb::float_(s.to_double());
-}
-
 nb::object to_list(const char* data, const Shape& sizes, DType dt, size_t dim) {
   if (dim == sizes.size()) return element(data, dt);
   const int64_t n = sizes[dim];

@@ -42,8 +42,8 @@ def test_ctrl_c_interrupts_a_training_loop():
     script = textwrap.dedent("""
         import sys, kiln
         x = kiln.randn(256, 256)
-        print("running", flush=True)
-        try:
+        try:  # (announced inside the try: the interrupt may come at once)
+            print("running", flush=True)
             while True:
                 x = (x @ x).tanh()
         except KeyboardInterrupt:
