@@ -184,6 +184,7 @@ std::shared_ptr<CacheEntry> find_entry(detail::CompiledState& st, size_t segment
 bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& graph, bool frozen,
                     std::span<const Tensor> inputs,
                     const std::function<std::string(int32_t)>& input_label,
+                    const std::function<ir::SourceLoc(int32_t)>& call_site,
                     std::optional<ir::SymbolicSizes>& symbolic) {
   const int count = st.entry_count[segment];
   std::string dynamic_note;
@@ -210,15 +211,21 @@ bool should_compile(detail::CompiledState& st, size_t segment, const ir::Graph& 
   // A branch or loop on a size: the ops differ from the nearest graph's where input sizes
   // changed. Each outcome compiles a graph of its own (a specialisation, which the reason says);
   // a dim marked with mark_dynamic must not be specialised.
+  int32_t at = -1;
   if (near && ir::input_sizes_differ(near->graph, graph))
-    if (const std::string diff = ir::structural_difference(near->graph, graph); !diff.empty()) {
+    if (const std::string diff = ir::structural_difference(near->graph, graph, &at);
+        !diff.empty()) {
+      // The user's line where this call's ops part from the cached graph's: the branch or loop
+      // on a size is just before it.
+      const ir::SourceLoc where = call_site(at);
+      const std::string line = where.known() ? ", at " + where.str() : std::string();
       const std::string dim = changed_marked_dim(near->graph, graph, inputs, input_label);
       KILN_CHECK(dim.empty(), Error, "kiln::mark_dynamic: ", dim, " is marked dynamic, but '",
-                 st.name, "' specialises it: its ops differ where the size changed (", diff,
+                 st.name, "' specialises it: its ops differ where the size changed (", diff, line,
                  "), as code that branches or loops on the size makes them; use "
                  "maybe_mark_dynamic to let each outcome compile a graph of its own");
       const std::string note = detail::concat(
-          "the ops differ where the sizes changed (", diff,
+          "the ops differ where the sizes changed (", diff, line,
           "): code that branches or loops on a size specialises it, each outcome a graph");
       reason += "; " + note;
       if (log_enabled(LogTopic::Dynamic))
@@ -375,7 +382,11 @@ std::vector<Tensor> Tracer::run_segment(const ir::Graph& graph, std::shared_ptr<
     if (!entry)
       compile = should_compile(
           st, segment_index_, graph, frozen_, rec_.inputs,
-          [this](int32_t input) { return input_label(input); }, symbolic);
+          [this](int32_t input) { return input_label(input); },
+          [this, &graph](int32_t node) {
+            return &graph == &rec_.graph ? recorded_call_site(node) : ir::SourceLoc{};
+          },
+          symbolic);
   }
   std::vector<Tensor> outs;
   last_entry_ = nullptr;

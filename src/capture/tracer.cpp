@@ -242,6 +242,7 @@ bool Tracer::shares_replayed_prefix(const CacheEntry& other) const {
 
 void Tracer::stop_replay() {
   if (!replay_.entry) return;
+  rec_.sites = true;
   const std::shared_ptr<CacheEntry> entry = std::move(replay_.entry);
   replay_.entry.reset();
   const ir::Graph& g = entry->graph;
@@ -269,6 +270,16 @@ void Tracer::stop_replay() {
   }
   replay_.cursor = 0;
   replay_.runtime_values.clear();
+}
+
+ir::SourceLoc Tracer::recorded_call_site(int32_t node) const {
+  if (node < 0 || static_cast<size_t>(node) >= rec_.graph.nodes.size()) return {};
+  if (const ir::SourceLoc& loc = rec_.graph.nodes[static_cast<size_t>(node)].loc; loc.known())
+    return loc;
+  const auto it = std::ranges::lower_bound(rec_.call_frames, node, {},
+                                           &std::pair<int32_t, void*>::first);
+  if (it == rec_.call_frames.end() || it->first != node) return {};
+  return CallSite{{}, {it->second}}.resolve();
 }
 
 ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
@@ -309,6 +320,13 @@ ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> 
     for (TensorMeta& m : infos) m.requires_grad = is_floating(m.dtype);
   const ir::ValueRef v = rec_.graph.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()),
                                              attrs, std::move(infos));
+  if (rec_.sites) {
+    CallSite site = user_call_site(std::source_location::current(), false);
+    if (site.loc.known())
+      rec_.graph.nodes[static_cast<size_t>(v.node)].loc = std::move(site.loc);
+    else if (!site.frames.empty())
+      rec_.call_frames.emplace_back(v.node, site.frames.front());
+  }
   if (random)
     for (int8_t k : op.philox_attrs) rec_.graph.runtime_attrs.push_back({v.node, k});
   return v;
@@ -817,6 +835,8 @@ void Tracer::reset_segment() {
   written_.order.clear();
   written_.views.clear();
   rec_.pending.clear();
+  rec_.call_frames.clear();
+  rec_.sites = false;
   adopted_runtime_attrs_ = 0;
   if (autograd_) autograd_->end_segment();
 }

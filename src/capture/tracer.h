@@ -245,8 +245,13 @@ class Tracer final : public DispatchInterceptor, public PendingWrites, public Se
   void fetch_replay_candidates();
   // Whether `other`'s first replay_.cursor nodes equal those of the entry being replayed.
   bool shares_replayed_prefix(const CacheEntry& other) const;
-  // Stops replaying: the graph gets the nodes matched so far.
+  // Stops replaying: the graph gets the nodes matched so far, and the calls recorded from here
+  // on keep their user call sites (record_call).
   void stop_replay();
+  // Where the user's code called the op recorded as node `node` of this segment's graph, when
+  // that call site was kept (nodes recorded after a replay of a cached graph failed: a call
+  // that differs from the function's cached graphs, which a recompile reason may point into).
+  ir::SourceLoc recorded_call_site(int32_t node) const;
 
   // ---- in-place writes (tracer.cpp) ----
   // Records the write of `value` into dst's memory: a functional update of its Buffer.
@@ -307,6 +312,13 @@ class Tracer final : public DispatchInterceptor, public PendingWrites, public Se
     std::vector<Tensor> inputs;  // the placeholders' tensors
     std::unordered_map<const TensorImpl*, ir::ValueRef> input_of;
     std::vector<std::weak_ptr<TensorImpl>> pending;  // every pending tensor made
+    // (node, the user's return address) of calls recorded with sites_ set, in node order; a
+    // front end's location (Python's) goes to the node's loc instead. Resolved when needed:
+    // finding a return address's line runs addr2line.
+    std::vector<std::pair<int32_t, void*>> call_frames;
+    // Whether record_call keeps call sites. Off while nothing was cached at this position or
+    // the cached graph repeats: a backtrace per op costs microseconds.
+    bool sites = false;
   } rec_;
 
   // The cached entry being repeated (see record_*), the others it may switch to

@@ -156,10 +156,12 @@ bool equal_but_sizes(const Graph& a, const Graph& b) {
   return true;
 }
 
-std::string structural_difference(const Graph& a, const Graph& b) {
+std::string structural_difference(const Graph& a, const Graph& b, int32_t* at) {
+  if (at) *at = -1;
   const size_t n = std::min(a.nodes.size(), b.nodes.size());
   for (size_t i = 0; i < n; ++i) {
     if (same_node_but_sizes(a, b, i)) continue;
+    if (at) *at = static_cast<int32_t>(i);
     const Node& x = a.nodes[i];
     const Node& y = b.nodes[i];
     auto name = [](const Node& node) {
@@ -173,9 +175,12 @@ std::string structural_difference(const Graph& a, const Graph& b) {
       return detail::concat("node ", i, " (", name(y), ") takes other inputs");
     return detail::concat("node ", i, " (", name(y), ") has other attributes or ranks");
   }
-  if (a.nodes.size() != b.nodes.size())
+  if (a.nodes.size() != b.nodes.size()) {
+    // (b's first extra node, or its last when it stops early: where its loop ran on or ended.)
+    if (at && !b.nodes.empty()) *at = static_cast<int32_t>(std::min(n, b.nodes.size() - 1));
     return detail::concat("the graph has ", b.num_calls(), " ops where the cached one has ",
                           a.num_calls());
+  }
   if (a.outputs != b.outputs || a.runtime_attrs != b.runtime_attrs ||
       a.input_writes != b.input_writes)
     return "the graph returns or writes other values";

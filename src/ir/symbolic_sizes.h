@@ -42,8 +42,9 @@ std::string describe_site(const Graph& g, const SizeSite& site);
 bool equal_but_sizes(const Graph& a, const Graph& b);
 uint64_t hash_but_sizes(const Graph& g);
 // The first difference between a (cached) and b that is not one of sizes ("node 12 is exp where
-// the cached graph has sin"), or "" when they are equal but for sizes.
-std::string structural_difference(const Graph& a, const Graph& b);
+// the cached graph has sin"), or "" when they are equal but for sizes. `at` (when given) gets the
+// index of b's node where they differ, or -1 when the difference is not at one of b's nodes.
+std::string structural_difference(const Graph& a, const Graph& b, int32_t* at = nullptr);
 // Whether an input (a placeholder at the same position) has other sizes in b than in a.
 bool input_sizes_differ(const Graph& a, const Graph& b);
 

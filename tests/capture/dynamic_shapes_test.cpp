@@ -241,9 +241,43 @@ TEST_P(DynamicShapes, TheStrideOfADimOfSizeOneIsNotGuarded) {
   EXPECT_EQ(graphs(prof, name("window")), 2);
 }
 
+// Data-dependent sizes (nonzero, masked_select): the op is a graph break ("data-dependent"), and
+// the graph after it, whose sizes follow the count, turns dynamic on the second count: a sweep of
+// counts compiles a bounded number of graphs, not one per count.
+TEST_P(DynamicShapes, ADataDependentCountBreaksTheGraphAndTheRestTurnsDynamic) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) {
+    const Tensor y = x * 2 + 1;
+    const Tensor picked = masked_select(y, y > 1.5);
+    const Tensor rows = index_select(x, 0, nonzero(x > 0.5).view({-1}));
+    return softmax(picked * 3, 0).sum() + exp(rows).sum() * picked.size(0);
+  };
+  auto f = compile(fn, named("data_dependent"));
+  std::set<int64_t> counts;
+  for (int seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE(seed);
+    manual_seed(static_cast<uint64_t>(seed));
+    const Tensor x = randn({64});
+    counts.insert(masked_select(x, x * 2 + 1 > 1.5).size(0));
+    expect_equal(f(x), fn(x));
+  }
+  EXPECT_GE(counts.size(), 4u);  // the sweep did vary the count
+  // Per call: the graph before the first break, the one between the two data-dependent ops (both
+  // of x's fixed size: one graph each), and the one after them: exact once, then dynamic in each
+  // count the first time that count changes (at most two recompiles) — 5 at most, whatever the
+  // number of calls.
+  EXPECT_LE(graphs(prof, name("data_dependent")), 5);
+  const ExplainOutput e = explain(fn, randn({64}));
+  ASSERT_FALSE(e.break_reasons.empty());
+  EXPECT_NE(e.break_reasons[0].reason.find("is data-dependent"), std::string::npos)
+      << e.break_reasons[0].reason;
+}
+
 TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
   CompileProfiler prof;
+  const int branch_line = __LINE__ + 1;
   auto fn = [](const Tensor& x) { return x.size(0) > 4 ? exp(x) : sin(x); };
+  const std::string at_branch = "at " + std::string(__FILE__) + ":" + std::to_string(branch_line);
   auto f = compile(fn, named("branch"));
   for (int64_t n : {3, 5, 6, 2, 7, 4, 9}) {
     SCOPED_TRACE(n);
@@ -260,11 +294,13 @@ TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
       expect_equal(g(x), fn(x));
     }
   });
+  // ... and where: the user's line of the first op that differs.
   EXPECT_TRUE(any_contains(lines,
                            "the ops differ where the sizes changed (node 1 is exp where the "
-                           "cached graph has sin): code that branches or loops on a size "
-                           "specialises it"))
+                           "cached graph has sin, " +
+                               at_branch))
       << (lines.empty() ? "" : lines[0]);
+  EXPECT_TRUE(any_contains(lines, "): code that branches or loops on a size specialises it"));
   // A dim marked with mark_dynamic must not be specialised: an error naming it and the op.
   auto h = compile(fn, named("branch_marked"));
   Tensor small = randn({3}), large = randn({5});
@@ -274,7 +310,10 @@ TEST_P(DynamicShapes, ABranchOnASizeGivesEachSideItsOwnGraph) {
   EXPECT_TRUE(throws_containing([&] { h(large); },
                                 "kiln::mark_dynamic: dim 0 of argument 0 (graph input 0) is marked "
                                 "dynamic, but '" +
-                                    name("branch_marked") + "' specialises it"));
+                                    name("branch_marked") +
+                                    "' specialises it: its ops differ where the size changed "
+                                    "(node 1 is exp where the cached graph has sin, " +
+                                    at_branch));
 }
 
 TEST_P(DynamicShapes, DynamicTrueMakesEveryInputDimASymbolButModelState) {

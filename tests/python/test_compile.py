@@ -119,3 +119,23 @@ def test_pure_mode_skips_the_function_on_a_hit_and_keeps_results_exact():
     assert len(calls) == 2
     f(kiln.randn(8), 0.9)  # another shape: the function runs
     assert len(calls) == 3
+
+
+def branch_on_size(x):
+    if x.shape[0] > 4:
+        return kiln.exp(x)
+    return kiln.sin(x)
+
+
+def test_a_specialised_marked_dim_names_the_users_python_line():
+    compiled = kiln.compile(branch_on_size, backend="eager")
+    small, large = kiln.randn(3), kiln.randn(5)
+    kiln.compiler.mark_dynamic(small, 0)
+    kiln.compiler.mark_dynamic(large, 0)
+    compiled(small)
+    with pytest.raises(kiln.Error) as info:
+        compiled(large)
+    lines, start = inspect.getsourcelines(branch_on_size)
+    exp_line = start + next(i for i, line in enumerate(lines) if "kiln.exp" in line)
+    assert "is marked dynamic" in str(info.value)
+    assert f"at {__file__}:{exp_line}" in str(info.value)
