@@ -242,8 +242,8 @@ bool Tracer::shares_replayed_prefix(const CacheEntry& other) const {
 
 void Tracer::stop_replay() {
   if (!replay_.entry) return;
-  rec_.sites = true;
   const std::shared_ptr<CacheEntry> entry = std::move(replay_.entry);
+  rec_.diverging_from = entry;
   replay_.entry.reset();
   const ir::Graph& g = entry->graph;
   for (size_t i = 0; i < replay_.cursor; ++i) {
@@ -272,14 +272,25 @@ void Tracer::stop_replay() {
   replay_.runtime_values.clear();
 }
 
+void Tracer::note_divergence(ir::ValueRef recorded) {
+  if (!rec_.diverging_from) return;
+  const ir::Graph& cached = rec_.diverging_from->graph;
+  const auto node = static_cast<size_t>(recorded.node);
+  if (node < cached.nodes.size() && ir::same_node_but_sizes(cached, rec_.graph, node)) return;
+  rec_.diverging_from.reset();
+  CallSite site = user_call_site(std::source_location::current(), false);
+  if (site.loc.known())
+    rec_.graph.nodes[node].loc = std::move(site.loc);
+  else if (!site.frames.empty())
+    rec_.divergence_frame.emplace(recorded.node, site.frames.front());
+}
+
 ir::SourceLoc Tracer::recorded_call_site(int32_t node) const {
   if (node < 0 || static_cast<size_t>(node) >= rec_.graph.nodes.size()) return {};
   if (const ir::SourceLoc& loc = rec_.graph.nodes[static_cast<size_t>(node)].loc; loc.known())
     return loc;
-  const auto it = std::ranges::lower_bound(rec_.call_frames, node, {},
-                                           &std::pair<int32_t, void*>::first);
-  if (it == rec_.call_frames.end() || it->first != node) return {};
-  return CallSite{{}, {it->second}}.resolve();
+  if (!rec_.divergence_frame || rec_.divergence_frame->first != node) return {};
+  return CallSite{{}, {rec_.divergence_frame->second}}.resolve();
 }
 
 ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
@@ -287,7 +298,9 @@ ir::ValueRef Tracer::record_placeholder(const TensorMeta& info) {
         return n.kind == ir::NodeKind::Placeholder && ir::same_guarded_meta(n.outputs[0], info);
       }))
     return {static_cast<int32_t>(replay_.cursor++), 0};
-  return rec_.graph.add_placeholder(info);
+  const ir::ValueRef v = rec_.graph.add_placeholder(info);
+  note_divergence(v);
+  return v;
 }
 
 ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
@@ -296,7 +309,9 @@ ir::ValueRef Tracer::record_constant(const Scalar& value, DType dtype) {
                ir::same_attr(n.attrs[0], value);
       }))
     return {static_cast<int32_t>(replay_.cursor++), 0};
-  return rec_.graph.add_constant(value, dtype);
+  const ir::ValueRef v = rec_.graph.add_constant(value, dtype);
+  note_divergence(v);
+  return v;
 }
 
 template <class Infer>
@@ -320,13 +335,7 @@ ir::ValueRef Tracer::record_call(const OpDef& op, std::span<const ir::ValueRef> 
     for (TensorMeta& m : infos) m.requires_grad = is_floating(m.dtype);
   const ir::ValueRef v = rec_.graph.add_call(op, std::vector<ir::ValueRef>(ins.begin(), ins.end()),
                                              attrs, std::move(infos));
-  if (rec_.sites) {
-    CallSite site = user_call_site(std::source_location::current(), false);
-    if (site.loc.known())
-      rec_.graph.nodes[static_cast<size_t>(v.node)].loc = std::move(site.loc);
-    else if (!site.frames.empty())
-      rec_.call_frames.emplace_back(v.node, site.frames.front());
-  }
+  note_divergence(v);
   if (random)
     for (int8_t k : op.philox_attrs) rec_.graph.runtime_attrs.push_back({v.node, k});
   return v;
@@ -835,8 +844,8 @@ void Tracer::reset_segment() {
   written_.order.clear();
   written_.views.clear();
   rec_.pending.clear();
-  rec_.call_frames.clear();
-  rec_.sites = false;
+  rec_.diverging_from.reset();
+  rec_.divergence_frame.reset();
   adopted_runtime_attrs_ = 0;
   if (autograd_) autograd_->end_segment();
 }

@@ -245,12 +245,14 @@ class Tracer final : public DispatchInterceptor, public PendingWrites, public Se
   void fetch_replay_candidates();
   // Whether `other`'s first replay_.cursor nodes equal those of the entry being replayed.
   bool shares_replayed_prefix(const CacheEntry& other) const;
-  // Stops replaying: the graph gets the nodes matched so far, and the calls recorded from here
-  // on keep their user call sites (record_call).
+  // Stops replaying: the graph gets the nodes matched so far (and recording watches for where
+  // it parts from the entry: rec_.diverging_from).
   void stop_replay();
+  // After a node is recorded: keeps the user's call site if it is the first that differs from
+  // rec_.diverging_from's graph but for sizes.
+  void note_divergence(ir::ValueRef recorded);
   // Where the user's code called the op recorded as node `node` of this segment's graph, when
-  // that call site was kept (nodes recorded after a replay of a cached graph failed: a call
-  // that differs from the function's cached graphs, which a recompile reason may point into).
+  // that call site was kept (note_divergence), else an unknown location.
   ir::SourceLoc recorded_call_site(int32_t node) const;
 
   // ---- in-place writes (tracer.cpp) ----
@@ -312,13 +314,15 @@ class Tracer final : public DispatchInterceptor, public PendingWrites, public Se
     std::vector<Tensor> inputs;  // the placeholders' tensors
     std::unordered_map<const TensorImpl*, ir::ValueRef> input_of;
     std::vector<std::weak_ptr<TensorImpl>> pending;  // every pending tensor made
-    // (node, the user's return address) of calls recorded with sites_ set, in node order; a
-    // front end's location (Python's) goes to the node's loc instead. Resolved when needed:
-    // finding a return address's line runs addr2line.
-    std::vector<std::pair<int32_t, void*>> call_frames;
-    // Whether record_call keeps call sites. Off while nothing was cached at this position or
-    // the cached graph repeats: a backtrace per op costs microseconds.
-    bool sites = false;
+    // The cached entry whose replay failed (stop_replay): recording compares each new node with
+    // its node at the same position, and keeps the user's call site of the first that differs
+    // but for sizes — where a branch or loop on a size made this call's ops part from it. Only
+    // that one: a backtrace costs microseconds, far more than recording an op.
+    std::shared_ptr<const CacheEntry> diverging_from;
+    // (node, the user's return address) of that node when the site is a C++ frame (a front
+    // end's location, Python's, goes to the node's loc). Resolved when needed: finding a return
+    // address's line runs addr2line.
+    std::optional<std::pair<int32_t, void*>> divergence_frame;
   } rec_;
 
   // The cached entry being repeated (see record_*), the others it may switch to

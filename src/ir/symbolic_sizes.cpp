@@ -129,8 +129,6 @@ std::vector<int64_t> size_site_values(const Graph& g) {
 
 std::string describe_site(const Graph& g, const SizeSite& site) { return site_text(g, site, {}); }
 
-namespace {
-// Whether node i of a and of b are equal but for sizes (equal_but_sizes, node by node).
 bool same_node_but_sizes(const Graph& a, const Graph& b, size_t i) {
   const Node& x = a.nodes[i];
   const Node& y = b.nodes[i];
@@ -145,7 +143,6 @@ bool same_node_but_sizes(const Graph& a, const Graph& b, size_t i) {
     if (!same_layout_rank(x.outputs[o], y.outputs[o])) return false;
   return true;
 }
-}  // namespace
 
 bool equal_but_sizes(const Graph& a, const Graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.outputs != b.outputs ||

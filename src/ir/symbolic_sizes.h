@@ -41,6 +41,8 @@ std::string describe_site(const Graph& g, const SizeSite& site);
 // (constants, Scalar and floating attributes), and a hash that agrees with it.
 bool equal_but_sizes(const Graph& a, const Graph& b);
 uint64_t hash_but_sizes(const Graph& g);
+// Whether node i of a and of b are equal but for sizes (equal_but_sizes, node by node).
+bool same_node_but_sizes(const Graph& a, const Graph& b, size_t i);
 // The first difference between a (cached) and b that is not one of sizes ("node 12 is exp where
 // the cached graph has sin"), or "" when they are equal but for sizes. `at` (when given) gets the
 // index of b's node where they differ, or -1 when the difference is not at one of b's nodes.
