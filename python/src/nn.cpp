@@ -153,19 +153,27 @@ void bind_nn(nb::module_& m) {
            if (rank == 2) return std::make_shared<nn::MaxPool2d>(k, s, p, d, ceil_mode);
            return std::make_shared<nn::MaxPool3d>(k, s, p, d, ceil_mode);
          });
-  nn.def("AvgPool",
-         [](int64_t rank, nb::handle kernel, nb::handle stride, nb::handle padding, bool ceil_mode,
-            bool count_include_pad) -> Unary {
-           std::vector<int64_t> k = ints_arg(kernel, "kernel_size"),
-                                s = stride.is_none() ? std::vector<int64_t>{}
-                                                     : ints_arg(stride, "stride"),
-                                p = ints_arg(padding, "padding");
-           if (rank == 1)
-             return std::make_shared<nn::AvgPool1d>(k, s, p, ceil_mode, count_include_pad);
-           if (rank == 2)
-             return std::make_shared<nn::AvgPool2d>(k, s, p, ceil_mode, count_include_pad);
-           return std::make_shared<nn::AvgPool3d>(k, s, p, ceil_mode, count_include_pad);
-         });
+  nn.def(
+      "AvgPool",
+      [](int64_t rank, nb::handle kernel, nb::handle stride, nb::handle padding, bool ceil_mode,
+         bool count_include_pad, std::optional<int64_t> divisor_override) -> Unary {
+        std::vector<int64_t> k = ints_arg(kernel, "kernel_size"),
+                             s = stride.is_none() ? std::vector<int64_t>{}
+                                                  : ints_arg(stride, "stride"),
+                             p = ints_arg(padding, "padding");
+        std::shared_ptr<nn::AvgPoolNd> pool;
+        if (rank == 1)
+          pool = std::make_shared<nn::AvgPool1d>(k, s, p, ceil_mode, count_include_pad);
+        else if (rank == 2)
+          pool = std::make_shared<nn::AvgPool2d>(k, s, p, ceil_mode, count_include_pad);
+        else
+          pool = std::make_shared<nn::AvgPool3d>(k, s, p, ceil_mode, count_include_pad);
+        pool->divisor_override = divisor_override;
+        return pool;
+      },
+      nb::arg("rank"), nb::arg("kernel").none(), nb::arg("stride").none(),
+      nb::arg("padding").none(), nb::arg("ceil_mode"), nb::arg("count_include_pad"),
+      nb::arg("divisor_override").none());
   nn.def("AdaptiveAvgPool", [](int64_t rank, nb::handle size) -> Unary {
     std::vector<int64_t> s = ints_arg(size, "output_size");
     if (rank == 1) return std::make_shared<nn::AdaptiveAvgPool1d>(s);

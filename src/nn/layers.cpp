@@ -124,6 +124,12 @@ Tensor MaxPoolNd::forward(const Tensor& x) {
   const Fn fns[] = {max_pool1d, max_pool2d, max_pool3d};
   return fns[dims_ - 1](x, kernel_size, stride, padding, dilation, ceil_mode);
 }
+std::tuple<Tensor, Tensor> MaxPoolNd::forward_with_indices(const Tensor& x) {
+  using Fn =
+      std::tuple<Tensor, Tensor> (*)(const Tensor&, IntList, IntList, IntList, IntList, bool);
+  const Fn fns[] = {max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices};
+  return fns[dims_ - 1](x, kernel_size, stride, padding, dilation, ceil_mode);
+}
 AvgPoolNd::AvgPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel_size_,
                      std::vector<int64_t> stride_, std::vector<int64_t> padding_, bool ceil_mode_,
                      bool count_include_pad_)
@@ -135,9 +141,11 @@ AvgPoolNd::AvgPoolNd(const char* name, int64_t dims, std::vector<int64_t> kernel
       count_include_pad(count_include_pad_),
       dims_(dims) {}
 Tensor AvgPoolNd::forward(const Tensor& x) {
-  using Fn = Tensor (*)(const Tensor&, IntList, IntList, IntList, bool, bool);
+  using Fn =
+      Tensor (*)(const Tensor&, IntList, IntList, IntList, bool, bool, std::optional<int64_t>);
   const Fn fns[] = {avg_pool1d, avg_pool2d, avg_pool3d};
-  return fns[dims_ - 1](x, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  return fns[dims_ - 1](x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override);
 }
 
 Tensor Linear::forward(const Tensor& x) {

@@ -117,9 +117,11 @@ Dims pad_list(const Dims& low, const Dims& high) {
 // `overhang_fill`): [N, C, out..., kernel...] (ops/windows.h: one kernel each way, so the
 // gradient is one pass adding each window element back, not a slice, pad and sum per kernel
 // position).
-Tensor windows(const Tensor& x, const Window& w, double fill, double overhang_fill) {
+Tensor windows(const Tensor& x, const Window& w, double fill, double overhang_fill,
+               bool channels_last = false) {
   return ops::unfold_windows(x, IntList(w.kernel), IntList(w.stride), IntList(w.padding),
-                             IntList(w.dilation), IntList(w.overhang), fill, overhang_fill);
+                             IntList(w.dilation), IntList(w.overhang), fill, overhang_fill,
+                             channels_last);
 }
 
 // Dims [first, first + count).
@@ -159,15 +161,12 @@ Tensor conv_nd(const char* op, int64_t dims, const Tensor& input, const Tensor& 
     per_group *= kernel[static_cast<size_t>(d)];
   }
   // [groups, N * out..., Cg * kernel...] @ [groups, Cg * kernel..., Og] -> [groups, N*out..., Og]
-  Dims to_columns = {0};
-  for (int64_t d : range(2, dims)) to_columns.push_back(d);
-  to_columns.push_back(1);
-  for (int64_t d : range(2 + dims, dims)) to_columns.push_back(d);
-  const Tensor cols = windows(x, w, 0.0, 0.0)
-                          .permute(to_columns)
-                          .reshape({positions, groups, per_group})
-                          .transpose(0, 1)
-                          .contiguous();
+  // The windows channels last ([N, out..., C, kernel...]) are the first operand's rows as they
+  // stand (one group) or one transposing copy away.
+  const Tensor rows =
+      windows(x, w, 0.0, 0.0, /*channels_last=*/true).reshape({positions, groups, per_group});
+  const Tensor cols =
+      groups == 1 ? rows.reshape({1, positions, per_group}) : rows.transpose(0, 1).contiguous();
   // (Both operands contiguous: the layout BLAS sees, and so its rounding, is the same eagerly
   // and in a compiled backward, which takes saved values contiguous.)
   const Tensor kernels =
@@ -303,21 +302,33 @@ Tensor conv_transpose_nd(const char* op, int64_t dims, const Tensor& input, cons
                         dims);
 }
 
-Tensor max_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList kernel_size,
-                   IntList stride, IntList padding, IntList dilation, bool ceil_mode) {
+// Max pooling as torch computes it: where each window's (first) maximum is, then the values
+// gathered from the input's planes at those places, so that the gradient is one scatter-add of
+// the output's gradient into the input (not a pass over every window element, as a max over
+// the windows would differentiate to).
+std::pair<Tensor, Tensor> max_pool_nd(const char* op, int64_t dims, const Tensor& input,
+                                      IntList kernel_size, IntList stride, IntList padding,
+                                      IntList dilation, bool ceil_mode) {
   const Tensor x = as_batch(op, input, dims);
   const Window w = pool_window(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode);
-  const double lowest = -std::numeric_limits<double>::infinity();
-  return unbatched_like(amax(windows(x, w, lowest, lowest), IntList(range(2 + dims, dims))), input,
-                        dims);
+  const Tensor index =
+      ops::window_argmax(x.detach(), IntList(w.kernel), IntList(w.stride), IntList(w.padding),
+                         IntList(w.dilation), IntList(w.overhang));
+  const Tensor values = gather(x.flatten(2), 2, index.flatten(2)).reshape(index.sizes());
+  return {unbatched_like(values, input, dims), unbatched_like(index, input, dims)};
 }
 
 Tensor avg_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList kernel_size,
-                   IntList stride, IntList padding, bool ceil_mode, bool count_include_pad) {
+                   IntList stride, IntList padding, bool ceil_mode, bool count_include_pad,
+                   std::optional<int64_t> divisor_override) {
   const Tensor x = as_batch(op, input, dims);
   const Window w = pool_window(op, x, dims, kernel_size, stride, padding, {1}, ceil_mode);
   const Dims window_dims = range(2 + dims, dims);
   const Tensor sums = sum(windows(x, w, 0.0, 0.0), IntList(window_dims));
+  if (divisor_override) {
+    KILN_CHECK(*divisor_override != 0, ValueError, op, ": divisor_override must not be zero");
+    return unbatched_like(sums / static_cast<double>(*divisor_override), input, dims);
+  }
   // Each window's divisor, as PyTorch: its elements inside the input (and, with
   // count_include_pad, the explicit padding), never ceil_mode's overhang.
   if (!w.padded()) {
@@ -398,37 +409,44 @@ Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
 
 }  // namespace
 
-#define KILN_CONV_POOL(D)                                                                         \
-  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,     \
-                    IntList stride, IntList padding, IntList dilation, int64_t groups) {          \
-    return conv_nd("conv" #D "d", D, x, weight, bias, stride, padding, dilation, groups);         \
-  }                                                                                               \
-  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,     \
-                    IntList stride, ConvPadding padding, IntList dilation, int64_t groups) {      \
-    return conv_nd_named_padding("conv" #D "d", D, x, weight, bias, stride, padding, dilation,    \
-                                 groups);                                                         \
-  }                                                                                               \
-  Tensor max_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,    \
-                        IntList dilation, bool ceil_mode) {                                       \
-    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation,           \
-                       ceil_mode);                                                                \
-  }                                                                                               \
-  Tensor avg_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,    \
-                        bool ceil_mode, bool count_include_pad) {                                 \
-    return avg_pool_nd("avg_pool" #D "d", D, x, kernel_size, stride, padding, ceil_mode,          \
-                       count_include_pad);                                                        \
-  }                                                                                               \
-  Tensor conv_transpose##D##d(const Tensor& x, const Tensor& weight,                              \
-                              const std::optional<Tensor>& bias, IntList stride, IntList padding, \
-                              IntList output_padding, int64_t groups, IntList dilation) {         \
-    return conv_transpose_nd("conv_transpose" #D "d", D, x, weight, bias, stride, padding,        \
-                             output_padding, groups, dilation);                                   \
-  }                                                                                               \
-  Tensor adaptive_avg_pool##D##d(const Tensor& x, IntList output_size) {                          \
-    return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                   \
-  }                                                                                               \
-  Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                          \
-    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                   \
+#define KILN_CONV_POOL(D)                                                                          \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,      \
+                    IntList stride, IntList padding, IntList dilation, int64_t groups) {           \
+    return conv_nd("conv" #D "d", D, x, weight, bias, stride, padding, dilation, groups);          \
+  }                                                                                                \
+  Tensor conv##D##d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,      \
+                    IntList stride, ConvPadding padding, IntList dilation, int64_t groups) {       \
+    return conv_nd_named_padding("conv" #D "d", D, x, weight, bias, stride, padding, dilation,     \
+                                 groups);                                                          \
+  }                                                                                                \
+  Tensor max_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,     \
+                        IntList dilation, bool ceil_mode) {                                        \
+    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation, ceil_mode) \
+        .first;                                                                                    \
+  }                                                                                                \
+  std::tuple<Tensor, Tensor> max_pool##D##d_with_indices(const Tensor& x, IntList kernel_size,     \
+                                                         IntList stride, IntList padding,          \
+                                                         IntList dilation, bool ceil_mode) {       \
+    return max_pool_nd("max_pool" #D "d", D, x, kernel_size, stride, padding, dilation,            \
+                       ceil_mode);                                                                 \
+  }                                                                                                \
+  Tensor avg_pool##D##d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,     \
+                        bool ceil_mode, bool count_include_pad,                                    \
+                        std::optional<int64_t> divisor_override) {                                 \
+    return avg_pool_nd("avg_pool" #D "d", D, x, kernel_size, stride, padding, ceil_mode,           \
+                       count_include_pad, divisor_override);                                       \
+  }                                                                                                \
+  Tensor conv_transpose##D##d(const Tensor& x, const Tensor& weight,                               \
+                              const std::optional<Tensor>& bias, IntList stride, IntList padding,  \
+                              IntList output_padding, int64_t groups, IntList dilation) {          \
+    return conv_transpose_nd("conv_transpose" #D "d", D, x, weight, bias, stride, padding,         \
+                             output_padding, groups, dilation);                                    \
+  }                                                                                                \
+  Tensor adaptive_avg_pool##D##d(const Tensor& x, IntList output_size) {                           \
+    return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                    \
+  }                                                                                                \
+  Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                           \
+    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                    \
   }
 KILN_CONV_POOL(1)
 KILN_CONV_POOL(2)
@@ -486,9 +504,12 @@ std::vector<int64_t> ints_or_empty(Args a, size_t k) {
                  "bool return_indices=False) -> Tensor",                                          \
        .doc = "The maximum of each window (stride: the kernel size by default).",                 \
        .call = [](Args a) -> FunctionResult {                                                     \
-         unsupported(a.b(6), "nn.functional.max_pool" #D "d(return_indices=True)");               \
-         return max_pool##D##d(a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3), a.ints(4), \
-                               a.b(5));                                                           \
+         if (!a.b(6))                                                                             \
+           return max_pool##D##d(a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3),          \
+                                 a.ints(4), a.b(5));                                              \
+         auto [values, indices] = max_pool##D##d_with_indices(                                    \
+             a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3), a.ints(4), a.b(5));          \
+         return std::vector<Tensor>{values, indices};                                             \
        },                                                                                         \
        .module = "nn.functional"});                                                               \
   const FunctionDef& avg_pool##D##d_function = register_function(                                 \
@@ -497,9 +518,8 @@ std::vector<int64_t> ints_or_empty(Args a, size_t k) {
                  "int? divisor_override=None) -> Tensor",                                         \
        .doc = "The mean of each window (stride: the kernel size by default).",                    \
        .call = [](Args a) -> FunctionResult {                                                     \
-         unsupported(a.has(6), "nn.functional.avg_pool" #D "d(divisor_override=...)");            \
          return avg_pool##D##d(a.tensor(0), a.ints(1), ints_or_empty(a, 2), a.ints(3), a.b(4),    \
-                               a.b(5));                                                           \
+                               a.b(5), a.has(6) ? std::optional<int64_t>(a.i(6)) : std::nullopt); \
        },                                                                                         \
        .module = "nn.functional"});                                                               \
   const FunctionDef& adaptive_avg_pool##D##d_function = register_function(                        \

@@ -71,6 +71,13 @@ WindowStrides contiguous_window_strides(const Geometry& g) {
   return {{kn * g.out[1] * g.out[2], kn * g.out[2], kn},
           {g.kernel[1] * g.kernel[2], g.kernel[2], 1}};
 }
+// The windows of one [N, C] plane inside [N, out..., C, kernel...] (channels last): each
+// output position's row holds every channel's kernel positions.
+WindowStrides channels_last_window_strides(const Geometry& g, int64_t channels) {
+  WindowStrides s = contiguous_window_strides(g);
+  for (int64_t& o : s.out) o *= channels;
+  return s;
+}
 WindowStrides window_strides_of(const Tensor& w, size_t dims) {
   WindowStrides s;
   for (size_t d = 0; d < dims; ++d) {
@@ -121,15 +128,18 @@ void for_each_window_run(const Geometry& g, const WindowStrides& ws, F&& run) {
 }
 
 // ---- unfold_windows: inputs [x]; attrs [kernel, stride, padding, dilation, overhang, fill,
-// overhang_fill] ----
+// overhang_fill, channels_last] ----
 int unfold_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   const Tensor& x = c.in(0);
   KILN_CHECK(is_floating(x.dtype()), DTypeError, "unfold_windows: expected a floating input, got ",
              x.dtype());
   const Dims spatial = spatial_of(x, "unfold_windows");
   const Geometry g = geometry("unfold_windows", c.attrs, 0, spatial);
-  Shape sizes{x.size(0), x.size(1)};
+  const bool channels_last = c.attrs.b(7);
+  Shape sizes{x.size(0)};
+  if (!channels_last) sizes.push_back(x.size(1));
   for (size_t d = 3 - spatial.size(); d < 3; ++d) sizes.push_back(g.out[d]);
+  if (channels_last) sizes.push_back(x.size(1));
   for (size_t d = 3 - spatial.size(); d < 3; ++d) sizes.push_back(g.kernel[d]);
   checked_numel(sizes, "unfold_windows");
   return one_output(out, x.dtype(), std::move(sizes));
@@ -144,7 +154,14 @@ void unfold_kernel(const OpCall& c, std::span<Tensor> outs) {
   std::array<int64_t, 3> st{0, 0, 0};
   for (size_t d = 0; d < spatial.size(); ++d) st[3 - spatial.size() + d] = x.stride(2 + d);
   const int64_t per_plane = g.out_numel() * g.kernel_numel();
-  const WindowStrides layout = contiguous_window_strides(g);
+  // Where plane p = (n, c) starts in the output, and its windows' layout there.
+  const bool channels_last = c.attrs.b(7);
+  const WindowStrides layout =
+      channels_last ? channels_last_window_strides(g, channels) : contiguous_window_strides(g);
+  auto plane_start = [&](int64_t p) {
+    return channels_last ? (p / channels) * per_plane * channels + (p % channels) * g.kernel_numel()
+                         : p * per_plane;
+  };
   KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "unfold_windows", [&]<typename T>() {
     const T* xs = x.data_ptr<T>();
     T* os = out.data_ptr<T>();
@@ -153,7 +170,7 @@ void unfold_kernel(const OpCall& c, std::span<Tensor> outs) {
         planes, std::max<int64_t>(1, kParallelGrain / per_plane), [&](int64_t b, int64_t e) {
           for (int64_t p = b; p < e; ++p) {
             const T* xp = xs + (p / channels) * x.stride(0) + (p % channels) * x.stride(1);
-            T* op = os + p * per_plane;
+            T* op = os + plane_start(p);
             for_each_window_run(g, layout,
                                 [&](int64_t at, int64_t step, int64_t count, int64_t i0, int64_t i1,
                                     int64_t i2, int where) {
@@ -226,18 +243,87 @@ void fold_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+// ---- window_argmax: inputs [x]; attrs [kernel, stride, padding, dilation, overhang] ----
+int argmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
+  const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, "window_argmax: expected a floating input, got ",
+             x.dtype());
+  const Dims spatial = spatial_of(x, "window_argmax");
+  const Geometry g = geometry("window_argmax", c.attrs, 0, spatial);
+  Shape sizes{x.size(0), x.size(1)};
+  for (size_t d = 3 - spatial.size(); d < 3; ++d) sizes.push_back(g.out[d]);
+  return one_output(out, DType::Int64, std::move(sizes));
+}
+void argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const Dims spatial = spatial_of(x, "window_argmax");
+  const Geometry g = geometry("window_argmax", c.attrs, 0, spatial);
+  const int64_t channels = x.size(1), planes = x.size(0) * channels;
+  std::array<int64_t, 3> st{0, 0, 0};
+  for (size_t d = 0; d < spatial.size(); ++d) st[3 - spatial.size() + d] = x.stride(2 + d);
+  const int64_t per_plane = g.out_numel();
+  // Runs address output positions (every kernel position onto the same ones).
+  const WindowStrides layout{{g.out[1] * g.out[2], g.out[2], 1}, {0, 0, 0}};
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "window_argmax", [&]<typename T>() {
+    const T* xs = x.data_ptr<T>();
+    int64_t* os = out.data_ptr<int64_t>();
+    kernels::parallel_range(
+        planes, std::max<int64_t>(1, kParallelGrain / (per_plane * g.kernel_numel())),
+        [&](int64_t b, int64_t e) {
+          std::vector<T> best(static_cast<size_t>(per_plane));
+          for (int64_t p = b; p < e; ++p) {
+            const T* xp = xs + (p / channels) * x.stride(0) + (p % channels) * x.stride(1);
+            int64_t* at_max = os + p * per_plane;
+            std::fill(at_max, at_max + per_plane, int64_t{-1});
+            // Kernel positions in order, so each window's first maximum wins; NaN beats any
+            // number (as torch's max pooling); padding and overhang are never chosen.
+            for_each_window_run(g, layout,
+                                [&](int64_t at, int64_t, int64_t count, int64_t i0, int64_t i1,
+                                    int64_t i2, int where) {
+                                  if (where != 0) return;
+                                  const T* src = xp + i0 * st[0] + i1 * st[1] + i2 * st[2];
+                                  const int64_t read_step = g.stride[2] * st[2];
+                                  const int64_t flat = (i0 * g.in[1] + i1) * g.in[2] + i2;
+                                  for (int64_t j = 0; j < count; ++j) {
+                                    const T v = src[j * read_step];
+                                    T& b = best[static_cast<size_t>(at + j)];
+                                    int64_t& i = at_max[at + j];
+                                    if (i < 0 || v > b || (v != v && b == b)) {
+                                      b = v;
+                                      i = flat + j * g.stride[2];
+                                    }
+                                  }
+                                });
+          }
+        });
+  });
+}
+
 const OpDef& unfold_windows_op = register_op(
     {.name = "unfold_windows",
      .schema = "unfold_windows(Tensor self, int[] kernel, int[] stride, int[] padding, "
-               "int[] dilation, int[] overhang, float fill, float overhang_fill) -> Tensor",
+               "int[] dilation, int[] overhang, float fill, float overhang_fill, "
+               "bool channels_last) -> Tensor",
      .kind = OpKind::Extern,
      .meta = unfold_meta,
      .kernel = unfold_kernel,
      // each window element came from one input element (or a constant): added back there
+     // (fold reads the gradient in any layout: a channels-last one is permuted, not copied)
      .derivative = {.fn =
                         [](const BackwardCall& c, std::span<Tensor> g) {
                           const Shape& in = c.input_meta[0].sizes;
-                          g[0] = fold_windows(c.grad(), IntList(Dims(in.begin() + 2, in.end())),
+                          const auto dims = static_cast<int64_t>(in.size()) - 2;
+                          Tensor grad = c.grad();
+                          if (c.attrs.b(7)) {
+                            Dims channels_first = {0, 1 + dims};
+                            for (int64_t d = 1; d <= dims; ++d) channels_first.push_back(d);
+                            for (int64_t d = 2 + dims; d < 2 + 2 * dims; ++d)
+                              channels_first.push_back(d);
+                            grad = grad.permute(IntList(channels_first));
+                          }
+                          g[0] = fold_windows(grad, IntList(Dims(in.begin() + 2, in.end())),
                                               c.attrs.ints(0), c.attrs.ints(1), c.attrs.ints(2),
                                               c.attrs.ints(3), c.attrs.ints(4));
                         }},
@@ -255,17 +341,33 @@ const OpDef& fold_windows_op = register_op(
                         [](const BackwardCall& c, std::span<Tensor> g) {
                           g[0] = unfold_windows(c.grad(), c.attrs.ints(1), c.attrs.ints(2),
                                                 c.attrs.ints(3), c.attrs.ints(4), c.attrs.ints(5),
-                                                0.0, 0.0);
+                                                0.0, 0.0, false);
                         }},
      .internal = true});
 
+const OpDef& window_argmax_op =
+    register_op({.name = "window_argmax",
+                 .schema = "window_argmax(Tensor self, int[] kernel, int[] stride, int[] padding, "
+                           "int[] dilation, int[] overhang) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = argmax_meta,
+                 .kernel = argmax_kernel,
+                 .internal = true});
+
 }  // namespace
 
+Tensor window_argmax(const Tensor& x, IntList kernel, IntList stride, IntList padding,
+                     IntList dilation, IntList overhang) {
+  return call(window_argmax_op, {x},
+              {ints_attr(kernel), ints_attr(stride), ints_attr(padding), ints_attr(dilation),
+               ints_attr(overhang)});
+}
 Tensor unfold_windows(const Tensor& x, IntList kernel, IntList stride, IntList padding,
-                      IntList dilation, IntList overhang, double fill, double overhang_fill) {
+                      IntList dilation, IntList overhang, double fill, double overhang_fill,
+                      bool channels_last) {
   return call(unfold_windows_op, {x},
               {ints_attr(kernel), ints_attr(stride), ints_attr(padding), ints_attr(dilation),
-               ints_attr(overhang), fill, overhang_fill});
+               ints_attr(overhang), fill, overhang_fill, channels_last});
 }
 Tensor fold_windows(const Tensor& windows, IntList input_spatial, IntList kernel, IntList stride,
                     IntList padding, IntList dilation, IntList overhang) {

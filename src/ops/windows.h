@@ -12,12 +12,21 @@ namespace kiln::ops {
 // The windows of x [N, C, in...] (1 to 3 spatial dims) for `kernel`, `stride`, `padding` and
 // `dilation` (one value per dim), and `overhang` past the high padding (ceil_mode's last
 // windows): [N, C, out..., kernel...]. A position in the padding reads `fill`, one in the
-// overhang `overhang_fill`. Floating dtypes.
+// overhang `overhang_fill`. Floating dtypes. `channels_last`: [N, out..., C, kernel...] instead
+// (a convolution's product reads each output position's row of every channel's window: this
+// layout is its operand as it stands, where the other one needs a transposing copy).
 Tensor unfold_windows(const Tensor& x, IntList kernel, IntList stride, IntList padding,
-                      IntList dilation, IntList overhang, double fill, double overhang_fill);
+                      IntList dilation, IntList overhang, double fill, double overhang_fill,
+                      bool channels_last = false);
 // The adjoint: windows [N, C, out..., kernel...] summed into [N, C, input_spatial...]
 // (positions in the padding or overhang are dropped).
 Tensor fold_windows(const Tensor& windows, IntList input_spatial, IntList kernel, IntList stride,
                     IntList padding, IntList dilation, IntList overhang);
+
+// Where each window's maximum is (max pooling's indices): [N, C, out...] int64, the flat index
+// in x's [N, C] plane of the window's first maximum in kernel order (NaN counting as the
+// largest); padding and overhang are never chosen. Not differentiable (integer output).
+Tensor window_argmax(const Tensor& x, IntList kernel, IntList stride, IntList padding,
+                     IntList dilation, IntList overhang);
 
 }  // namespace kiln::ops

@@ -21,6 +21,7 @@ struct Geometry {
   bool count_include_pad = true;         // avg pooling
   bool ceil_mode = false;                // pooling
   bool same = false;                     // convolution with ConvPadding::Same
+  std::optional<int64_t> divisor;        // avg pooling's divisor_override
   size_t dims() const { return kernel.size(); }
 };
 
@@ -135,7 +136,30 @@ Ref ref_pool(const Ref& x, const Geometry& g, bool max) {
                   : acc + x.v[static_cast<size_t>(nc * plane + p)];
         ++count;
       }
-      out.v[k++] = max ? acc : acc / static_cast<double>(count);
+      out.v[k++] = max ? acc : acc / static_cast<double>(g.divisor.value_or(count));
+    }
+  return out;
+}
+
+// Where each window's first maximum is: its flat position in the input's plane (max pooling's
+// indices, as torch numbers them).
+Ref ref_pool_indices(const Ref& x, const Geometry& g) {
+  const Resolved r = resolve(x.sizes, g);
+  const Dims s = batched(x.sizes, g.dims());
+  const int64_t plane = product(r.in);
+  Ref out = Ref::zeros(out_sizes(x.sizes, r, 0), DType::Int64);
+  const auto windows = window_positions(r);
+  size_t k = 0;
+  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
+    for (const auto& window : windows) {
+      double best = -std::numeric_limits<double>::infinity();
+      int64_t at = -1;
+      for (int64_t p : window)
+        if (p >= 0 && (at < 0 || x.v[static_cast<size_t>(nc * plane + p)] > best)) {
+          best = x.v[static_cast<size_t>(nc * plane + p)];
+          at = p;
+        }
+      out.v[k++] = static_cast<double>(at);
     }
   return out;
 }
@@ -279,18 +303,21 @@ Tensor conv(const Geometry& g, const Tensor& x, const Tensor& w, const Tensor& b
                 : numeric[d](x, w, b, g.stride, g.padding, g.dilation, g.groups);
 }
 
-Tensor pool(const Geometry& g, bool max, const Tensor& x) {
-  switch (g.dims()) {
-    case 1:
-      return max ? max_pool1d(x, g.kernel, g.stride, g.padding, g.dilation, g.ceil_mode)
-                 : avg_pool1d(x, g.kernel, g.stride, g.padding, g.ceil_mode, g.count_include_pad);
-    case 2:
-      return max ? max_pool2d(x, g.kernel, g.stride, g.padding, g.dilation, g.ceil_mode)
-                 : avg_pool2d(x, g.kernel, g.stride, g.padding, g.ceil_mode, g.count_include_pad);
-    default:
-      return max ? max_pool3d(x, g.kernel, g.stride, g.padding, g.dilation, g.ceil_mode)
-                 : avg_pool3d(x, g.kernel, g.stride, g.padding, g.ceil_mode, g.count_include_pad);
-  }
+// Max pooling's values and indices, or average pooling's values.
+std::vector<Tensor> pool(const Geometry& g, bool max, const Tensor& x) {
+  using Max =
+      std::tuple<Tensor, Tensor> (*)(const Tensor&, IntList, IntList, IntList, IntList, bool);
+  using Avg =
+      Tensor (*)(const Tensor&, IntList, IntList, IntList, bool, bool, std::optional<int64_t>);
+  const Max with_indices[] = {max_pool1d_with_indices, max_pool2d_with_indices,
+                              max_pool3d_with_indices};
+  const Avg avg[] = {avg_pool1d, avg_pool2d, avg_pool3d};
+  const size_t d = g.dims() - 1;
+  if (!max)
+    return {avg[d](x, g.kernel, g.stride, g.padding, g.ceil_mode, g.count_include_pad, g.divisor)};
+  auto [values, indices] =
+      with_indices[d](x, g.kernel, g.stride, g.padding, g.dilation, g.ceil_mode);
+  return {values, indices};
 }
 
 Tensor adaptive(size_t dims, bool max, const Tensor& x, const Dims& output_size) {
@@ -431,24 +458,26 @@ const bool registered = [] {
         Geometry g = base;
         g.count_include_pad = include_pad;
         if (!max) g.dilation = {1};  // (avg pooling has no dilation)
-        const std::string name =
-            std::string(max ? "max_" : "avg_") + g.name + (include_pad ? "" : "_exclude_pad");
+        // (divisor_override replaces the count, whatever count_include_pad says: once each.)
+        if (!max && !include_pad && g.name.find("padding") != std::string::npos) g.divisor = 5;
+        const std::string name = std::string(max ? "max_" : "avg_") + g.name +
+                                 (include_pad ? "" : "_exclude_pad") +
+                                 (g.divisor ? "_divisor_override" : "");
         RegisterOpInfo({
             .name = name,
-            .covers = {"slice", "cat", max ? "amax" : "sum"},
+            .covers = {"slice", "cat", max ? "window_argmax" : "sum"},
             .dtypes = kFloatDTypes,
             .samples =
                 [g](DType dt) {
                   return std::vector<Sample>{
                       {"x" + std::to_string(g.x.size()) + "d", {mk(g.x, dt, 4)}}};
                 },
-            .fn =
-                [g, max](const std::vector<Tensor>& in) {
-                  return std::vector<Tensor>{pool(g, max, in[0])};
-                },
+            .fn = [g, max](const std::vector<Tensor>& in) { return pool(g, max, in[0]); },
             .ref =
                 [g, max](const std::vector<Ref>& in) {
-                  return std::vector<Ref>{ref_pool(in[0], g, max)};
+                  std::vector<Ref> out = {ref_pool(in[0], g, max)};
+                  if (max) out.push_back(ref_pool_indices(in[0], g));
+                  return out;
                 },
             .rtol32 = 1e-5,
             .atol32 = 1e-5,

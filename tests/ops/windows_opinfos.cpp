@@ -82,6 +82,18 @@ std::vector<ErrorCase> fold_errors() {
               })};
 }
 
+// unfold_windows's reference: each window element read from where the geometry says.
+std::vector<Ref> unfold_ref(const WindowGeometry& g, const std::vector<Ref>& in) {
+  Ref out = Ref::zeros(g.windows_shape(), in[0].dtype);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const auto [src, where] = g.source(out.unravel(i));
+    out.v[static_cast<size_t>(i)] = where == 0   ? in[0].at(src)
+                                    : where == 1 ? g.fill
+                                                 : g.overhang_fill;
+  }
+  return {out};
+}
+
 // Both ops are linear: first and second derivatives checked, but on the large geometry (there
 // for the threads) finite differences over 12800 inputs would take a minute.
 OpInfo with_gradient_checks(OpInfo info, const WindowGeometry& g) {
@@ -114,18 +126,34 @@ struct RegisterWindowOpInfos {
                         ops::unfold_windows(in[0], g.kernel, g.stride, g.padding, g.dilation,
                                             g.overhang, g.fill, g.overhang_fill)};
                   },
-              .ref =
-                  [k](const std::vector<Ref>& in) {
+              .ref = [k](const std::vector<Ref>& in) { return unfold_ref(geometries()[k], in); },
+              .errors = unfold_errors(),
+          },
+          g));
+      // The channels-last layout [N, out..., C, kernel...], compared (and differentiated) through
+      // a permute back to [N, C, out..., kernel...].
+      opinfos().push_back(with_gradient_checks(
+          OpInfo{
+              .name = "unfold_windows_channels_last_" + g.name,
+              .covers = {"unfold_windows"},
+              .dtypes = kFloatDTypes,
+              .samples = [k](DType dt) -> std::vector<Sample> {
+                return {{geometries()[k].name, {mk(geometries()[k].x, dt, 1)}}};
+              },
+              .fn =
+                  [k](const std::vector<Tensor>& in) {
                     const WindowGeometry& g = geometries()[k];
-                    Ref out = Ref::zeros(g.windows_shape(), in[0].dtype);
-                    for (int64_t i = 0; i < out.numel(); ++i) {
-                      const auto [src, where] = g.source(out.unravel(i));
-                      out.v[static_cast<size_t>(i)] = where == 0   ? in[0].at(src)
-                                                      : where == 1 ? g.fill
-                                                                   : g.overhang_fill;
-                    }
-                    return std::vector<Ref>{out};
+                    const auto dims = static_cast<int64_t>(g.dims());
+                    Ints channels_first = {0, 1 + dims};
+                    for (int64_t d = 1; d <= dims; ++d) channels_first.push_back(d);
+                    for (int64_t d = 2 + dims; d < 2 + 2 * dims; ++d) channels_first.push_back(d);
+                    const Tensor last =
+                        ops::unfold_windows(in[0], g.kernel, g.stride, g.padding, g.dilation,
+                                            g.overhang, g.fill, g.overhang_fill, true);
+                    EXPECT_EQ(last.size(1 + dims), g.x[1]);
+                    return std::vector<Tensor>{last.permute(channels_first)};
                   },
+              .ref = [k](const std::vector<Ref>& in) { return unfold_ref(geometries()[k], in); },
               .errors = unfold_errors(),
           },
           g));
@@ -159,6 +187,57 @@ struct RegisterWindowOpInfos {
               .errors = fold_errors(),
           },
           g));
+      // window_argmax: integer indices, no gradient. The samples hold ties (values rounded to
+      // halves), so "the first maximum in kernel order" is what is compared.
+      opinfos().push_back(OpInfo{
+          .name = "window_argmax_" + g.name,
+          .covers = {"window_argmax"},
+          .dtypes = kFloatDTypes,
+          .samples = [k](DType dt) -> std::vector<Sample> {
+            const WindowGeometry& g = geometries()[k];
+            return {{g.name + " with ties", {round(mk(g.x, dt, 5) * 2) / 2}},
+                    {g.name + " transposed input",
+                     {make_tensor_for_test(g.x, dt, -2, 2, Layout::Transposed, 6)}}};
+          },
+          .fn =
+              [k](const std::vector<Tensor>& in) {
+                const WindowGeometry& g = geometries()[k];
+                return std::vector<Tensor>{ops::window_argmax(in[0], g.kernel, g.stride, g.padding,
+                                                              g.dilation, g.overhang)};
+              },
+          .ref =
+              [k](const std::vector<Ref>& in) {
+                const WindowGeometry& g = geometries()[k];
+                const Ints shape = g.windows_shape();
+                Ref out =
+                    Ref::zeros(Ints(shape.begin(), shape.end() - static_cast<int64_t>(g.dims())),
+                               DType::Int64);
+                std::vector<double> best(static_cast<size_t>(out.numel()));
+                std::vector<bool> found(static_cast<size_t>(out.numel()), false);
+                const Ref windows = Ref::zeros(shape, DType::Float64);  // (for its indexing)
+                const int64_t kernel_numel = windows.numel() / out.numel();
+                // Window elements in order: output position major, kernel position minor.
+                for (int64_t i = 0; i < windows.numel(); ++i) {
+                  const auto [src, where] = g.source(windows.unravel(i));
+                  const auto o = static_cast<size_t>(i / kernel_numel);
+                  if (where != 0) continue;
+                  const double v = in[0].at(src);
+                  if (!found[o] || v > best[o]) {
+                    found[o] = true;
+                    best[o] = v;
+                    int64_t flat = 0;
+                    for (size_t d = 0; d < g.dims(); ++d) flat = flat * g.x[2 + d] + src[2 + d];
+                    out.v[o] = static_cast<double>(flat);
+                  }
+                }
+                return std::vector<Ref>{out};
+              },
+          .errors = {expect_error<DTypeError>(
+              "an integer input", "expected a floating input",
+              [] {
+                ops::window_argmax(zeros({1, 1, 4}, DType::Int64), {2}, {1}, {0}, {1}, {0});
+              })},
+      });
     }
   }
 } register_window_opinfos;

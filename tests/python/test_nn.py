@@ -122,3 +122,19 @@ def test_functional_conv_takes_padding_as_sizes_or_as_a_name():
         F.conv2d(x, w, padding=1.5)
     with pytest.raises(kiln.ValueError, match="same"):
         F.conv2d(x, w, padding="full")
+
+
+def test_max_pool_indices_and_avg_pool_divisor_override_as_torch():
+    x = kiln.tensor([[[[1.0, 5.0, 2.0, 0.0],
+                       [3.0, 4.0, 9.0, 1.0],
+                       [0.0, 2.0, 1.0, 1.0],
+                       [7.0, 1.0, 3.0, 8.0]]]], requires_grad=True)
+    values, indices = F.max_pool2d(x, 2, return_indices=True)
+    assert values.tolist() == [[[[5.0, 9.0], [7.0, 8.0]]]]
+    assert indices.tolist() == [[[[1, 6], [12, 15]]]]  # flat positions in the 4x4 plane
+    values.sum().backward()
+    assert x.grad.flatten().tolist() == [0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1]
+    module_values, module_indices = nn.MaxPool2d(2, return_indices=True)(x)
+    assert kiln.equal(module_values, values) and kiln.equal(module_indices, indices)
+    assert F.avg_pool2d(x, 2, divisor_override=2).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]
+    assert nn.AvgPool2d(2, divisor_override=2)(x).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]

@@ -256,6 +256,8 @@ class MaxPoolNd : public UnaryModule {
             std::vector<int64_t> stride, std::vector<int64_t> padding,
             std::vector<int64_t> dilation, bool ceil_mode);
   Tensor forward(const Tensor& x) override;
+  // The values and where each maximum is (torch's return_indices=True; LibTorch's name).
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x);
   std::vector<int64_t> kernel_size, stride, padding, dilation;
   bool ceil_mode;
 
@@ -270,6 +272,7 @@ class AvgPoolNd : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   std::vector<int64_t> kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;  // (torch's; set it after construction)
 
  private:
   int64_t dims_;

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kiln/core/tensor.h"
@@ -136,23 +137,38 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& weight,
                         IntList dilation = {1});
 // The maximum over each window (torch.nn.functional.max_pool1d/2d/3d); stride defaults to the
 // kernel size; padding (at most half the kernel) never wins; ceil_mode rounds the output size up
-// (a last window that starts inside the input or its padding). Where a window has tied maxima
-// the gradient is split among them (torch gives it to one).
+// (a last window that starts inside the input or its padding). As torch, the gradient goes to
+// one element per window: its first maximum.
 Tensor max_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
                   IntList dilation = {1}, bool ceil_mode = false);
 Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
                   IntList dilation = {1}, bool ceil_mode = false);
 Tensor max_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
                   IntList dilation = {1}, bool ceil_mode = false);
+// max_poolNd and where each maximum is (LibTorch's max_poolNd_with_indices, torch's
+// return_indices=True): per output, the flat index (int64) of its element in its [N, C] plane of
+// the input, as torch gives them.
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, IntList kernel_size,
+                                                   IntList stride = {}, IntList padding = {0},
+                                                   IntList dilation = {1}, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntList kernel_size,
+                                                   IntList stride = {}, IntList padding = {0},
+                                                   IntList dilation = {1}, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, IntList kernel_size,
+                                                   IntList stride = {}, IntList padding = {0},
+                                                   IntList dilation = {1}, bool ceil_mode = false);
 // The mean over each window (torch.nn.functional.avg_pool1d/2d/3d): divided by the window's
 // elements inside the input and, with count_include_pad, its padding (never ceil_mode's
-// overhang past the padding), as PyTorch.
+// overhang past the padding), as PyTorch; by divisor_override instead when given.
 Tensor avg_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
-                  bool ceil_mode = false, bool count_include_pad = true);
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
-                  bool ceil_mode = false, bool count_include_pad = true);
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 Tensor avg_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
-                  bool ceil_mode = false, bool count_include_pad = true);
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 // Adaptive pooling to output_size (one value or one per spatial dim): output i of a dim of size
 // `in` covers [floor(i in / out), ceil((i + 1) in / out)) (torch.nn.functional.adaptive_*).
 Tensor adaptive_avg_pool1d(const Tensor& x, IntList output_size);

@@ -452,18 +452,21 @@ ConvTranspose3d = _conv_transpose_class("ConvTranspose3d", 3)
 def _pool_classes(rank):
     def max_init(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
-        if return_indices:
-            raise _C.NotImplementedError(f"MaxPool{rank}d(return_indices=True) is not implemented")
         NativeModule.__init__(self, _C.nn.MaxPool(rank, kernel_size, _stride(stride), padding,
                                                   dilation, ceil_mode))
+        self.return_indices = return_indices
+        self._arguments = (kernel_size, stride, padding, dilation, ceil_mode)
+
+    def max_forward(self, x):
+        if not self.return_indices:
+            return self._native.forward(x)
+        # (the values and where each maximum is: the functional form returns both)
+        return getattr(F, f"max_pool{rank}d")(x, *self._arguments, return_indices=True)
 
     def avg_init(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
-        if divisor_override is not None:
-            raise _C.NotImplementedError(f"AvgPool{rank}d(divisor_override=...) is not "
-                                         "implemented")
         NativeModule.__init__(self, _C.nn.AvgPool(rank, kernel_size, _stride(stride), padding,
-                                                  ceil_mode, count_include_pad))
+                                                  ceil_mode, count_include_pad, divisor_override))
 
     def adaptive_avg_init(self, output_size):
         NativeModule.__init__(self, _C.nn.AdaptiveAvgPool(rank, output_size))
@@ -473,7 +476,8 @@ def _pool_classes(rank):
             raise _C.NotImplementedError(f"AdaptiveMaxPool{rank}d(return_indices=True) is not "
                                          "implemented")
         NativeModule.__init__(self, _C.nn.AdaptiveMaxPool(rank, output_size))
-    return (type(f"MaxPool{rank}d", (NativeModule,), {"__init__": max_init}),
+    return (type(f"MaxPool{rank}d", (NativeModule,), {"__init__": max_init,
+                                                      "forward": max_forward}),
             type(f"AvgPool{rank}d", (NativeModule,), {"__init__": avg_init}),
             type(f"AdaptiveAvgPool{rank}d", (NativeModule,), {"__init__": adaptive_avg_init}),
             type(f"AdaptiveMaxPool{rank}d", (NativeModule,), {"__init__": adaptive_max_init}))
