@@ -1,10 +1,11 @@
-"""PyTorch's side of W10 (the mnist CNN step) and W11 (the 2-layer LSTM language-model step):
+"""PyTorch's side of W9 (a ResNet-18 step), W10 (the mnist CNN step) and W11 (the 2-layer LSTM
+language-model step):
 eager and torch.compile (default mode), the same models, shapes and optimizers as
 bench/workloads.cpp, medians of `--runs` steps after warm-up, cold compile time apart:
 
     /tmp/torch2/bin/python bench/torch_cnn_rnn.py --threads 2 --runs 15
 
-Run it right before or after `kiln bench --only W10,W10i,W11,W11i` and compare ratios.
+Run it right before or after `kiln bench --only W9,W9i,W10,W10i,W11,W11i` and compare ratios.
 """
 import argparse
 import statistics
@@ -13,6 +14,35 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+
+def resnet18():
+    """torchvision's ResNet-18 layout, as bench/workloads.cpp builds it."""
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+              nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width in (64, 128, 256, 512):
+        layers += [BasicBlock(cin, width, 1 if width == 64 else 2), BasicBlock(width, width, 1)]
+        cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000)]
+    return nn.Sequential(*layers)
 
 
 class MnistNet(nn.Module):
@@ -41,6 +71,21 @@ class LanguageModel(nn.Module):
     def forward(self, tokens):
         out, _ = self.lstm(self.embed(tokens))
         return self.head(out)
+
+
+def w9():
+    torch.manual_seed(9)
+    net = resnet18()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(16, 3, 64, 64), torch.randint(0, 1000, (16,))
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
 
 
 def w10():
@@ -87,11 +132,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--only", default="W9,W10,W11", help="comma list of W9, W10, W11")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, {a.threads} threads, ATen CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}")
-    for name, make in (("W10", w10), ("W11", w11)):
+    for name, make in (("W9", w9), ("W10", w10), ("W11", w11)):
+        if name not in a.only.split(","):
+            continue
         step = make()
         step()
         med, lo = timed(step, a.runs)

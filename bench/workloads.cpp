@@ -421,6 +421,65 @@ std::function<Tensor()> mnist_step() {
   };
 }
 
+// W9: a ResNet-18 (torchvision's: 7x7 stem, max pool, four stages of two basic blocks, 64 to
+// 512 channels, global average pool, linear to 1000 classes; batch norm in training mode)
+// forward, backward and SGD step (lr 0.01, momentum 0.9) on a batch of 16 [3, 64, 64] images.
+// W9i: the step through kiln::compile (inductor).
+class BasicBlock final : public nn::UnaryModule {
+ public:
+  BasicBlock(int64_t in, int64_t out, int64_t stride) : UnaryModule("BasicBlock") {
+    conv1 = register_module("conv1", conv(in, out, 3, stride, 1));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
+    conv2 = register_module("conv2", conv(out, out, 3, 1, 1));
+    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
+    if (stride != 1 || in != out) {
+      down = register_module("downsample_conv", conv(in, out, 1, stride, 0));
+      down_bn = register_module("downsample_bn", std::make_shared<nn::BatchNorm2d>(out));
+    }
+  }
+  static std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride,
+                                          int64_t padding) {
+    return std::make_shared<nn::Conv2d>(
+        in, out, std::vector<int64_t>{k},
+        nn::ConvOptions{.stride = {stride}, .padding = {padding}, .bias = false});
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor y = bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x)))));
+    return relu(y + (down ? down_bn->forward(down->forward(x)) : x));
+  }
+  std::shared_ptr<nn::Conv2d> conv1, conv2, down;
+  std::shared_ptr<nn::BatchNorm2d> bn1, bn2, down_bn;
+};
+std::function<Tensor()> resnet18_step() {
+  manual_seed(9);
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(BasicBlock::conv(3, 64, 7, 2, 3))
+      .push_back(std::make_shared<nn::BatchNorm2d>(64))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::MaxPool2d>(std::vector<int64_t>{3}, std::vector<int64_t>{2},
+                                                 std::vector<int64_t>{1}));
+  int64_t channels = 64;
+  for (const int64_t width : {64, 128, 256, 512}) {
+    net->push_back(std::make_shared<BasicBlock>(channels, width, width == 64 ? 1 : 2))
+        .push_back(std::make_shared<BasicBlock>(width, width, 1));
+    channels = width;
+  }
+  net->push_back(std::make_shared<nn::AdaptiveAvgPool2d>(std::vector<int64_t>{1}))
+      .push_back(std::make_shared<nn::Flatten>())
+      .push_back(std::make_shared<nn::Linear>(512, 1000));
+  auto opt = std::make_shared<optim::SGD>(net->parameters(),
+                                          optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+  auto x = std::make_shared<Tensor>(randn({16, 3, 64, 64}));
+  auto y = std::make_shared<Tensor>(randint(0, 1000, {16}));
+  return [net, opt, x, y] {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(net->forward(*x), *y);
+    loss.backward();
+    opt->step();
+    return loss;
+  };
+}
+
 // W11: pytorch/examples' word_language_model step, small: embedding 10000->200, a 2-layer LSTM
 // of 200 over 35 steps of a batch of 20, linear 200->10000, cross-entropy, gradients clipped to
 // norm 0.25, SGD (lr 20). W11i: the step through kiln::compile (inductor).
@@ -519,6 +578,13 @@ const std::vector<Workload>& workloads() {
       {"W2d", "W2i with dynamic = true", "n/a", [] { return w2_inductor(true); }},
       {"W3d", "W3i with dynamic = true", "n/a", [] { return w3_inductor(true); }},
       {"W4i", "W4's whole step through kiln::compile (inductor)", "n/a", w4_inductor},
+      {"W9", "ResNet-18 training step, batch 16 x [3, 64, 64], SGD with momentum", "n/a",
+       [] {
+         auto step = resnet18_step();
+         return std::function<void()>([step] { step(); });
+       }},
+      {"W9i", "W9 through kiln::compile (inductor)", "n/a",
+       [] { return compiled_step(resnet18_step(), "W9i"); }},
       {"W10", "mnist CNN training step (pytorch/examples), batch 64, Adadelta", "n/a",
        [] {
          auto step = mnist_step();
