@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev   # BLAS for matrix products, sharing OpenMP's thread pool
   libsleef-dev             # vectorised transcendental math
   libgloo-dev              # collectives between processes (kiln::distributed)
+  libdnnl-dev              # oneDNN: float32 convolutions (src/ops/conv_onednn.cpp)
   redis-server iproute2     # the two-machine distributed test (a rendezvous store, namespaces)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev

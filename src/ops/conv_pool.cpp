@@ -18,6 +18,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
 #include "kiln/ops/reduction.h"
+#include "ops/conv_onednn.h"
 #include "ops/windows.h"
 
 namespace kiln {
@@ -154,6 +155,10 @@ Tensor conv_nd(const char* op, int64_t dims, const Tensor& input, const Tensor& 
                bias->dtype(), bias->shape_str());
   const Dims kernel(weight.sizes().begin() + 2, weight.sizes().end());
   const Window w = window_of(op, x, dims, IntList(kernel), stride, padding, dilation);
+  if (ops::onednn_convolution(x.dtype()))
+    return unbatched_like(ops::onednn_conv(x, weight, bias, IntList(w.stride), IntList(w.padding),
+                                           IntList(w.dilation), groups),
+                          input, dims);
   const int64_t n = x.size(0);
   int64_t positions = n, per_group = channels / groups;
   for (int64_t d = 0; d < dims; ++d) {
