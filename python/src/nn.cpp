@@ -103,9 +103,23 @@ void bind_nn(nb::module_& m) {
       });
   nn.def("Conv",
          [](int64_t rank, int64_t in, int64_t out, nb::handle kernel, nb::handle stride,
-            nb::handle padding, nb::handle dilation, int64_t groups, bool bias,
-            nb::handle dtype) -> Unary {
+            nb::handle padding, nb::handle dilation, int64_t groups, bool bias, nb::handle dtype,
+            const std::string& padding_mode) -> Unary {
            nn::ConvOptions o;
+           const std::pair<const char*, PadMode> modes[] = {{"zeros", PadMode::Constant},
+                                                            {"reflect", PadMode::Reflect},
+                                                            {"replicate", PadMode::Replicate},
+                                                            {"circular", PadMode::Circular}};
+           bool known = false;
+           for (const auto& [name, mode] : modes)
+             if (padding_mode == name) {
+               o.padding_mode = mode;
+               known = true;
+             }
+           KILN_CHECK(known, ValueError,
+                      "padding_mode must be 'zeros', 'reflect', 'replicate' "
+                      "or 'circular', not '",
+                      padding_mode, "'");
            o.stride = ints_arg(stride, "stride");
            if (PyUnicode_Check(padding.ptr())) {
              const std::string named = nb::cast<std::string>(padding);

@@ -84,6 +84,28 @@ Tensor ConvNd::forward(const Tensor& x) {
   const Numeric numeric[] = {conv1d, conv2d, conv3d};
   const Named named[] = {conv1d, conv2d, conv3d};
   const auto k = static_cast<size_t>(dims_ - 1);
+  if (options.padding_mode != PadMode::Constant) {
+    // The padding as pad()'s (left, right) pairs, the last dim's first: `padding` on both
+    // sides, or "same"'s split (the odd one on the high side, as conv's own).
+    std::vector<int64_t> pairs;
+    for (int64_t d = dims_ - 1; d >= 0; --d) {
+      const auto u = static_cast<size_t>(d);
+      int64_t low = 0, high = 0;
+      if (options.named_padding == ConvPadding::Same) {
+        const int64_t dil =
+            options.dilation.size() == 1 ? options.dilation[0] : options.dilation[u];
+        const int64_t total = dil * (weight.size(2 + d) - 1);
+        low = total / 2;
+        high = total - low;
+      } else if (!options.named_padding) {
+        low = high = options.padding.size() == 1 ? options.padding[0] : options.padding.at(u);
+      }
+      pairs.push_back(low);
+      pairs.push_back(high);
+    }
+    return numeric[k](pad(x, pairs, options.padding_mode), weight, b, options.stride, {0},
+                      options.dilation, options.groups);
+  }
   if (options.named_padding)
     return named[k](x, weight, b, options.stride, *options.named_padding, options.dilation,
                     options.groups);

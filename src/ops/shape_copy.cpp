@@ -2,6 +2,8 @@
 // one strided copy (or a few) between views of the input and of the output.
 #include <algorithm>
 
+#include "kiln/ops/factory.h"
+#include "kiln/ops/function.h"
 #include "kiln/ops/indexing.h"
 #include "kiln/ops/reduction.h"
 #include "ops/indexing_utils.h"
@@ -326,5 +328,85 @@ Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
 Tensor pad(const Tensor& x, IntList pad, const Scalar& value) {
   return ops::call(ops::pad_op, {x}, {ops::ints_attr(pad), value});
 }
+
+namespace {
+const char* pad_mode_name(PadMode mode) {
+  switch (mode) {
+    case PadMode::Constant:
+      return "constant";
+    case PadMode::Reflect:
+      return "reflect";
+    case PadMode::Replicate:
+      return "replicate";
+    case PadMode::Circular:
+      return "circular";
+  }
+  return "?";
+}
+// Where each element of a dim of `size` padded by (left, right) is read from.
+std::vector<int64_t> padded_positions(PadMode mode, int64_t size, int64_t left, int64_t right) {
+  std::vector<int64_t> at;
+  at.reserve(static_cast<size_t>(size + left + right));
+  for (int64_t p = -left; p < size + right; ++p) {
+    int64_t q = p;
+    if (mode == PadMode::Reflect)
+      q = p < 0 ? -p : p >= size ? 2 * (size - 1) - p : p;
+    else if (mode == PadMode::Replicate)
+      q = std::clamp<int64_t>(p, 0, size - 1);
+    else
+      q = (p % size + size) % size;
+    at.push_back(q);
+  }
+  return at;
+}
+}  // namespace
+
+Tensor pad(const Tensor& x, IntList pad_list, PadMode mode, const Scalar& value) {
+  if (mode == PadMode::Constant) return pad(x, pad_list, value);
+  const char* name = pad_mode_name(mode);
+  KILN_CHECK(pad_list.size() % 2 == 0 && static_cast<int64_t>(pad_list.size()) <= 2 * x.dim(),
+             ValueError, "pad(mode=\"", name, "\"): expected (left, right) pairs for at most ",
+             x.dim(), " dims of ", x.shape_str(), ", got ", pad_list);
+  Tensor y = x;
+  for (size_t i = 0; i < pad_list.size() / 2; ++i) {
+    const int64_t d = x.dim() - 1 - static_cast<int64_t>(i), size = x.size(d);
+    const int64_t left = pad_list[2 * i], right = pad_list[2 * i + 1];
+    KILN_CHECK(left >= 0 && right >= 0, ValueError, "pad(mode=\"", name,
+               "\"): pads must be >= 0, got ", pad_list);
+    if (left == 0 && right == 0) continue;
+    KILN_CHECK(mode != PadMode::Reflect || (left < size && right < size), ValueError,
+               "pad(mode=\"reflect\"): each pad must be smaller than its dim, got (", left, ", ",
+               right, ") for dim ", d, " of size ", size, " in ", x.shape_str());
+    KILN_CHECK(mode != PadMode::Circular || (left <= size && right <= size), ValueError,
+               "pad(mode=\"circular\"): each pad must be at most its dim, got (", left, ", ", right,
+               ") for dim ", d, " of size ", size, " in ", x.shape_str());
+    KILN_CHECK(size > 0, ValueError, "pad(mode=\"", name, "\"): dim ", d, " of ", x.shape_str(),
+               " is empty: there is nothing to repeat");
+    y = index_select(y, d, tensor(padded_positions(mode, size, left, right)));
+  }
+  return y;
+}
+
+namespace {
+PadMode pad_mode_of(const std::string& mode) {
+  for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
+    if (mode == pad_mode_name(m)) return m;
+  throw ValueError(
+      "pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", "
+      "not \"" +
+      mode + "\"");
+}
+const FunctionDef& pad_function = register_function(
+    {.schema = "pad(Tensor input, int[] pad, str mode=\"constant\", Scalar? value=None) -> Tensor",
+     .doc = "Pads the last dims by (left, right) pairs, the last dim's first: with a value "
+            "(constant) or by reflecting, replicating or wrapping the edges.",
+     .call = [](const FunctionArgs& a) -> FunctionResult {
+       const PadMode mode = pad_mode_of(a.str(2));
+       KILN_CHECK(!a.has(3) || mode == PadMode::Constant, ValueError,
+                  "pad: a value is only taken by mode \"constant\", not \"", a.str(2), "\"");
+       return pad(a.tensor(0), a.ints(1), mode, a.has(3) ? a.scalar(3) : Scalar(0));
+     },
+     .module = "nn.functional"});
+}  // namespace
 
 }  // namespace kiln

@@ -595,6 +595,35 @@ TEST(Conv2d, AnMnistStyleNetworkTrainsTheSameEagerlyAndCompiled) {
 // Conv1d/Conv3d, the pools of every rank and the adaptive pools as modules: shapes, PyTorch's
 // initialisation bounds, Same padding, ceil_mode, global pooling; a 1-d and a 3-d network
 // trained one step under inductor give eager's loss and gradients.
+// padding_mode: the input padded with the mode, then a convolution that pads nothing — in
+// float64 checked by hand for one output of each mode, and a "same" split for an even kernel.
+TEST(ConvNd, PaddingModesPadTheInputAsTorchDoes) {
+  manual_seed(17);
+  const Tensor x = randn({1, 1, 5}, DType::Float64);
+  for (const PadMode mode : {PadMode::Reflect, PadMode::Replicate, PadMode::Circular}) {
+    Conv1d conv(1, 1, {3},
+                {.padding = {2}, .bias = false, .dtype = DType::Float64, .padding_mode = mode});
+    const Tensor y = conv.forward(x);
+    EXPECT_EQ(y.sizes(), (Shape{1, 1, 7}));
+    // Output 0 reads padded positions -2, -1, 0.
+    const std::vector<double> xs = x.flatten().to_vector<double>(),
+                              w = conv.weight.flatten().to_vector<double>();
+    auto at = [&](int64_t p) {
+      return mode == PadMode::Reflect     ? xs[static_cast<size_t>(std::abs(p))]
+             : mode == PadMode::Replicate ? xs[0]
+                                          : xs[static_cast<size_t>((p + 5) % 5)];
+    };
+    EXPECT_NEAR(y.flatten().to_vector<double>()[0], at(-2) * w[0] + at(-1) * w[1] + at(0) * w[2],
+                1e-12);
+    EXPECT_TRUE(allclose(y, conv1d(pad(x, {2, 2}, mode), conv.weight), 0, 0));
+  }
+  Conv2d same(1, 2, {2, 3}, {.named_padding = ConvPadding::Same, .padding_mode = PadMode::Reflect});
+  const Tensor image = randn({1, 1, 4, 5});
+  EXPECT_TRUE(allclose(same.forward(image),
+                       conv2d(pad(image, {1, 1, 0, 1}, PadMode::Reflect), same.weight, same.bias),
+                       0, 0));
+}
+
 TEST(ConvNd, OneAndThreeDimensionalLayersAndTheirPools) {
   manual_seed(13);
   Conv1d c1(2, 4, {3}, {.padding = {1}});

@@ -1325,6 +1325,82 @@ KILN_OPINFO(OpInfo{
     .trailing_params = 1,
 });
 
+// pad's other modes (params: [mode, pads...], mode 1 reflect, 2 replicate, 3 circular): each
+// output element copies the input element its mode maps it to.
+KILN_OPINFO(OpInfo{
+    .name = "pad_modes",
+    .covers = {"index_select"},
+    .dtypes = kAllDTypes,
+    .samples = [](DType dt) -> std::vector<Sample> {
+      return {
+          {"reflect last dim (2, 3)", {make({3, 4}, dt), params({1, 2, 3})}},
+          {"reflect two dims", {make({2, 3, 4}, dt, Layout::Transposed), params({1, 1, 2, 2, 1})}},
+          {"replicate (3, 0, 0, 4)", {make({2, 3}, dt), params({2, 3, 0, 0, 4})}},
+          {"replicate a size-1 dim", {make({3, 1}, dt), params({2, 2, 2})}},
+          {"circular (4, 1) of 4", {make({2, 4}, dt, Layout::Strided), params({3, 4, 1})}},
+          {"circular 3 dims", {make({2, 3, 2}, dt), params({3, 1, 2, 0, 3, 2, 0})}},
+      };
+    },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const std::vector<double> p = values_of(in[1]);
+          const PadMode modes[] = {PadMode::Constant, PadMode::Reflect, PadMode::Replicate,
+                                   PadMode::Circular};
+          Ints pads;
+          for (size_t i = 1; i < p.size(); ++i) pads.push_back(static_cast<int64_t>(p[i]));
+          return std::vector<Tensor>{pad(in[0], pads, modes[static_cast<int>(p[0])])};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const Ints p = ints_of(in[1]);
+          const int64_t mode = p[0];
+          const Ints pads(p.begin() + 1, p.end());
+          Ints sizes = x.sizes, left(static_cast<size_t>(x.dim()), 0);
+          for (size_t i = 0; i < pads.size() / 2; ++i) {
+            const int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
+            left[d] = pads[2 * i];
+            sizes[d] += pads[2 * i] + pads[2 * i + 1];
+          }
+          Ref out = make_ref(sizes, x.dtype);
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            Ints idx = out.unravel(i);
+            for (int64_t d = 0; d < x.dim(); ++d) {
+              const int64_t n = x.sizes[d], q = idx[d] - left[d];
+              idx[d] = mode == 1   ? (q < 0    ? -q
+                                      : q >= n ? 2 * (n - 1) - q
+                                               : q)
+                       : mode == 2 ? std::min(std::max<int64_t>(q, 0), n - 1)
+                                   : ((q % n) + n) % n;
+            }
+            out.v[i] = x.at(idx);
+          }
+          return std::vector<Ref>{out};
+        },
+    .errors =
+        {
+            expect_error<ValueError>("reflect pad as large as the dim",
+                                     "each pad must be smaller than its dim",
+                                     [] {
+                                       pad(zeros({2, 3}), {3, 0}, PadMode::Reflect);
+                                     }),
+            expect_error<ValueError>("circular pad past the dim", "each pad must be at most",
+                                     [] {
+                                       pad(zeros({2, 3}), {0, 4}, PadMode::Circular);
+                                     }),
+            expect_error<ValueError>("negative pad", "pads must be >= 0",
+                                     [] {
+                                       pad(zeros({2, 3}), {-1, 0}, PadMode::Replicate);
+                                     }),
+            expect_error<ValueError>("an empty dim", "nothing to repeat",
+                                     [] {
+                                       pad(zeros({2, 0}), {1, 1}, PadMode::Replicate);
+                                     }),
+        },
+    .differentiable = true,
+    .trailing_params = 1,
+});
+
 // ---- sort / argsort / topk ----
 // Ordering with NaN as the largest value (as PyTorch).
 bool ref_less(double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < b; }

@@ -138,3 +138,18 @@ def test_max_pool_indices_and_avg_pool_divisor_override_as_torch():
     assert kiln.equal(module_values, values) and kiln.equal(module_indices, indices)
     assert F.avg_pool2d(x, 2, divisor_override=2).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]
     assert nn.AvgPool2d(2, divisor_override=2)(x).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]
+
+
+def test_pad_modes_and_conv_padding_mode():
+    x = kiln.tensor([[[1.0, 2.0, 3.0, 4.0]]])
+    assert F.pad(x, (2, 1), mode="reflect").tolist() == [[[3.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0]]]
+    assert F.pad(x, (1, 2), mode="replicate").tolist() == [[[1.0, 1.0, 2.0, 3.0, 4.0, 4.0, 4.0]]]
+    assert F.pad(x, (1, 1), mode="circular").tolist() == [[[4.0, 1.0, 2.0, 3.0, 4.0, 1.0]]]
+    assert F.pad(x, (1, 0), value=9).tolist() == [[[9.0, 1.0, 2.0, 3.0, 4.0]]]
+    with pytest.raises(ValueError, match="smaller than its dim"):
+        F.pad(x, (4, 0), mode="reflect")
+    conv = nn.Conv1d(1, 1, 3, padding=1, padding_mode="circular", bias=False)
+    expected = F.conv1d(F.pad(x, (1, 1), mode="circular"), conv.weight)
+    assert kiln.equal(conv(x), expected)
+    with pytest.raises(ValueError, match="padding_mode"):
+        nn.Conv1d(1, 1, 3, padding_mode="mirror")

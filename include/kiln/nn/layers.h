@@ -6,6 +6,7 @@
 
 #include "kiln/core/random.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/indexing.h"
 #include "kiln/ops/nn.h"
 
 namespace kiln::nn {
@@ -177,6 +178,9 @@ struct ConvOptions {
   int64_t groups = 1;
   bool bias = true;
   DType dtype = kDefaultFloat;
+  // torch's padding_mode: Constant is "zeros"; Reflect, Replicate, Circular pad the input by
+  // the padding with that mode (kiln::pad) before a convolution that pads nothing.
+  PadMode padding_mode = PadMode::Constant;
 };
 using Conv2dOptions = ConvOptions;
 class ConvNd : public UnaryModule {

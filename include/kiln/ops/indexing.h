@@ -44,6 +44,13 @@ Tensor flip(const Tensor& x, IntList dims);
 Tensor roll(const Tensor& x, IntList shifts, IntList dims = {});
 // pad as (left, right) pairs starting from the last dim, as torch.nn.functional.pad.
 Tensor pad(const Tensor& x, IntList pad, const Scalar& value = 0);
+// torch.nn.functional.pad's modes: Constant fills with `value` (negative pads crop); Reflect
+// mirrors about the edge element without repeating it (each pad smaller than its dim), Replicate
+// repeats the edge element, Circular wraps around (each pad at most its dim). The last three take
+// pads >= 0 and differentiate as an index_select: each padded element's gradient goes back to
+// the element it copies.
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+Tensor pad(const Tensor& x, IntList pad, PadMode mode, const Scalar& value = 0);
 // Values and int64 indices, sorted along dim (stable).
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);

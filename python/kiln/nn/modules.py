@@ -415,11 +415,10 @@ class GroupNorm(NativeModule):
 def _conv_class(name, rank):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", *, dtype=None):
-        if padding_mode != "zeros":
-            raise _C.NotImplementedError(f"{name}(padding_mode={padding_mode!r}) is not "
-                                         "implemented (only 'zeros')")
         NativeModule.__init__(self, _C.nn.Conv(rank, in_channels, out_channels, kernel_size,
-                                               stride, padding, dilation, groups, bias, _dt(dtype)))
+                                               stride, padding, dilation, groups, bias, _dt(dtype),
+                                               padding_mode))
+        self.padding_mode = padding_mode
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
