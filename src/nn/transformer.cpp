@@ -60,15 +60,29 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_,
     : Module("MultiheadAttention"),
       embed_dim(embed_dim_),
       num_heads(num_heads_),
+      kdim(options_.kdim.value_or(embed_dim_)),
+      vdim(options_.vdim.value_or(embed_dim_)),
       options(options_) {
   KILN_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, ValueError,
              "MultiheadAttention: embed_dim (", embed_dim, ") must be a positive multiple of ",
              "num_heads (", num_heads, ")");
   KILN_CHECK(options.dropout >= 0 && options.dropout <= 1, ValueError,
              "MultiheadAttention: dropout must be in [0, 1], got ", options.dropout);
-  Tensor w = empty({3 * embed_dim, embed_dim}, options.dtype);
-  init::xavier_uniform_(w);
-  in_proj_weight = register_parameter("in_proj_weight", w);
+  KILN_CHECK(kdim > 0 && vdim > 0, ValueError,
+             "MultiheadAttention: kdim and vdim must be positive, got ", kdim, " and ", vdim);
+  auto xavier = [&](const char* name, int64_t in) {
+    Tensor w = empty({name == std::string("in_proj_weight") ? 3 * embed_dim : embed_dim, in},
+                     options.dtype);
+    init::xavier_uniform_(w);
+    return register_parameter(name, w);
+  };
+  if (kdim == embed_dim && vdim == embed_dim) {
+    in_proj_weight = xavier("in_proj_weight", embed_dim);
+  } else {
+    q_proj_weight = xavier("q_proj_weight", embed_dim);
+    k_proj_weight = xavier("k_proj_weight", kdim);
+    v_proj_weight = xavier("v_proj_weight", vdim);
+  }
   if (options.bias)
     in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}, options.dtype));
   out_proj = register_module(
@@ -76,6 +90,13 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_,
   if (options.bias) {
     NoGradGuard no_grad;
     out_proj->bias.zero_();
+  }
+  if (options.add_bias_kv) {
+    for (auto [name, t] : {std::pair{"bias_k", &bias_k}, std::pair{"bias_v", &bias_v}}) {
+      Tensor b = empty({1, 1, embed_dim}, options.dtype);
+      init::xavier_normal_(b);
+      *t = register_parameter(name, b);
+    }
   }
 }
 
@@ -95,28 +116,48 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
     return unbatched ? t.unsqueeze(0) : options.batch_first ? t : t.transpose(0, 1);
   };
   const Tensor q_in = batch_major(query), k_in = batch_major(key), v_in = batch_major(value);
-  for (const Tensor* t : {&q_in, &k_in, &v_in})
-    KILN_CHECK(t->size(-1) == embed_dim, ShapeError, who, ": expected inputs with embed_dim ",
-               embed_dim, " features, got ", query.shape_str(), ", ", key.shape_str(), " and ",
-               value.shape_str());
+  KILN_CHECK(q_in.size(-1) == embed_dim && k_in.size(-1) == kdim && v_in.size(-1) == vdim,
+             ShapeError, who, ": expected a query of embed_dim ", embed_dim, ", a key of kdim ",
+             kdim, " and a value of vdim ", vdim, " features, got ", query.shape_str(), ", ",
+             key.shape_str(), " and ", value.shape_str());
   KILN_CHECK(
       k_in.size(1) == v_in.size(1) && q_in.size(0) == k_in.size(0) && k_in.size(0) == v_in.size(0),
       ShapeError, who, ": key ", key.shape_str(), " and value ", value.shape_str(),
       " must share their batch and sequence sizes with each other (and the query's batch)");
   const int64_t batch = q_in.size(0), L = q_in.size(1), S = k_in.size(1);
   const int64_t head_dim = embed_dim / num_heads;
-  auto project = [&](const Tensor& x, int64_t k, int64_t len) {
-    const Tensor w = in_proj_weight.narrow(0, k * embed_dim, embed_dim);
+  // Projected [batch, len, E] (then any extra keys), and split into heads.
+  auto project = [&](const Tensor& x, int64_t k) {
+    const Tensor w = in_proj_weight.defined() ? in_proj_weight.narrow(0, k * embed_dim, embed_dim)
+                                              : (k == 0   ? q_proj_weight
+                                                 : k == 1 ? k_proj_weight
+                                                          : v_proj_weight);
     const std::optional<Tensor> b =
         in_proj_bias.defined()
             ? std::optional<Tensor>(in_proj_bias.narrow(0, k * embed_dim, embed_dim))
             : std::nullopt;
-    return linear(x, w, b).reshape({batch, len, num_heads, head_dim}).transpose(1, 2);
+    return linear(x, w, b);
   };
-  const Tensor q = project(q_in, 0, L), k = project(k_in, 1, S), v = project(v_in, 2, S);
-  const double p = is_training() ? options.dropout : 0.0;
-  const Tensor mask =
+  auto heads_of = [&](const Tensor& x) {
+    return x.reshape({batch, x.size(1), num_heads, head_dim}).transpose(1, 2);
+  };
+  Tensor kp = project(k_in, 1), vp = project(v_in, 2);
+  if (options.add_bias_kv) {
+    kp = cat({kp, bias_k.expand({batch, 1, embed_dim})}, 1);
+    vp = cat({vp, bias_v.expand({batch, 1, embed_dim})}, 1);
+  }
+  const Tensor q = heads_of(project(q_in, 0));
+  Tensor k = heads_of(kp), v = heads_of(vp);
+  if (options.add_zero_attn) {
+    k = cat({k, zeros({batch, num_heads, 1, head_dim}, k.dtype())}, 2);
+    v = cat({v, zeros({batch, num_heads, 1, head_dim}, v.dtype())}, 2);
+  }
+  // The extra keys are attended by every query: the masks get columns that mask nothing.
+  const int64_t extra = k.size(2) - S;
+  Tensor mask =
       additive_mask(who, attn_mask, key_padding_mask, batch, num_heads, L, S, is_causal, q.dtype());
+  if (mask.defined() && extra > 0) mask = pad(mask, {0, extra}, 0.0);
+  const double p = is_training() ? options.dropout : 0.0;
   Tensor heads, weights;
   if (need_weights) {
     Tensor scores =
@@ -135,30 +176,43 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   return {out, weights};
 }
 
+namespace {
+// The layers' parts, made as PyTorch names them (the caller registers each).
+void check_activation(const char* who, const TransformerEncoderLayerOptions& o) {
+  KILN_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError, who,
+             ": activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
+}
+std::shared_ptr<MultiheadAttention> attention_of(int64_t d_model, int64_t nhead,
+                                                 const TransformerEncoderLayerOptions& o) {
+  return std::make_shared<MultiheadAttention>(
+      d_model, nhead,
+      MultiheadAttentionOptions{
+          .dropout = o.dropout, .bias = o.bias, .batch_first = o.batch_first, .dtype = o.dtype});
+}
+std::shared_ptr<LayerNorm> norm_of(int64_t d_model, const TransformerEncoderLayerOptions& o) {
+  return std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, o.layer_norm_eps, true, o.bias,
+                                     o.dtype);
+}
+// linear2(dropout(activation(linear1(x)))).
+Tensor feed_forward(const TransformerEncoderLayerOptions& o, Linear& linear1, Dropout& dropout,
+                    Linear& linear2, const Tensor& x) {
+  const Tensor h = linear1.forward(x);
+  return linear2.forward(dropout.forward(o.activation == "gelu" ? gelu(h) : relu(h)));
+}
+}  // namespace
+
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  TransformerEncoderLayerOptions options_)
     : Module("TransformerEncoderLayer"), options(std::move(options_)) {
-  KILN_CHECK(options.activation == "relu" || options.activation == "gelu", ValueError,
-             "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"",
-             options.activation, "\"");
-  self_attn =
-      register_module("self_attn", std::make_shared<MultiheadAttention>(
-                                       d_model, nhead,
-                                       MultiheadAttentionOptions{.dropout = options.dropout,
-                                                                 .bias = options.bias,
-                                                                 .batch_first = options.batch_first,
-                                                                 .dtype = options.dtype}));
+  check_activation("TransformerEncoderLayer", options);
+  self_attn = register_module("self_attn", attention_of(d_model, nhead, options));
   linear1 = register_module("linear1", std::make_shared<Linear>(d_model, options.dim_feedforward,
                                                                 options.bias, options.dtype));
   dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(options.dim_feedforward, d_model,
                                                                 options.bias, options.dtype));
-  norm1 = register_module(
-      "norm1", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, options.layer_norm_eps,
-                                           true, options.bias, options.dtype));
-  norm2 = register_module(
-      "norm2", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, options.layer_norm_eps,
-                                           true, options.bias, options.dtype));
+  norm1 = register_module("norm1", norm_of(d_model, options));
+  norm2 = register_module("norm2", norm_of(d_model, options));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
 }
@@ -170,9 +224,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
         self_attn->forward(x, x, x, src_key_padding_mask, false, src_mask, true, is_causal)));
   };
   auto feed_forward = [&](const Tensor& x) {
-    const Tensor h = linear1->forward(x);
-    return dropout2->forward(
-        linear2->forward(dropout->forward(options.activation == "gelu" ? gelu(h) : relu(h))));
+    return dropout2->forward(nn::feed_forward(options, *linear1, *dropout, *linear2, x));
   };
   Tensor x = src;
   if (options.norm_first) {
@@ -205,6 +257,106 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
   Tensor x = src;
   for (auto& layer : layers) x = layer->forward(x, mask, src_key_padding_mask, is_causal);
   return norm ? norm->forward(x) : x;
+}
+
+TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
+                                                 TransformerDecoderLayerOptions options_)
+    : Module("TransformerDecoderLayer"), options(std::move(options_)) {
+  check_activation("TransformerDecoderLayer", options);
+  self_attn = register_module("self_attn", attention_of(d_model, nhead, options));
+  multihead_attn = register_module("multihead_attn", attention_of(d_model, nhead, options));
+  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, options.dim_feedforward,
+                                                                options.bias, options.dtype));
+  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
+  linear2 = register_module("linear2", std::make_shared<Linear>(options.dim_feedforward, d_model,
+                                                                options.bias, options.dtype));
+  norm1 = register_module("norm1", norm_of(d_model, options));
+  norm2 = register_module("norm2", norm_of(d_model, options));
+  norm3 = register_module("norm3", norm_of(d_model, options));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
+                                        const Tensor& tgt_mask, const Tensor& memory_mask,
+                                        const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                        bool memory_is_causal) {
+  auto self_attention = [&](const Tensor& x) {
+    return dropout1->forward(std::get<0>(
+        self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask, true, tgt_is_causal)));
+  };
+  auto cross_attention = [&](const Tensor& x) {
+    return dropout2->forward(std::get<0>(multihead_attn->forward(
+        x, memory, memory, memory_key_padding_mask, false, memory_mask, true, memory_is_causal)));
+  };
+  auto feed_forward = [&](const Tensor& x) {
+    return dropout3->forward(nn::feed_forward(options, *linear1, *dropout, *linear2, x));
+  };
+  Tensor x = tgt;
+  if (options.norm_first) {
+    x = x + self_attention(norm1->forward(x));
+    x = x + cross_attention(norm2->forward(x));
+    return x + feed_forward(norm3->forward(x));
+  }
+  x = norm1->forward(x + self_attention(x));
+  x = norm2->forward(x + cross_attention(x));
+  return norm3->forward(x + feed_forward(x));
+}
+
+TransformerDecoder::TransformerDecoder(int64_t d_model, int64_t nhead, int64_t num_layers,
+                                       TransformerDecoderLayerOptions options, bool final_norm)
+    : Module("TransformerDecoder") {
+  KILN_CHECK(num_layers > 0, ValueError, "TransformerDecoder: num_layers must be positive, got ",
+             num_layers);
+  for (int64_t l = 0; l < num_layers; ++l) {
+    layers.push_back(
+        register_module("layers." + std::to_string(l),
+                        std::make_shared<TransformerDecoderLayer>(d_model, nhead, options)));
+    if (l > 0) layers.back()->load_state_dict(layers.front()->state_dict());
+  }
+  if (final_norm) norm = register_module("norm", norm_of(d_model, options));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                   const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                   bool memory_is_causal) {
+  Tensor x = tgt;
+  for (auto& layer : layers)
+    x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                       memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+  return norm ? norm->forward(x) : x;
+}
+
+Transformer::Transformer(int64_t d_model_, int64_t nhead_, TransformerOptions options)
+    : Module("Transformer"), d_model(d_model_), nhead(nhead_) {
+  encoder = register_module(
+      "encoder", std::make_shared<TransformerEncoder>(d_model, nhead, options.num_encoder_layers,
+                                                      options.layer, /*final_norm=*/true));
+  decoder = register_module(
+      "decoder", std::make_shared<TransformerDecoder>(d_model, nhead, options.num_decoder_layers,
+                                                      options.layer, /*final_norm=*/true));
+  // As PyTorch's _reset_parameters: every parameter of more than one dim xavier uniform.
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask,
+                            const Tensor& tgt_mask, const Tensor& memory_mask,
+                            const Tensor& src_key_padding_mask, const Tensor& tgt_key_padding_mask,
+                            const Tensor& memory_key_padding_mask, bool src_is_causal,
+                            bool tgt_is_causal, bool memory_is_causal) {
+  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                          memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+}
+
+Tensor Transformer::generate_square_subsequent_mask(int64_t size, DType dtype) {
+  return masked_fill(zeros({size, size}, dtype), triu(ones({size, size}, DType::Bool), 1),
+                     -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace kiln::nn
