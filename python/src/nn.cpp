@@ -13,6 +13,7 @@
 #include "kiln/nn/gpt.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/recurrent.h"
+#include "kiln/nn/transformer.h"
 
 namespace kiln::python {
 
@@ -253,6 +254,179 @@ void bind_nn(nb::module_& m) {
         if (kind == "GRU") return nb::cast(std::make_shared<nn::GRU>(input_size, hidden_size, o));
         return nb::cast(std::make_shared<nn::RNN>(input_size, hidden_size, o));
       });
+
+  // Attention and transformers: optional masks as None; need_weights=False gives (out, None).
+  const auto opt = [](const std::optional<Tensor>& t) { return t.value_or(Tensor()); };
+  nb::class_<nn::MultiheadAttention, nn::Module>(nn, "MultiheadAttention")
+      .def(
+          "forward",
+          [opt](nn::MultiheadAttention& mod, const Tensor& query, const Tensor& key,
+                const Tensor& value, std::optional<Tensor> key_padding_mask, bool need_weights,
+                std::optional<Tensor> attn_mask, bool average_attn_weights, bool is_causal) {
+            auto [out, weights] =
+                mod.forward(query, key, value, opt(key_padding_mask), need_weights, opt(attn_mask),
+                            average_attn_weights, is_causal);
+            return nb::make_tuple(out, weights.defined() ? nb::cast(weights) : nb::none());
+          },
+          nb::arg("query"), nb::arg("key"), nb::arg("value"),
+          nb::arg("key_padding_mask").none() = nb::none(), nb::arg("need_weights") = true,
+          nb::arg("attn_mask").none() = nb::none(), nb::arg("average_attn_weights") = true,
+          nb::arg("is_causal") = false);
+  nn.def("make_multihead_attention",
+         [](int64_t embed_dim, int64_t num_heads, double dropout, bool bias, bool add_bias_kv,
+            bool add_zero_attn, std::optional<int64_t> kdim, std::optional<int64_t> vdim,
+            bool batch_first, nb::handle dtype) {
+           return std::make_shared<nn::MultiheadAttention>(
+               embed_dim, num_heads,
+               nn::MultiheadAttentionOptions{.dropout = dropout,
+                                             .bias = bias,
+                                             .batch_first = batch_first,
+                                             .dtype = dtype_or_default(dtype),
+                                             .add_bias_kv = add_bias_kv,
+                                             .add_zero_attn = add_zero_attn,
+                                             .kdim = kdim,
+                                             .vdim = vdim});
+         });
+  const auto layer_options = [](int64_t dim_feedforward, double dropout, std::string activation,
+                                double layer_norm_eps, bool batch_first, bool norm_first, bool bias,
+                                nb::handle dtype) {
+    return nn::TransformerEncoderLayerOptions{.dim_feedforward = dim_feedforward,
+                                              .dropout = dropout,
+                                              .activation = std::move(activation),
+                                              .layer_norm_eps = layer_norm_eps,
+                                              .batch_first = batch_first,
+                                              .norm_first = norm_first,
+                                              .bias = bias,
+                                              .dtype = dtype_or_default(dtype)};
+  };
+  const auto encoder_forward = [opt](auto& mod, const Tensor& src, std::optional<Tensor> mask,
+                                     std::optional<Tensor> key_padding_mask, bool is_causal) {
+    return mod.forward(src, opt(mask), opt(key_padding_mask), is_causal);
+  };
+  const auto decoder_forward =
+      [opt](auto& mod, const Tensor& tgt, const Tensor& memory, std::optional<Tensor> tgt_mask,
+            std::optional<Tensor> memory_mask, std::optional<Tensor> tgt_key_padding_mask,
+            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
+            bool memory_is_causal) {
+        return mod.forward(tgt, memory, opt(tgt_mask), opt(memory_mask), opt(tgt_key_padding_mask),
+                           opt(memory_key_padding_mask), tgt_is_causal, memory_is_causal);
+      };
+  nb::class_<nn::TransformerEncoderLayer, nn::Module>(nn, "TransformerEncoderLayer")
+      .def(
+          "forward",
+          [encoder_forward](nn::TransformerEncoderLayer& mod, const Tensor& src,
+                            std::optional<Tensor> src_mask,
+                            std::optional<Tensor> src_key_padding_mask, bool is_causal) {
+            return encoder_forward(mod, src, src_mask, src_key_padding_mask, is_causal);
+          },
+          nb::arg("src"), nb::arg("src_mask").none() = nb::none(),
+          nb::arg("src_key_padding_mask").none() = nb::none(), nb::arg("is_causal") = false);
+  nb::class_<nn::TransformerEncoder, nn::Module>(nn, "TransformerEncoder")
+      .def(
+          "forward",
+          [encoder_forward](nn::TransformerEncoder& mod, const Tensor& src,
+                            std::optional<Tensor> mask, std::optional<Tensor> src_key_padding_mask,
+                            bool is_causal) {
+            return encoder_forward(mod, src, mask, src_key_padding_mask, is_causal);
+          },
+          nb::arg("src"), nb::arg("mask").none() = nb::none(),
+          nb::arg("src_key_padding_mask").none() = nb::none(), nb::arg("is_causal") = false);
+  nb::class_<nn::TransformerDecoderLayer, nn::Module>(nn, "TransformerDecoderLayer")
+      .def(
+          "forward",
+          [decoder_forward](nn::TransformerDecoderLayer& mod, const Tensor& tgt,
+                            const Tensor& memory, std::optional<Tensor> tgt_mask,
+                            std::optional<Tensor> memory_mask,
+                            std::optional<Tensor> tgt_key_padding_mask,
+                            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
+                            bool memory_is_causal) {
+            return decoder_forward(mod, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                   memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+          },
+          nb::arg("tgt"), nb::arg("memory"), nb::arg("tgt_mask").none() = nb::none(),
+          nb::arg("memory_mask").none() = nb::none(),
+          nb::arg("tgt_key_padding_mask").none() = nb::none(),
+          nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("tgt_is_causal") = false,
+          nb::arg("memory_is_causal") = false);
+  nb::class_<nn::TransformerDecoder, nn::Module>(nn, "TransformerDecoder")
+      .def(
+          "forward",
+          [decoder_forward](nn::TransformerDecoder& mod, const Tensor& tgt, const Tensor& memory,
+                            std::optional<Tensor> tgt_mask, std::optional<Tensor> memory_mask,
+                            std::optional<Tensor> tgt_key_padding_mask,
+                            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
+                            bool memory_is_causal) {
+            return decoder_forward(mod, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                   memory_key_padding_mask, tgt_is_causal, memory_is_causal);
+          },
+          nb::arg("tgt"), nb::arg("memory"), nb::arg("tgt_mask").none() = nb::none(),
+          nb::arg("memory_mask").none() = nb::none(),
+          nb::arg("tgt_key_padding_mask").none() = nb::none(),
+          nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("tgt_is_causal") = false,
+          nb::arg("memory_is_causal") = false);
+  nb::class_<nn::Transformer, nn::Module>(nn, "Transformer")
+      .def(
+          "forward",
+          [opt](nn::Transformer& mod, const Tensor& src, const Tensor& tgt,
+                std::optional<Tensor> src_mask, std::optional<Tensor> tgt_mask,
+                std::optional<Tensor> memory_mask, std::optional<Tensor> src_key_padding_mask,
+                std::optional<Tensor> tgt_key_padding_mask,
+                std::optional<Tensor> memory_key_padding_mask, bool src_is_causal,
+                bool tgt_is_causal, bool memory_is_causal) {
+            return mod.forward(src, tgt, opt(src_mask), opt(tgt_mask), opt(memory_mask),
+                               opt(src_key_padding_mask), opt(tgt_key_padding_mask),
+                               opt(memory_key_padding_mask), src_is_causal, tgt_is_causal,
+                               memory_is_causal);
+          },
+          nb::arg("src"), nb::arg("tgt"), nb::arg("src_mask").none() = nb::none(),
+          nb::arg("tgt_mask").none() = nb::none(), nb::arg("memory_mask").none() = nb::none(),
+          nb::arg("src_key_padding_mask").none() = nb::none(),
+          nb::arg("tgt_key_padding_mask").none() = nb::none(),
+          nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("src_is_causal") = false,
+          nb::arg("tgt_is_causal") = false, nb::arg("memory_is_causal") = false)
+      .def_static(
+          "generate_square_subsequent_mask",
+          [](int64_t size, nb::handle dtype) {
+            return nn::Transformer::generate_square_subsequent_mask(size, dtype_or_default(dtype));
+          },
+          nb::arg("sz"), nb::arg("dtype").none() = nb::none());
+  nn.def("make_transformer_layer",
+         [layer_options](bool decoder, int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                         double dropout, std::string activation, double layer_norm_eps,
+                         bool batch_first, bool norm_first, bool bias,
+                         nb::handle dtype) -> nb::object {
+           const auto o = layer_options(dim_feedforward, dropout, std::move(activation),
+                                        layer_norm_eps, batch_first, norm_first, bias, dtype);
+           if (decoder)
+             return nb::cast(std::make_shared<nn::TransformerDecoderLayer>(d_model, nhead, o));
+           return nb::cast(std::make_shared<nn::TransformerEncoderLayer>(d_model, nhead, o));
+         });
+  nn.def("make_transformer_stack",
+         [layer_options](bool decoder, int64_t d_model, int64_t nhead, int64_t num_layers,
+                         bool final_norm, int64_t dim_feedforward, double dropout,
+                         std::string activation, double layer_norm_eps, bool batch_first,
+                         bool norm_first, bool bias, nb::handle dtype) -> nb::object {
+           const auto o = layer_options(dim_feedforward, dropout, std::move(activation),
+                                        layer_norm_eps, batch_first, norm_first, bias, dtype);
+           if (decoder)
+             return nb::cast(std::make_shared<nn::TransformerDecoder>(d_model, nhead, num_layers, o,
+                                                                      final_norm));
+           return nb::cast(
+               std::make_shared<nn::TransformerEncoder>(d_model, nhead, num_layers, o, final_norm));
+         });
+  nn.def("make_transformer",
+         [layer_options](int64_t d_model, int64_t nhead, int64_t num_encoder_layers,
+                         int64_t num_decoder_layers, int64_t dim_feedforward, double dropout,
+                         std::string activation, double layer_norm_eps, bool batch_first,
+                         bool norm_first, bool bias, nb::handle dtype) {
+           return std::make_shared<nn::Transformer>(
+               d_model, nhead,
+               nn::TransformerOptions{
+                   .num_encoder_layers = num_encoder_layers,
+                   .num_decoder_layers = num_decoder_layers,
+                   .layer = layer_options(dim_feedforward, dropout, std::move(activation),
+                                          layer_norm_eps, batch_first, norm_first, bias, dtype)});
+         });
 
   // The GPT of the demo (docs/training.md): forward(idx) -> logits, loss(idx, targets).
   nb::class_<nn::GPT, nn::UnaryModule>(nn, "GPT")

@@ -153,3 +153,37 @@ def test_pad_modes_and_conv_padding_mode():
     assert kiln.equal(conv(x), expected)
     with pytest.raises(ValueError, match="padding_mode"):
         nn.Conv1d(1, 1, 3, padding_mode="mirror")
+
+
+def test_attention_and_transformer_modules_as_torch():
+    kiln.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, kdim=4, vdim=6, add_bias_kv=True, batch_first=True)
+    names = [n for n, _ in mha.named_parameters()]
+    assert names == ["q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                     "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"]
+    q, k, v = kiln.randn(3, 5, 8), kiln.randn(3, 7, 4), kiln.randn(3, 7, 6)
+    out, weights = mha(q, k, v)
+    assert out.shape == (3, 5, 8) and weights.shape == (3, 5, 8)  # 7 keys + bias_k
+    fused, none = mha(q, k, v, need_weights=False)
+    assert none is None and (fused - out).abs().amax().item() < 1e-5
+
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8))
+    state = encoder.state_dict()
+    for name, value in layer.state_dict().items():  # every layer starts as the one given
+        assert kiln.equal(state[f"layers.0.{name}"], value)
+        assert kiln.equal(state[f"layers.1.{name}"], value)
+    assert "norm.weight" in state
+    src, tgt = kiln.randn(6, 2, 8), kiln.randn(4, 2, 8)
+    assert encoder(src).shape == (6, 2, 8)
+
+    model = nn.Transformer(8, 2, num_encoder_layers=1, num_decoder_layers=2,
+                           dim_feedforward=16, dropout=0.0)
+    mask = nn.Transformer.generate_square_subsequent_mask(4)
+    assert mask[0, 1].item() == float("-inf") and mask[1, 0].item() == 0.0
+    y = model(src, tgt, tgt_mask=mask)
+    assert y.shape == (4, 2, 8)
+    decoded = model.decoder(tgt, model.encoder(src), tgt_mask=mask)
+    assert (decoded - y).abs().amax().item() == 0.0
+    y.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())

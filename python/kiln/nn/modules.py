@@ -17,6 +17,8 @@ __all__ = [
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
     "Dropout", "Dropout2d", "GELU", "ReLU", "Tanh", "Sigmoid", "SiLU", "Softmax", "Identity",
     "Flatten", "RNN", "LSTM", "GRU", "GPT",
+    "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
 ]
 
@@ -331,8 +333,8 @@ class NativeModule(Module):
                 f"layer.{name}.copy_(value))")
         super().__setattr__(name, value)
 
-    def forward(self, *args):
-        return self._native.forward(*args)
+    def forward(self, *args, **kwargs):
+        return self._native.forward(*args, **kwargs)
 
     def train(self, mode=True):
         self._native.train(mode)
@@ -535,6 +537,136 @@ def _rnn_class(kind):
 RNN = _rnn_class("RNN")
 LSTM = _rnn_class("LSTM")
 GRU = _rnn_class("GRU")
+
+
+class MultiheadAttention(NativeModule):
+    """torch.nn.MultiheadAttention: forward returns (output, weights); weights is None with
+    need_weights=False (then the fused scaled_dot_product_attention runs)."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, *, dtype=None):
+        super().__init__(_C.nn.make_multihead_attention(embed_dim, num_heads, dropout, bias,
+                                                        add_bias_kv, add_zero_attn, kdim, vdim,
+                                                        batch_first, _dt(dtype)))
+        self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        return self._native.forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                    average_attn_weights, is_causal)
+
+
+def _layer_config(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                  batch_first, norm_first, bias, dtype):
+    if not isinstance(activation, str):
+        raise _C.NotImplementedError("a transformer layer's activation must be \"relu\" or "
+                                     "\"gelu\" (a callable is not supported)")
+    return dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
+                activation=activation, layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                norm_first=norm_first, bias=bias, dtype=dtype)
+
+
+def _layer_args(c):
+    return (c["dim_feedforward"], c["dropout"], c["activation"], c["layer_norm_eps"],
+            c["batch_first"], c["norm_first"], c["bias"], _dt(c["dtype"]))
+
+
+class TransformerEncoderLayer(NativeModule):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, *,
+                 dtype=None):
+        config = _layer_config(d_model, nhead, dim_feedforward, dropout, activation,
+                               layer_norm_eps, batch_first, norm_first, bias, dtype)
+        super().__init__(_C.nn.make_transformer_layer(False, d_model, nhead, *_layer_args(config)))
+        self._config = config
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        return self._native.forward(src, src_mask, src_key_padding_mask, is_causal)
+
+
+class TransformerDecoderLayer(NativeModule):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, *,
+                 dtype=None):
+        config = _layer_config(d_model, nhead, dim_feedforward, dropout, activation,
+                               layer_norm_eps, batch_first, norm_first, bias, dtype)
+        super().__init__(_C.nn.make_transformer_layer(True, d_model, nhead, *_layer_args(config)))
+        self._config = config
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        return self._native.forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                    memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+
+
+def _stack(decoder, layer, num_layers, norm):
+    """A C++ encoder or decoder of num_layers copies of `layer` (each starts with its weights, as
+    torch's deep copies) and `norm`'s final LayerNorm."""
+    kind = TransformerDecoderLayer if decoder else TransformerEncoderLayer
+    if not isinstance(layer, kind):
+        raise TypeError(f"expected a kiln.nn.{kind.__name__}, got {type(layer).__name__}")
+    c = layer._config
+    native = _C.nn.make_transformer_stack(decoder, c["d_model"], c["nhead"], num_layers,
+                                          norm is not None, *_layer_args(c))
+    module = NativeModule(native)
+    state = layer.state_dict()
+    for i in range(num_layers):
+        module._modules[f"layers.{i}"].load_state_dict(state)
+    if norm is not None:
+        module._modules["norm"].load_state_dict(norm.state_dict())
+    return native
+
+
+class TransformerEncoder(NativeModule):
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
+        native = _stack(False, encoder_layer, num_layers, norm)
+        super().__init__(native)
+        self.num_layers = num_layers
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        return self._native.forward(src, mask, src_key_padding_mask, bool(is_causal))
+
+
+class TransformerDecoder(NativeModule):
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        native = _stack(True, decoder_layer, num_layers, norm)
+        super().__init__(native)
+        self.num_layers = num_layers
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        return self._native.forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                    memory_key_padding_mask, bool(tgt_is_causal),
+                                    memory_is_causal)
+
+
+class Transformer(NativeModule):
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True, *, dtype=None):
+        if custom_encoder is not None or custom_decoder is not None:
+            raise _C.NotImplementedError("Transformer(custom_encoder/custom_decoder) is not "
+                                         "implemented")
+        c = _layer_config(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                          batch_first, norm_first, bias, dtype)
+        super().__init__(_C.nn.make_transformer(d_model, nhead, num_encoder_layers,
+                                                num_decoder_layers, *_layer_args(c)))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        return self._native.forward(src, tgt, src_mask, tgt_mask, memory_mask,
+                                    src_key_padding_mask, tgt_key_padding_mask,
+                                    memory_key_padding_mask, bool(src_is_causal),
+                                    bool(tgt_is_causal), memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        return _C.nn.Transformer.generate_square_subsequent_mask(sz, _dt(dtype))
 
 
 class GPT(NativeModule):
