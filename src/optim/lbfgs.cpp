@@ -316,16 +316,132 @@ Tensor LBFGS::step(const std::function<Tensor()>& closure) {
 }
 
 std::map<std::string, std::string> LBFGS::hyper_parameters() const {
-  KILN_CHECK(false, NotImplementedError,
-             "LBFGS: state_dict is not implemented (its history of steps and gradient changes "
-             "would not be saved)");
-  return {};
+  return {{"max_iter", std::to_string(o_.max_iter)},
+          {"max_eval", o_.max_eval ? std::to_string(*o_.max_eval) : std::string("none")},
+          {"tolerance_grad", detail::format_double(o_.tolerance_grad)},
+          {"tolerance_change", detail::format_double(o_.tolerance_change)},
+          {"history_size", std::to_string(o_.history_size)},
+          {"line_search_fn", o_.line_search_fn}};
 }
 
+namespace {
+int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key) {
+  const auto it = m.find(key);
+  KILN_CHECK(it != m.end(), ValueError, "load_state_dict: no '", key, "' in the metadata");
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  KILN_CHECK(used == it->second.size() && used > 0, ValueError, "load_state_dict: metadata '", key,
+             "' is not an integer: '", it->second, "'");
+  return v;
+}
+}  // namespace
+
 Optimizer::StagedHyperParameters LBFGS::stage_hyper_parameters(
-    const std::map<std::string, std::string>&) const {
-  KILN_CHECK(false, NotImplementedError, "LBFGS: load_state_dict is not implemented");
-  return {};
+    const std::map<std::string, std::string>& m) const {
+  LBFGSOptions o;
+  o.lr = lr_;
+  o.max_iter = meta_int(m, "max_iter");
+  const auto max_eval = m.find("max_eval");
+  if (max_eval == m.end() || max_eval->second != "none") o.max_eval = meta_int(m, "max_eval");
+  o.tolerance_grad = detail::meta_double(m, "tolerance_grad");
+  o.tolerance_change = detail::meta_double(m, "tolerance_change");
+  o.history_size = meta_int(m, "history_size");
+  const auto search = m.find("line_search_fn");
+  KILN_CHECK(search != m.end(), ValueError, "load_state_dict: no 'line_search_fn' in the metadata");
+  o.line_search_fn = search->second;
+  check_options(o, "load_state_dict");
+  auto* self = const_cast<LBFGS*>(this);
+  return {{}, [self, o] { self->o_ = o; }};
+}
+
+// The history as tensors: vectors of the flat parameters' length n, stacked into [h, n].
+void LBFGS::save_optimizer_state(OptimizerState& s) const {
+  auto vec = [&](const char* name, const Vec& v) {
+    if (!v.empty()) s.tensors.emplace_back(name, tensor(v).to(DType::Float64));
+  };
+  auto rows = [&](const char* name, const std::vector<Vec>& vs) {
+    if (vs.empty()) return;
+    Vec flat;
+    for (const Vec& v : vs) flat.insert(flat.end(), v.begin(), v.end());
+    s.tensors.emplace_back(
+        name, tensor(flat).to(DType::Float64).reshape({static_cast<int64_t>(vs.size()), -1}));
+  };
+  vec("optimizer.d", d_);
+  vec("optimizer.prev_flat_grad", prev_flat_grad_);
+  vec("optimizer.ro", ro_);
+  rows("optimizer.old_dirs", old_dirs_);
+  rows("optimizer.old_stps", old_stps_);
+  s.metadata["optimizer.t"] = detail::format_double(t_);
+  s.metadata["optimizer.h_diag"] = detail::format_double(h_diag_);
+  s.metadata["optimizer.prev_loss"] = detail::format_double(prev_loss_);
+  s.metadata["optimizer.func_evals"] = std::to_string(func_evals_);
+  s.metadata["optimizer.n_iter"] = std::to_string(n_iter_);
+}
+
+std::function<void()> LBFGS::stage_optimizer_state(const OptimizerState& s) const {
+  int64_t n = 0;
+  for (const Tensor& p : params_) n += p.numel();
+  std::map<std::string, Tensor> found;
+  for (const auto& [name, t] : s.tensors)
+    if (name.rfind("optimizer.", 0) == 0) {
+      KILN_CHECK(name == "optimizer.d" || name == "optimizer.prev_flat_grad" ||
+                     name == "optimizer.ro" || name == "optimizer.old_dirs" ||
+                     name == "optimizer.old_stps",
+                 ValueError, "load_state_dict: unexpected tensor '", name, "' for LBFGS");
+      KILN_CHECK(t.defined() && t.dtype() == DType::Float64, DTypeError, "load_state_dict: '", name,
+                 "' must be a float64 tensor");
+      found[name] = t;
+    }
+  auto vec = [&](const std::string& name, int64_t length) -> Vec {
+    const auto it = found.find(name);
+    if (it == found.end()) return {};
+    KILN_CHECK(it->second.dim() == 1 && (length < 0 || it->second.size(0) == length), ShapeError,
+               "load_state_dict: '", name, "' has shape ", it->second.shape_str(), ", expected [",
+               length < 0 ? std::string("h") : std::to_string(length), "]");
+    return it->second.to_vector<double>();
+  };
+  auto rows = [&](const std::string& name) -> std::vector<Vec> {
+    const auto it = found.find(name);
+    if (it == found.end()) return {};
+    KILN_CHECK(it->second.dim() == 2 && it->second.size(1) == n, ShapeError, "load_state_dict: '",
+               name, "' has shape ", it->second.shape_str(), ", expected [h, ", n, "]");
+    const Vec flat = it->second.to_vector<double>();
+    std::vector<Vec> out;
+    for (int64_t r = 0; r < it->second.size(0); ++r)
+      out.emplace_back(flat.begin() + r * n, flat.begin() + (r + 1) * n);
+    return out;
+  };
+  Vec d = vec("optimizer.d", n), prev = vec("optimizer.prev_flat_grad", n),
+      ro = vec("optimizer.ro", -1);
+  std::vector<Vec> dirs = rows("optimizer.old_dirs"), stps = rows("optimizer.old_stps");
+  KILN_CHECK(dirs.size() == stps.size() && dirs.size() == ro.size(), ShapeError,
+             "load_state_dict: LBFGS's history holds ", dirs.size(), " directions, ", stps.size(),
+             " steps and ", ro.size(), " curvatures; they must be as many");
+  const auto& md = s.metadata;
+  const double t = detail::meta_double(md, "optimizer.t"),
+               h_diag = detail::meta_double(md, "optimizer.h_diag"),
+               prev_loss = detail::meta_double(md, "optimizer.prev_loss");
+  const int64_t func_evals = meta_int(md, "optimizer.func_evals"),
+                n_iter = meta_int(md, "optimizer.n_iter");
+  auto* self = const_cast<LBFGS*>(this);
+  return [=, d = std::move(d), prev = std::move(prev), ro = std::move(ro), dirs = std::move(dirs),
+          stps = std::move(stps)] {
+    self->d_ = d;
+    self->prev_flat_grad_ = prev;
+    self->ro_ = ro;
+    self->old_dirs_ = dirs;
+    self->old_stps_ = stps;
+    self->t_ = t;
+    self->h_diag_ = h_diag;
+    self->prev_loss_ = prev_loss;
+    self->func_evals_ = func_evals;
+    self->n_iter_ = n_iter;
+  };
 }
 
 }  // namespace kiln::optim

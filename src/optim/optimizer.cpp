@@ -196,7 +196,20 @@ OptimizerState Optimizer::state_dict() const {
     s.metadata[prefix + "step"] = std::to_string(steps_[i]);
     for (const auto& [name, t] : state_[i]) s.tensors.emplace_back(prefix + name, t.clone());
   }
+  save_optimizer_state(s);
   return s;
+}
+
+void Optimizer::save_optimizer_state(OptimizerState&) const {}
+std::function<void()> Optimizer::stage_optimizer_state(const OptimizerState& s) const {
+  for (const auto& [name, t] : s.tensors)
+    KILN_CHECK(name.rfind("optimizer.", 0) != 0, ValueError, "load_state_dict: unexpected tensor '",
+               name, "': a ", kind(), " optimizer keeps no state of its own");
+  for (const auto& [key, value] : s.metadata)
+    KILN_CHECK(key.rfind("optimizer.", 0) != 0, ValueError,
+               "load_state_dict: unexpected metadata '", key, "': a ", kind(),
+               " optimizer keeps no state of its own");
+  return [] {};
 }
 
 void Optimizer::load_state_dict(const OptimizerState& s) {
@@ -215,6 +228,7 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
   const double lr = detail::meta_double(md, "lr");
   KILN_CHECK(std::isfinite(lr) && lr >= 0, ValueError, "load_state_dict: invalid 'lr' ", lr);
   StagedHyperParameters staged = stage_hyper_parameters(md);
+  const std::function<void()> apply_optimizer_state = stage_optimizer_state(s);
 
   std::vector<int64_t> steps(np, 0);
   for (const auto& [key, value] : md) {
@@ -235,6 +249,7 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
   std::vector<std::map<std::string, Tensor>> state(np);
   const std::set<std::string> allowed(staged.state_names.begin(), staged.state_names.end());
   for (const auto& [name, t] : s.tensors) {
+    if (name.rfind("optimizer.", 0) == 0) continue;  // (checked by stage_optimizer_state)
     int64_t i = 0;
     std::string rest;
     KILN_CHECK(split_state_name(name, i, rest), ValueError, "load_state_dict: unexpected tensor '",
@@ -266,6 +281,7 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
 
   // Everything is valid: commit.
   staged.apply();
+  apply_optimizer_state();
   lr_ = lr;
   steps_ = std::move(steps);
   state_ = std::move(state);

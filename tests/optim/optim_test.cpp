@@ -594,13 +594,60 @@ TEST(LBFGS, FindsRosenbrocksMinimum) {
   EXPECT_LT(closure().item<double>(), 1e-8);
 }
 
-TEST(LBFGS, NeedsAClosureAndHasNoStateDict) {
+TEST(LBFGS, NeedsAClosureAndValidOptions) {
   Tensor x = zeros({2}, DType::Float64).requires_grad_();
   LBFGS opt({x});
   EXPECT_THROW(opt.step(), ValueError);
-  EXPECT_THROW(opt.state_dict(), NotImplementedError);
   EXPECT_THROW(LBFGS({x}, {.line_search_fn = "backtracking"}), ValueError);
   EXPECT_THROW(LBFGS({x}, {.history_size = 0}), ValueError);
+}
+
+// A run resumed from state_dict (through a safetensors file, into a fresh optimizer) takes the
+// very steps the uninterrupted run takes: the history, counters and options all come back.
+TEST(LBFGS, AResumedRunTakesTheSameStepsThroughASafetensorsFile) {
+  auto rosenbrock = [](Tensor& x, LBFGS& opt) {
+    return [&x, &opt] {
+      opt.zero_grad();
+      const Tensor x0 = x.narrow(0, 0, 1), x1 = x.narrow(0, 1, 1);
+      Tensor loss = ((1 - x0).pow(2) + 100 * (x1 - x0.pow(2)).pow(2)).sum();
+      loss.backward();
+      return loss;
+    };
+  };
+  const LBFGSOptions options{.max_iter = 5, .history_size = 4, .line_search_fn = "strong_wolfe"};
+  Tensor x = tensor({-1.5, 2.0}, DType::Float64).requires_grad_();
+  LBFGS opt({x}, options);
+  for (int i = 0; i < 2; ++i) opt.step(rosenbrock(x, opt));
+  const OptimizerState saved = opt.state_dict();
+  const std::string path = ::testing::TempDir() + "lbfgs_state.safetensors";
+  save_safetensors(path, saved.tensors, saved.metadata);
+  const Tensor x_saved = x.detach().clone();
+  for (int i = 0; i < 3; ++i) opt.step(rosenbrock(x, opt));
+
+  Tensor y = x_saved.clone().requires_grad_();
+  LBFGS resumed({y}, {.lr = 0.5});  // (options come from the state, lr included)
+  const auto file = load_safetensors(path);
+  resumed.load_state_dict({file.tensors, file.metadata});
+  EXPECT_EQ(resumed.options().history_size, 4);
+  EXPECT_EQ(resumed.lr(), 1.0);
+  EXPECT_EQ(resumed.func_evals(), saved.metadata.count("optimizer.func_evals")
+                                      ? std::stoll(saved.metadata.at("optimizer.func_evals"))
+                                      : -1);
+  for (int i = 0; i < 3; ++i) resumed.step(rosenbrock(y, resumed));
+  EXPECT_TRUE(equal(y.detach(), x.detach())) << y << " vs " << x;
+  EXPECT_EQ(resumed.n_iter(), opt.n_iter());
+  EXPECT_EQ(resumed.func_evals(), opt.func_evals());
+  // A state whose history does not fit is refused, the optimizer unchanged.
+  OptimizerState bad = saved;
+  for (auto& [name, t] : bad.tensors)
+    if (name == "optimizer.old_dirs") t = zeros({t.size(0), 3}, DType::Float64);
+  EXPECT_THROW(resumed.load_state_dict(bad), ShapeError);
+  EXPECT_EQ(resumed.n_iter(), opt.n_iter());
+  // Other optimizers have no state of their own.
+  SGD sgd({y}, {.lr = 0.1});
+  OptimizerState foreign = sgd.state_dict();
+  foreign.tensors.emplace_back("optimizer.d", zeros({2}, DType::Float64));
+  EXPECT_THROW(sgd.load_state_dict(foreign), ValueError);
 }
 
 TEST(Optimizer, ConstructionErrors) {

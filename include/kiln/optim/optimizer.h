@@ -96,6 +96,12 @@ class Optimizer {
   };
   virtual StagedHyperParameters stage_hyper_parameters(
       const std::map<std::string, std::string>& metadata) const = 0;
+  // State that belongs to the optimizer rather than to one parameter (L-BFGS's history), under
+  // names that start with "optimizer." in both the tensors and the metadata: written by
+  // save_optimizer_state, validated by stage_optimizer_state (which returns what applies it).
+  // The defaults have none and reject any.
+  virtual void save_optimizer_state(OptimizerState& state) const;
+  virtual std::function<void()> stage_optimizer_state(const OptimizerState& state) const;
 };
 
 // ---- SGD (torch.optim.SGD) ----
@@ -303,7 +309,9 @@ struct LBFGSOptions {
 // history carries over between calls. The closure zeroes the gradients, computes the loss, calls
 // backward() and returns the loss; step(closure) returns the closure's first loss. The
 // parameters are treated as one flat vector, its arithmetic in double. step() without a closure
-// and state_dict() (the history would not be saved) throw.
+// throws. state_dict() holds the history (float64 tensors "optimizer.old_dirs" [h, n],
+// "optimizer.old_stps", "optimizer.ro", "optimizer.d", "optimizer.prev_flat_grad"; the scalars
+// and counters in the metadata), so a resumed run takes the very steps an uninterrupted one does.
 class LBFGS : public Optimizer {
  public:
   explicit LBFGS(std::vector<Tensor> params, LBFGSOptions options = {});
@@ -319,6 +327,8 @@ class LBFGS : public Optimizer {
   std::map<std::string, std::string> hyper_parameters() const override;
   StagedHyperParameters stage_hyper_parameters(
       const std::map<std::string, std::string>& metadata) const override;
+  void save_optimizer_state(OptimizerState& state) const override;
+  std::function<void()> stage_optimizer_state(const OptimizerState& state) const override;
 
  private:
   std::vector<double> flat_grad() const;
