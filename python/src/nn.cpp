@@ -36,6 +36,40 @@ Tensor forward_unlocked(const Tensor& x, F&& fn) {
   return fn();
 }
 
+Tensor or_undefined(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
+
+// forward(src, <mask_name>, src_key_padding_mask, is_causal) of an encoder layer or an encoder.
+template <class Encoder>
+void bind_encoder(nb::module_& nn, const char* name, const char* mask_name) {
+  nb::class_<Encoder, nn::Module>(nn, name).def(
+      "forward",
+      [](Encoder& mod, const Tensor& src, std::optional<Tensor> mask,
+         std::optional<Tensor> src_key_padding_mask, bool is_causal) {
+        return mod.forward(src, or_undefined(mask), or_undefined(src_key_padding_mask), is_causal);
+      },
+      nb::arg("src"), nb::arg(mask_name).none() = nb::none(),
+      nb::arg("src_key_padding_mask").none() = nb::none(), nb::arg("is_causal") = false);
+}
+// forward(tgt, memory, masks..., tgt_is_causal, memory_is_causal) of a decoder layer or a
+// decoder.
+template <class Decoder>
+void bind_decoder(nb::module_& nn, const char* name) {
+  nb::class_<Decoder, nn::Module>(nn, name).def(
+      "forward",
+      [](Decoder& mod, const Tensor& tgt, const Tensor& memory, std::optional<Tensor> tgt_mask,
+         std::optional<Tensor> memory_mask, std::optional<Tensor> tgt_key_padding_mask,
+         std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal, bool memory_is_causal) {
+        return mod.forward(tgt, memory, or_undefined(tgt_mask), or_undefined(memory_mask),
+                           or_undefined(tgt_key_padding_mask),
+                           or_undefined(memory_key_padding_mask), tgt_is_causal, memory_is_causal);
+      },
+      nb::arg("tgt"), nb::arg("memory"), nb::arg("tgt_mask").none() = nb::none(),
+      nb::arg("memory_mask").none() = nb::none(),
+      nb::arg("tgt_key_padding_mask").none() = nb::none(),
+      nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("tgt_is_causal") = false,
+      nb::arg("memory_is_causal") = false);
+}
+
 }  // namespace
 
 void bind_nn(nb::module_& m) {
@@ -256,16 +290,15 @@ void bind_nn(nb::module_& m) {
       });
 
   // Attention and transformers: optional masks as None; need_weights=False gives (out, None).
-  const auto opt = [](const std::optional<Tensor>& t) { return t.value_or(Tensor()); };
   nb::class_<nn::MultiheadAttention, nn::Module>(nn, "MultiheadAttention")
       .def(
           "forward",
-          [opt](nn::MultiheadAttention& mod, const Tensor& query, const Tensor& key,
-                const Tensor& value, std::optional<Tensor> key_padding_mask, bool need_weights,
-                std::optional<Tensor> attn_mask, bool average_attn_weights, bool is_causal) {
+          [](nn::MultiheadAttention& mod, const Tensor& query, const Tensor& key,
+             const Tensor& value, std::optional<Tensor> key_padding_mask, bool need_weights,
+             std::optional<Tensor> attn_mask, bool average_attn_weights, bool is_causal) {
             auto [out, weights] =
-                mod.forward(query, key, value, opt(key_padding_mask), need_weights, opt(attn_mask),
-                            average_attn_weights, is_causal);
+                mod.forward(query, key, value, or_undefined(key_padding_mask), need_weights,
+                            or_undefined(attn_mask), average_attn_weights, is_causal);
             return nb::make_tuple(out, weights.defined() ? nb::cast(weights) : nb::none());
           },
           nb::arg("query"), nb::arg("key"), nb::arg("value"),
@@ -299,83 +332,23 @@ void bind_nn(nb::module_& m) {
                                               .bias = bias,
                                               .dtype = dtype_or_default(dtype)};
   };
-  const auto encoder_forward = [opt](auto& mod, const Tensor& src, std::optional<Tensor> mask,
-                                     std::optional<Tensor> key_padding_mask, bool is_causal) {
-    return mod.forward(src, opt(mask), opt(key_padding_mask), is_causal);
-  };
-  const auto decoder_forward =
-      [opt](auto& mod, const Tensor& tgt, const Tensor& memory, std::optional<Tensor> tgt_mask,
-            std::optional<Tensor> memory_mask, std::optional<Tensor> tgt_key_padding_mask,
-            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
-            bool memory_is_causal) {
-        return mod.forward(tgt, memory, opt(tgt_mask), opt(memory_mask), opt(tgt_key_padding_mask),
-                           opt(memory_key_padding_mask), tgt_is_causal, memory_is_causal);
-      };
-  nb::class_<nn::TransformerEncoderLayer, nn::Module>(nn, "TransformerEncoderLayer")
-      .def(
-          "forward",
-          [encoder_forward](nn::TransformerEncoderLayer& mod, const Tensor& src,
-                            std::optional<Tensor> src_mask,
-                            std::optional<Tensor> src_key_padding_mask, bool is_causal) {
-            return encoder_forward(mod, src, src_mask, src_key_padding_mask, is_causal);
-          },
-          nb::arg("src"), nb::arg("src_mask").none() = nb::none(),
-          nb::arg("src_key_padding_mask").none() = nb::none(), nb::arg("is_causal") = false);
-  nb::class_<nn::TransformerEncoder, nn::Module>(nn, "TransformerEncoder")
-      .def(
-          "forward",
-          [encoder_forward](nn::TransformerEncoder& mod, const Tensor& src,
-                            std::optional<Tensor> mask, std::optional<Tensor> src_key_padding_mask,
-                            bool is_causal) {
-            return encoder_forward(mod, src, mask, src_key_padding_mask, is_causal);
-          },
-          nb::arg("src"), nb::arg("mask").none() = nb::none(),
-          nb::arg("src_key_padding_mask").none() = nb::none(), nb::arg("is_causal") = false);
-  nb::class_<nn::TransformerDecoderLayer, nn::Module>(nn, "TransformerDecoderLayer")
-      .def(
-          "forward",
-          [decoder_forward](nn::TransformerDecoderLayer& mod, const Tensor& tgt,
-                            const Tensor& memory, std::optional<Tensor> tgt_mask,
-                            std::optional<Tensor> memory_mask,
-                            std::optional<Tensor> tgt_key_padding_mask,
-                            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
-                            bool memory_is_causal) {
-            return decoder_forward(mod, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                                   memory_key_padding_mask, tgt_is_causal, memory_is_causal);
-          },
-          nb::arg("tgt"), nb::arg("memory"), nb::arg("tgt_mask").none() = nb::none(),
-          nb::arg("memory_mask").none() = nb::none(),
-          nb::arg("tgt_key_padding_mask").none() = nb::none(),
-          nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("tgt_is_causal") = false,
-          nb::arg("memory_is_causal") = false);
-  nb::class_<nn::TransformerDecoder, nn::Module>(nn, "TransformerDecoder")
-      .def(
-          "forward",
-          [decoder_forward](nn::TransformerDecoder& mod, const Tensor& tgt, const Tensor& memory,
-                            std::optional<Tensor> tgt_mask, std::optional<Tensor> memory_mask,
-                            std::optional<Tensor> tgt_key_padding_mask,
-                            std::optional<Tensor> memory_key_padding_mask, bool tgt_is_causal,
-                            bool memory_is_causal) {
-            return decoder_forward(mod, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                                   memory_key_padding_mask, tgt_is_causal, memory_is_causal);
-          },
-          nb::arg("tgt"), nb::arg("memory"), nb::arg("tgt_mask").none() = nb::none(),
-          nb::arg("memory_mask").none() = nb::none(),
-          nb::arg("tgt_key_padding_mask").none() = nb::none(),
-          nb::arg("memory_key_padding_mask").none() = nb::none(), nb::arg("tgt_is_causal") = false,
-          nb::arg("memory_is_causal") = false);
+  bind_encoder<nn::TransformerEncoderLayer>(nn, "TransformerEncoderLayer", "src_mask");
+  bind_encoder<nn::TransformerEncoder>(nn, "TransformerEncoder", "mask");
+  bind_decoder<nn::TransformerDecoderLayer>(nn, "TransformerDecoderLayer");
+  bind_decoder<nn::TransformerDecoder>(nn, "TransformerDecoder");
   nb::class_<nn::Transformer, nn::Module>(nn, "Transformer")
       .def(
           "forward",
-          [opt](nn::Transformer& mod, const Tensor& src, const Tensor& tgt,
-                std::optional<Tensor> src_mask, std::optional<Tensor> tgt_mask,
-                std::optional<Tensor> memory_mask, std::optional<Tensor> src_key_padding_mask,
-                std::optional<Tensor> tgt_key_padding_mask,
-                std::optional<Tensor> memory_key_padding_mask, bool src_is_causal,
-                bool tgt_is_causal, bool memory_is_causal) {
-            return mod.forward(src, tgt, opt(src_mask), opt(tgt_mask), opt(memory_mask),
-                               opt(src_key_padding_mask), opt(tgt_key_padding_mask),
-                               opt(memory_key_padding_mask), src_is_causal, tgt_is_causal,
+          [](nn::Transformer& mod, const Tensor& src, const Tensor& tgt,
+             std::optional<Tensor> src_mask, std::optional<Tensor> tgt_mask,
+             std::optional<Tensor> memory_mask, std::optional<Tensor> src_key_padding_mask,
+             std::optional<Tensor> tgt_key_padding_mask,
+             std::optional<Tensor> memory_key_padding_mask, bool src_is_causal, bool tgt_is_causal,
+             bool memory_is_causal) {
+            return mod.forward(src, tgt, or_undefined(src_mask), or_undefined(tgt_mask),
+                               or_undefined(memory_mask), or_undefined(src_key_padding_mask),
+                               or_undefined(tgt_key_padding_mask),
+                               or_undefined(memory_key_padding_mask), src_is_causal, tgt_is_causal,
                                memory_is_causal);
           },
           nb::arg("src"), nb::arg("tgt"), nb::arg("src_mask").none() = nb::none(),

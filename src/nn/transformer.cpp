@@ -193,6 +193,20 @@ std::shared_ptr<LayerNorm> norm_of(int64_t d_model, const TransformerEncoderLaye
   return std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, o.layer_norm_eps, true, o.bias,
                                      o.dtype);
 }
+// num_layers layers of one configuration, each starting with the first one's weights (as
+// PyTorch's deep copies of one layer do), for an encoder or a decoder to register.
+template <class Layer>
+std::vector<std::shared_ptr<Layer>> stack_of(const char* who, int64_t d_model, int64_t nhead,
+                                             int64_t num_layers,
+                                             const TransformerEncoderLayerOptions& o) {
+  KILN_CHECK(num_layers > 0, ValueError, who, ": num_layers must be positive, got ", num_layers);
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    layers.push_back(std::make_shared<Layer>(d_model, nhead, o));
+    if (l > 0) layers.back()->load_state_dict(layers.front()->state_dict());
+  }
+  return layers;
+}
 // linear2(dropout(activation(linear1(x)))).
 Tensor feed_forward(const TransformerEncoderLayerOptions& o, Linear& linear1, Dropout& dropout,
                     Linear& linear2, const Tensor& x) {
@@ -238,18 +252,10 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 TransformerEncoder::TransformerEncoder(int64_t d_model, int64_t nhead, int64_t num_layers,
                                        TransformerEncoderLayerOptions options, bool final_norm)
     : Module("TransformerEncoder") {
-  KILN_CHECK(num_layers > 0, ValueError, "TransformerEncoder: num_layers must be positive, got ",
-             num_layers);
-  for (int64_t l = 0; l < num_layers; ++l) {
-    layers.push_back(
-        register_module("layers." + std::to_string(l),
-                        std::make_shared<TransformerEncoderLayer>(d_model, nhead, options)));
-    if (l > 0) layers.back()->load_state_dict(layers.front()->state_dict());
-  }
-  if (final_norm)
-    norm = register_module(
-        "norm", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model}, options.layer_norm_eps,
-                                            true, options.bias, options.dtype));
+  for (auto& layer :
+       stack_of<TransformerEncoderLayer>("TransformerEncoder", d_model, nhead, num_layers, options))
+    layers.push_back(register_module("layers." + std::to_string(layers.size()), layer));
+  if (final_norm) norm = register_module("norm", norm_of(d_model, options));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
@@ -308,14 +314,9 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 TransformerDecoder::TransformerDecoder(int64_t d_model, int64_t nhead, int64_t num_layers,
                                        TransformerDecoderLayerOptions options, bool final_norm)
     : Module("TransformerDecoder") {
-  KILN_CHECK(num_layers > 0, ValueError, "TransformerDecoder: num_layers must be positive, got ",
-             num_layers);
-  for (int64_t l = 0; l < num_layers; ++l) {
-    layers.push_back(
-        register_module("layers." + std::to_string(l),
-                        std::make_shared<TransformerDecoderLayer>(d_model, nhead, options)));
-    if (l > 0) layers.back()->load_state_dict(layers.front()->state_dict());
-  }
+  for (auto& layer :
+       stack_of<TransformerDecoderLayer>("TransformerDecoder", d_model, nhead, num_layers, options))
+    layers.push_back(register_module("layers." + std::to_string(layers.size()), layer));
   if (final_norm) norm = register_module("norm", norm_of(d_model, options));
 }
 
