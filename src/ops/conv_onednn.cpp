@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ops/pointwise.h"
@@ -118,12 +119,16 @@ struct Primitives {
   std::optional<dnnl::convolution_backward_weights> weights;
 };
 
-Primitives& primitives_for(const Geometry& g, bool bias) {
+// The cache: entries are shared, so a clear (when it is full) never frees primitives another
+// thread is running; one mutex guards the map and the lazily made backward primitives.
+std::mutex& primitives_mutex() {
   static std::mutex mu;
-  static auto* cache = new std::map<std::string, std::unique_ptr<Primitives>>();
+  return mu;
+}
+std::shared_ptr<Primitives> primitives_locked(const Geometry& g, bool bias) {
+  static auto* cache = new std::map<std::string, std::shared_ptr<Primitives>>();
   const std::string key = g.key + (bias ? "b" : "");
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache->find(key); it != cache->end()) return *it->second;
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
   // (Bounded: a program sweeping sizes would otherwise keep every geometry's descriptors.)
   if (cache->size() >= 512) cache->clear();
   const auto kind = dnnl::prop_kind::forward_training;
@@ -135,27 +140,30 @@ Primitives& primitives_for(const Geometry& g, bool bias) {
            : dnnl::convolution_forward::desc(kind, algo, any_md(g.src), any_md(g.weights),
                                              any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
   dnnl::convolution_forward::primitive_desc pd(desc, cpu_engine());
-  auto entry = std::make_unique<Primitives>(Primitives{pd, dnnl::convolution_forward(pd)});
-  return *cache->emplace(key, std::move(entry)).first->second;
+  auto entry = std::make_shared<Primitives>(Primitives{pd, dnnl::convolution_forward(pd)});
+  cache->emplace(key, entry);
+  return entry;
 }
-Primitives& with_backward_data(const Geometry& g) {
-  Primitives& p = primitives_for(g, false);
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!p.data) {
+std::shared_ptr<Primitives> primitives_for(const Geometry& g, bool bias) {
+  std::lock_guard<std::mutex> lock(primitives_mutex());
+  return primitives_locked(g, bias);
+}
+std::shared_ptr<Primitives> with_backward_data(const Geometry& g) {
+  std::lock_guard<std::mutex> lock(primitives_mutex());
+  std::shared_ptr<Primitives> p = primitives_locked(g, false);
+  if (!p->data) {
     const dnnl::convolution_backward_data::desc desc(
         dnnl::algorithm::convolution_direct, any_md(g.src), any_md(g.weights), any_md(g.dst),
         g.strides, g.dilates, g.pad_l, g.pad_r);
-    p.data_pd.emplace(desc, cpu_engine(), p.forward_pd);
-    p.data.emplace(*p.data_pd);
+    p->data_pd.emplace(desc, cpu_engine(), p->forward_pd);
+    p->data.emplace(*p->data_pd);
   }
   return p;
 }
-Primitives& with_backward_weights(const Geometry& g, bool bias) {
-  Primitives& p = primitives_for(g, bias);
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!p.weights) {
+std::shared_ptr<Primitives> with_backward_weights(const Geometry& g, bool bias) {
+  std::lock_guard<std::mutex> lock(primitives_mutex());
+  std::shared_ptr<Primitives> p = primitives_locked(g, bias);
+  if (!p->weights) {
     const auto algo = dnnl::algorithm::convolution_direct;
     const dnnl::convolution_backward_weights::desc desc =
         bias ? dnnl::convolution_backward_weights::desc(algo, any_md(g.src), any_md(g.weights),
@@ -164,8 +172,8 @@ Primitives& with_backward_weights(const Geometry& g, bool bias) {
              : dnnl::convolution_backward_weights::desc(algo, any_md(g.src), any_md(g.weights),
                                                         any_md(g.dst), g.strides, g.dilates,
                                                         g.pad_l, g.pad_r);
-    p.weights_pd.emplace(desc, cpu_engine(), p.forward_pd);
-    p.weights.emplace(*p.weights_pd);
+    p->weights_pd.emplace(desc, cpu_engine(), p->forward_pd);
+    p->weights.emplace(*p->weights_pd);
   }
   return p;
 }
@@ -332,7 +340,8 @@ void conv_kernel(const OpCall& c, std::span<Tensor> outs) {
         g, [&](int64_t y_at, int64_t w_at, int64_t x_at) { ys[y_at] += xs[x_at] * ws[w_at]; });
     return;
   }
-  Primitives& p = primitives_for(g, has_bias);
+  const std::shared_ptr<Primitives> shared = primitives_for(g, has_bias);
+  const Primitives& p = *shared;
   std::vector<Argument> args = {
       {DNNL_ARG_SRC, plain_md(g.src, g.data_tag), p.forward_pd.src_desc(), f32(x), false},
       {DNNL_ARG_WEIGHTS, plain_md(g.weights, g.weights_tag), p.forward_pd.weights_desc(), f32(w),
@@ -373,7 +382,8 @@ void backward_input_kernel(const OpCall& c, std::span<Tensor> outs) {
         g, [&](int64_t y_at, int64_t w_at, int64_t x_at) { dxs[x_at] += dys[y_at] * ws[w_at]; });
     return;
   }
-  Primitives& p = with_backward_data(g);
+  const std::shared_ptr<Primitives> shared = with_backward_data(g);
+  const Primitives& p = *shared;
   execute(*p.data, {{DNNL_ARG_DIFF_DST, plain_md(g.dst, g.data_tag), p.data_pd->diff_dst_desc(),
                      f32(dy), false},
                     {DNNL_ARG_WEIGHTS, plain_md(g.weights, g.weights_tag),
@@ -424,7 +434,8 @@ void backward_weight_kernel(const OpCall& c, std::span<Tensor> outs) {
     }
     return;
   }
-  Primitives& p = with_backward_weights(g, has_bias);
+  const std::shared_ptr<Primitives> shared = with_backward_weights(g, has_bias);
+  const Primitives& p = *shared;
   std::vector<Argument> args = {
       {DNNL_ARG_SRC, plain_md(g.src, g.data_tag), p.weights_pd->src_desc(), f32(x), false},
       {DNNL_ARG_DIFF_DST, plain_md(g.dst, g.data_tag), p.weights_pd->diff_dst_desc(), f32(dy),

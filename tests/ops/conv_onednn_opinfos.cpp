@@ -3,6 +3,10 @@
 // float64 references written as the textbook loops. float32 runs oneDNN's kernels; float64 (which
 // oneDNN lacks) runs the ops' direct loops, and its gradchecks, first and second order, check the
 // derivative formulas that tie the three ops together.
+#include <gtest/gtest.h>
+
+#include <thread>
+
 #include "ops/conv_onednn.h"
 #include "ops/opinfo.h"
 
@@ -196,6 +200,42 @@ const bool registered = [] {
   }
   return true;
 }();
+
+// Threads that convolve at once (sharing the primitive cache; each its own stream and scratch)
+// get what one thread alone gets, forward and backward.
+TEST(OneDnnConvolution, ThreadsRunningAtOnceGetWhatOneThreadGets) {
+  std::vector<Tensor> xs, ws, want_y, want_gx;
+  for (int64_t g = 0; g < 3; ++g) {
+    xs.push_back(mk({2, 3 + g, 9 + g, 8}, DType::Float32, 20 + static_cast<uint32_t>(g)));
+    ws.push_back(mk({4, 3 + g, 3, 2}, DType::Float32, 30 + static_cast<uint32_t>(g)));
+  }
+  auto run = [&](size_t g) {
+    Tensor x = xs[g].detach().requires_grad_();
+    Tensor y = ops::onednn_conv(x, ws[g], {}, {1, 2}, {1, 0}, {1, 1}, 1);
+    (y * y).sum().backward();
+    return std::pair{y.detach(), x.grad()};
+  };
+  for (size_t g = 0; g < 3; ++g) {
+    auto [y, gx] = run(g);
+    want_y.push_back(y);
+    want_gx.push_back(gx);
+  }
+  std::vector<int> mismatches(2, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 12; ++i) {
+        const size_t g = static_cast<size_t>((i + t) % 3);
+        auto [y, gx] = run(g);
+        // (Within rounding: a thread's OpenMP team may differ in size from the main thread's,
+        // and oneDNN splits some sums by thread.)
+        mismatches[static_cast<size_t>(t)] +=
+            !allclose(y, want_y[g], 1e-5, 1e-5) || !allclose(gx, want_gx[g], 1e-5, 1e-5);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches, (std::vector<int>{0, 0}));
+}
 
 }  // namespace
 }  // namespace kiln::testing
