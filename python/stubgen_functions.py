@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Writes the type stubs of kiln's generated functions: kiln/_functions.pyi (kiln.<name>) and
-kiln/nn/functional.pyi, from the schemas of the op and function registries (run at install
-time by python/CMakeLists.txt, after nanobind's stub of kiln._C).
+"""Writes the type stubs of kiln's generated functions: kiln/_functions.pyi (kiln.<name>),
+kiln/nn/functional.pyi, and the generated Tensor methods (x.sum(1), x.add_(y)) added to class
+Tensor in nanobind's kiln/_C.pyi, from the schemas of the op and function registries (run at
+install time by python/CMakeLists.txt, after nanobind's stub of kiln._C).
 
     python stubgen_functions.py <folder holding the kiln package>
 """
 import keyword
 import os
+import re
 import sys
 
 TYPES = {
@@ -16,6 +18,12 @@ TYPES = {
 }
 
 
+def is_method(C, schema):
+    """As the extension decides (op_functions.cpp): the first parameter is `Tensor self`."""
+    params = C._parse_schema(schema)[1]
+    return bool(params) and params[0][0] == "self" and params[0][1] == "Tensor" and not params[0][2]
+
+
 def signature(C, schema, first_is_self):
     name, params, returns, returns_list, returns_number = C._parse_schema(schema)
     parts, keyword_only = [], False
@@ -23,7 +31,10 @@ def signature(C, schema, first_is_self):
         if kw_only and not keyword_only:
             parts.append("*")
             keyword_only = True
-        pname = "input" if i == 0 and pname == "self" and not first_is_self else pname
+        if i == 0 and first_is_self:  # a method's receiver
+            parts.append("self")
+            continue
+        pname = "input" if i == 0 and pname == "self" else pname
         if keyword.iskeyword(pname):  # uniform_'s `from`: positional only from Python
             pname += "_"
         annotation = TYPES[ptype] + (" | None" if optional else "")
@@ -57,6 +68,38 @@ def write_stub(C, functions, path, header):
         f.write("\n".join(lines))
 
 
+def add_tensor_methods(C, path):
+    """Appends to class Tensor in nanobind's stub the methods the extension sets on Tensor from
+    the registries (those bound by hand, already in the stub, keep their own form)."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("class Tensor"))
+    end = start + 1
+    while end < len(lines) and (not lines[end] or lines[end].startswith(" ")):
+        end += 1
+    bound = set(re.findall(r"^    def (\w+)\(", "\n".join(lines[start:end]), re.M))
+    added = []
+    for name in sorted(C.functions.top):
+        if name in bound:
+            continue
+        schemas = [s for s in C.functions.top[name].schemas if is_method(C, s)]
+        for schema in schemas:
+            if len(schemas) > 1:
+                added.append("    @overload")
+            added.append(f"    def {name}{signature(C, schema, True)[1]}: ...")
+            added.append("")
+    while end > start and not lines[end - 1]:
+        end -= 1
+    lines[end:end] = ["", "    # Generated from the registries' schemas (python/stubgen_functions.py)."] + added
+    text = "\n".join(lines)
+    if "from typing import overload" not in text:
+        text = "from typing import overload\n" + text
+    if "from collections.abc import Sequence" not in text:
+        text = "from collections.abc import Sequence\n" + text
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     root = sys.argv[1]
     # The extension just installed (not one an earlier install left in site-packages).
@@ -71,6 +114,7 @@ def main():
     os.makedirs(os.path.join(root, "kiln", "nn"), exist_ok=True)
     write_stub(_C, _C.functions.submodules.get("nn.functional", {}),
                os.path.join(root, "kiln", "nn", "functional.pyi"), header)
+    add_tensor_methods(_C, os.path.join(root, "kiln", "_C.pyi"))
 
 
 if __name__ == "__main__":

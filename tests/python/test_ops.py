@@ -63,7 +63,9 @@ def test_generated_stubs_describe_the_functions():
     import ast
     import os
     folder = os.path.dirname(kiln.__file__)
-    for stub, name in [("_C.pyi", "class Tensor"), ("_functions.pyi", "def sum("),
+    # (The generated Tensor methods are in class Tensor: x.sum(1), x.add_(y).)
+    for stub, name in [("_C.pyi", "class Tensor"), ("_C.pyi", "    def sum(self, dim"),
+                       ("_C.pyi", "    def add_(self, other"), ("_functions.pyi", "def sum("),
                        (os.path.join("nn", "functional.pyi"), "def conv2d(")]:
         with open(os.path.join(folder, stub)) as f:
             text = f.read()
