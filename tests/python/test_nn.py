@@ -187,3 +187,41 @@ def test_attention_and_transformer_modules_as_torch():
     assert (decoded - y).abs().amax().item() == 0.0
     y.sum().backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+def test_lr_schedulers_as_torch():
+    from kiln.optim import lr_scheduler
+    w = nn.Parameter(kiln.zeros(3))
+    opt = kiln.optim.SGD([w], lr=0.1, momentum=0.9)
+    step = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    lrs = []
+    for _ in range(5):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        step.step()
+    assert lrs == pytest.approx([0.1, 0.1, 0.05, 0.05, 0.025])
+    assert step.get_last_lr() == pytest.approx([0.025]) and step.last_epoch == 5  # epoch 5
+
+    opt = kiln.optim.SGD([w], lr=1.0)
+    warm = lr_scheduler.LambdaLR(opt, lambda epoch: min(1.0, (epoch + 1) / 4))
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.25)
+    warm.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.5)
+
+    opt = kiln.optim.SGD([w], lr=0.1, momentum=0.9)
+    cycle = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1.0 / 25)  # max_lr / div_factor
+    assert opt.param_groups[0]["momentum"] == pytest.approx(0.95)
+    # PyTorch 2.15's values for these arguments (recorded): the peak at step 2, then annealing.
+    expected = [(0.52, 0.9), (1.0, 0.85), (0.9504846320134737, 0.854951556604879)]
+    for lr, momentum in expected:
+        cycle.step()
+        assert opt.param_groups[0]["lr"] == pytest.approx(lr, rel=1e-12)
+        assert opt.param_groups[0]["momentum"] == pytest.approx(momentum, rel=1e-12)
+
+    opt = kiln.optim.SGD([w], lr=0.1)
+    plateau = lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+    for metric in (1.0, 0.5, 0.6, 0.7):
+        plateau.step(metric)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
+    assert plateau.get_last_lr() == pytest.approx([0.05])

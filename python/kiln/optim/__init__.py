@@ -4,7 +4,7 @@ Each wraps a C++ optimizer that updates the very tensors the parameters hold (on
 op per parameter). One parameter group: param_groups[0]["lr"] = x sets the learning rate, as a
 scheduler would.
 """
-from . import _C
+from .. import _C
 
 
 class _ParamGroup(dict):
@@ -43,7 +43,7 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            from .autograd import enable_grad
+            from ..autograd import enable_grad
             with enable_grad():
                 loss = closure()
         self._native.step()
@@ -109,3 +109,6 @@ class Adadelta(Optimizer):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
                                       maximize=maximize),
                          lambda p: _C.optim.Adadelta(p, lr, rho, eps, weight_decay, maximize))
+
+
+from . import lr_scheduler  # noqa: E402,F401  (torch.optim.lr_scheduler's place)
