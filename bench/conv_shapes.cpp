@@ -42,10 +42,12 @@ void compare(const Shape& s, int runs) {
   stream st(eng);
   const memory::dims src{s.n, s.c, s.h, s.h}, wei{s.o, s.c, s.k, s.k}, bias{s.o},
       dst{s.n, s.o, out, out}, strides{s.stride, s.stride}, dil{0, 0}, pad{s.padding, s.padding};
-  auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, tag::any); };
-  convolution_forward::desc desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                 any(src), any(wei), memory::desc(bias, memory::data_type::f32, tag::x),
-                                 any(dst), strides, dil, pad, pad);
+  auto any = [](const memory::dims& d) {
+    return memory::desc(d, memory::data_type::f32, tag::any);
+  };
+  convolution_forward::desc desc(
+      prop_kind::forward_training, algorithm::convolution_direct, any(src), any(wei),
+      memory::desc(bias, memory::data_type::f32, tag::x), any(dst), strides, dil, pad, pad);
   convolution_forward::primitive_desc pd(desc, eng);
   memory m_src(pd.src_desc(), eng), m_wei(pd.weights_desc(), eng), m_bias(pd.bias_desc(), eng),
       m_dst(pd.dst_desc(), eng);
@@ -78,11 +80,12 @@ void compare(const Shape& s, int runs) {
 
 int main() {
   const Shape shapes[] = {
-      {"W10 conv1", 64, 1, 28, 32, 3, 1, 0},       {"W10 conv2", 64, 32, 26, 64, 3, 1, 0},
-      {"W9 stem", 16, 3, 64, 64, 7, 2, 3},         {"W9 layer1", 16, 64, 16, 64, 3, 1, 1},
+      {"W10 conv1", 64, 1, 28, 32, 3, 1, 0},        {"W10 conv2", 64, 32, 26, 64, 3, 1, 0},
+      {"W9 stem", 16, 3, 64, 64, 7, 2, 3},          {"W9 layer1", 16, 64, 16, 64, 3, 1, 1},
       {"W9 layer2 down", 16, 64, 16, 128, 3, 2, 1}, {"W9 layer3", 16, 256, 4, 256, 3, 1, 1},
       {"W9 layer4", 16, 512, 2, 512, 3, 1, 1},
   };
-  std::printf("| shape | input * weight / stride | Kiln ms | oneDNN ms | ratio |\n|---|---|---|---|---|\n");
+  std::printf(
+      "| shape | input * weight / stride | Kiln ms | oneDNN ms | ratio |\n|---|---|---|---|---|\n");
   for (const Shape& s : shapes) compare(s, 21);
 }

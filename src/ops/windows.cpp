@@ -55,6 +55,14 @@ Geometry geometry(const char* op, const Attrs& a, size_t first, const Dims& spat
   return g;
 }
 
+// x's strides along its spatial dims, padded to 3 as Geometry is (a missing dim's stride 0).
+std::array<int64_t, 3> spatial_strides(const Tensor& x) {
+  std::array<int64_t, 3> st{0, 0, 0};
+  const auto dims = static_cast<size_t>(x.dim() - 2);
+  for (size_t d = 0; d < dims; ++d) st[3 - dims + d] = x.stride(static_cast<int64_t>(2 + d));
+  return st;
+}
+
 Dims spatial_of(const Tensor& x, const char* op) {
   KILN_CHECK(x.dim() >= 3 && x.dim() <= 5, ShapeError, op,
              ": expected [N, C, spatial...] with 1 to 3 spatial dims, got ", x.shape_str());
@@ -151,8 +159,7 @@ void unfold_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Dims spatial = spatial_of(x, "unfold_windows");
   const Geometry g = geometry("unfold_windows", c.attrs, 0, spatial);
   const int64_t channels = x.size(1), planes = x.size(0) * channels;
-  std::array<int64_t, 3> st{0, 0, 0};
-  for (size_t d = 0; d < spatial.size(); ++d) st[3 - spatial.size() + d] = x.stride(2 + d);
+  const std::array<int64_t, 3> st = spatial_strides(x);
   const int64_t per_plane = g.out_numel() * g.kernel_numel();
   // Where plane p = (n, c) starts in the output, and its windows' layout there.
   const bool channels_last = c.attrs.b(7);
@@ -261,8 +268,7 @@ void argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Dims spatial = spatial_of(x, "window_argmax");
   const Geometry g = geometry("window_argmax", c.attrs, 0, spatial);
   const int64_t channels = x.size(1), planes = x.size(0) * channels;
-  std::array<int64_t, 3> st{0, 0, 0};
-  for (size_t d = 0; d < spatial.size(); ++d) st[3 - spatial.size() + d] = x.stride(2 + d);
+  const std::array<int64_t, 3> st = spatial_strides(x);
   const int64_t per_plane = g.out_numel();
   // Runs address output positions (every kernel position onto the same ones).
   const WindowStrides layout{{g.out[1] * g.out[2], g.out[2], 1}, {0, 0, 0}};

@@ -1255,6 +1255,18 @@ KILN_OPINFO(OpInfo{
     .trailing_params = 1,
 });
 
+// A pad's output sizes and each dim's left pad, for pads as (left, right) pairs from the last
+// dim.
+std::pair<Ints, Ints> padded_layout(const Ints& in, const Ints& pads) {
+  Ints sizes = in, left(in.size(), 0);
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    const size_t d = in.size() - 1 - i;
+    left[d] = pads[2 * i];
+    sizes[d] += pads[2 * i] + pads[2 * i + 1];
+  }
+  return {sizes, left};
+}
+
 // Pad params: [value, pads...].
 KILN_OPINFO(OpInfo{
     .name = "pad",
@@ -1289,12 +1301,7 @@ KILN_OPINFO(OpInfo{
           const double value = cast_to(in[1].v[0], x.dtype);
           const Ints p = ints_of(in[1]);
           const Ints pads(p.begin() + 1, p.end());
-          Ints sizes = x.sizes, left(static_cast<size_t>(x.dim()), 0);
-          for (size_t i = 0; i < pads.size() / 2; ++i) {
-            const int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
-            left[d] = pads[2 * i];
-            sizes[d] += pads[2 * i] + pads[2 * i + 1];
-          }
+          const auto [sizes, left] = padded_layout(x.sizes, pads);
           Ref out = make_ref(sizes, x.dtype);
           for (int64_t i = 0; i < out.numel(); ++i) {
             Ints idx = out.unravel(i);
@@ -1356,12 +1363,7 @@ KILN_OPINFO(OpInfo{
           const Ints p = ints_of(in[1]);
           const int64_t mode = p[0];
           const Ints pads(p.begin() + 1, p.end());
-          Ints sizes = x.sizes, left(static_cast<size_t>(x.dim()), 0);
-          for (size_t i = 0; i < pads.size() / 2; ++i) {
-            const int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
-            left[d] = pads[2 * i];
-            sizes[d] += pads[2 * i] + pads[2 * i + 1];
-          }
+          const auto [sizes, left] = padded_layout(x.sizes, pads);
           Ref out = make_ref(sizes, x.dtype);
           for (int64_t i = 0; i < out.numel(); ++i) {
             Ints idx = out.unravel(i);
