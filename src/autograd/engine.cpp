@@ -168,20 +168,30 @@ namespace {
 // gone needs no gradient.
 // `g` itself when nothing else can see or change its memory (the engine's own result: kept,
 // as PyTorch's AccumulateGrad steals it), else a copy. A contiguous view that is the only user
-// of its base (a gradient computed as (a^T b)^T, say) counts too, as a plain tensor over the
-// same memory. (A pending gradient's memory may be shared by views the engine cannot see.)
+// of its base (a gradient computed as (a^T b)^T, or a sum's [1, C, 1, 1] viewed as [C]) counts
+// too. A pending gradient (a captured backward's) is judged the same way on its pending value:
+// every view or detach() of a pending tensor holds the value that owns the memory.
 Tensor exclusive_or_copy(Tensor g) {
   TensorImpl* impl = g.impl();
-  if (g.impl_ptr().use_count() == 1 && g.is_contiguous() && impl->has_storage() &&
-      !g.requires_grad()) {
-    const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
-    if (storage.use_count() == 1) return g;
-    const std::shared_ptr<TensorImpl>& base = impl->view_base();
-    if (storage.use_count() == 2 && base && base.use_count() == 1 &&
-        base->storage_if_concrete() == storage && !base->requires_grad())
-      return Tensor(std::make_shared<TensorImpl>(storage, impl->storage_offset(), impl->sizes(),
-                                                 impl->strides(), impl->dtype()));
+  if (g.impl_ptr().use_count() != 1 || !g.is_contiguous() || g.requires_grad())
+    return g.detach().clone();
+  const std::shared_ptr<TensorImpl>& base = impl->view_base();
+  const bool base_only_here = base && base.use_count() == 1 && !base->requires_grad();
+  if (impl->is_pending()) {
+    const std::shared_ptr<PendingValue>& p = impl->pending();
+    if (p.use_count() == 1 && p->memory_is_private()) return g;
+    // The base's value owns the memory, held by the base and by this view alone.
+    if (p.use_count() == 1 && base_only_here && base->is_pending() &&
+        base->pending()->memory_id() == p->memory_id() && base->pending().use_count() == 2)
+      return g;
+    return g.detach().clone();
   }
+  const std::shared_ptr<Storage>& storage = impl->storage_if_concrete();
+  if (storage && storage.use_count() == 1) return g;
+  if (storage && storage.use_count() == 2 && base_only_here &&
+      base->storage_if_concrete() == storage)
+    return Tensor(std::make_shared<TensorImpl>(storage, impl->storage_offset(), impl->sizes(),
+                                               impl->strides(), impl->dtype()));
   return g.detach().clone();
 }
 

@@ -64,6 +64,7 @@ class PendingTensor final : public PendingValue {
   const void* memory_id() const override { return buffer_; }
   uint64_t version() const override { return buffer_->version; }
   int64_t capacity() const override { return buffer_->numel; }
+  bool memory_is_private() const override { return owner_ == nullptr || owner_.use_count() == 1; }
   Buffer& buffer() const { return *buffer_; }
 
   // A value_version no buffer reaches: the value must be re-derived from the buffer.

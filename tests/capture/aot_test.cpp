@@ -878,6 +878,67 @@ TEST(AotAutograd, AnInlinedBackwardCompilesOneGraphAndHitsTheCache) {
   EXPECT_EQ(counting.backward->load(), 0);
 }
 
+// A leaf takes the gradient the traced backward computed as its own, without a copy in the
+// graph, as eager's AccumulateGrad does; a gradient two leaves share is still copied for one of
+// them, so that writing one leaf's gradient leaves the other's as it was.
+TEST(AotAutograd, AnInlinedBackwardGivesLeavesTheirGradientsWithoutACopy) {
+  auto copies = std::make_shared<int>(0);
+  CompileOptions o;
+  o.backend = aot_autograd(testing::eager_seeing([copies](const ir::Graph& g) {
+    for (const ir::Node& n : g.nodes)
+      if (n.kind == ir::NodeKind::Call && (n.op->name == "to_copy" || n.op->name == "clone"))
+        ++*copies;
+  }));
+  manual_seed(5);
+  const Tensor x = randn({16, 4});
+  Tensor w = randn({4, 8}).requires_grad_();
+  auto f = compile(
+      [&] {
+        matmul(x, w).tanh().sum().backward();
+        return w.grad() * 1.0;
+      },
+      o);
+  const Tensor got = f();
+  EXPECT_EQ(*copies, 0);
+  Tensor we = w.detach().clone().requires_grad_();
+  matmul(x, we).tanh().sum().backward();
+  EXPECT_TRUE(allclose(got, we.grad(), 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(w.grad(), we.grad(), 1e-6, 1e-6));
+
+  // A gradient that reaches its leaf as a view of a reduction (batch norm's weight: a sum over
+  // [N, C, H, W] kept as [1, C, 1, 1], viewed as [C]) is taken without a copy too.
+  const Tensor images = randn({2, 3, 4, 4});
+  Tensor scale = randn({3}).requires_grad_();
+  auto h = compile(
+      [&] {
+        (images * scale.view({1, 3, 1, 1})).tanh().sum().backward();
+        return scale.grad() * 1.0;
+      },
+      o);
+  const Tensor got_scale = h();
+  EXPECT_EQ(*copies, 0);
+  Tensor scale_e = scale.detach().clone().requires_grad_();
+  (images * scale_e.view({1, 3, 1, 1})).tanh().sum().backward();
+  EXPECT_TRUE(allclose(got_scale, scale_e.grad(), 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(scale.grad(), scale_e.grad(), 1e-6, 1e-6));
+
+  // (a + b)'s backward hands both leaves one gradient: writing a's inside the graph and
+  // outside it after the call leaves b's alone.
+  Tensor a = randn({4}).requires_grad_(), b = randn({4}).requires_grad_();
+  const Tensor y = randn({4});
+  auto g = compile(
+      [&] {
+        ((a + b) * y).sum().backward();
+        a.grad().mul_(2.0);
+        return b.grad() * 1.0;
+      },
+      o);
+  expect_equal(g(), y);
+  expect_equal(a.grad(), y * 2.0);
+  a.grad().add_(1.0);
+  expect_equal(b.grad(), y);
+}
+
 // What still runs the graph first (a graph break), as before inline tracing: retain_graph and
 // create_graph (the node must stay usable), and grad() asking for a value of the graph itself.
 TEST(AotAutograd, RetainGraphAndGradOfAnIntermediateRunTheGraphFirst) {

@@ -39,6 +39,9 @@ struct PendingValue {
   virtual uint64_t version() const = 0;
   // How many elements the memory will hold (bounds for views made before it exists).
   virtual int64_t capacity() const = 0;
+  // True when no tensor but the holders of this PendingValue can see its memory (every view
+  // or detach() holds the value whose memory it shares).
+  virtual bool memory_is_private() const { return false; }
 };
 
 // Concrete memory with writes recorded but not run yet (graph capture's in-place writes into
