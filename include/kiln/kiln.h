@@ -8,6 +8,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/interrupt.h"
 #include "kiln/core/parallel.h"
 #include "kiln/core/random.h"
 #include "kiln/core/scalar.h"

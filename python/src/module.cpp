@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "kiln/capture/compile.h"
 #include "kiln/core/dtype.h"
+#include "kiln/core/interrupt.h"
 
 namespace kiln::python {
 
@@ -153,6 +154,21 @@ DType to_dtype(nb::handle h, const char* what) {
           .c_str());
 }
 
+namespace {
+// Ctrl-C while Kiln waits for the C++ compiler: Python's signal handlers run here (they run
+// only on the main thread; elsewhere PyErr_CheckSignals does nothing), and whatever they raise,
+// KeyboardInterrupt by default, propagates out of the compiling call unchanged.
+void run_python_signal_handlers() {
+#if PY_VERSION_HEX >= 0x030D0000
+  if (!Py_IsInitialized() || Py_IsFinalizing()) return;
+#else
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+#endif
+  nb::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+}
+}  // namespace
+
 }  // namespace kiln::python
 
 NB_MODULE(_C, m) {
@@ -169,6 +185,8 @@ NB_MODULE(_C, m) {
   bind_nn(m);
   bind_optim(m);
   bind_io(m);
+  bind_data(m);
   bind_bench_hooks(m);
   bind_extending(m);
+  kiln::set_interrupt_check(&run_python_signal_handlers);
 }

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "kiln/core/interrupt.h"
+
 extern char** environ;
 
 namespace kiln::detail {
@@ -116,25 +118,15 @@ std::string find_executable(const std::string& name) {
   return "";
 }
 
-std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs,
-                                         double timeout_seconds) {
-  std::vector<ProcessResult> results(argvs.size());
-  std::vector<Running> running(argvs.size());
-  for (size_t j = 0; j < argvs.size(); ++j) running[j] = start(argvs[j], results[j]);
-  const bool limited = timeout_seconds > 0;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(limited ? timeout_seconds : 0));
-  auto time_left_ms = [&]() -> int {
-    if (!limited) return -1;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return static_cast<int>(std::max<int64_t>(0, left.count()));
-  };
-  std::chrono::microseconds reap_wait(50);
-  // Read every pipe until it closes (the program and everything it started have exited or
-  // closed their output), then reap; at the deadline kill what is left.
+// Reads every pipe until it closes (the program and everything it started have exited or
+// closed their output), then reaps; returns at the deadline too. Between polls it runs the
+// interrupt check, which may throw.
+template <class TimeLeft>
+void wait_for(std::vector<Running>& running, std::vector<ProcessResult>& results, bool limited,
+              const TimeLeft& time_left_ms, std::chrono::microseconds reap_wait,
+              int interrupt_poll_ms) {
   for (;;) {
+    poll_interrupt("waiting for a child process");
     std::vector<pollfd> fds;
     std::vector<size_t> owner;
     for (size_t j = 0; j < running.size(); ++j)
@@ -166,7 +158,9 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
       reap_wait = std::min(reap_wait * 2, std::chrono::microseconds(5000));
       continue;
     }
-    const int ready = poll(fds.data(), fds.size(), time_left_ms());
+    const int left = time_left_ms();
+    const int ready = poll(fds.data(), fds.size(),
+                           left < 0 ? interrupt_poll_ms : std::min(left, interrupt_poll_ms));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;  // the deadline: checked at the top
     for (size_t f = 0; f < fds.size(); ++f) {
@@ -182,24 +176,56 @@ std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::stri
       }
     }
   }
-  // Here every output is closed and every process reaped, or the deadline has passed: then
-  // whatever is unfinished goes, its whole group (a compiler driver's cc1plus and as too).
-  for (size_t j = 0; j < running.size(); ++j) {
-    Running& r = running[j];
-    const bool output_open = r.out >= 0;
-    if (output_open) close(r.out);
-    if (r.pid <= 0) continue;
-    int status = 0;
-    if (!r.reaped && waitpid(r.pid, &status, WNOHANG) == r.pid) {
+}
+
+std::vector<ProcessResult> run_processes(const std::vector<std::vector<std::string>>& argvs,
+                                         double timeout_seconds) {
+  poll_interrupt("starting a child process");  // nothing starts while an interrupt unwinds
+  std::vector<ProcessResult> results(argvs.size());
+  std::vector<Running> running(argvs.size());
+  for (size_t j = 0; j < argvs.size(); ++j) running[j] = start(argvs[j], results[j]);
+  const bool limited = timeout_seconds > 0;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(limited ? timeout_seconds : 0));
+  auto time_left_ms = [&]() -> int {
+    if (!limited) return -1;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  };
+  // How long one poll waits at most: the interrupt check runs between polls (Ctrl-C).
+  constexpr int kInterruptPollMs = 50;
+  std::chrono::microseconds reap_wait(50);
+  // Whatever is unfinished goes, its whole group (a compiler driver's cc1plus and as too).
+  auto stop_unfinished = [&] {
+    for (size_t j = 0; j < running.size(); ++j) {
+      Running& r = running[j];
+      const bool output_open = r.out >= 0;
+      if (output_open) close(r.out);
+      r.out = -1;
+      if (r.pid <= 0) continue;
+      int status = 0;
+      if (!r.reaped && waitpid(r.pid, &status, WNOHANG) == r.pid) {
+        r.reaped = true;
+        record_status(status, results[j]);
+      }
+      if (!output_open && r.reaped) continue;
+      kill(-r.pid, SIGKILL);
+      while (!r.reaped && waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+      }
       r.reaped = true;
-      record_status(status, results[j]);
+      results[j].timed_out = true;
     }
-    if (!output_open && r.reaped) continue;
-    kill(-r.pid, SIGKILL);
-    while (!r.reaped && waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    results[j].timed_out = true;
+  };
+  try {
+    wait_for(running, results, limited, time_left_ms, reap_wait, kInterruptPollMs);
+  } catch (...) {  // interrupted: nothing is left running
+    stop_unfinished();
+    throw;
   }
+  // Here every output is closed and every process reaped, or the deadline has passed.
+  stop_unfinished();
   return results;
 }
 
