@@ -17,7 +17,7 @@ from ._C import (  # noqa: F401  (re-exported)
 )
 from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 from . import compiler  # noqa: F401
-from . import nn, optim  # noqa: F401
+from . import nn, optim, utils  # noqa: F401
 from .compiler import compile, explain  # noqa: F401
 
 # Frames in this package are not the user's code (graph breaks name the user's line).

@@ -12,7 +12,7 @@ from numpy import ndarray as _ndarray
 from . import _C
 from ._C import graph_break, is_compiling, set_stance, reset, list_backends  # noqa: F401
 from ._C import mark_dynamic, maybe_mark_dynamic, mark_static, mark_unbacked  # noqa: F401
-from ._C import set_logs  # noqa: F401
+from ._C import set_logs, CompileProfiler  # noqa: F401
 
 
 def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None,

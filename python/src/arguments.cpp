@@ -51,6 +51,10 @@ Scalar to_scalar(nb::handle h, const char* what) {
 
 int64_t to_int(nb::handle h, const char* what) {
   PyObject* o = h.ptr();
+  // A tensor is an int only when it holds one integer (torch's rule), else the argument has the
+  // wrong type (so that a function's next form is tried: max(x, other) after max(x, dim)).
+  if (const Tensor* t = as_tensor(h); t && !(t->numel() == 1 && is_integral(t->dtype())))
+    wrong_type(what, "an int", h);
   if (PyLong_Check(o) || (PyIndex_Check(o) && !PyFloat_Check(o))) {
     const long long v = PyLong_AsLongLong(o);  // calls __index__
     if (v == -1 && PyErr_Occurred()) {

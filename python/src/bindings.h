@@ -27,6 +27,7 @@ void bind_compile(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
+void bind_data(nb::module_& m);
 void bind_bench_hooks(nb::module_& m);
 void bind_extending(nb::module_& m);
 

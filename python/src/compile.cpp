@@ -2,6 +2,7 @@
 // in C++ (lazy tracing: the Python function runs and its ops are recorded), so the Python code
 // between ops runs on every call; graph breaks name the user's Python file and line, read from
 // the running frame (set_user_location_provider).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -259,10 +260,13 @@ void bind_compile(nb::module_& m) {
         CompileOptions options;
         if (PyUnicode_Check(backend.ptr()))
           options.backend = nb::cast<std::string>(backend);
+        else if (nb::isinstance<CompileProfiler>(backend))
+          options.backend = nb::cast<const CompileProfiler&>(backend).backend();
         else if (PyCallable_Check(backend.ptr()))
           options.backend = backend_from_python(backend);
         else if (!backend.is_none())
-          throw nb::type_error("kiln.compile(): backend must be a name or a callable");
+          throw nb::type_error(
+              "kiln.compile(): backend must be a name, a callable or a CompileProfiler");
         options.pure = pure;
         options.fullgraph = fullgraph;
         options.dynamic = dynamic;
@@ -276,6 +280,27 @@ void bind_compile(nb::module_& m) {
       nb::arg("fn"), nb::arg("backend").none() = nb::none(), nb::arg("fullgraph") = false,
       nb::arg("dynamic").none() = nb::none(), nb::arg("mode").none() = nb::none(),
       nb::arg("pure") = false, nb::arg("cache_size_limit").none() = nb::none());
+
+  using Stats = CompileProfiler::FunctionStats;
+  nb::class_<Stats>(m, "CompileStats", "What a CompileProfiler saw of one compiled function.")
+      .def_ro("graphs", &Stats::graphs)
+      .def_ro("graph_breaks", &Stats::graph_breaks)
+      .def_ro("recompile_reasons", &Stats::recompile_reasons)
+      .def_ro("ops_per_graph", &Stats::ops_per_graph)
+      .def_ro("kernels_per_graph", &Stats::kernels_per_graph)
+      .def_ro("extern_calls_per_graph", &Stats::extern_calls_per_graph)
+      .def("__repr__", [](const Stats& s) {
+        return "CompileStats(graphs=" + std::to_string(s.graphs) +
+               ", graph_breaks=" + std::to_string(s.graph_breaks) +
+               ", recompiles=" + std::to_string(s.recompile_reasons.size()) + ")";
+      });
+  nb::class_<CompileProfiler>(
+      m, "CompileProfiler",
+      "Records, while alive, every compiled function's graphs, breaks and recompiles "
+      "(torch._dynamo.utils.CompileProfiler); kiln.compile(fn, backend=prof) also works.")
+      .def(nb::init<>())
+      .def("report", &CompileProfiler::report)
+      .def("stats", &CompileProfiler::stats, "Per compiled function's name: its CompileStats.");
 
   nb::class_<GraphBreak>(m, "GraphBreak", "One graph break: why, and where in the user's code.")
       .def_ro("reason", &GraphBreak::reason)

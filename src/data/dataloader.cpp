@@ -167,25 +167,30 @@ int64_t DataLoader::size() const {
                             : (n + options_.batch_size - 1) / options_.batch_size;
 }
 
-DataLoader::Iterator DataLoader::begin() {
-  const int64_t n = dataset_->size();
-  KILN_CHECK(n >= 0, ValueError, "DataLoader: the dataset's size() is negative (", n, ")");
-  std::vector<int64_t> order(static_cast<size_t>(n));
+std::vector<int64_t> epoch_order(int64_t size, bool shuffle, std::optional<uint64_t> seed,
+                                 int64_t epoch) {
+  KILN_CHECK(size >= 0, ValueError, "DataLoader: the dataset's size is negative (", size, ")");
+  std::vector<int64_t> order(static_cast<size_t>(size));
   std::iota(order.begin(), order.end(), int64_t{0});
-  const int64_t epoch = epochs_started_++;
-  if (options_.shuffle) {
+  if (shuffle) {
     // Epoch e of a seeded loader: the seed's stream, e epochs in; unseeded: a seed drawn from
     // Kiln's generator. Fisher-Yates, each swap partner drawn as a 64-bit fraction of i + 1.
-    const uint64_t seed =
-        options_.seed ? *options_.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(epoch)
-                      : static_cast<uint64_t>(randint(0, int64_t{1} << 62, {}).item<int64_t>());
-    std::mt19937_64 rng(seed);
-    for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t s =
+        seed ? *seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(epoch)
+             : static_cast<uint64_t>(randint(0, int64_t{1} << 62, {}).item<int64_t>());
+    std::mt19937_64 rng(s);
+    for (int64_t i = size - 1; i > 0; --i) {
       const auto j = static_cast<int64_t>(
           (static_cast<unsigned __int128>(rng()) * static_cast<uint64_t>(i + 1)) >> 64);
       std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
     }
   }
+  return order;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  std::vector<int64_t> order =
+      epoch_order(dataset_->size(), options_.shuffle, options_.seed, epochs_started_++);
   return Iterator(std::make_shared<Epoch>(dataset_, std::move(order), options_));
 }
 

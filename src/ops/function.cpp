@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "kiln/ops/schema.h"
@@ -15,8 +16,11 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  // By module, name and schema: a name registered with several schemas has several forms.
-  std::map<std::tuple<std::string, std::string, std::string>, std::unique_ptr<FunctionDef>> by_name;
+  // By module, name and registration order: a name registered with several schemas has several
+  // forms, tried in the order they were registered (the more specific first).
+  std::map<std::tuple<std::string, std::string, size_t>, std::unique_ptr<FunctionDef>> by_name;
+  std::set<std::tuple<std::string, std::string>> schemas;  // (module, schema) registered
+  size_t registered = 0;
 };
 Registry& registry() {
   static auto* r = new Registry();  // never destroyed: definitions live as long as the process
@@ -86,13 +90,14 @@ const FunctionDef& register_function(FunctionDef def) {
   KILN_CHECK(def.call, Error, "register_function: '", schema.name, "' has no call");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto key =
-      std::make_tuple(std::string(def.module), std::string(schema.name), std::string(def.schema));
-  KILN_CHECK(!r.by_name.count(key), Error, "register_function: '", def.schema,
-             "' is already registered", def.module.empty() ? "" : " in ", def.module);
+  KILN_CHECK(r.schemas.emplace(std::string(def.module), std::string(def.schema)).second, Error,
+             "register_function: '", def.schema, "' is already registered",
+             def.module.empty() ? "" : " in ", def.module);
   auto owned = std::make_unique<FunctionDef>(def);
   const FunctionDef& ref = *owned;
-  r.by_name.emplace(std::move(key), std::move(owned));
+  r.by_name.emplace(
+      std::make_tuple(std::string(def.module), std::string(schema.name), r.registered++),
+      std::move(owned));
   return ref;
 }
 

@@ -677,24 +677,38 @@ Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 // ---- Python-facing forms (kiln/ops/function.h) ----
 namespace {
 using Args = const FunctionArgs&;
-FunctionResult extreme(Args a, bool largest) {
-  const Tensor& x = a.tensor(0);
-  if (!a.has(1)) return largest ? max(x) : min(x);
-  auto [values, indices] = largest ? max(x, a.i(1), a.b(2)) : min(x, a.i(1), a.b(2));
-  return std::vector<Tensor>{values, indices};
-}
-const FunctionDef& max_function = register_function(
-    {.schema =
-         "max(Tensor self, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)",
-     .doc = "Without dim: the largest element, a 0-d tensor. With dim: the largest values along "
-            "it and their (first) indices.",
-     .call = [](Args a) { return extreme(a, true); }});
-const FunctionDef& min_function = register_function(
-    {.schema =
-         "min(Tensor self, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)",
-     .doc = "Without dim: the smallest element, a 0-d tensor. With dim: the smallest values along "
-            "it and their (first) indices.",
-     .call = [](Args a) { return extreme(a, false); }});
+// torch.max / torch.min's three forms: the extreme element (a 0-d tensor), the extreme values
+// along a dim with their (first) indices, and the elementwise extreme of two tensors.
+const FunctionDef& max_function =
+    register_function({.schema = "max(Tensor self) -> Tensor",
+                       .doc = "The largest element, a 0-d tensor.",
+                       .call = [](Args a) -> FunctionResult { return max(a.tensor(0)); }});
+const FunctionDef& max_dim_function = register_function(
+    {.schema = "max(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+     .doc = "The largest values along dim and their (first) indices.",
+     .call = [](Args a) -> FunctionResult {
+       auto [values, indices] = max(a.tensor(0), a.i(1), a.b(2));
+       return std::vector<Tensor>{values, indices};
+     }});
+const FunctionDef& max_other_function = register_function(
+    {.schema = "max(Tensor self, Tensor other) -> Tensor",
+     .doc = "The elementwise larger of self and other (maximum).",
+     .call = [](Args a) -> FunctionResult { return maximum(a.tensor(0), a.tensor(1)); }});
+const FunctionDef& min_function =
+    register_function({.schema = "min(Tensor self) -> Tensor",
+                       .doc = "The smallest element, a 0-d tensor.",
+                       .call = [](Args a) -> FunctionResult { return min(a.tensor(0)); }});
+const FunctionDef& min_dim_function = register_function(
+    {.schema = "min(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+     .doc = "The smallest values along dim and their (first) indices.",
+     .call = [](Args a) -> FunctionResult {
+       auto [values, indices] = min(a.tensor(0), a.i(1), a.b(2));
+       return std::vector<Tensor>{values, indices};
+     }});
+const FunctionDef& min_other_function = register_function(
+    {.schema = "min(Tensor self, Tensor other) -> Tensor",
+     .doc = "The elementwise smaller of self and other (minimum).",
+     .call = [](Args a) -> FunctionResult { return minimum(a.tensor(0), a.tensor(1)); }});
 const FunctionDef& std_function = register_function(
     {.schema = "std(Tensor self, int[] dim=[], bool keepdim=False, *, int correction=1) -> Tensor",
      .doc = "The standard deviation over dim (all dims by default), with Bessel's correction.",

@@ -78,9 +78,13 @@ TEST(Schema, EveryRegisteredOpAndFunctionParsesAndDefaultsFitTheirTypes) {
 }
 
 TEST(Functions, RegisteredFunctionsRunWithTheirArguments) {
+  // The first form of `name`, or the form whose schema starts with `name` when it has a '('.
   const auto find = [](std::string_view module, std::string_view name) -> const FunctionDef& {
     for (const FunctionDef* f : all_functions())
-      if (f->module == module && parse_schema("f", f->schema).name == name) return *f;
+      if (f->module == module &&
+          (name.find('(') != std::string_view::npos ? f->schema.starts_with(name)
+                                                    : parse_schema("f", f->schema).name == name))
+        return *f;
     throw Error("no function " + std::string(name));
   };
   const Tensor x = arange(6, DType::Float32);
@@ -88,13 +92,20 @@ TEST(Functions, RegisteredFunctionsRunWithTheirArguments) {
   const FunctionResult r =
       find("", "reshape").call(FunctionArgs({V(x), V(std::vector<int64_t>{2, -1})}));
   EXPECT_EQ(std::get<Tensor>(r).shape(), (Shape{2, 3}));
-  const FunctionResult m =
-      find("", "max").call(FunctionArgs({V(x.reshape({2, 3})), V(int64_t{1}), V(false)}));
+  const FunctionResult m = find("", "max(Tensor self, int dim")
+                               .call(FunctionArgs({V(x.reshape({2, 3})), V(int64_t{1}), V(false)}));
   const auto& values = std::get<std::vector<Tensor>>(m);
   ASSERT_EQ(values.size(), 2u);
   EXPECT_EQ(values[0].to_vector<float>(), (std::vector<float>{2, 5}));
-  const FunctionResult all = find("", "max").call(FunctionArgs({V(x), V(), V(false)}));
+  const FunctionResult all = find("", "max").call(FunctionArgs({V(x)}));
   EXPECT_EQ(std::get<Tensor>(all).item<float>(), 5.0f);
+  // A name's forms come in the order they were registered: max(x), max(x, dim), max(x, other).
+  std::vector<std::string_view> forms;
+  for (const FunctionDef* f : all_functions())
+    if (f->module.empty() && parse_schema("f", f->schema).name == "max") forms.push_back(f->schema);
+  ASSERT_EQ(forms.size(), 3u);
+  EXPECT_TRUE(forms[1].starts_with("max(Tensor self, int dim")) << forms[1];
+  EXPECT_TRUE(forms[2].starts_with("max(Tensor self, Tensor other")) << forms[2];
   const FunctionResult same = find("", "equal").call(FunctionArgs({V(x), V(x.clone())}));
   EXPECT_TRUE(std::get<Scalar>(same).to<bool>());
   EXPECT_THROW(find("nn.functional", "cross_entropy")

@@ -139,3 +139,34 @@ def test_a_specialised_marked_dim_names_the_users_python_line():
     exp_line = start + next(i for i, line in enumerate(lines) if "kiln.exp" in line)
     assert "is marked dynamic" in str(info.value)
     assert f"at {__file__}:{exp_line}" in str(info.value)
+
+
+def test_compile_profiler_records_graphs_recompiles_and_is_a_backend():
+    # The reference FAQ's form: torch.compile(fn, backend=prof), then prof.report().
+    prof = kiln.compiler.CompileProfiler()
+
+    def profiled(x):
+        return x.exp() + 1
+
+    f = kiln.compile(profiled, backend=prof)
+    f(kiln.ones(2))
+    f(kiln.ones(3))
+    stats = prof.stats()["test_compile_profiler_records_graphs_recompiles_and_is_a_backend"
+                         ".<locals>.profiled"]
+    assert stats.graphs == 2 and stats.graph_breaks == 0 and stats.ops_per_graph == [2, 2]
+    assert len(stats.recompile_reasons) == 1
+    assert "size of dim 0 changed 2 → 3" in stats.recompile_reasons[0]
+    assert "profiled: 2 graphs" in prof.report()
+
+    # Every compiled function is observed while the profiler lives, whatever its backend.
+    def broken(x):
+        y = x.sin()
+        kiln.compiler.graph_break()
+        return y.cos()
+
+    watching = kiln.compiler.CompileProfiler()
+    kiln.compile(broken, backend="eager")(kiln.ones(2))
+    (seen,) = [s for name, s in watching.stats().items() if name.endswith("broken")]
+    assert seen.graphs == 2 and seen.graph_breaks == 1
+    with pytest.raises(TypeError, match="CompileProfiler"):
+        kiln.compile(profiled, backend=3)

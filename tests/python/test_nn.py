@@ -105,6 +105,61 @@ def test_optimizer_param_groups_set_the_learning_rate():
     assert w.tolist() == [0.5, 0.5]
 
 
+def test_parameter_groups_take_their_own_options_as_torch():
+    # Weight decay on the weight only and a larger lr for the bias: the same steps as one
+    # optimizer per group, and the first step as the formula writes it.
+    kiln.manual_seed(3)
+    x = kiln.randn(8, 4)
+
+    def make():
+        kiln.manual_seed(4)
+        return nn.Parameter(kiln.randn(4, 2)), nn.Parameter(kiln.randn(2))
+
+    w, b = make()
+    opt = kiln.optim.SGD([{"params": [w], "weight_decay": 0.1}, {"params": b, "lr": 0.5}],
+                         lr=0.1, momentum=0.9)
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0]
+    w2, b2 = make()
+    apart = [kiln.optim.SGD([w2], lr=0.1, momentum=0.9, weight_decay=0.1),
+             kiln.optim.SGD([b2], lr=0.5, momentum=0.9)]
+    w0, b0 = w.detach().clone(), b.detach().clone()
+    for step in range(3):
+        for params, optimizers in (((w, b), [opt]), ((w2, b2), apart)):
+            ((x @ params[0] + params[1]).tanh() ** 2).sum().backward()
+            if step == 0 and params[0] is w:
+                gw, gb = w.grad.clone(), b.grad.clone()
+            for o in optimizers:
+                o.step()
+                o.zero_grad()
+        if step == 0:
+            assert (w - (w0 - 0.1 * (gw + 0.1 * w0))).abs().amax().item() < 1e-6
+            assert (b - (b0 - 0.5 * gb)).abs().amax().item() < 1e-6
+    assert (w - w2).abs().amax().item() == 0.0 and (b - b2).abs().amax().item() == 0.0
+
+    # A scheduler scales each group's own lr; LambdaLR takes one function per group.
+    from kiln.optim import lr_scheduler
+    halve = lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    opt.step()
+    halve.step()
+    assert halve.get_last_lr() == pytest.approx([0.05, 0.25])
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.05, 0.25])
+    opt = kiln.optim.Adam([{"params": [w]}, {"params": [b], "lr": 1.0}], lr=0.1)
+    warm = lr_scheduler.LambdaLR(opt, [lambda e: 1.0, lambda e: (e + 1) / 4])
+    warm.step()
+    assert warm.get_last_lr() == pytest.approx([0.1, 0.5])
+    opt.add_param_group({"params": [nn.Parameter(kiln.zeros(2))], "lr": 0.01})
+    assert len(opt.param_groups) == 3 and opt.param_groups[2]["betas"] == (0.9, 0.999)
+
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        kiln.optim.SGD([{"params": [w]}, {"params": [w, b]}], lr=0.1)
+    with pytest.raises(ValueError, match="one per parameter group"):
+        lr_scheduler.LambdaLR(opt, [lambda e: 1.0])
+    # Options other than lr / momentum / betas are fixed: changing one is an error, not ignored.
+    with pytest.raises(NotImplementedError, match="'weight_decay' is fixed"):
+        opt.param_groups[0]["weight_decay"] = 0.5
+
+
 def test_lstm_returns_output_and_state_as_torch():
     lstm = nn.LSTM(3, 5, batch_first=True)
     out, (h, c) = lstm(kiln.randn(2, 7, 3))

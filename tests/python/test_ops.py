@@ -22,6 +22,18 @@ def test_reductions_take_torch_keywords_and_defaults():
     assert x.sum(dtype=kiln.float32).dtype is kiln.float32
 
 
+def test_max_and_min_have_torchs_three_forms():
+    a = np.array([[3.0, -1.0, 7.0], [2.0, 9.0, -4.0]])
+    x, y = kiln.tensor(a), kiln.tensor(a[::-1].copy())
+    assert kiln.max(x).item() == 9.0 and x.min().item() == -4.0 and kiln.max(x).dim() == 0
+    values, indices = kiln.max(x, 1)
+    assert values.tolist() == [7.0, 9.0] and indices.tolist() == [2, 1]
+    values, indices = x.min(dim=0, keepdim=True)
+    assert values.tolist() == [[2.0, -1.0, -4.0]] and indices.tolist() == [[1, 0, 1]]
+    assert kiln.max(x, y).tolist() == np.maximum(a, a[::-1]).tolist()
+    assert x.min(y).tolist() == np.minimum(a, a[::-1]).tolist()
+
+
 def test_pointwise_and_shape_ops():
     a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     x = kiln.tensor(a)
@@ -66,6 +78,7 @@ def test_generated_stubs_describe_the_functions():
     # (The generated Tensor methods are in class Tensor: x.sum(1), x.add_(y).)
     for stub, name in [("_C.pyi", "class Tensor"), ("_C.pyi", "    def sum(self, dim"),
                        ("_C.pyi", "    def add_(self, other"), ("_functions.pyi", "def sum("),
+                       ("_functions.pyi", "def max(input: Tensor | bool | int | float) -> Tensor"),
                        (os.path.join("nn", "functional.pyi"), "def conv2d(")]:
         with open(os.path.join(folder, stub)) as f:
             text = f.read()

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "kiln/data/dataset.h"
 
@@ -73,6 +74,11 @@ class DataLoader {
   DataLoaderOptions options_;
   int64_t epochs_started_ = 0;
 };
+
+// The order in which epoch `epoch` (0, 1, ...) visits a dataset of `size` examples: 0 .. size-1,
+// or shuffled (what DataLoader::begin uses; the Python DataLoader shares it).
+std::vector<int64_t> epoch_order(int64_t size, bool shuffle, std::optional<uint64_t> seed,
+                                 int64_t epoch);
 
 // Stacks examples into a batch (torch's default_collate for (data, target) pairs): each field
 // stacked along a new dim 0; ShapeError naming the first example whose shape differs.

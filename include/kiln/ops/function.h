@@ -61,10 +61,10 @@ struct FunctionDef {
 
 // Registers a function (at static-initialisation time, beside its definition); kiln::Error if its
 // schema cannot be parsed or is registered already. A name registered with several schemas has
-// several forms, tried in turn until one takes the arguments (conv2d's padding as sizes or as a
-// string).
+// several forms, tried in the order they were registered until one takes the arguments
+// (conv2d's padding as sizes or as a string; max(x), max(x, dim), max(x, other)).
 const FunctionDef& register_function(FunctionDef def);
-// Every registered function, sorted by module and name.
+// Every registered function, sorted by module and name; a name's forms in registration order.
 std::vector<const FunctionDef*> all_functions();
 
 }  // namespace kiln

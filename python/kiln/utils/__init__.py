@@ -1,0 +1,2 @@
+"""kiln.utils: torch.utils's places (kiln.utils.data)."""
+from . import data  # noqa: F401
