@@ -86,9 +86,219 @@ Tensor index_tensor_item(const Tensor& index, const char* what) {
   return index;
 }
 
+// Advanced indexing (several index tensors, and every assignment through index tensors), as
+// NumPy and torch define it: the index tensors broadcast together into one block of result
+// dims, placed where they stand when they are adjacent and first otherwise; slices, None and
+// ints index their dims as in basic indexing. Computed as the storage offset of every result
+// element (a sum of each item's contribution, broadcast), so reading is one index_select from
+// the tensor's memory seen flat and writing one scatter_ into it.
+struct ElementOffsets {
+  std::vector<int64_t> sizes;  // the result's shape
+  Tensor offsets;  // int64, broadcastable to `sizes`: storage offsets from self's own offset
+  Tensor flat;     // self's memory as a 1-d view from its offset (empty when nothing is read)
+};
+
+// `index` with negative entries counted from the end, after checking every entry is in range
+// (a sync point: an out-of-range index would otherwise read or write another element).
+Tensor checked_index(const Tensor& index, int64_t size, int64_t dim, const char* what) {
+  Tensor idx = index.dtype() == DType::Int64 ? index : index.to(DType::Int64);
+  if (idx.numel() == 0) return idx;
+  const bool in_range = all(logical_and(idx >= Scalar(-size), idx < Scalar(size))).item<bool>();
+  KILN_CHECK(in_range, IndexError, what, ": an index is out of range for dim ", dim, " of size ",
+             size);
+  return where(idx < Scalar(0), idx + Scalar(size), idx);
+}
+
+std::vector<int64_t> broadcast_of(const std::vector<Tensor>& tensors, const char* what) {
+  std::vector<int64_t> out;
+  for (const Tensor& t : tensors) {
+    const Shape& s = t.sizes();
+    if (s.size() > out.size()) out.insert(out.begin(), s.size() - out.size(), 1);
+    const size_t lead = out.size() - s.size();
+    for (size_t k = 0; k < s.size(); ++k) {
+      int64_t& o = out[lead + k];
+      KILN_CHECK(
+          o == s[k] || o == 1 || s[k] == 1, IndexError, what,
+          ": the index tensors cannot be broadcast together (shapes ",
+          [&] {
+            std::string shapes;
+            for (const Tensor& u : tensors) shapes += (shapes.empty() ? "" : ", ") + u.shape_str();
+            return shapes;
+          }(),
+          ")");
+      if (o == 1) o = s[k];
+    }
+  }
+  return out;
+}
+
+ElementOffsets element_offsets(const Tensor& self, nb::tuple items, const char* what) {
+  // One entry per item, Ellipsis expanded and bool masks split into one index per masked dim.
+  struct Item {
+    enum Kind { NewAxis, Int, Slice, Advanced } kind;
+    int64_t dim = -1;  // the dim of self it indexes
+    int64_t value = 0;
+    int64_t start = 0, length = 0, step = 1;
+    Tensor index;
+  };
+  int64_t consumed = 0;
+  bool ellipsis = false;
+  for (nb::handle item : items) {
+    if (item.ptr() == Py_Ellipsis) {
+      KILN_CHECK(!ellipsis, IndexError, what, ": an index can only have a single ellipsis");
+      ellipsis = true;
+    } else if (!item.is_none()) {
+      const Tensor* t = as_tensor(item);
+      consumed += t && t->dtype() == DType::Bool ? std::max<int64_t>(t->dim(), 1) : 1;
+    }
+  }
+  KILN_CHECK(consumed <= self.dim(), IndexError, what, ": too many indices for a tensor of ",
+             self.dim(), " dims (", consumed, " given)");
+  std::vector<Item> parsed;
+  int64_t d = 0;
+  for (nb::handle item : items) {
+    PyObject* o = item.ptr();
+    if (o == Py_Ellipsis) {
+      for (int64_t k = 0; k < self.dim() - consumed; ++k, ++d)
+        parsed.push_back({Item::Slice, d, 0, 0, self.size(d), 1, {}});
+    } else if (item.is_none()) {
+      parsed.push_back({Item::NewAxis});
+    } else if (PySlice_Check(o)) {
+      Py_ssize_t start = 0, stop = 0, step = 1;
+      if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw nb::python_error();
+      KILN_CHECK(step > 0, ValueError, what, ": slice step must be positive, not ", step);
+      const Py_ssize_t length = PySlice_AdjustIndices(self.size(d), &start, &stop, step);
+      parsed.push_back({Item::Slice, d, 0, start, length, step, {}});
+      ++d;
+    } else if (PyLong_Check(o) || (PyIndex_Check(o) && !as_tensor(item))) {
+      int64_t k = to_int(item, what);
+      KILN_CHECK(k >= -self.size(d) && k < self.size(d), IndexError, what, ": index ", k,
+                 " is out of range for dim ", d, " of size ", self.size(d));
+      parsed.push_back({Item::Int, d, k < 0 ? k + self.size(d) : k});
+      ++d;
+    } else {
+      Tensor idx = as_tensor(item)
+                       ? *as_tensor(item)
+                       : nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("tensor")(item));
+      idx = index_tensor_item(idx, what);
+      if (idx.dtype() == DType::Bool) {
+        const Tensor mask = idx.dim() == 0 ? idx.unsqueeze(0) : idx;
+        for (int64_t k = 0; k < mask.dim(); ++k)
+          KILN_CHECK(mask.size(k) == self.size(d + k), IndexError, what, ": the mask's shape ",
+                     mask.shape_str(), " does not match the indexed dims of ", self.shape_str());
+        const Tensor where_true = nonzero(mask);  // [n, mask dims]
+        for (int64_t k = 0; k < mask.dim(); ++k, ++d)
+          parsed.push_back({Item::Advanced, d, 0, 0, 0, 1, where_true.select(1, k)});
+      } else {
+        parsed.push_back(
+            {Item::Advanced, d, 0, 0, 0, 1, checked_index(idx, self.size(d), d, what)});
+        ++d;
+      }
+    }
+  }
+  for (; d < self.dim(); ++d) parsed.push_back({Item::Slice, d, 0, 0, self.size(d), 1, {}});
+
+  // Where the broadcast block goes: at the first index tensor when they are adjacent (ints,
+  // which select their dims, do not separate them), else first.
+  std::vector<Tensor> indices;
+  int first = -1, last = -1, position = 0;  // position: among the result-making items
+  bool adjacent = true;
+  for (const Item& it : parsed) {
+    if (it.kind == Item::Int) continue;
+    if (it.kind == Item::Advanced) {
+      if (first >= 0 && last != position - 1) adjacent = false;
+      if (first < 0) first = position;
+      last = position;
+      indices.push_back(it.index);
+    }
+    ++position;
+  }
+  const std::vector<int64_t> block = broadcast_of(indices, what);
+  const auto block_dims = static_cast<int64_t>(block.size());
+  ElementOffsets out;
+  std::vector<int64_t> place;  // each item's first result dim (-1: an int, which has none)
+  // Result dims in order: the block first when the index tensors are not adjacent.
+  int64_t block_at = adjacent ? -1 : 0;
+  if (!adjacent) out.sizes.insert(out.sizes.end(), block.begin(), block.end());
+  position = 0;
+  for (const Item& it : parsed) {
+    if (it.kind == Item::Int) {
+      place.push_back(-1);
+      continue;
+    }
+    if (it.kind == Item::Advanced) {
+      if (adjacent && position == first) {
+        block_at = static_cast<int64_t>(out.sizes.size());
+        out.sizes.insert(out.sizes.end(), block.begin(), block.end());
+      }
+      place.push_back(block_at);
+    } else {
+      place.push_back(static_cast<int64_t>(out.sizes.size()));
+      out.sizes.push_back(it.kind == Item::NewAxis ? 1 : it.length);
+    }
+    ++position;
+  }
+  const auto rank = static_cast<int64_t>(out.sizes.size());
+  // Each item's contribution, shaped to broadcast against the result.
+  int64_t constant = 0;
+  Tensor offsets = zeros({}, DType::Int64);
+  for (size_t k = 0; k < parsed.size(); ++k) {
+    const Item& it = parsed[k];
+    const int64_t stride = it.dim >= 0 ? self.stride(it.dim) : 0;
+    if (it.kind == Item::Int) {
+      constant += it.value * stride;
+    } else if (it.kind == Item::Slice) {
+      std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+      shape[static_cast<size_t>(place[k])] = it.length;
+      const Tensor along = arange(Scalar(it.start), Scalar(it.start + it.length * it.step),
+                                  Scalar(it.step), DType::Int64);
+      offsets = offsets + (along * Scalar(stride)).reshape(shape);
+    } else if (it.kind == Item::Advanced) {
+      std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+      const Shape& s = it.index.sizes();
+      for (size_t j = 0; j < s.size(); ++j)
+        shape[static_cast<size_t>(place[k] + block_dims - static_cast<int64_t>(s.size())) + j] =
+            s[j];
+      offsets = offsets + (it.index * Scalar(stride)).reshape(shape);
+    }
+  }
+  out.offsets = constant != 0 ? offsets + Scalar(constant) : offsets;
+  int64_t span = 1;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (self.size(k) == 0) span = 0;
+    if (span > 0) span += (self.size(k) - 1) * self.stride(k);
+  }
+  if (self.dim() == 0) span = 1;
+  out.flat = self.as_strided({span}, {1}, self.storage_offset());
+  return out;
+}
+
+// x[key] through element offsets (several index tensors).
+Tensor advanced_index(const Tensor& self, nb::tuple items, const char* what) {
+  const ElementOffsets e = element_offsets(self, items, what);
+  int64_t n = 1;
+  for (int64_t s : e.sizes) n *= s;
+  if (n == 0) return zeros(e.sizes, self.dtype());
+  return index_select(e.flat, 0, e.offsets.expand(e.sizes).reshape({-1})).reshape(e.sizes);
+}
+
+// Whether an index item is an index tensor (or a list, read as one); how many dims it indexes.
+int64_t index_tensor_dims(nb::handle item) {
+  if (const Tensor* t = as_tensor(item)) return t->dtype() == DType::Bool ? t->dim() : 1;
+  return PyList_Check(item.ptr()) ? 1 : 0;
+}
+
 Tensor index(const Tensor& self, nb::handle key) {
   const char* what = "Tensor.__getitem__";
   nb::tuple items = PyTuple_Check(key.ptr()) ? nb::borrow<nb::tuple>(key) : nb::make_tuple(key);
+  // Several index tensors (or a mask over some of the dims): advanced indexing proper. One
+  // index tensor, or a mask over every dim, is one index_select or masked_select below.
+  int64_t tensor_dims = 0;
+  for (nb::handle item : items) tensor_dims += index_tensor_dims(item);
+  const bool whole_mask = items.size() == 1 && as_tensor(items[0]) &&
+                          as_tensor(items[0])->dtype() == DType::Bool &&
+                          as_tensor(items[0])->dim() == self.dim();
+  if (tensor_dims > 1 && !whole_mask) return advanced_index(self, items, what);
   // Dims the items consume (an Ellipsis stands for the rest).
   int64_t consumed = 0;
   int ellipses = 0;
@@ -107,7 +317,6 @@ Tensor index(const Tensor& self, nb::handle key) {
              self.dim(), " dims (", consumed, " given)");
   Tensor result = self;
   int64_t d = 0;  // the dim of `result` the next item indexes
-  int advanced = 0;
   for (nb::handle item : items) {
     PyObject* o = item.ptr();
     if (o == Py_Ellipsis) {
@@ -130,18 +339,13 @@ Tensor index(const Tensor& self, nb::handle key) {
                        ? *as_tensor(item)
                        : nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("tensor")(item));
       idx = index_tensor_item(idx, what);
-      KILN_CHECK(++advanced <= 1, NotImplementedError, what,
-                 ": indexing with more than one index tensor (advanced indexing with "
-                 "broadcast index tensors) is not implemented; index one dim at a time");
       if (idx.dtype() == DType::Bool) {
         if (idx.dim() == result.dim() && d == 0) {
           result = masked_select(result, idx);
           d = 1;
           continue;
         }
-        KILN_CHECK(idx.dim() == 1, NotImplementedError, what, ": a ", idx.dim(),
-                   "-d bool index that is not the whole tensor's mask is not implemented");
-        idx = nonzero(idx).select(1, 0);
+        idx = nonzero(idx).select(1, 0);  // a 1-d mask (larger ones went the advanced way)
       }
       const Shape idx_sizes = idx.sizes();
       Tensor picked = index_select(result, d, idx.reshape({-1}));
@@ -157,24 +361,43 @@ Tensor index(const Tensor& self, nb::handle key) {
 
 void set_index(const Tensor& self, nb::handle key, nb::handle value) {
   const char* what = "Tensor.__setitem__";
-  if (const Tensor* mask = as_tensor(key); mask && mask->dtype() == DType::Bool) {
+  nb::tuple items = PyTuple_Check(key.ptr()) ? nb::borrow<nb::tuple>(key) : nb::make_tuple(key);
+  int64_t tensor_dims = 0;
+  for (nb::handle item : items) tensor_dims += index_tensor_dims(item);
+  if (tensor_dims == 0) {  // basic indexing: a view of self, written in place
+    Tensor view = index(self, key);
+    if (is_number(value))
+      view.fill_(to_scalar(value, what));
+    else
+      view.copy_(to_operand(value, what));
+    return;
+  }
+  // A mask over every dim with one value: masked_fill_ (no sync point under compile).
+  const Tensor* mask = items.size() == 1 ? as_tensor(items[0]) : nullptr;
+  if (mask && mask->dtype() == DType::Bool && mask->dim() == self.dim()) {
     Tensor target = self;
     if (is_number(value)) {
       masked_fill_(target, *mask, to_scalar(value, what));
       return;
     }
-    const Tensor v = to_operand(value, what);
-    KILN_CHECK(v.numel() == 1, NotImplementedError, what,
-               ": assigning a tensor of several values through a bool mask is not implemented; "
-               "use kiln.where(mask, value, x)");
-    masked_fill_(target, *mask, v.item_scalar());
-    return;
+    if (const Tensor v = to_operand(value, what); v.numel() == 1) {
+      masked_fill_(target, *mask, v.item_scalar());
+      return;
+    }
   }
-  Tensor view = index(self, key);
-  if (is_number(value))
-    view.fill_(to_scalar(value, what));
-  else
-    view.copy_(to_operand(value, what));
+  // Index tensors: every addressed element's storage offset, then one scatter_ into self's
+  // memory (an index tensor's x[i] is a copy, so writing into it would change nothing).
+  const ElementOffsets e = element_offsets(self, items, what);
+  int64_t n = 1;
+  for (int64_t s : e.sizes) n *= s;
+  if (n == 0) return;
+  const Tensor v = is_number(value) ? full(e.sizes, to_scalar(value, what), self.dtype())
+                                    : to_operand(value, what).to(self.dtype());
+  KILN_CHECK(v.dim() <= static_cast<int64_t>(e.sizes.size()), ShapeError, what,
+             ": cannot assign a value of shape ", v.shape_str(), " to an indexed shape ",
+             IntList(e.sizes));
+  Tensor flat = e.flat;
+  scatter_(flat, 0, e.offsets.expand(e.sizes).reshape({-1}), v.expand(e.sizes).reshape({-1}));
 }
 
 }  // namespace

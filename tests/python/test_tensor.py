@@ -78,6 +78,77 @@ def test_indexing_matches_numpy():
         t[0, 0, 0, 0]
 
 
+def test_advanced_indexing_with_several_index_tensors_matches_numpy():
+    a = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    x = kiln.tensor(a)
+    i, j, rows, neg = np.array([0, 2]), np.array([1, 3]), np.array([[0, 1], [2, 0]]), np.array([-1, 0])
+    mask2, mask1 = a[:, :, 0] > 20, a[0, :, 0] % 2 == 0
+    K = kiln.tensor
+    # Adjacent index tensors keep their place; separated ones (by a slice or None) go first.
+    for key in [(i, j), (i, slice(None), j), (slice(None), i, j), (i, 1, j), (None, i, j),
+                (i, None, j), (rows, j[:1]), (rows, slice(None), rows), (neg, j), (mask2, 1),
+                (i, mask1), (Ellipsis, i, j), (slice(1, 3), i, slice(None, None, 2))]:
+        kiln_key = tuple(K(k) if isinstance(k, np.ndarray) else k for k in key)
+        np.testing.assert_array_equal(x[kiln_key].numpy(), a[key], err_msg=str(key))
+    np.testing.assert_array_equal(x[[0, 2], [1, 3]].numpy(), a[[0, 2], [1, 3]])
+    np.testing.assert_array_equal(x.permute(2, 0, 1)[K(j), K(i)].numpy(),
+                                  a.transpose(2, 0, 1)[j, i])
+    with pytest.raises(IndexError, match="out of range for dim 0 of size 3"):
+        x[K(np.array([3])), K(j)]
+    with pytest.raises(IndexError, match="cannot be broadcast together"):
+        x[K(i), K(np.array([1, 2, 3]))]
+
+
+def test_assigning_through_index_tensors_writes_the_tensor():
+    # x[idx] = v once wrote into a copy and changed nothing: every form is checked here.
+    a = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    i, j, neg, mask2 = np.array([0, 2]), np.array([1, 3]), np.array([-1, 0]), a[:, :, 0] > 20
+    K = kiln.tensor
+    values = np.arange(10, dtype=np.float64).reshape(2, 5)
+    for np_key, kiln_key, value in [
+            (i, K(i), 0.0), ((slice(None), j), (slice(None), K(j)), 7.0),
+            ((i, j), (K(i), K(j)), values), (mask2, K(mask2), np.arange(mask2.sum() * 5.0).reshape(-1, 5)),
+            ((neg, 0, neg), (K(neg), 0, K(neg)), -5.0), ((slice(1, None), i), (slice(1, None), K(i)), 100.0)]:
+        want, got = a.copy(), kiln.tensor(a)
+        want[np_key] = value
+        got[kiln_key] = K(value) if isinstance(value, np.ndarray) else value
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=str(np_key))
+    got = kiln.tensor(a)
+    view = got.permute(2, 0, 1)
+    view[K(j), K(i)] = 1.0  # through a view: the base sees it
+    want = a.copy()
+    want.transpose(2, 0, 1)[j, i] = 1.0
+    np.testing.assert_array_equal(got.numpy(), want)
+    got[K(i)] += 1.0  # read, add, write back
+    want[i] += 1.0
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(IndexError, match="out of range for dim 1 of size 4"):
+        got[K(i), K(np.array([0, 9]))] = 1.0
+
+
+def test_advanced_indexing_is_differentiable_and_compiles():
+    w = kiln.randn(4, 5, dtype=kiln.float64, requires_grad=True)
+    rows, cols = kiln.tensor([0, 3, 3]), kiln.tensor([1, 2, 2])
+
+    def f(w):
+        return (w[rows, cols] ** 2).sum()
+
+    f(w).backward()
+    expected = np.zeros((4, 5))
+    for r, c in [(0, 1), (3, 2), (3, 2)]:
+        expected[r, c] += 2 * w.detach().numpy()[r, c]
+    np.testing.assert_allclose(w.grad.numpy(), expected)
+
+    def write(x):
+        y = x.clone()
+        y[rows, cols] = 0.0
+        return y * 2
+
+    x = kiln.randn(4, 5)
+    np.testing.assert_array_equal(kiln.compile(write, backend="eager")(x).numpy(),
+                                  write(x).numpy())
+
+
 def test_iteration_stops_at_the_end():
     rows = [r.tolist() for r in kiln.arange(4).reshape(2, 2)]
     assert rows == [[0, 1], [2, 3]]
