@@ -78,8 +78,11 @@ nb::object to_list(const char* data, const Shape& sizes, DType dt, size_t dim) {
 
 // ---- indexing ----
 
-// One item of an index: what x[...] does along the dims it reaches.
-Tensor index_tensor_item(const Tensor& index, const char* what) {
+// An index item that is a tensor, or a list read as one: checked to be integer or bool.
+Tensor index_tensor_item(nb::handle item, const char* what) {
+  const Tensor index = as_tensor(item)
+                           ? *as_tensor(item)
+                           : nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("tensor")(item));
   if (index.dtype() == DType::Bool) return index;
   KILN_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, IndexError, what,
              ": tensors used as indices must be integer or bool tensors, not ", index.dtype());
@@ -177,10 +180,7 @@ ElementOffsets element_offsets(const Tensor& self, nb::tuple items, const char* 
       parsed.push_back({Item::Int, d, k < 0 ? k + self.size(d) : k});
       ++d;
     } else {
-      Tensor idx = as_tensor(item)
-                       ? *as_tensor(item)
-                       : nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("tensor")(item));
-      idx = index_tensor_item(idx, what);
+      Tensor idx = index_tensor_item(item, what);
       if (idx.dtype() == DType::Bool) {
         const Tensor mask = idx.dim() == 0 ? idx.unsqueeze(0) : idx;
         for (int64_t k = 0; k < mask.dim(); ++k)
@@ -335,10 +335,7 @@ Tensor index(const Tensor& self, nb::handle key) {
     } else if (PyLong_Check(o) || (PyIndex_Check(o) && !as_tensor(item))) {
       result = result.select(d, to_int(item, what));
     } else {
-      Tensor idx = as_tensor(item)
-                       ? *as_tensor(item)
-                       : nb::cast<Tensor>(nb::module_::import_("kiln._C").attr("tensor")(item));
-      idx = index_tensor_item(idx, what);
+      Tensor idx = index_tensor_item(item, what);
       if (idx.dtype() == DType::Bool) {
         if (idx.dim() == result.dim() && d == 0) {
           result = masked_select(result, idx);
