@@ -63,6 +63,24 @@ nb::tuple shape_tuple(const Shape& sizes);
 // The Python object for a kiln dtype (kiln.float32, ...).
 nb::object dtype_object(DType dt);
 
+// A Python object that C++ keeps (in an op body, an autograd context, a compiled graph, a
+// tensor hook), released with the GIL held, or leaked when the interpreter is gone.
+class PyRef {
+ public:
+  explicit PyRef(nb::handle h) : obj_(h.ptr()) { Py_XINCREF(obj_); }
+  ~PyRef() {
+    if (!obj_ || !Py_IsInitialized()) return;
+    nb::gil_scoped_acquire locked;
+    Py_DECREF(obj_);
+  }
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  nb::handle get() const { return obj_; }
+
+ private:
+  PyObject* obj_;
+};
+
 // Whether an op over `numel` elements is long enough to run without holding the GIL.
 inline bool worth_releasing_gil(int64_t numel) { return numel >= (1 << 15); }
 

@@ -20,24 +20,6 @@ namespace kiln::python {
 
 namespace {
 
-// A Python object that C++ keeps (in an op body, an autograd context, a compiled graph), released
-// with the GIL held, or leaked when the interpreter is gone.
-class PyRef {
- public:
-  explicit PyRef(nb::handle h) : obj_(h.ptr()) { Py_XINCREF(obj_); }
-  ~PyRef() {
-    if (!obj_ || !Py_IsInitialized()) return;
-    nb::gil_scoped_acquire locked;
-    Py_DECREF(obj_);
-  }
-  PyRef(const PyRef&) = delete;
-  PyRef& operator=(const PyRef&) = delete;
-  nb::handle get() const { return obj_; }
-
- private:
-  PyObject* obj_;
-};
-
 // A Python result as tensors: a tensor, or a tuple or list of them (None: an undefined tensor
 // where `none_ok`, as a backward's "no gradient").
 std::vector<Tensor> result_tensors(nb::handle result, const std::string& what, bool none_ok) {

@@ -399,7 +399,15 @@ void set_index(const Tensor& self, nb::handle key, nb::handle value) {
 
 }  // namespace
 
+// What register_hook returns (torch.utils.hooks.RemovableHandle).
+struct RemovableHandle {
+  Tensor tensor;
+  size_t handle;
+};
+
 void bind_tensor(nb::module_& m) {
+  nb::class_<RemovableHandle>(m, "RemovableHandle", "Unregisters a tensor hook: remove().")
+      .def("remove", [](const RemovableHandle& h) { h.tensor.remove_hook(h.handle); });
   nb::class_<Tensor> cls(m, "Tensor", "A multi-dimensional array of one dtype, with autograd.");
   // Tensor(t) is t itself under another Python object (the same tensor: metadata, storage and
   // autograd state), which is how nn.Parameter wraps a layer's weight; Tensor(data) copies
@@ -463,6 +471,35 @@ void bind_tensor(nb::module_& m) {
           },
           nb::arg("requires_grad") = true)
       .def("retain_grad", &Tensor::retain_grad)
+      .def(
+          "register_hook",
+          [](const Tensor& t, nb::handle fn) {
+            auto ref = std::make_shared<PyRef>(fn);
+            const size_t handle = t.register_hook([ref](const Tensor& grad) -> Tensor {
+              nb::gil_scoped_acquire locked;
+              nb::object replaced = ref->get()(tensor_to_python(grad));
+              if (replaced.is_none()) return Tensor();
+              const Tensor* r = as_tensor(replaced);
+              if (!r) throw nb::type_error("a tensor hook must return a Tensor or None");
+              return *r;
+            });
+            return RemovableHandle{t, handle};
+          },
+          nb::arg("hook"),
+          "Calls hook(grad) whenever this tensor's gradient is computed; a tensor it returns "
+          "replaces the gradient. Returns a handle whose remove() unregisters it.")
+      .def(
+          "register_post_accumulate_grad_hook",
+          [](const Tensor& t, nb::handle fn) {
+            auto ref = std::make_shared<PyRef>(fn);
+            const size_t handle = t.register_post_accumulate_grad_hook([ref](const Tensor& leaf) {
+              nb::gil_scoped_acquire locked;
+              ref->get()(tensor_to_python(leaf));
+            });
+            return RemovableHandle{t, handle};
+          },
+          nb::arg("hook"),
+          "Calls hook(tensor) after a backward pass has accumulated this leaf's gradient.")
       .def(
           "backward",
           [](const Tensor& t, nb::handle gradient, std::optional<bool> retain_graph,

@@ -1,5 +1,6 @@
 """Autograd from Python: gradients against central finite differences in float64, grad mode."""
 import numpy as np
+import pytest
 
 import kiln
 
@@ -43,3 +44,34 @@ def test_leaf_and_grad_mode():
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
     x.grad = None
     assert x.grad is None
+
+
+def test_tensor_hooks_see_and_replace_gradients_and_can_be_removed():
+    w = kiln.ones(3, requires_grad=True)
+    seen = []
+    handle = w.register_hook(lambda g: seen.append(g.tolist()) or g * 2)
+    (w * kiln.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert seen == [[1.0, 2.0, 3.0]] and w.grad.tolist() == [2.0, 4.0, 6.0]
+    handle.remove()
+    w.grad = None
+    (w * 3).sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0, 3.0] and len(seen) == 1
+    # A hook on an intermediate, one returning None (the gradient stays), one that raises.
+    y = w * 2
+    y.register_hook(lambda g: None)
+    accumulated = []
+    w.register_post_accumulate_grad_hook(lambda leaf: accumulated.append(leaf.grad.tolist()))
+    w.grad = None
+    y.sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0, 2.0] and accumulated == [[2.0, 2.0, 2.0]]
+
+    class Refused(Exception):
+        pass
+
+    def refuse(g):
+        raise Refused("no gradient today")
+
+    z = kiln.ones(2, requires_grad=True)
+    z.register_hook(refuse)
+    with pytest.raises(Refused, match="no gradient today"):
+        (z * 2).sum().backward()
