@@ -12,6 +12,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/pointwise.h"
+#include "ops/lstm_onednn.h"
 #include "ops/recurrent.h"
 
 namespace kiln::nn {
@@ -112,6 +113,17 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Tenso
       const Weights& w = weights(l, d);
       const int64_t k = l * directions + d;
       Tensor h = h_init.select(0, k), c = lstm ? c_init.select(0, k) : Tensor();
+      if (lstm && ops::onednn_lstm(layer_input.dtype())) {
+        // One oneDNN primitive for the layer (the loop below is the composite it replaces).
+        const Tensor bias =
+            w.b_ih.defined() ? w.b_ih + w.b_hh : zeros({gates_ * hidden_size}, layer_input.dtype());
+        auto [y, h_last, c_last] = ops::onednn_lstm_layer(
+            layer_input, h.contiguous(), c.contiguous(), w.w_ih, w.w_hh, bias, d == 1);
+        outputs.push_back(y);
+        h_n.push_back(h_last);
+        c_n.push_back(c_last);
+        continue;
+      }
       const Tensor projected = linear(layer_input, w.w_ih, maybe(w.b_ih));  // [T, B, G H]
       std::vector<Tensor> hs(static_cast<size_t>(steps));
       for (int64_t i = 0; i < steps; ++i) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/ops/pointwise.h"
+#include "ops/onednn_util.h"
 #include "ops/op_utils.h"
 
 namespace kiln::ops {
@@ -30,16 +31,9 @@ namespace {
 using Dims = std::vector<int64_t>;
 using dnnl::memory;
 using Tag = dnnl::memory::format_tag;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-// Streams are not to be shared between threads that execute at once.
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
+using onednn::Argument;
+using onednn::cpu_engine;
+using onednn::execute;
 
 // The geometry of one convolution, in oneDNN's terms.
 struct Geometry {
@@ -176,70 +170,6 @@ std::shared_ptr<Primitives> with_backward_weights(const Geometry& g, bool bias) 
     p->weights.emplace(*p->weights_pd);
   }
   return p;
-}
-
-// Per-thread scratch for the arguments held in oneDNN's chosen layouts: reused from call to
-// call, so a large activation is not freshly allocated (and page-faulted) each time.
-class Scratch {
- public:
-  void* get(size_t slot, size_t bytes) {
-    if (slots_.size() <= slot) slots_.resize(slot + 1);
-    Slot& s = slots_[slot];
-    if (s.bytes < bytes) {
-      s.data.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-      KILN_CHECK(s.data, Error, "convolution: out of memory for ", bytes,
-                 " bytes of oneDNN scratch");
-      s.bytes = bytes;
-    }
-    return s.data.get();
-  }
-
- private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  struct Slot {
-    std::unique_ptr<char, Free> data;
-    size_t bytes = 0;
-  };
-  std::vector<Slot> slots_;
-};
-Scratch& thread_scratch() {
-  thread_local Scratch scratch;
-  return scratch;
-}
-
-// One argument of a primitive: the plain buffer Kiln holds and the layout oneDNN chose.
-struct Argument {
-  int id;
-  memory::desc plain, chosen;
-  void* data;
-  bool output;
-};
-// Runs `prim`, reordering each argument whose chosen layout is not its plain one into scratch
-// (inputs, before) or out of it (outputs, after).
-void execute(const dnnl::primitive& prim, const std::vector<Argument>& args) {
-  dnnl::stream& stream = thread_stream();
-  std::unordered_map<int, memory> bound;
-  std::vector<std::pair<memory, memory>> write_back;  // (chosen, plain)
-  for (size_t k = 0; k < args.size(); ++k) {
-    const Argument& a = args[k];
-    memory plain(a.plain, cpu_engine(), a.data);
-    if (a.chosen == a.plain) {
-      bound.emplace(a.id, plain);
-      continue;
-    }
-    memory chosen(a.chosen, cpu_engine(), thread_scratch().get(k, a.chosen.get_size()));
-    if (a.output)
-      write_back.emplace_back(chosen, plain);
-    else
-      dnnl::reorder(plain, chosen).execute(stream, plain, chosen);
-    bound.emplace(a.id, chosen);
-  }
-  prim.execute(stream, bound);
-  for (auto& [chosen, plain] : write_back)
-    dnnl::reorder(chosen, plain).execute(stream, chosen, plain);
-  stream.wait();
 }
 
 float* f32(const Tensor& t) { return t.data_ptr<float>(); }

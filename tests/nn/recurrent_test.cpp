@@ -74,6 +74,63 @@ TEST(LSTM, EqualsTheCellSteppedByHand) {
   EXPECT_TRUE(near(cn, stack(want_c, 0), 1e-12));
 }
 
+// float32 layers run on oneDNN's LSTM primitive, float64 ones on the composite time loop: the
+// same module in both dtypes gives the same outputs and gradients (bidirectional, two layers,
+// with and without biases, from given and from zero states).
+TEST(LSTM, Float32OnOneDnnEqualsTheFloat64CompositeForwardAndBackward) {
+  for (const bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with biases" : "without biases");
+    manual_seed(7);
+    const RNNOptions options{
+        .num_layers = 2, .bias = bias, .batch_first = true, .bidirectional = true};
+    LSTM fast(3, 5, options);
+    RNNOptions wide = options;
+    wide.dtype = DType::Float64;
+    LSTM exact(3, 5, wide);
+    const std::vector<Tensor> from = fast.parameters(), to = exact.parameters();
+    ASSERT_EQ(from.size(), to.size());
+    {
+      NoGradGuard no_grad;
+      for (size_t k = 0; k < from.size(); ++k) to[k].copy_(from[k]);
+    }
+    const Tensor x = randn({2, 6, 3});
+    const Tensor h0 = randn({4, 2, 5}), c0 = randn({4, 2, 5});
+    const Tensor weights = randn({2, 6, 10});
+    for (const bool given_state : {true, false}) {
+      SCOPED_TRACE(given_state ? "given state" : "zero state");
+      auto run = [&](LSTM& lstm, DType dt) {
+        const Tensor xi = x.to(dt).detach().requires_grad_();
+        auto [out, state] =
+            given_state ? lstm.forward(xi, std::tuple{h0.to(dt), c0.to(dt)}) : lstm.forward(xi);
+        auto [hn, cn] = state;
+        for (Tensor p : lstm.parameters()) p.set_grad(Tensor());
+        ((out * weights.to(dt)).sum() + (hn * hn).sum() + cn.sum()).backward();
+        std::vector<Tensor> got = {out, hn, cn, xi.grad()};
+        for (const Tensor& p : lstm.parameters()) got.push_back(p.grad());
+        return got;
+      };
+      const std::vector<Tensor> a = run(fast, DType::Float32), b = run(exact, DType::Float64);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        ASSERT_TRUE(a[k].defined() && b[k].defined()) << "result " << k;
+        EXPECT_TRUE(allclose(a[k].to(DType::Float64), b[k], 1e-4, 1e-5)) << "result " << k;
+      }
+    }
+  }
+  // A second derivative through the layer is refused, naming the op.
+  LSTM lstm(2, 3);
+  const Tensor x = randn({4, 1, 2}).requires_grad_();
+  const Tensor y = std::get<0>(lstm.forward(x)).sum();
+  const Tensor g = grad({y}, {x}, {}, true, true)[0];
+  try {
+    g.sum().backward();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("onednn_lstm_layer_backward"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GRU, AndRNNStepTheirCellsOnUnbatchedAndBatchedInputs) {
   manual_seed(3);
   GRU gru(2, 3, {.dtype = DType::Float64});
