@@ -28,17 +28,44 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
     if isinstance(fn, Module):
         return _CompiledModule(fn, compiled)
 
+    # NumPy arrays in (the FAQ's "Does NumPy work with torch.compile?"): a second compiled
+    # function, one per placement of the arrays among the arguments, takes them as tensors over
+    # the same memory (what pure mode's guards know) and gives fn kiln.numpy arrays; its tensor
+    # results come back as NumPy arrays.
+    numpy_compiled = {}
+
+    def call_with_numpy(args, kwargs):
+        from . import numpy as knp
+        converted = [knp._numpy_to_tensors(a) for a in args]
+        named = {k: knp._numpy_to_tensors(v) for k, v in kwargs.items()}
+        marks = (tuple(m for _, m in converted), tuple((k, m) for k, (_, m) in named.items()))
+        inner = numpy_compiled.get(marks)
+        if inner is None:
+            arg_marks, kwarg_marks = marks[0], dict(marks[1])
+
+            def on_arrays(*targs, **tkwargs):
+                arrays = [knp._as_arrays(a, m) for a, m in zip(targs, arg_marks)]
+                named_arrays = {k: knp._as_arrays(v, kwarg_marks[k]) for k, v in tkwargs.items()}
+                return knp._arrays_to_tensors(fn(*arrays, **named_arrays))
+            functools.update_wrapper(on_arrays, fn)
+            inner = numpy_compiled[marks] = _C._compile(on_arrays, backend, fullgraph, dynamic,
+                                                        mode, pure, cache_size_limit)
+        result = inner(*(a for a, _ in converted), **{k: v for k, (v, _) in named.items()})
+        return knp._tensors_to_numpy(result)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for a in args:
-            if type(a) is _ndarray:
-                # NumPy arrays in: kiln.numpy arrays over the same memory; NumPy arrays out.
-                from . import numpy as knp
-                args, kwargs, _ = knp._from_numpy_args(args, kwargs)
-                return knp._to_numpy(compiled(*args, **kwargs))
+        if any(_holds_numpy(a) for a in args) or any(_holds_numpy(v) for v in kwargs.values()):
+            return call_with_numpy(args, kwargs)
         return compiled(*args, **kwargs)
     wrapper._kiln_compiled = compiled
     return wrapper
+
+
+def _holds_numpy(value):
+    if type(value) is _ndarray:
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds_numpy(v) for v in value)
 
 
 class _CompiledModule:

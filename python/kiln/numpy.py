@@ -666,27 +666,40 @@ def __getattr__(name):
                          "linalg.norm; docs/python.md)")
 
 
-def _to_numpy(result):
-    """ndarrays in a result (and in its tuples and lists) as NumPy arrays, sharing memory."""
+def _numpy_to_tensors(value):
+    """NumPy arrays in an argument (and in its tuples and lists) as Kiln tensors over the same
+    memory, and where they were: (converted, marks), marks True for an array, a tuple of marks
+    for a tuple or list, False otherwise."""
+    if isinstance(value, _np.ndarray):
+        return asarray(value)._t, True
+    if isinstance(value, (tuple, list)):
+        pairs = [_numpy_to_tensors(v) for v in value]
+        return type(value)(v for v, _ in pairs), tuple(m for _, m in pairs)
+    return value, False
+
+
+def _as_arrays(value, marks):
+    """The tensors `marks` points at as kiln.numpy arrays (inside a compiled NumPy function)."""
+    if marks is True:
+        return ndarray(value)
+    if isinstance(marks, tuple):
+        return type(value)(_as_arrays(v, m) for v, m in zip(value, marks))
+    return value
+
+
+def _arrays_to_tensors(result):
+    """kiln.numpy arrays in a result (and its tuples and lists) as their tensors."""
     if isinstance(result, ndarray):
-        return _np.asarray(result)
+        return result._t
     if isinstance(result, (tuple, list)):
-        return type(result)(_to_numpy(r) for r in result)
+        return type(result)(_arrays_to_tensors(r) for r in result)
     return result
 
 
-def _from_numpy_args(args, kwargs):
-    """NumPy arrays among the arguments as kiln.numpy arrays (no copy); whether there were any."""
-    found = False
-
-    def convert(a):
-        nonlocal found
-        if isinstance(a, _np.ndarray):
-            found = True
-            return asarray(a)
-        if isinstance(a, (tuple, list)):
-            return type(a)(convert(x) for x in a)
-        return a
-    args = tuple(convert(a) for a in args)
-    kwargs = {k: convert(v) for k, v in kwargs.items()}
-    return args, kwargs, found
+def _tensors_to_numpy(result):
+    """Tensors in a result (and its tuples and lists) as NumPy arrays sharing their memory."""
+    if isinstance(result, _C.Tensor):
+        return _np.asarray(result.detach())
+    if isinstance(result, (tuple, list)):
+        return type(result)(_tensors_to_numpy(r) for r in result)
+    return result

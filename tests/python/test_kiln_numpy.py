@@ -24,6 +24,27 @@ def test_the_faq_example_compiles_and_returns_a_numpy_array():
     assert explanation.graph_count == 1 and explanation.graph_break_count == 0
 
 
+def test_pure_mode_takes_numpy_arrays_without_calling_the_function_again():
+    calls = []
+
+    def numpy_fn(X, scale, Y=None):
+        calls.append(1)
+        return knp.sum(X * scale, axis=0), (Y * 2 if Y is not None else None)
+
+    compiled = kiln.compile(numpy_fn, pure=True, backend="eager")
+    X, Y = np.arange(6.0).reshape(2, 3), np.ones((3,), np.float32)
+    for _ in range(3):
+        total, doubled = compiled(X, 0.5, Y=Y)
+        assert isinstance(total, np.ndarray) and total.dtype == np.float64
+        np.testing.assert_array_equal(total, np.sum(X * 0.5, axis=0))
+        assert doubled.dtype == np.float32 and doubled.tolist() == [2.0, 2.0, 2.0]
+    # Captured once; later calls run the graph alone (without pure mode, fn would run each time).
+    assert len(calls) == 1
+    X[0, 0] = 100.0  # the same memory, new values: guards pass, the graph reads them
+    np.testing.assert_array_equal(compiled(X, 0.5, Y=Y)[0], np.sum(X * 0.5, axis=0))
+    assert len(calls) == 1
+
+
 def test_nep50_promotion():
     f32 = knp.ones(3, dtype=np.float32)
     i64 = knp.arange(3)
