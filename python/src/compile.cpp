@@ -186,6 +186,9 @@ nb::object rebuild_result(const ResultLayout& layout, std::vector<Tensor>& tenso
 struct CompiledPyFunction {
   nb::object fn;
   std::shared_ptr<detail::CompiledState> state;
+  // A Python backend (backend=callable), owned by `state`'s backend: shown to the garbage
+  // collector with fn, as it is one more way back to the module that defined it.
+  nb::handle python_backend;
 
   nb::object call(nb::tuple args, nb::dict kwargs) const {
     if (!detail::is_pure(*state)) return capture(args, kwargs, nullptr, nullptr);
@@ -247,12 +250,17 @@ std::string qualname(nb::handle fn) {
 // module's function compiled at module level: fn -> its globals -> the compiled wrapper -> fn)
 // is collected, rather than left alive at exit (nanobind's leak report).
 int compiled_function_traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(nb::inst_ptr<CompiledPyFunction>(self)->fn.ptr());
+  const CompiledPyFunction* f = nb::inst_ptr<CompiledPyFunction>(self);
+  Py_VISIT(f->fn.ptr());
+  if (f->state) Py_VISIT(f->python_backend.ptr());
   Py_VISIT(Py_TYPE(self));
   return 0;
 }
 int compiled_function_clear(PyObject* self) {
-  nb::inst_ptr<CompiledPyFunction>(self)->fn.reset();
+  CompiledPyFunction* f = nb::inst_ptr<CompiledPyFunction>(self);
+  f->fn.reset();
+  f->state.reset();  // (with it the backend and the graphs it compiled)
+  f->python_backend = nb::handle();
   return 0;
 }
 PyType_Slot compiled_function_slots[] = {
@@ -277,15 +285,18 @@ void bind_compile(nb::module_& m) {
       [](nb::object fn, nb::handle backend, bool fullgraph, std::optional<bool> dynamic,
          std::optional<std::string> mode, bool pure, std::optional<int> cache_size_limit) {
         CompileOptions options;
-        if (PyUnicode_Check(backend.ptr()))
+        nb::handle python_backend;
+        if (PyUnicode_Check(backend.ptr())) {
           options.backend = nb::cast<std::string>(backend);
-        else if (nb::isinstance<CompileProfiler>(backend))
+        } else if (nb::isinstance<CompileProfiler>(backend)) {
           options.backend = nb::cast<const CompileProfiler&>(backend).backend();
-        else if (PyCallable_Check(backend.ptr()))
+        } else if (PyCallable_Check(backend.ptr())) {
           options.backend = backend_from_python(backend);
-        else if (!backend.is_none())
+          python_backend = backend;
+        } else if (!backend.is_none()) {
           throw nb::type_error(
               "kiln.compile(): backend must be a name, a callable or a CompileProfiler");
+        }
         options.pure = pure;
         options.fullgraph = fullgraph;
         options.dynamic = dynamic;
@@ -294,7 +305,7 @@ void bind_compile(nb::module_& m) {
         options.cache_size_limit = cache_size_limit;
         auto state =
             detail::make_compiled_state(std::move(options), std::source_location::current());
-        return CompiledPyFunction{std::move(fn), std::move(state)};
+        return CompiledPyFunction{std::move(fn), std::move(state), python_backend};
       },
       nb::arg("fn"), nb::arg("backend").none() = nb::none(), nb::arg("fullgraph") = false,
       nb::arg("dynamic").none() = nb::none(), nb::arg("mode").none() = nb::none(),
