@@ -475,13 +475,7 @@ const OpDef& onednn_conv_backward_weight_op = register_op(
      .derivative = {.fn = backward_weight_derivative, .saved_inputs = save({0, 1})},
      .internal = true});
 
-bool onednn_convolution(DType dtype) {
-  static const bool enabled = [] {
-    const char* env = std::getenv("KILN_ONEDNN");
-    return !(env && std::string(env) == "0");
-  }();
-  return enabled && dtype == DType::Float32;
-}
+bool onednn_convolution(DType dtype) { return onednn::enabled() && dtype == DType::Float32; }
 
 Tensor onednn_conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                    IntList stride, IntList padding, IntList dilation, int64_t groups) {

@@ -141,6 +141,20 @@ int64_t workspace_numel(const Geometry& g, DType dt) {
 
 float* f32(const Tensor& t) { return t.data_ptr<float>(); }
 
+// The layer's six inputs (x, h0, c0, w_ih, w_hh, bias) as arguments of a primitive (forward's or
+// backward's: both take them).
+template <class PrimitiveDesc>
+std::vector<Argument> layer_arguments(const Descs& d, const PrimitiveDesc& pd,
+                                      const std::vector<Tensor>& in) {
+  return {
+      {DNNL_ARG_SRC_LAYER, d.src_layer, pd.src_layer_desc(), f32(in[0]), false},
+      {DNNL_ARG_SRC_ITER, d.src_iter, pd.src_iter_desc(), f32(in[1]), false},
+      {DNNL_ARG_SRC_ITER_C, d.src_iter, pd.src_iter_c_desc(), f32(in[2]), false},
+      {DNNL_ARG_WEIGHTS_LAYER, d.weights_layer_plain, pd.weights_layer_desc(), f32(in[3]), false},
+      {DNNL_ARG_WEIGHTS_ITER, d.weights_iter_plain, pd.weights_iter_desc(), f32(in[4]), false},
+      {DNNL_ARG_BIAS, d.bias, pd.bias_desc(), f32(in[5]), false}};
+}
+
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
 // ---- float64: the formulas in direct loops ----
@@ -268,18 +282,13 @@ void layer_kernel(const OpCall& c, std::span<Tensor> outs) {
   const std::shared_ptr<Primitives> shared = forward_primitives(g);
   const auto& pd = shared->forward_pd;
   const Descs d = descs_of(g);
-  execute(
-      shared->forward,
-      {{DNNL_ARG_SRC_LAYER, d.src_layer, pd.src_layer_desc(), f32(in[0]), false},
-       {DNNL_ARG_SRC_ITER, d.src_iter, pd.src_iter_desc(), f32(in[1]), false},
-       {DNNL_ARG_SRC_ITER_C, d.src_iter, pd.src_iter_c_desc(), f32(in[2]), false},
-       {DNNL_ARG_WEIGHTS_LAYER, d.weights_layer_plain, pd.weights_layer_desc(), f32(in[3]), false},
-       {DNNL_ARG_WEIGHTS_ITER, d.weights_iter_plain, pd.weights_iter_desc(), f32(in[4]), false},
-       {DNNL_ARG_BIAS, d.bias, pd.bias_desc(), f32(in[5]), false},
-       {DNNL_ARG_DST_LAYER, d.dst_layer, pd.dst_layer_desc(), f32(outs[0]), true},
-       {DNNL_ARG_DST_ITER, d.src_iter, pd.dst_iter_desc(), f32(outs[1]), true},
-       {DNNL_ARG_DST_ITER_C, d.src_iter, pd.dst_iter_c_desc(), f32(outs[2]), true},
-       {DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), f32(outs[3]), true}});
+  std::vector<Argument> args = layer_arguments(d, pd, in);
+  args.insert(args.end(),
+              {{DNNL_ARG_DST_LAYER, d.dst_layer, pd.dst_layer_desc(), f32(outs[0]), true},
+               {DNNL_ARG_DST_ITER, d.src_iter, pd.dst_iter_desc(), f32(outs[1]), true},
+               {DNNL_ARG_DST_ITER_C, d.src_iter, pd.dst_iter_c_desc(), f32(outs[2]), true},
+               {DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), f32(outs[3]), true}});
+  execute(shared->forward, args);
 }
 
 // ---- onednn_lstm_layer_backward: inputs [x, h0, c0, w_ih, w_hh, bias, y, h_T, c_T, workspace,
@@ -326,15 +335,10 @@ void backward_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Descs d = descs_of(g);
   float* dw = f32(outs[3]);
   // (The primitive adds every step's weight gradients into its outputs: they start at zero.)
-  execute(
-      *shared->backward,
-      {{DNNL_ARG_SRC_LAYER, d.src_layer, pd.src_layer_desc(), f32(in[0]), false},
-       {DNNL_ARG_SRC_ITER, d.src_iter, pd.src_iter_desc(), f32(in[1]), false},
-       {DNNL_ARG_SRC_ITER_C, d.src_iter, pd.src_iter_c_desc(), f32(in[2]), false},
-       {DNNL_ARG_WEIGHTS_LAYER, d.weights_layer_plain, pd.weights_layer_desc(), f32(in[3]), false},
-       {DNNL_ARG_WEIGHTS_ITER, d.weights_iter_plain, pd.weights_iter_desc(), f32(in[4]), false},
-       {DNNL_ARG_BIAS, d.bias, pd.bias_desc(), f32(in[5]), false},
-       {DNNL_ARG_DST_LAYER, d.dst_layer, pd.dst_layer_desc(), f32(in[6]), false},
+  std::vector<Argument> args = layer_arguments(d, pd, in);
+  args.insert(
+      args.end(),
+      {{DNNL_ARG_DST_LAYER, d.dst_layer, pd.dst_layer_desc(), f32(in[6]), false},
        {DNNL_ARG_DST_ITER, d.src_iter, pd.dst_iter_desc(), f32(in[7]), false},
        {DNNL_ARG_DST_ITER_C, d.src_iter, pd.dst_iter_c_desc(), f32(in[8]), false},
        {DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), f32(in[9]), false},
@@ -349,6 +353,7 @@ void backward_kernel(const OpCall& c, std::span<Tensor> outs) {
        {DNNL_ARG_DIFF_WEIGHTS_ITER, d.weights_iter_plain, pd.diff_weights_iter_desc(), dw + wi,
         true, true},
        {DNNL_ARG_DIFF_BIAS, d.bias, pd.diff_bias_desc(), dw + wi + wh, true, true}});
+  execute(*shared->backward, args);
 }
 
 // Gradients of the layer: the backward op, with zeros for outputs nothing used.
@@ -402,13 +407,7 @@ const OpDef& onednn_lstm_layer_backward_op = register_op(
      .kernel = backward_kernel,
      .internal = true});
 
-bool onednn_lstm(DType dtype) {
-  static const bool enabled = [] {
-    const char* env = std::getenv("KILN_ONEDNN");
-    return !(env && std::string(env) == "0");
-  }();
-  return enabled && dtype == DType::Float32;
-}
+bool onednn_lstm(DType dtype) { return onednn::enabled() && dtype == DType::Float32; }
 
 std::tuple<Tensor, Tensor, Tensor> onednn_lstm_layer(const Tensor& x, const Tensor& h0,
                                                      const Tensor& c0, const Tensor& w_ih,

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -12,6 +13,14 @@
 namespace kiln::ops::onednn {
 
 using dnnl::memory;
+
+bool enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("KILN_ONEDNN");
+    return !(env && std::string(env) == "0");
+  }();
+  return on;
+}
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);

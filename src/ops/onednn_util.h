@@ -10,6 +10,10 @@
 
 namespace kiln::ops::onednn {
 
+// False when the environment variable KILN_ONEDNN is 0 (read once): the ops that have a Kiln
+// composite (convolution, the LSTM layer) then run it instead, for comparisons.
+bool enabled();
+
 dnnl::engine& cpu_engine();
 // Streams are not to be shared between threads that execute at once.
 dnnl::stream& thread_stream();
