@@ -7,7 +7,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
