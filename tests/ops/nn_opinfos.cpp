@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/batch_norm.h"
 #include "ops/opinfo.h"
 
 namespace kiln::testing {
@@ -748,7 +749,7 @@ std::vector<Sample> batch_norm_samples(DType dt) {
 
 KILN_OPINFO({
     .name = "batch_norm_training",
-    .covers = {"mean", "var", "sub", "rsqrt", "mul", "add"},
+    .covers = {"batch_norm_training", "batch_norm_backward", "mul", "add"},
     .dtypes = kF,
     .samples = batch_norm_samples,
     .fn =
@@ -790,7 +791,138 @@ KILN_OPINFO({
                                      [] {
                                        batch_norm(ones({2, 3}), {}, {});
                                      }),
+            expect_error<DTypeError>(
+                "weight of another dtype", "weight has dtype float32",
+                [] {
+                  batch_norm(ones({2, 3}, DType::Float64), {}, {}, ones({3}), {}, true);
+                }),
         },
+    .differentiable = true,
+    .second_order = true,
+});
+
+// The training op itself, every output: the statistics' own gradients (which a second
+// derivative sends back) are checked against finite differences here. Samples without weight
+// and bias too.
+std::vector<Sample> batch_norm_training_op_samples(DType dt) {
+  std::vector<Sample> out = batch_norm_samples(dt);
+  out.push_back({"[5, 2, 3] no affine", {mk({5, 2, 3}, dt, -3, 3, Layout::Contiguous, 21)}});
+  out.push_back({"threaded [1024, 40] (1d)", with_channel_affine({1024, 40}, dt, 26)});
+  out.push_back(
+      {"[3, 4, 2, 3] transposed",
+       {mk({3, 4, 2, 3}, dt, -3, 3, Layout::Transposed, 23),
+        mk({4}, dt, 0.5, 2, Layout::Contiguous, 24), mk({4}, dt, -1, 1, Layout::Contiguous, 25)}});
+  return out;
+}
+KILN_OPINFO({
+    .name = "batch_norm_training_op",
+    .covers = {"batch_norm_training", "batch_norm_backward"},
+    .dtypes = kF,
+    .samples = batch_norm_training_op_samples,
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          const bool affine = in.size() == 3;
+          const ops::BatchNormTraining r =
+              ops::batch_norm_training(in[0], affine ? std::optional<Tensor>(in[1]) : std::nullopt,
+                                       affine ? std::optional<Tensor>(in[2]) : std::nullopt, 1e-5);
+          return std::vector<Tensor>{r.y, r.mean, r.invstd, r.var};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref& x = in[0];
+          const bool affine = in.size() == 3;
+          const int64_t c = x.sizes[1], inner = inner_of(x.sizes);
+          ChannelGroupRef r = ref_normalise_groups(
+              x, c, [&](int64_t i) { return i / inner % c; }, affine ? &in[1] : nullptr,
+              affine ? &in[2] : nullptr, 1e-5);
+          Ref mean{{c}, r.mean, x.dtype}, var{{c}, r.var, x.dtype}, invstd{{c}, {}, x.dtype};
+          for (double v : r.var) invstd.v.push_back(1 / std::sqrt(v + 1e-5));
+          return std::vector<Ref>{r.y, mean, invstd, var};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors =
+        {
+            expect_error<ValueError>("one value per channel", "more than 1 value per channel",
+                                     [] {
+                                       ops::batch_norm_training(ones({1, 3}), {}, {}, 1e-5);
+                                     }),
+            expect_error<ShapeError>("a 1-d input", "at least 2 dims",
+                                     [] { ops::batch_norm_training(ones({4}), {}, {}, 1e-5); }),
+            expect_error<DTypeError>(
+                "an integer input", "expected a floating input",
+                [] {
+                  ops::batch_norm_training(ones({2, 3}, DType::Int64), {}, {}, 1e-5);
+                }),
+        },
+    .differentiable = true,
+    .second_order = true,
+});
+
+// The backward op as a function of its own (independent) inputs [grad, x, mean, invstd,
+// weight?]: its values against the formula, its derivative (batch_norm's second) against
+// finite differences.
+KILN_OPINFO({
+    .name = "batch_norm_backward",
+    .covers = {"batch_norm_backward"},
+    .dtypes = kF,
+    .samples =
+        [](DType dt) {
+          auto with = [&](std::vector<int64_t> sizes, bool weight, uint32_t seed) {
+            const int64_t c = sizes[1];
+            std::vector<Tensor> in{mk(sizes, dt, -2, 2, Layout::Contiguous, seed),
+                                   mk(sizes, dt, -3, 3, Layout::Contiguous, seed + 1),
+                                   mk({c}, dt, -1, 1, Layout::Contiguous, seed + 2),
+                                   mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 3)};
+            if (weight) in.push_back(mk({c}, dt, 0.5, 2, Layout::Contiguous, seed + 4));
+            return in;
+          };
+          return std::vector<Sample>{
+              {"[6, 3] (1d)", with({6, 3}, true, 31)},
+              {"[2, 3, 4, 4]", with({2, 3, 4, 4}, true, 36)},
+              {"[4, 2, 5] no weight", with({4, 2, 5}, false, 41)},
+              {"threaded [32, 8, 300]", with({32, 8, 300}, true, 46)},
+          };
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) {
+          std::vector<Tensor> args(in.begin(), in.end());
+          std::array<Tensor, kMaxOpOutputs> outs;
+          dispatch(*find_op("batch_norm_backward"), args, {in.size() == 5}, outs);
+          return std::vector<Tensor>{outs[0], outs[1], outs[2]};
+        },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ref &dy = in[0], &x = in[1], &mean = in[2], &invstd = in[3];
+          const int64_t c = x.sizes[1], inner = inner_of(x.sizes);
+          std::vector<double> s1(static_cast<size_t>(c)), s2(static_cast<size_t>(c));
+          auto ch = [&](int64_t i) { return static_cast<size_t>(i / inner % c); };
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            const auto k = ch(i), at = static_cast<size_t>(i);
+            s1[k] += dy.v[at];
+            s2[k] += dy.v[at] * (x.v[at] - mean.v[k]);
+          }
+          const double m = static_cast<double>(x.numel() / c);
+          Ref gx = x, gw{{c}, {}, x.dtype}, gb{{c}, s1, x.dtype};
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            const auto k = ch(i), at = static_cast<size_t>(i);
+            const double s = invstd.v[k], w = in.size() == 5 ? in[4].v[k] : 1.0;
+            gx.v[at] = (dy.v[at] - s1[k] / m - (x.v[at] - mean.v[k]) * s * s * s2[k] / m) * s * w;
+          }
+          for (size_t k = 0; k < static_cast<size_t>(c); ++k) gw.v.push_back(s2[k] * invstd.v[k]);
+          return std::vector<Ref>{gx, gw, gb};
+        },
+    .rtol32 = 1e-4,
+    .atol32 = 1e-4,
+    .errors = {expect_error<ShapeError>(
+        "a gradient of another shape", "must have the input's shape",
+        [] {
+          std::array<Tensor, kMaxOpOutputs> outs;
+          const Tensor in[] = {ones({2, 3}), ones({3, 3}), zeros({3}), ones({3})};
+          dispatch(*find_op("batch_norm_backward"), in, {false}, outs);
+        })},
+    .differentiable = true,
+    .second_order = true,
 });
 
 KILN_OPINFO({
