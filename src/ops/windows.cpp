@@ -261,6 +261,23 @@ int argmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   for (size_t d = 3 - spatial.size(); d < 3; ++d) sizes.push_back(g.out[d]);
   return one_output(out, DType::Int64, std::move(sizes));
 }
+// One kernel position's run of `count` windows: window j reads src[j * read_step], flat
+// input index first + j * step, and takes it over its best so far when greater, when a NaN
+// over a number, or when it has none yet (at_max < 0). Selects rather than branches (which
+// element wins is data, and a branch on it mispredicts); everything the loop reads is a local,
+// so its stores to at_max cannot make the compiler reload it.
+template <typename T>
+void argmax_run(const T* src, int64_t read_step, int64_t count, int64_t first, int64_t step,
+                T* best, int64_t* at_max) {
+  for (int64_t j = 0; j < count; ++j) {
+    const T v = src[j * read_step], b = best[j];
+    const int64_t i = at_max[j];
+    const bool take = (i < 0) | (v > b) | ((v != v) & (b == b));
+    best[j] = take ? v : b;
+    at_max[j] = take ? first + j * step : i;
+  }
+}
+
 void argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.in(0);
   const Tensor& out = outs[0];
@@ -290,17 +307,9 @@ void argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
                                     int64_t i2, int where) {
                                   if (where != 0) return;
                                   const T* src = xp + i0 * st[0] + i1 * st[1] + i2 * st[2];
-                                  const int64_t read_step = g.stride[2] * st[2];
-                                  const int64_t flat = (i0 * g.in[1] + i1) * g.in[2] + i2;
-                                  for (int64_t j = 0; j < count; ++j) {
-                                    const T v = src[j * read_step];
-                                    T& b = best[static_cast<size_t>(at + j)];
-                                    int64_t& i = at_max[at + j];
-                                    if (i < 0 || v > b || (v != v && b == b)) {
-                                      b = v;
-                                      i = flat + j * g.stride[2];
-                                    }
-                                  }
+                                  argmax_run(src, g.stride[2] * st[2], count,
+                                             (i0 * g.in[1] + i1) * g.in[2] + i2, g.stride[2],
+                                             best.data() + at, at_max + at);
                                 });
           }
         });
