@@ -16,13 +16,13 @@ import ast
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_cnn_rnn import kiln_medians
 
 ANCHOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "anchors",
                       "torch_compile_anchor.py")
@@ -101,17 +101,7 @@ def make_step(workload, models):
 
 
 def kiln_median(kiln, workload, runs):
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    env.setdefault("KILN_CACHE_DIR", "/tmp/kiln-paired-cache")
-    out = subprocess.run([kiln, "bench", "--only", workload + "i", "--runs", str(runs)],
-                         capture_output=True, text=True, env=env, check=True).stdout
-    row = next(line for line in out.splitlines() if line.startswith(f"| {workload}i "))
-    cells = [c.strip() for c in row.split("|")]
-
-    def ms(cell):
-        value, unit = cell.split()
-        return float(value) * {"s": 1e3, "ms": 1.0, "us": 1e-3}[unit]
-    return ms(cells[3]), ms(cells[4])  # median, min
+    return kiln_medians(kiln, [workload + "i"], runs)[workload + "i"]
 
 
 def main():

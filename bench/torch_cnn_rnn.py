@@ -5,10 +5,18 @@ bench/workloads.cpp, medians of `--runs` steps after warm-up, cold compile time 
 
     /tmp/torch2/bin/python bench/torch_cnn_rnn.py --threads 2 --runs 15
 
-Run it right before or after `kiln bench --only W9,W9i,W10,W10i,W11,W11i` and compare ratios.
+Run it right before or after `kiln bench --only W9,W9i,W10,W10i,W11,W11i` and compare ratios,
+or let it alternate with Kiln round by round (`--paired`: each round a `kiln bench` process
+timing the workload eager and compiled, then the same number of PyTorch eager and torch.compile
+steps; per-round ratios, their medians and ranges):
+
+    /tmp/torch2/bin/python bench/torch_cnn_rnn.py --paired build/release/tools/kiln/kiln \
+        --only W9 --rounds 5 --runs 11
 """
 import argparse
+import os
 import statistics
+import subprocess
 import time
 
 import torch
@@ -128,17 +136,65 @@ def timed(fn, runs):
     return statistics.median(times) * 1e3, min(times) * 1e3
 
 
+def kiln_medians(kiln, ids, runs):
+    """`kiln bench --only <ids> --runs <runs>` in a fresh process: each workload's median and
+    min in ms."""
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    env.setdefault("KILN_CACHE_DIR", "/tmp/kiln-paired-cache")
+    out = subprocess.run([kiln, "bench", "--only", ",".join(ids), "--runs", str(runs)],
+                         capture_output=True, text=True, env=env, check=True).stdout
+
+    def ms(cell):
+        value, unit = cell.split()
+        return float(value) * {"s": 1e3, "ms": 1.0, "us": 1e-3}[unit]
+    result = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and cells[1] in ids:
+            result[cells[1]] = (ms(cells[3]), ms(cells[4]))  # median, min
+    return result
+
+
+def paired(kiln, name, make, rounds, runs):
+    """Kiln's eager and compiled step against PyTorch's, round by round."""
+    eager, compiled = make(), torch.compile(make())
+    for _ in range(3):
+        eager()
+        compiled()
+    print(f"{name}: kiln {name} / {name}i against PyTorch eager / torch.compile, medians of "
+          f"{runs} steps a round")
+    ratios = {"eager": [], "compiled": []}
+    for r in range(rounds):
+        k = kiln_medians(kiln, [name, name + "i"], runs)
+        torch_eager, _ = timed(eager, runs)
+        torch_compiled, _ = timed(compiled, runs)
+        ratios["eager"].append(k[name][0] / torch_eager)
+        ratios["compiled"].append(k[name + "i"][0] / torch_compiled)
+        print(f"round {r}: kiln {k[name][0]:.1f} / {k[name + 'i'][0]:.1f} ms, PyTorch "
+              f"{torch_eager:.1f} / {torch_compiled:.1f} ms, ratios {ratios['eager'][-1]:.2f} / "
+              f"{ratios['compiled'][-1]:.2f}", flush=True)
+    for kind, values in ratios.items():
+        print(f"{name} {kind} ratio (kiln / PyTorch): median {statistics.median(values):.2f}, "
+              f"range {min(values):.2f}-{max(values):.2f}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=15)
     p.add_argument("--only", default="W9,W10,W11", help="comma list of W9, W10, W11")
+    p.add_argument("--paired", metavar="KILN", help="the kiln executable: alternate with it")
+    p.add_argument("--rounds", type=int, default=5, help="rounds of --paired")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
     print(f"torch {torch.__version__}, {a.threads} threads, ATen CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}")
     for name, make in (("W9", w9), ("W10", w10), ("W11", w11)):
         if name not in a.only.split(","):
+            continue
+        if a.paired:
+            paired(a.paired, name, make, a.rounds, a.runs)
             continue
         step = make()
         step()

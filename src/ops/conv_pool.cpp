@@ -349,11 +349,6 @@ Tensor avg_pool_nd(const char* op, int64_t dims, const Tensor& input, IntList ke
   return unbatched_like(sums / counts, input, dims);
 }
 
-// Output position i of `out` over an input of `in` covers [floor(i in / out), ceil((i + 1) in
-// / out)), as PyTorch's adaptive pooling.
-int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
-int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
-
 Dims adaptive_sizes(const char* op, const Tensor& x, int64_t dims, IntList output_size) {
   const Dims out = per_dim(op, "output_size", output_size, dims);
   for (int64_t d = 0; d < dims; ++d) {
@@ -375,7 +370,7 @@ Tensor adaptive_avg_pool_nd(const char* op, int64_t dims, const Tensor& input,
     const int64_t in = x.size(2 + d), o = out[static_cast<size_t>(d)];
     std::vector<double> m(static_cast<size_t>(in * o), 0.0);
     for (int64_t i = 0; i < o; ++i) {
-      const int64_t s = adaptive_start(i, in, o), e = adaptive_end(i, in, o);
+      const int64_t s = ops::adaptive_begin(i, in, o), e = ops::adaptive_end(i, in, o);
       for (int64_t j = s; j < e; ++j)
         m[static_cast<size_t>(j * o + i)] = 1.0 / static_cast<double>(e - s);
     }
@@ -385,31 +380,15 @@ Tensor adaptive_avg_pool_nd(const char* op, int64_t dims, const Tensor& input,
   return unbatched_like(y.contiguous(), input, dims);
 }
 
-Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
-                            IntList output_size) {
+// As max pooling: where each cell's maximum is, then its value gathered from there (so the
+// gradient goes to that one element, as PyTorch's).
+std::pair<Tensor, Tensor> adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
+                                               IntList output_size) {
   const Tensor x = as_batch(op, input, dims);
   const Dims out = adaptive_sizes(op, x, dims, output_size);
-  Tensor y = x;
-  for (int64_t d = 0; d < dims; ++d) {
-    // Along dim d: each output's window gathered to the longest window's length (a shorter one
-    // repeats its last element, which cannot change a max), then the max over it. A max over a
-    // box is the max along one dim of the maxima along the others.
-    const int64_t in = x.size(2 + d), o = out[static_cast<size_t>(d)];
-    int64_t longest = 0;
-    for (int64_t i = 0; i < o; ++i)
-      longest = std::max(longest, adaptive_end(i, in, o) - adaptive_start(i, in, o));
-    std::vector<int64_t> index;
-    for (int64_t i = 0; i < o; ++i)
-      for (int64_t t = 0; t < longest; ++t)
-        index.push_back(std::min(adaptive_start(i, in, o) + t, adaptive_end(i, in, o) - 1));
-    Dims split;  // y's sizes with dim 2 + d split into (o, longest)
-    for (int64_t k = 0; k < y.dim(); ++k) {
-      split.push_back(k == 2 + d ? o : y.size(k));
-      if (k == 2 + d) split.push_back(longest);
-    }
-    y = amax(index_select(y, 2 + d, tensor(index)).reshape(split), {3 + d});
-  }
-  return unbatched_like(y, input, dims);
+  const Tensor index = ops::adaptive_window_argmax(x.detach(), IntList(out));
+  const Tensor values = gather(x.flatten(2), 2, index.flatten(2)).reshape(index.sizes());
+  return {unbatched_like(values, input, dims), unbatched_like(index, input, dims)};
 }
 
 }  // namespace
@@ -451,6 +430,10 @@ Tensor adaptive_max_pool_nd(const char* op, int64_t dims, const Tensor& input,
     return adaptive_avg_pool_nd("adaptive_avg_pool" #D "d", D, x, output_size);                    \
   }                                                                                                \
   Tensor adaptive_max_pool##D##d(const Tensor& x, IntList output_size) {                           \
+    return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size).first;              \
+  }                                                                                                \
+  std::tuple<Tensor, Tensor> adaptive_max_pool##D##d_with_indices(const Tensor& x,                 \
+                                                                  IntList output_size) {           \
     return adaptive_max_pool_nd("adaptive_max_pool" #D "d", D, x, output_size);                    \
   }
 KILN_CONV_POOL(1)
@@ -462,9 +445,6 @@ KILN_CONV_POOL(3)
 // (kiln/ops/function.h). Arguments Kiln does not implement are errors, never ignored. ----
 namespace {
 using Args = const FunctionArgs&;
-void unsupported(bool given, const char* what) {
-  KILN_CHECK(!given, NotImplementedError, what, " is not implemented");
-}
 ConvPadding named_padding(const std::string& padding) {
   KILN_CHECK(padding == "same" || padding == "valid", ValueError,
              "conv: padding must be \"same\", \"valid\" or sizes, not \"", padding, "\"");
@@ -539,8 +519,9 @@ std::vector<int64_t> ints_or_empty(Args a, size_t k) {
                  "bool return_indices=False) -> Tensor",                                          \
        .doc = "The maximum over windows that split the input into output_size cells.",            \
        .call = [](Args a) -> FunctionResult {                                                     \
-         unsupported(a.b(2), "nn.functional.adaptive_max_pool" #D "d(return_indices=True)");      \
-         return adaptive_max_pool##D##d(a.tensor(0), a.ints(1));                                  \
+         if (!a.b(2)) return adaptive_max_pool##D##d(a.tensor(0), a.ints(1));                     \
+         auto [values, indices] = adaptive_max_pool##D##d_with_indices(a.tensor(0), a.ints(1));   \
+         return std::vector<Tensor>{values, indices};                                             \
        },                                                                                         \
        .module = "nn.functional"});
 KILN_CONV_POOL_FUNCTIONS(1)

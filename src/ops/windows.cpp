@@ -316,6 +316,82 @@ void argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+// ---- adaptive_window_argmax: inputs [x]; attrs [output_size] ----
+// The input's and the output's spatial sizes, padded to 3 dims as Geometry is.
+std::array<std::array<int64_t, 3>, 2> adaptive_sizes(const char* op, const Tensor& x,
+                                                     const Attrs& a) {
+  const Dims spatial = spatial_of(x, op);
+  const Dims& out = a.ints(0);
+  KILN_CHECK(out.size() == spatial.size(), ValueError, op,
+             ": output_size needs one value per "
+             "spatial dim (",
+             spatial.size(), "), got ", IntList(out));
+  std::array<std::array<int64_t, 3>, 2> s{{{1, 1, 1}, {1, 1, 1}}};
+  for (size_t d = 0; d < spatial.size(); ++d) {
+    KILN_CHECK(out[d] > 0 && spatial[d] > 0, ShapeError, op, ": output_size ", IntList(out),
+               " must be positive and the input ", x.shape_str(),
+               " non-empty along its spatial "
+               "dims");
+    s[0][3 - spatial.size() + d] = spatial[d];
+    s[1][3 - spatial.size() + d] = out[d];
+  }
+  return s;
+}
+int adaptive_argmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
+  const char* op = "adaptive_window_argmax";
+  const Tensor& x = c.in(0);
+  KILN_CHECK(is_floating(x.dtype()), DTypeError, op, ": expected a floating input, got ",
+             x.dtype());
+  (void)adaptive_sizes(op, x, c.attrs);
+  Shape sizes{x.size(0), x.size(1)};
+  for (int64_t s : c.attrs.ints(0)) sizes.push_back(s);
+  return one_output(out, DType::Int64, std::move(sizes));
+}
+void adaptive_argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.in(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  const auto [in, o] = adaptive_sizes("adaptive_window_argmax", x, c.attrs);
+  const int64_t channels = x.size(1), planes = x.size(0) * channels;
+  const std::array<int64_t, 3> st = spatial_strides(x);
+  const int64_t per_plane = o[0] * o[1] * o[2], in_plane = in[0] * in[1] * in[2];
+  KILN_DTYPE_SWITCH_FLOATING(x.dtype(), "adaptive_window_argmax", [&]<typename T>() {
+    const T* xs = x.data_ptr<T>();
+    int64_t* os = out.data_ptr<int64_t>();
+    kernels::parallel_range(
+        planes, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, in_plane)),
+        [&](int64_t b, int64_t e) {
+          for (int64_t p = b; p < e; ++p) {
+            const T* xp = xs + (p / channels) * x.stride(0) + (p % channels) * x.stride(1);
+            int64_t* at_max = os + p * per_plane;
+            // Each cell's elements in order: the first maximum wins, NaN beats any number
+            // (as window_argmax).
+            for (int64_t o0 = 0; o0 < o[0]; ++o0)
+              for (int64_t o1 = 0; o1 < o[1]; ++o1)
+                for (int64_t o2 = 0; o2 < o[2]; ++o2) {
+                  T best = T(0);
+                  int64_t where = -1;
+                  for (int64_t i0 = adaptive_begin(o0, in[0], o[0]);
+                       i0 < adaptive_end(o0, in[0], o[0]); ++i0)
+                    for (int64_t i1 = adaptive_begin(o1, in[1], o[1]);
+                         i1 < adaptive_end(o1, in[1], o[1]); ++i1) {
+                      const T* row = xp + i0 * st[0] + i1 * st[1];
+                      const int64_t flat_row = (i0 * in[1] + i1) * in[2];
+                      for (int64_t i2 = adaptive_begin(o2, in[2], o[2]);
+                           i2 < adaptive_end(o2, in[2], o[2]); ++i2) {
+                        const T v = row[i2 * st[2]];
+                        const bool take = (where < 0) | (v > best) | ((v != v) & (best == best));
+                        best = take ? v : best;
+                        where = take ? flat_row + i2 : where;
+                      }
+                    }
+                  at_max[(o0 * o[1] + o1) * o[2] + o2] = where;
+                }
+          }
+        });
+  });
+}
+
 const OpDef& unfold_windows_op = register_op(
     {.name = "unfold_windows",
      .schema = "unfold_windows(Tensor self, int[] kernel, int[] stride, int[] padding, "
@@ -369,8 +445,19 @@ const OpDef& window_argmax_op =
                  .kernel = argmax_kernel,
                  .internal = true});
 
+const OpDef& adaptive_window_argmax_op =
+    register_op({.name = "adaptive_window_argmax",
+                 .schema = "adaptive_window_argmax(Tensor self, int[] output_size) -> Tensor",
+                 .kind = OpKind::Extern,
+                 .meta = adaptive_argmax_meta,
+                 .kernel = adaptive_argmax_kernel,
+                 .internal = true});
+
 }  // namespace
 
+Tensor adaptive_window_argmax(const Tensor& x, IntList output_size) {
+  return call(adaptive_window_argmax_op, {x}, {ints_attr(output_size)});
+}
 Tensor window_argmax(const Tensor& x, IntList kernel, IntList stride, IntList padding,
                      IntList dilation, IntList overhang) {
   return call(window_argmax_op, {x},

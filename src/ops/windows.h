@@ -29,4 +29,18 @@ Tensor fold_windows(const Tensor& windows, IntList input_spatial, IntList kernel
 Tensor window_argmax(const Tensor& x, IntList kernel, IntList stride, IntList padding,
                      IntList dilation, IntList overhang);
 
+// Adaptive pooling's cells: cell i of a dim of `in` split into `out` covers
+// [adaptive_begin, adaptive_end) = [floor(i in / out), ceil((i + 1) in / out)), as PyTorch's.
+inline int64_t adaptive_begin(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+// Where each cell's maximum is (adaptive max pooling's indices): x [N, C, in...] split into
+// output_size cells per spatial dim (cell i of a dim of `in` covers [floor(i in / out),
+// ceil((i + 1) in / out)), PyTorch's), [N, C, output_size...] int64 flat indices in x's [N, C]
+// plane of each cell's first maximum in order (NaN counting as the largest). Not
+// differentiable.
+Tensor adaptive_window_argmax(const Tensor& x, IntList output_size);
+
 }  // namespace kiln::ops

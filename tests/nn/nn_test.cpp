@@ -641,6 +641,10 @@ TEST(ConvNd, OneAndThreeDimensionalLayersAndTheirPools) {
   const Tensor x = randn({2, 3, 5, 7});
   EXPECT_TRUE(allclose(AdaptiveAvgPool2d({1}).forward(x), mean(x, {2, 3}, true), 1e-5, 1e-6));
   EXPECT_TRUE(allclose(AdaptiveMaxPool2d({1}).forward(x), amax(x, {2, 3}, true), 0, 0));
+  // with indices: the global maximum's flat position in each [5, 7] plane
+  auto [values, indices] = AdaptiveMaxPool2d({1}).forward_with_indices(x);
+  EXPECT_TRUE(equal(values, amax(x, {2, 3}, true)));
+  EXPECT_TRUE(equal(indices, argmax(x.flatten(2), 2, true).unsqueeze(3)));
   EXPECT_EQ(AdaptiveAvgPool1d({4}).forward(randn({3, 9})).sizes(), (Shape{3, 4}));
   EXPECT_THROW(Conv3d(2, 3, {2, 2}), ValueError);  // 1 or 3 kernel sizes
   // A transposed convolution undoes a strided one's shape; its bound is 1/sqrt(out/groups k k).

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ops/opinfo.h"
+#include "ops/windows.h"
 
 namespace kiln::testing {
 namespace {
@@ -192,13 +193,15 @@ Ref ref_conv(const Ref& x, const Ref& w, const Ref& bias, const Geometry& g) {
 }
 
 // Adaptive pooling: output i along a dim of `in` covers [floor(i in / out), ceil((i+1) in / out)).
-Ref ref_adaptive(const Ref& x, const Dims& output_size, size_t dims, bool max) {
+// The pooled values; for max pooling, then the values again and each cell's index (flat in its
+// [N, C] plane) of its first maximum in row-major order.
+std::vector<Ref> ref_adaptive(const Ref& x, const Dims& output_size, size_t dims, bool max) {
   const Dims s = batched(x.sizes, dims);
   Dims in(s.begin() + 2, s.end()), out;
   for (size_t d = 0; d < dims; ++d) out.push_back(at(output_size, d));
   Dims sizes = x.sizes;
   for (size_t d = 0; d < dims; ++d) sizes[sizes.size() - dims + d] = out[d];
-  Ref result = Ref::zeros(sizes, x.dtype);
+  Ref result = Ref::zeros(sizes, x.dtype), where = Ref::zeros(sizes, DType::Int64);
   size_t k = 0;
   for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
     for (int64_t o = 0; o < product(out); ++o) {
@@ -209,16 +212,20 @@ Ref ref_adaptive(const Ref& x, const Dims& output_size, size_t dims, bool max) {
         len.push_back(((oi[d] + 1) * in[d] + out[d] - 1) / out[d] - lo.back());
       }
       double acc = max ? -std::numeric_limits<double>::infinity() : 0;
+      int64_t at = -1;
       for (int64_t b = 0; b < product(len); ++b) {
         const Dims bi = unflatten(b, len);
         int64_t flat = 0;
         for (size_t d = 0; d < dims; ++d) flat = flat * in[d] + lo[d] + bi[d];
         const double v = x.v[static_cast<size_t>(nc * product(in) + flat)];
+        if (max && (at < 0 || v > acc)) at = flat;
         acc = max ? std::max(acc, v) : acc + v;
       }
+      where.v[k] = static_cast<double>(at);
       result.v[k++] = max ? acc : acc / static_cast<double>(product(len));
     }
-  return result;
+  if (!max) return {result};
+  return {result, result, where};
 }
 
 // A transposed convolution's geometry: x [N, C, *] (or [C, *]), weight [C, O / groups,
@@ -320,11 +327,18 @@ std::vector<Tensor> pool(const Geometry& g, bool max, const Tensor& x) {
   return {values, indices};
 }
 
-Tensor adaptive(size_t dims, bool max, const Tensor& x, const Dims& output_size) {
+// The pooled values; for max pooling, then the values and indices of the form with indices.
+std::vector<Tensor> adaptive(size_t dims, bool max, const Tensor& x, const Dims& output_size) {
   using Fn = Tensor (*)(const Tensor&, IntList);
+  using WithIndices = std::tuple<Tensor, Tensor> (*)(const Tensor&, IntList);
   const Fn avg[] = {adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d};
   const Fn mx[] = {adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d};
-  return (max ? mx : avg)[dims - 1](x, output_size);
+  const WithIndices with_indices[] = {adaptive_max_pool1d_with_indices,
+                                      adaptive_max_pool2d_with_indices,
+                                      adaptive_max_pool3d_with_indices};
+  if (!max) return {avg[dims - 1](x, output_size)};
+  auto [values, indices] = with_indices[dims - 1](x, output_size);
+  return {mx[dims - 1](x, output_size), values, indices};
 }
 
 const std::vector<Geometry> kConvs = {
@@ -503,21 +517,23 @@ const bool registered = [] {
       const size_t dims = a.name[0] - '0';
       RegisterOpInfo({
           .name = std::string(max ? "adaptive_max_pool" : "adaptive_avg_pool") + a.name,
-          .covers = max ? std::vector<std::string>{"index_select", "amax"}
+          .covers = max ? std::vector<std::string>{"adaptive_window_argmax", "gather"}
                         : std::vector<std::string>{"matmul", "transpose"},
           .dtypes = kFloatDTypes,
           .samples =
-              [a](DType dt) {
-                return std::vector<Sample>{
-                    {"x" + std::to_string(a.x.size()) + "d", {mk(a.x, dt, 5)}}};
+              [a, max](DType dt) {
+                std::vector<Sample> out{{"x" + std::to_string(a.x.size()) + "d", {mk(a.x, dt, 5)}}};
+                // ties (values rounded to halves): the first maximum is the one chosen
+                if (max) out.push_back({"with ties", {round(mk(a.x, dt, 6) * 2) / 2}});
+                return out;
               },
           .fn =
               [a, dims, max](const std::vector<Tensor>& in) {
-                return std::vector<Tensor>{adaptive(dims, max, in[0], a.output_size)};
+                return adaptive(dims, max, in[0], a.output_size);
               },
           .ref =
               [a, dims, max](const std::vector<Ref>& in) {
-                return std::vector<Ref>{ref_adaptive(in[0], a.output_size, dims, max)};
+                return ref_adaptive(in[0], a.output_size, dims, max);
               },
           .rtol32 = 1e-5,
           .atol32 = 1e-5,
@@ -526,8 +542,19 @@ const bool registered = [] {
                                                 adaptive_avg_pool2d(ones({1, 1, 4, 4}), {0});
                                               }),
                      expect_error<ShapeError>("rank", "expected an input [N, C, L] or [C, L]",
-                                              [] { adaptive_max_pool1d(ones({4}), {2}); })},
+                                              [] { adaptive_max_pool1d(ones({4}), {2}); }),
+                     expect_error<DTypeError>(
+                         "an integer input", "expected a floating input",
+                         [] {
+                           ops::adaptive_window_argmax(zeros({1, 1, 4}, DType::Int64), {2});
+                         })},
           .differentiable = true,
+          // (finite differences are meaningless at ties)
+          .grad_samples =
+              [a](DType dt) {
+                return std::vector<Sample>{
+                    {"x" + std::to_string(a.x.size()) + "d", {mk(a.x, dt, 5)}}};
+              },
       });
     }
   return true;

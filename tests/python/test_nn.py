@@ -191,6 +191,11 @@ def test_max_pool_indices_and_avg_pool_divisor_override_as_torch():
     assert x.grad.flatten().tolist() == [0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1]
     module_values, module_indices = nn.MaxPool2d(2, return_indices=True)(x)
     assert kiln.equal(module_values, values) and kiln.equal(module_indices, indices)
+    # adaptive to (2, 1): rows [0, 2) and [2, 4), every column
+    values, indices = F.adaptive_max_pool2d(x, (2, 1), return_indices=True)
+    assert values.tolist() == [[[[9.0], [8.0]]]] and indices.tolist() == [[[[6], [15]]]]
+    module_values, module_indices = nn.AdaptiveMaxPool2d((2, 1), return_indices=True)(x)
+    assert kiln.equal(module_values, values) and kiln.equal(module_indices, indices)
     assert F.avg_pool2d(x, 2, divisor_override=2).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]
     assert nn.AvgPool2d(2, divisor_override=2)(x).tolist() == [[[[6.5, 6.0], [5.0, 6.5]]]]
 

@@ -310,6 +310,10 @@ class AvgPoolNd : public UnaryModule {
     explicit AdaptiveMaxPool##D##d(std::vector<int64_t> output_size)                             \
         : UnaryModule("AdaptiveMaxPool" #D "d"), output_size(std::move(output_size)) {}          \
     Tensor forward(const Tensor& x) override { return adaptive_max_pool##D##d(x, output_size); } \
+    /* The values and where each maximum is (torch's return_indices=True). */                    \
+    std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& x) {                           \
+      return adaptive_max_pool##D##d_with_indices(x, output_size);                               \
+    }                                                                                            \
     std::vector<int64_t> output_size;                                                            \
   };
 KILN_POOL_MODULES(1)

@@ -177,6 +177,12 @@ Tensor adaptive_avg_pool3d(const Tensor& x, IntList output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, IntList output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, IntList output_size);
 Tensor adaptive_max_pool3d(const Tensor& x, IntList output_size);
+// The values and where each cell's maximum is (torch's return_indices=True): flat indices in
+// each [N, C] plane of the input, the cell's first maximum (NaN counting as the largest); the
+// gradient goes to that element.
+std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntList output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntList output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, IntList output_size);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);

@@ -473,15 +473,20 @@ def _pool_classes(rank):
         NativeModule.__init__(self, _C.nn.AdaptiveAvgPool(rank, output_size))
 
     def adaptive_max_init(self, output_size, return_indices=False):
-        if return_indices:
-            raise _C.NotImplementedError(f"AdaptiveMaxPool{rank}d(return_indices=True) is not "
-                                         "implemented")
         NativeModule.__init__(self, _C.nn.AdaptiveMaxPool(rank, output_size))
+        self.return_indices = return_indices
+        self._output_size = output_size
+
+    def adaptive_max_forward(self, x):
+        if not self.return_indices:
+            return self._native.forward(x)
+        return getattr(F, f"adaptive_max_pool{rank}d")(x, self._output_size, return_indices=True)
     return (type(f"MaxPool{rank}d", (NativeModule,), {"__init__": max_init,
                                                       "forward": max_forward}),
             type(f"AvgPool{rank}d", (NativeModule,), {"__init__": avg_init}),
             type(f"AdaptiveAvgPool{rank}d", (NativeModule,), {"__init__": adaptive_avg_init}),
-            type(f"AdaptiveMaxPool{rank}d", (NativeModule,), {"__init__": adaptive_max_init}))
+            type(f"AdaptiveMaxPool{rank}d", (NativeModule,), {"__init__": adaptive_max_init,
+                                                              "forward": adaptive_max_forward}))
 
 
 MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d = _pool_classes(1)
