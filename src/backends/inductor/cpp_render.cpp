@@ -541,7 +541,6 @@ void render_indirect_load(std::ostringstream& os, const Kernel& k, size_t j, int
                           std::string& result, size_t at) {
   const KernelOp& op = k.ops[j];
   const auto table = static_cast<size_t>(op.args[0].index);
-  const KernelInput& rows = k.inputs[table];
   const char* t = ctype(op.dtype);
   if (slot >= 0) {
     result = detail::concat("out", slot);
