@@ -327,7 +327,8 @@ bool disabled_by_environment() {
 // Where it measured faster than OpenBLAS (bench/sgemm_shapes.cpp, docs/performance.md), with
 // 2 threads. AVX-512 (against OpenBLAS's AVX-512 kernels): 16 to 1024 columns (above 512 only
 // with sums of at most 512; a packed block of b then outgrows L2) and sums of 4 or more; 128 or
-// more rows, or fewer for a transposed a (a weight gradient with few outputs). Not below 2^20
+// more rows, or fewer for a transposed a (a weight gradient with few outputs), which must be
+// small (at most 2048 rows and 2^20 elements). Not below 2^20
 // multiply-adds, where OpenBLAS's small-matrix path is faster, except with a transposed b
 // (2^18), where it is not. (Fewer than 16 columns leave most of each 16-lane vector of the tile
 // idle.) AVX2 (against OpenBLAS's Haswell kernels, on an AMD Zen 4 running AVX2 code): only
@@ -342,6 +343,10 @@ bool own_sgemm_applies(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     return false;
 #if defined(KILN_VEC_AVX512)
   if (n > 1024 || (n > 512 && k > 512)) return false;
+  // A transposed a is packed with strided reads: past 2048 rows or 2^20 elements of a, OpenBLAS
+  // is faster (Intel, 2026-11-30: 10000 x 200 x 700 1.30x its time, 8192 x 128 x 512 1.15x,
+  // 2048 x 256 x 700 1.10x; W7's weight gradients, 0.71-0.98x, stay).
+  if (trans_a && (m > 2048 || m * k > (int64_t{1} << 20))) return false;
   return m >= 128 || (trans_a && m >= 4 && k >= 16);
 #else
   return !trans_a && m >= 1024 && (n <= 128 || (n <= 512 && k <= 128));
