@@ -65,7 +65,13 @@ int64_t eliminate_common_subexpressions(Graph& g) {
     Node& n = g.nodes[i];
     if (n.kind == NodeKind::Placeholder) continue;
     for (ValueRef& v : n.inputs) v.node = replace[v.node];
-    if (n.kind == NodeKind::Call && n.op->kind == OpKind::Random) continue;
+    // Random ops never merge (two draws differ), nor do factories: their attributes may be
+    // sizes that coincide at one size only (arange(t) and arange(vocab) at t == vocab), and
+    // merging them there would make that size's graph differ from every other's (a compile of
+    // its own under dynamic shapes); they are cheap to repeat.
+    if (n.kind == NodeKind::Call &&
+        (n.op->kind == OpKind::Random || n.op->kind == OpKind::Factory))
+      continue;
     // A single-node graph's hash is a cheap structural key for the node.
     Graph one;
     one.nodes.push_back(n);

@@ -70,8 +70,11 @@ void embedding_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const int64_t width = c.input_meta[0].sizes[1];
   g[0] = index_add(zeros_of(c, 0), 0, c.in(1).reshape({-1}), grad.reshape({-1, width}));
 }
+Tensor call_gather_backward(const Tensor& grad, int64_t dim, const Tensor& index,
+                            const Shape& input_sizes);
 void gather_derivative(const BackwardCall& c, std::span<Tensor> g) {
-  if (c.needs_grad(0)) g[0] = scatter_add(zeros_of(c, 0), c.attrs.i(0), c.in(1), c.grad());
+  if (c.needs_grad(0))
+    g[0] = call_gather_backward(c.grad(), c.attrs.i(0), c.in(1), c.input_meta[0].sizes);
 }
 void scatter_derivative(const BackwardCall& c, std::span<Tensor> g) {
   const int64_t dim = c.attrs.i(0);
@@ -235,6 +238,99 @@ const OpDef& gather_op =
                  .meta = gather_meta,
                  .kernel = gather_kernel,
                  .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
+
+// ---- gather_backward: inputs [grad, index]; attrs [dim, input_sizes, one_per_line] ----
+// gather's gradient: zeros of the input's shape with each grad element added where gather
+// read it. `one_per_line`: index picks one position along dim per line and matches the
+// input's other sizes (a loss's target, as nll_loss gathers it); then each position is written
+// once, and the decomposition is the one-hot where(arange == index, grad, 0), which generated
+// code fuses with what reads the gradient (cross entropy's softmax) instead of materialising
+// zeros and scattering into them.
+bool one_per_line(const Tensor& index, int64_t dim, const Shape& input_sizes) {
+  if (index.dim() != static_cast<int64_t>(input_sizes.size()) || index.dim() == 0) return false;
+  for (int64_t d = 0; d < index.dim(); ++d)
+    if (index.size(d) != (d == dim ? 1 : input_sizes[d])) return false;
+  return true;
+}
+int gather_backward_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
+  const char* op = "gather_backward";
+  const Tensor &grad = c.in(0), &index = c.in(1);
+  check_index_dtype(op, index, /*allow_int32=*/false);
+  KILN_CHECK(is_floating(grad.dtype()), DTypeError, op, ": expected a floating gradient, got ",
+             grad.dtype());
+  KILN_CHECK(grad.sizes() == index.sizes(), ShapeError, op, ": the gradient ", grad.shape_str(),
+             " must have the index's shape ", index.shape_str());
+  const Shape sizes(c.attrs.ints(1).begin(), c.attrs.ints(1).end());
+  KILN_CHECK(static_cast<int64_t>(sizes.size()) == std::max<int64_t>(index.dim(), 1) ||
+                 (index.dim() == 0 && sizes.empty()),
+             ShapeError, op, ": index of shape ", index.shape_str(), " against input sizes ",
+             IntList(sizes));
+  const int64_t dim = wrap_dim(c.attrs.i(0), std::max<int64_t>(sizes.ssize(), 1), op);
+  KILN_CHECK(!c.attrs.b(2) || one_per_line(index, dim, sizes), ValueError, op,
+             ": one_per_line is set but index ", index.shape_str(),
+             " does not pick one position "
+             "per line of ",
+             IntList(sizes));
+  return one_output(out, grad.dtype(), sizes);
+}
+void gather_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& result = outs[0];
+  result.zero_();
+  const Tensor index = at_least_1d(c.in(1).contiguous());
+  if (index.numel() == 0) return;
+  const Tensor out = at_least_1d(result), src = at_least_1d(c.in(0));
+  const int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), "gather_backward");
+  check_index_bounds("gather_backward", index, out.size(dim), dim);
+  const bool once = c.attrs.b(2);
+  const int64_t len = index.size(dim), ss = src.stride(dim), is = index.stride(dim),
+                os = out.stride(dim);
+  KILN_DTYPE_SWITCH_FLOATING(out.dtype(), "gather_backward", [&]<typename T>() {
+    const T* sp = src.data_ptr<T>();
+    const int64_t* ip = index.data_ptr<int64_t>();
+    T* op = out.data_ptr<T>();
+    kernels::parallel_range(
+        num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
+          for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b,
+                           e, [&](const std::array<int64_t, 3>& off, const Shape&) {
+                             for (int64_t k = 0; k < len; ++k) {
+                               T& dst = op[off[2] + ip[off[0] + k * is] * os];
+                               // (written once, a -0.0 stays -0.0, as the decomposition's)
+                               dst = once ? sp[off[1] + k * ss] : dst + sp[off[1] + k * ss];
+                             }
+                           });
+        });
+  });
+}
+void gather_backward_decomposition(const OpCall& c, std::span<Tensor> results) {
+  const Tensor &grad = c.in(0), &index = c.in(1);
+  const int64_t rank = index.dim(), dim = wrap_dim(c.attrs.i(0), rank, "gather_backward");
+  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
+  along[static_cast<size_t>(dim)] = c.attrs.ints(1)[static_cast<size_t>(dim)];
+  const Tensor positions = arange(along[static_cast<size_t>(dim)]).reshape(along);
+  results[0] = where(eq(positions, index), grad, zeros({}, grad.dtype()));
+}
+void gather_backward_derivative(const BackwardCall& c, std::span<Tensor> g) {
+  if (c.needs_grad(0)) g[0] = gather(c.grad(), c.attrs.i(0), c.in(1));
+}
+const OpDef& gather_backward_op = register_op(
+    {.name = "gather_backward",
+     .schema = "gather_backward(Tensor grad, Tensor index, int dim, int[] input_sizes, "
+               "bool one_per_line) -> Tensor",
+     .kind = OpKind::Indexing,
+     .meta = gather_backward_meta,
+     .kernel = gather_backward_kernel,
+     .derivative = {.fn = gather_backward_derivative, .saved_inputs = save({1})},
+     .decomposition = gather_backward_decomposition,
+     .decomposes = [](const Attrs& a) { return a.b(2); },
+     .doc = "gather's gradient: zeros of the input's shape with each gradient element added "
+            "where gather read it.",
+     .internal = true});
+Tensor call_gather_backward(const Tensor& grad, int64_t dim, const Tensor& index,
+                            const Shape& input_sizes) {
+  const int64_t d = input_sizes.empty() ? 0 : wrap_dim(dim, input_sizes.ssize(), "gather");
+  return call(gather_backward_op, {grad, index},
+              {dim, ints_attr(IntList(input_sizes)), one_per_line(index, d, input_sizes)});
+}
 
 int scatter_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, c.op.name.data(), &c.in(2));

@@ -552,6 +552,10 @@ std::vector<Sample> gather_samples(DType dt) {
       {"empty index", {make({3, 4}, dt), ix({}, {0, 4}), params({0})}},
       {"large (threaded)",
        {make({300, 200}, dt, Layout::Contiguous, 5), random_ix({300, 200}, 200, 6), params({1})}},
+      // one position per line (a loss's target): the gradient is a one-hot (gather_backward's
+      // decomposition under inductor)
+      {"one per row", {make({4, 6}, dt), ix({5, 0, 2, 2}, {4, 1}), params({1})}},
+      {"one per column, dim 0", {make({3, 5}, dt), ix({2, 0, 1, 1, 0}, {1, 5}), params({0})}},
   };
 }
 KILN_OPINFO(OpInfo{
@@ -591,6 +595,59 @@ KILN_OPINFO(OpInfo{
                                        gather(zeros({2, 4}), 1, ix({0, 0, 0}, {3, 1}));
                                      }),
         },
+    .second_order = true,
+});
+
+// gather's gradient on its own: [grad, index, params(dim, input sizes...)]. Where index picks
+// one position per line (and matches the input elsewhere) it is a one-hot, and its
+// decomposition (where(arange == index, grad, 0)) must give the kernel's bits.
+Tensor call_gather_backward(const std::vector<Tensor>& in) {
+  const Ints p = ints_of(in[2]);
+  const int64_t dim = p[0];
+  const Ints sizes(p.begin() + 1, p.end());
+  const Tensor& index = in[1];
+  const int64_t d = dim < 0 ? dim + static_cast<int64_t>(sizes.size()) : dim;
+  bool one_per_line = index.dim() == static_cast<int64_t>(sizes.size());
+  for (int64_t k = 0; one_per_line && k < index.dim(); ++k)
+    one_per_line = index.size(k) == (k == d ? 1 : sizes[static_cast<size_t>(k)]);
+  std::array<Tensor, kMaxOpOutputs> outs;
+  const Tensor args[] = {in[0], index};
+  dispatch(*find_op("gather_backward"), args, {dim, Ints(sizes), one_per_line}, outs);
+  return outs[0];
+}
+KILN_OPINFO(OpInfo{
+    .name = "gather_backward",
+    .covers = {"gather_backward"},
+    .dtypes = kFloatDTypes,
+    .samples =
+        [](DType dt) {
+          return std::vector<Sample>{
+              {"one per row", {make({4, 1}, dt), ix({5, 0, 2, 2}, {4, 1}), params({1, 4, 6})}},
+              {"one per column, dim 0",
+               {make({1, 5}, dt), ix({2, 0, 1, 1, 0}, {1, 5}), params({0, 3, 5})}},
+              {"duplicates along dim 1",
+               {make({2, 4}, dt), ix({0, 0, 0, 0, 2, 2, 1, 2}, {2, 4}), params({1, 2, 3})}},
+              {"one per row of fewer rows",
+               {make({2, 1}, dt), ix({3, 1}, {2, 1}), params({-1, 3, 4})}},
+              {"large one per row (threaded)",
+               {make({400, 1}, dt), random_ix({400, 1}, 300, 3), params({1, 400, 300})}},
+          };
+        },
+    .fn =
+        [](const std::vector<Tensor>& in) { return std::vector<Tensor>{call_gather_backward(in)}; },
+    .ref =
+        [](const std::vector<Ref>& in) {
+          const Ints p = ints_of(in[2]);
+          const Ints sizes(p.begin() + 1, p.end());
+          const Ref zero = make_ref(sizes, in[0].dtype);
+          return std::vector<Ref>{ref_scatter(zero, in[1], in[0], p[0], /*add=*/true)};
+        },
+    .errors = {expect_error<IndexError>(
+        "index out of range", "out of bounds",
+        [] {
+          call_gather_backward({ones({2, 1}), ix({0, 4}, {2, 1}), params({1, 2, 4})});
+        })},
+    .second_order = true,
 });
 
 std::vector<Sample> scatter_samples(DType dt, bool duplicates) {

@@ -10,7 +10,8 @@ namespace kiln::ir {
 // Removes call and constant nodes that no output depends on. Returns the number removed.
 int64_t eliminate_dead_code(Graph& g);
 // Merges call nodes with the same op, inputs and attributes (random ops never merge: two draws
-// differ), and constants with the same value. Returns the number merged.
+// differ; nor factories: sizes that coincide at one size only would give it a graph of its
+// own), and constants with the same value. Returns the number merged.
 int64_t eliminate_common_subexpressions(Graph& g);
 
 // Throws kiln::Error (an internal error, naming `who`, the node and both layouts) unless every

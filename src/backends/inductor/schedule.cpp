@@ -986,7 +986,8 @@ Schedule schedule_graph(const ir::Graph& g, std::vector<std::string>* decisions)
 }
 
 bool decomposed_in_generated_code(const ir::Node& n) {
-  return n.kind == ir::NodeKind::Call && n.op->kind == OpKind::Pointwise &&
+  return n.kind == ir::NodeKind::Call &&
+         (n.op->kind == OpKind::Pointwise || n.op->kind == OpKind::Indexing) &&
          n.op->has_decomposition(n.attrs);
 }
 

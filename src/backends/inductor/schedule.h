@@ -186,8 +186,9 @@ std::vector<bool> read_as_constant(const ir::Graph& graph);
 
 // Ops generated code computes through their decomposition: pointwise ops that have one — the
 // optimizers' multi-output updates (no functor of their own) and gelu (so that its erf is
-// shared with its derivative's). Every other op is fused as itself or runs as an extern call
-// to its kernel.
+// shared with its derivative's) — and indexing ops that have one: gather's gradient when it is
+// a one-hot (a loss's target), which then fuses with what reads it. Every other op is fused as
+// itself or runs as an extern call to its kernel.
 bool decomposed_in_generated_code(const ir::Node& node);
 
 // Whether generated code can compute `node` (a pointwise op with a generated body, or a row op,
