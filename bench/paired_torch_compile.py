@@ -6,7 +6,8 @@ This machine's speed drifts by up to 1.3x from one minute to the next, so a Kiln
 a torch.compile sitting a few minutes apart compare the minutes more than the compilers. Here
 torch.compile compiles the step once (its compile time is not measured: see the anchor), then
 each round runs `kiln bench --only W7i --runs 15` (a fresh process; the compiled modules come
-from KILN_CACHE_DIR) and right after it 15 torch.compile steps in this process, and prints
+from KILN_CACHE_DIR) and right after it one untimed and 15 timed torch.compile steps in this
+process, and prints
 both medians and their ratio. W6 (100 small ops, microseconds a call) times each of its samples
 over 200 calls, on both sides as `kiln bench` does. The models are the anchor's own classes
 (../shared/anchors/torch_compile_anchor.py), read from its source, so they cannot drift apart.
@@ -124,6 +125,8 @@ def main():
     ratios = []
     for r in range(args.rounds):
         kiln_ms, kiln_min = kiln_median(args.kiln, args.workload, args.runs)
+        for _ in range(calls):  # untimed, as kiln bench warms up (caches are cold after it)
+            step()
         times = []
         for _ in range(args.runs):
             t0 = time.perf_counter()

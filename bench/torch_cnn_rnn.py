@@ -166,7 +166,11 @@ def paired(kiln, name, make, rounds, runs):
     ratios = {"eager": [], "compiled": []}
     for r in range(rounds):
         k = kiln_medians(kiln, [name, name + "i"], runs)
+        # (a step of each untimed first, as kiln bench warms up: the first after the Kiln
+        # process finds cold caches and freed memory)
+        eager()
         torch_eager, _ = timed(eager, runs)
+        compiled()
         torch_compiled, _ = timed(compiled, runs)
         ratios["eager"].append(k[name][0] / torch_eager)
         ratios["compiled"].append(k[name + "i"][0] / torch_compiled)
