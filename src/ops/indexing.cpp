@@ -239,6 +239,27 @@ const OpDef& gather_op =
                  .kernel = gather_kernel,
                  .derivative = {.fn = gather_derivative, .saved_inputs = save({1})}});
 
+// For every position p of index (contiguous), in row-major order: write(out[..., index[p], ...],
+// src[p]). Lines along dim never write the same element as another line, so they run in
+// parallel; within a line the writes run in order (for scatter, the last duplicate wins).
+template <typename T, typename Write>
+void write_along_lines(const Tensor& index, const Tensor& src, const Tensor& out, int64_t dim,
+                       Write&& write) {
+  const int64_t len = index.size(dim), ss = src.stride(dim), is = index.stride(dim),
+                os = out.stride(dim);
+  const T* sp = src.data_ptr<T>();
+  const int64_t* ip = index.data_ptr<int64_t>();
+  T* op = out.data_ptr<T>();
+  kernels::parallel_range(
+      num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
+        for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b, e,
+                         [&](const std::array<int64_t, 3>& off, const Shape&) {
+                           for (int64_t k = 0; k < len; ++k)
+                             write(op[off[2] + ip[off[0] + k * is] * os], sp[off[1] + k * ss]);
+                         });
+      });
+}
+
 // ---- gather_backward: inputs [grad, index]; attrs [dim, input_sizes, one_per_line] ----
 // gather's gradient: zeros of the input's shape with each grad element added where gather
 // read it. `one_per_line`: index picks one position along dim per line and matches the
@@ -268,9 +289,7 @@ int gather_backward_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> o
   const int64_t dim = wrap_dim(c.attrs.i(0), std::max<int64_t>(sizes.ssize(), 1), op);
   KILN_CHECK(!c.attrs.b(2) || one_per_line(index, dim, sizes), ValueError, op,
              ": one_per_line is set but index ", index.shape_str(),
-             " does not pick one position "
-             "per line of ",
-             IntList(sizes));
+             " does not pick one position per line of ", IntList(sizes));
   return one_output(out, grad.dtype(), sizes);
 }
 void gather_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
@@ -282,23 +301,9 @@ void gather_backward_kernel(const OpCall& c, std::span<Tensor> outs) {
   const int64_t dim = wrap_dim(c.attrs.i(0), out.dim(), "gather_backward");
   check_index_bounds("gather_backward", index, out.size(dim), dim);
   const bool once = c.attrs.b(2);
-  const int64_t len = index.size(dim), ss = src.stride(dim), is = index.stride(dim),
-                os = out.stride(dim);
   KILN_DTYPE_SWITCH_FLOATING(out.dtype(), "gather_backward", [&]<typename T>() {
-    const T* sp = src.data_ptr<T>();
-    const int64_t* ip = index.data_ptr<int64_t>();
-    T* op = out.data_ptr<T>();
-    kernels::parallel_range(
-        num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
-          for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b,
-                           e, [&](const std::array<int64_t, 3>& off, const Shape&) {
-                             for (int64_t k = 0; k < len; ++k) {
-                               T& dst = op[off[2] + ip[off[0] + k * is] * os];
-                               // (written once, a -0.0 stays -0.0, as the decomposition's)
-                               dst = once ? sp[off[1] + k * ss] : dst + sp[off[1] + k * ss];
-                             }
-                           });
-        });
+    // (written once, a -0.0 stays -0.0, as the decomposition's)
+    write_along_lines<T>(index, src, out, dim, [once](T& dst, T v) { dst = once ? v : dst + v; });
   });
 }
 void gather_backward_decomposition(const OpCall& c, std::span<Tensor> results) {
@@ -336,9 +341,7 @@ int scatter_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   check_scatter_gather(c, c.op.name.data(), &c.in(2));
   return one_output(out, c.in(0).dtype(), c.in(0).sizes());
 }
-// out = x, then out[..., index[p], ...] = src[p] (or +=) for every position p of index. Lines
-// along dim never write the same element as another line, so they run in parallel; within a
-// line the writes run in order (the last duplicate wins for scatter).
+// out = x, then out[..., index[p], ...] = src[p] (or +=) for every position p of index.
 template <bool Accumulate>
 void scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
   const char* name = c.op.name.data();
@@ -349,29 +352,16 @@ void scatter_kernel(const OpCall& c, std::span<Tensor> outs) {
   if (index.numel() > 0) check_index_bounds(name, index, out.size(dim), dim);
   strided_copy(out, at_least_1d(c.in(0)));
   if (index.numel() == 0) return;
-  const int64_t len = index.size(dim), ss = src.stride(dim), is = index.stride(dim),
-                os = out.stride(dim);
   KILN_DTYPE_SWITCH_ALL(out.dtype(), name, [&]<typename T>() {
-    const T* sp = src.data_ptr<T>();
-    const int64_t* ip = index.data_ptr<int64_t>();
-    T* op = out.data_ptr<T>();
-    kernels::parallel_range(
-        num_lines(index.sizes(), dim), line_grain(len), [&](int64_t b, int64_t e) {
-          for_each_line<3>(index.sizes(), dim, {index.strides(), src.strides(), out.strides()}, b,
-                           e, [&](const std::array<int64_t, 3>& off, const Shape&) {
-                             for (int64_t k = 0; k < len; ++k) {
-                               T& dst = op[off[2] + ip[off[0] + k * is] * os];
-                               const T v = sp[off[1] + k * ss];
-                               if constexpr (!Accumulate) {
-                                 dst = v;
-                               } else if constexpr (std::is_same_v<T, bool>) {
-                                 dst = dst || v;
-                               } else {
-                                 dst += v;
-                               }
-                             }
-                           });
-        });
+    write_along_lines<T>(index, src, out, dim, [](T& dst, T v) {
+      if constexpr (!Accumulate) {
+        dst = v;
+      } else if constexpr (std::is_same_v<T, bool>) {
+        dst = dst || v;
+      } else {
+        dst += v;
+      }
+    });
   });
 }
 const OpDef& scatter_op =
