@@ -69,8 +69,7 @@ int64_t eliminate_common_subexpressions(Graph& g) {
     // sizes that coincide at one size only (arange(t) and arange(vocab) at t == vocab), and
     // merging them there would make that size's graph differ from every other's (a compile of
     // its own under dynamic shapes); they are cheap to repeat.
-    if (n.kind == NodeKind::Call &&
-        (n.op->kind == OpKind::Random || n.op->kind == OpKind::Factory))
+    if (n.kind == NodeKind::Call && (n.op->kind == OpKind::Random || n.op->kind == OpKind::Factory))
       continue;
     // A single-node graph's hash is a cheap structural key for the node.
     Graph one;
