@@ -16,32 +16,28 @@ void bind_data(nb::module_& m) {
            nb::arg("seed").none(), nb::arg("epoch"),
            "The indices epoch `epoch` visits, in order or shuffled (seed None: drawn from "
            "kiln's generator).");
-  // A TensorDataset of the C++ reader as (data, targets): the files and their checks are C++'s.
-  auto tensors_of = [](const data::TensorDataset& d) {
-    return nb::make_tuple(tensor_to_python(d.data()), tensor_to_python(d.targets()));
+  // A reader (a TensorDataset) built without the GIL, returned as (data, targets): the files and
+  // their checks are C++'s.
+  auto read = []<typename Reader>(const std::string& root, bool train) {
+    std::optional<Reader> d;
+    {
+      nb::gil_scoped_release unlocked;
+      d.emplace(root, train);
+    }
+    return nb::make_tuple(tensor_to_python(d->data()), tensor_to_python(d->targets()));
   };
   data.def(
       "mnist",
-      [tensors_of](const std::string& root, bool train) {
-        std::optional<data::MNIST> d;
-        {
-          nb::gil_scoped_release unlocked;
-          d.emplace(root, train);
-        }
-        return tensors_of(*d);
+      [read](const std::string& root, bool train) {
+        return read.template operator()<data::MNIST>(root, train);
       },
       nb::arg("root"), nb::arg("train"),
       "MNIST's IDX files in `root` as (images float32 [N, 1, 28, 28] in [0, 1], labels int64 "
       "[N]).");
   data.def(
       "cifar10",
-      [tensors_of](const std::string& root, bool train) {
-        std::optional<data::CIFAR10> d;
-        {
-          nb::gil_scoped_release unlocked;
-          d.emplace(root, train);
-        }
-        return tensors_of(*d);
+      [read](const std::string& root, bool train) {
+        return read.template operator()<data::CIFAR10>(root, train);
       },
       nb::arg("root"), nb::arg("train"),
       "CIFAR-10's binary batches in `root` as (images float32 [N, 3, 32, 32] in [0, 1], labels "
