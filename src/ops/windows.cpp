@@ -261,18 +261,25 @@ int argmax_meta(const OpCall& c, std::span<TensorMeta, kMaxOpOutputs> out) {
   for (size_t d = 3 - spatial.size(); d < 3; ++d) sizes.push_back(g.out[d]);
   return one_output(out, DType::Int64, std::move(sizes));
 }
+// Max pooling's rule, windows read in order: v takes over a window's best so far when the
+// window has none yet (at < 0), when greater, or when a NaN over a number — so the first
+// maximum wins and NaN beats any number (as torch). Bitwise operators: the caller selects
+// rather than branches (which element wins is data, and a branch on it mispredicts).
+template <typename T>
+bool takes_over(T v, T best, int64_t at) {
+  return (at < 0) | (v > best) | ((v != v) & (best == best));
+}
+
 // One kernel position's run of `count` windows: window j reads src[j * read_step], flat
-// input index first + j * step, and takes it over its best so far when greater, when a NaN
-// over a number, or when it has none yet (at_max < 0). Selects rather than branches (which
-// element wins is data, and a branch on it mispredicts); everything the loop reads is a local,
-// so its stores to at_max cannot make the compiler reload it.
+// input index first + j * step. Everything the loop reads is a local, so its stores to at_max
+// cannot make the compiler reload it.
 template <typename T>
 void argmax_run(const T* src, int64_t read_step, int64_t count, int64_t first, int64_t step,
                 T* best, int64_t* at_max) {
   for (int64_t j = 0; j < count; ++j) {
     const T v = src[j * read_step], b = best[j];
     const int64_t i = at_max[j];
-    const bool take = (i < 0) | (v > b) | ((v != v) & (b == b));
+    const bool take = takes_over(v, b, i);
     best[j] = take ? v : b;
     at_max[j] = take ? first + j * step : i;
   }
@@ -323,15 +330,13 @@ std::array<std::array<int64_t, 3>, 2> adaptive_sizes(const char* op, const Tenso
   const Dims spatial = spatial_of(x, op);
   const Dims& out = a.ints(0);
   KILN_CHECK(out.size() == spatial.size(), ValueError, op,
-             ": output_size needs one value per "
-             "spatial dim (",
-             spatial.size(), "), got ", IntList(out));
+             ": output_size needs one value per spatial dim (", spatial.size(), "), got ",
+             IntList(out));
   std::array<std::array<int64_t, 3>, 2> s{{{1, 1, 1}, {1, 1, 1}}};
   for (size_t d = 0; d < spatial.size(); ++d) {
     KILN_CHECK(out[d] > 0 && spatial[d] > 0, ShapeError, op, ": output_size ", IntList(out),
                " must be positive and the input ", x.shape_str(),
-               " non-empty along its spatial "
-               "dims");
+               " non-empty along its spatial dims");
     s[0][3 - spatial.size() + d] = spatial[d];
     s[1][3 - spatial.size() + d] = out[d];
   }
@@ -364,23 +369,23 @@ void adaptive_argmax_kernel(const OpCall& c, std::span<Tensor> outs) {
           for (int64_t p = b; p < e; ++p) {
             const T* xp = xs + (p / channels) * x.stride(0) + (p % channels) * x.stride(1);
             int64_t* at_max = os + p * per_plane;
-            // Each cell's elements in order: the first maximum wins, NaN beats any number
-            // (as window_argmax).
+            // Each cell's elements in order, by max pooling's rule (takes_over).
             for (int64_t o0 = 0; o0 < o[0]; ++o0)
               for (int64_t o1 = 0; o1 < o[1]; ++o1)
                 for (int64_t o2 = 0; o2 < o[2]; ++o2) {
+                  const int64_t e0 = adaptive_end(o0, in[0], o[0]),
+                                e1 = adaptive_end(o1, in[1], o[1]),
+                                b2 = adaptive_begin(o2, in[2], o[2]),
+                                e2 = adaptive_end(o2, in[2], o[2]);
                   T best = T(0);
                   int64_t where = -1;
-                  for (int64_t i0 = adaptive_begin(o0, in[0], o[0]);
-                       i0 < adaptive_end(o0, in[0], o[0]); ++i0)
-                    for (int64_t i1 = adaptive_begin(o1, in[1], o[1]);
-                         i1 < adaptive_end(o1, in[1], o[1]); ++i1) {
+                  for (int64_t i0 = adaptive_begin(o0, in[0], o[0]); i0 < e0; ++i0)
+                    for (int64_t i1 = adaptive_begin(o1, in[1], o[1]); i1 < e1; ++i1) {
                       const T* row = xp + i0 * st[0] + i1 * st[1];
                       const int64_t flat_row = (i0 * in[1] + i1) * in[2];
-                      for (int64_t i2 = adaptive_begin(o2, in[2], o[2]);
-                           i2 < adaptive_end(o2, in[2], o[2]); ++i2) {
+                      for (int64_t i2 = b2; i2 < e2; ++i2) {
                         const T v = row[i2 * st[2]];
-                        const bool take = (where < 0) | (v > best) | ((v != v) & (best == best));
+                        const bool take = takes_over(v, best, where);
                         best = take ? v : best;
                         where = take ? flat_row + i2 : where;
                       }
