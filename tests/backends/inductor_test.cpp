@@ -112,11 +112,13 @@ TEST(Inductor, LongChainsComputeFourVectorsSideBySide) {
     expect_identical(long_chain(x, c), f(x, c), "long chain, n = " + std::to_string(n));
     expect_identical(short_chain(x, c), g(x, c), "short chain, n = " + std::to_string(n));
     ASSERT_EQ(longer.kernels(), 1u);
+    // (One element: both inputs are read as one element, not loaded as blocks.)
+    const std::string loaded = n == 1 ? "0" : "2";
     EXPECT_NE(inductor::render_cpp(longer.graphs[0], longer.schedules[0])
-                  .find("inductor_rt::vector_loop<float, 1, 2, 4>("),
+                  .find("inductor_rt::vector_loop<float, 1, " + loaded + ", 4>("),
               std::string::npos);
     EXPECT_NE(inductor::render_cpp(shorter.graphs[0], shorter.schedules[0])
-                  .find("inductor_rt::vector_loop<float, 1, 2>("),
+                  .find("inductor_rt::vector_loop<float, 1, " + loaded + ">("),
               std::string::npos);
   }
   // Float64 too (8 lanes a vector), across the threads' chunks of a large input.
@@ -344,6 +346,47 @@ TEST(Inductor, ShortInnermostRangesRunInTheKernelsOwnLoop) {
     const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
     EXPECT_NE(source.find(loop), std::string::npos) << source;
   }
+}
+
+TEST(Inductor, InputsBroadcastAlongTheRunAreReadAsOneElementPerBlock) {
+  manual_seed(25);
+  // A batch norm's per-channel affine and ReLU: scale and shift are broadcast along each
+  // channel's H x W run, so the kernel reads one element of each per block (no filled block).
+  // Long runs (the shared block loop, several blocks per run and threads splitting mid-run),
+  // short runs (short_run_loop), a one-element tensor broadcast everywhere, and a bias broadcast
+  // along an outer dim only (read as a block): all bitwise equal to eager.
+  auto affine = [](Tensor x, Tensor scale, Tensor shift, Tensor one) {
+    return relu(x * scale + shift) * one;
+  };
+  // (5 x 7 x 3001 elements: two threads' shares meet mid-run.)
+  for (auto [n, hw, loop] : {std::tuple{2, 1100, "block_loop"}, std::tuple{5, 3001, "block_loop"},
+                             std::tuple{8, 49, "short_run_loop"}}) {
+    SCOPED_TRACE(detail::concat("N ", n, ", H x W ", hw));
+    const int64_t ch = 7;
+    Tensor x = randn({n, ch, hw}), scale = randn({ch, 1}), shift = randn({ch, 1});
+    Tensor one = randn({1});
+    Compiled c;
+    auto f = compile(affine, c.options());
+    expect_identical(affine(x, scale, shift, one), f(x, scale, shift, one));
+    ASSERT_EQ(c.kernels(), 1u);
+    const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+    EXPECT_NE(source.find(loop), std::string::npos) << source;
+    size_t scalars = 0;
+    for (size_t at = 0; (at = source.find("// broadcast along the block", at)) != std::string::npos;
+         ++at)
+      ++scalars;
+    EXPECT_EQ(scalars, 3u) << source;  // scale, shift, one
+    // A dynamic graph's kernel learns its strides per call: it fills blocks as before.
+    const std::string varying = inductor::render_cpp(c.graphs[0], c.schedules[0], true);
+    EXPECT_EQ(varying.find("broadcast along the block"), std::string::npos) << varying;
+  }
+  auto bias = [](Tensor x, Tensor b) { return (x + b).tanh(); };
+  Tensor x = randn({300, 40}), b = randn({40});
+  Compiled c;
+  auto f = compile(bias, c.options());
+  expect_identical(bias(x, b), f(x, b));
+  const std::string source = inductor::render_cpp(c.graphs[0], c.schedules[0]);
+  EXPECT_EQ(source.find("broadcast along the block"), std::string::npos) << source;
 }
 
 TEST(Inductor, PadsCropFillAndCrossThreadChunksAsEagerDoes) {

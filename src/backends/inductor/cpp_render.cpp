@@ -445,8 +445,31 @@ bool read_by_ops(const Kernel& k, size_t i) {
   return false;
 }
 
-// The body of a register-fusable kernel (see register_fusable) inside its block loop.
-void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t) {
+// The inputs of register-fusable kernel k read as one element per block (a bit per operand,
+// block_loop_any's scalar_inputs): those broadcast along the innermost range of its loop (a
+// per-channel scale over [N, C, H, W]), which the body broadcasts into a register once per
+// block instead of loading a filled block at every vector. Only when the source serves one set
+// of sizes (a dynamic graph's kernel learns its strides per call) and for inputs read as plain
+// operands (not through a window, not an indirect load's table).
+uint64_t scalar_inputs(const Kernel& k, bool sizes_vary) {
+  if (sizes_vary || !register_fusable(k)) return 0;
+  const std::vector<int64_t> shape = loop_shape(k);
+  const int64_t nd = shape[1];
+  const size_t num_out = k.outputs.size();
+  uint64_t mask = 0;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const size_t o = num_out + i;
+    const int64_t inner_stride = shape[static_cast<size_t>(2 + nd + static_cast<int64_t>(o) * nd)];
+    if (inner_stride == 0 && read_by_ops(k, i) && !k.inputs[i].windowed() && o < 64)
+      mask |= uint64_t{1} << o;
+  }
+  return mask;
+}
+
+// The body of a register-fusable kernel (see register_fusable) inside its block loop; inputs
+// marked in `scalars` (scalar_inputs) are one element each.
+void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType t,
+                                 uint64_t scalars) {
   const size_t num_out = k.outputs.size(), num_in = k.inputs.size();
   const char* T = ctype(t);
   std::vector<int> y_of(k.ops.size(), -1);
@@ -455,10 +478,15 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
     y_of[static_cast<size_t>(k.outputs[o].op)] = static_cast<int>(o);
     stored.push_back(detail::concat("reinterpret_cast<", T, "*>(p[", o, "])"));
   }
-  std::vector<size_t> x_of(num_in, 0);
+  std::vector<int64_t> x_of(num_in, -1);
   for (size_t i = 0; i < num_in; ++i) {
     if (!read_by_ops(k, i)) continue;
-    x_of[i] = loaded.size();
+    if (scalars >> (num_out + i) & 1) {
+      os << "    const vec::Vec<" << T << "> s" << i << "(*reinterpret_cast<const " << T << "*>(p["
+         << num_out + i << "]));  // broadcast along the block\n";
+      continue;
+    }
+    x_of[i] = static_cast<int64_t>(loaded.size());
     loaded.push_back(detail::concat("reinterpret_cast<const ", T, "*>(p[", num_out + i, "])"));
   }
   render_vector_loop(
@@ -466,9 +494,9 @@ void render_register_fused_block(std::ostringstream& os, const Kernel& k, DType 
       detail::concat("numel * ", itemsize(t), " >= ", kStreamingStoreBytes), "n", stored, loaded,
       y_of,
       [&](const Operand& a) {
-        return a.kind == Operand::Kind::Input
-                   ? LoopOperand{static_cast<int64_t>(x_of[static_cast<size_t>(a.index)]), ""}
-                   : LoopOperand{-1, detail::concat("c", a.index)};
+        if (a.kind != Operand::Kind::Input) return LoopOperand{-1, detail::concat("c", a.index)};
+        const int64_t x = x_of[static_cast<size_t>(a.index)];
+        return x >= 0 ? LoopOperand{x, ""} : LoopOperand{-1, detail::concat("s", a.index)};
       },
       vector_group(k));
 }
@@ -486,8 +514,11 @@ bool runs_short(const Kernel& k) {
 // through a window when the kernel reads a pad, cat or roll, or short_run_loop (with or without
 // fills) when its innermost range is short (runs_short). With `sizes_vary` the choice between
 // short_run_loop and the other is made per call, so that the source is the same for every size.
+// Each loop is told which inputs the body reads as one element (scalar_inputs).
 std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes_vary) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
+  const uint64_t scalar_mask = scalar_inputs(k, sizes_vary);
+  const std::string scalars = scalar_mask ? detail::concat("uint64_t{", scalar_mask, "}") : "0";
   // (A kernel with ops computed by index also takes the flat index of the block's first element.)
   const bool by_index = std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) {
     return op.role == KernelOp::Role::ByIndex;
@@ -499,8 +530,8 @@ std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes
   std::string short_loop, long_loop;
   if (!k.reads_windows()) {
     short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, nullptr, " +
-                 short_body + ");";
-    long_loop = "inductor_rt::block_loop" + params + "(shape, base, item, body);";
+                 scalars + ", " + short_body + ");";
+    long_loop = "inductor_rt::block_loop" + params + "(shape, base, item, " + scalars + ", body);";
   } else {
     std::vector<std::string> fills(n, "nullptr");
     for (size_t i = 0; i < k.inputs.size(); ++i) {
@@ -519,8 +550,9 @@ std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes
     for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << fills[i];
     os << "};\n";
     short_loop = "inductor_rt::short_run_loop" + params + "(shape, base, item, fills.data(), " +
-                 short_body + ");";
-    long_loop = "inductor_rt::window_loop" + params + "(shape, base, item, fills, body);";
+                 scalars + ", " + short_body + ");";
+    long_loop =
+        "inductor_rt::window_loop" + params + "(shape, base, item, fills, " + scalars + ", body);";
   }
   os << "  auto body = "
      << (by_index ? "[&](char* const* p, int64_t n, int64_t first) {\n"
@@ -585,7 +617,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k, bool sizes_vary
       os << "  const vec::Vec<" << ctype(*fused_type) << "> c" << c << "("
          << constant_literal(k.constants[c], *fused_type) << ");\n";
     const std::string loop = render_loop_call(os, k, sizes_vary);
-    render_register_fused_block(os, k, *fused_type);
+    render_register_fused_block(os, k, *fused_type, scalar_inputs(k, sizes_vary));
     os << "  };\n" << loop << "}\n\n";
     return;
   }

@@ -27,26 +27,28 @@ KernelGrainScope::~KernelGrainScope() { tls_grain_override = saved_; }
 }  // namespace kiln::inductor
 
 extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, const int64_t* shape,
-                                         char* const* base, const int64_t* isz, int64_t grain,
+                                         char* const* base, const int64_t* isz,
+                                         uint64_t scalar_inputs, int64_t grain,
                                          kiln::inductor_rt::BlockBody body, void* context) {
   const int64_t tuned = kiln::inductor::tls_grain_override;
   kiln::kernels::block_loop_any(
       static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs), shape, base, isz,
       tuned ? tuned : grain,
-      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); });
+      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); }, nullptr,
+      nullptr, scalar_inputs);
 }
 
 extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, const int64_t* shape,
                                           char* const* base, const int64_t* isz, char* const* fills,
-                                          int64_t grain, kiln::inductor_rt::BlockBody body,
-                                          void* context) {
+                                          uint64_t scalar_inputs, int64_t grain,
+                                          kiln::inductor_rt::BlockBody body, void* context) {
   const int64_t tuned = kiln::inductor::tls_grain_override;
   const int64_t* windows = shape + 2 + shape[1] * (1 + num_operands);  // after the strides
   kiln::kernels::block_loop_any(
       static_cast<size_t>(num_operands), static_cast<size_t>(num_outputs), shape, base, isz,
       tuned ? tuned : grain,
-      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); }, windows,
-      fills);
+      [&](char* const* p, int64_t n, int64_t first) { body(p, n, first, context); }, windows, fills,
+      scalar_inputs);
 }
 
 extern "C" void kiln_inductor_parallel_runs(int64_t runs, int64_t run_length, int64_t grain,

@@ -93,10 +93,15 @@ inline void broadcast_fill(char* dst, const char* src, int64_t n, int64_t isz) {
 // and elsewhere reads operand windows[...] (a later operand: a cat's next piece, resolved the
 // same way) or, when that is -1, `fills[k]` (kBlock elements of a fill value). Runs along the
 // innermost dim are split at the windows' edges, so a block is wholly inside or outside each.
+//
+// `scalar_inputs` (generated code's broadcast operands, a bit per operand): an operand whose
+// bit is set has byte stride 0 along the innermost dim, and its pointer is to its one element,
+// not to a filled block (the body broadcasts it into a register once per block).
 template <class Body>
 void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shape,
                     char* const* base, const int64_t* isz, int64_t grain, Body&& body,
-                    const int64_t* windows = nullptr, char* const* fills = nullptr) {
+                    const int64_t* windows = nullptr, char* const* fills = nullptr,
+                    uint64_t scalar_inputs = 0) {
   constexpr size_t kMaxOperands = 64;  // more would not fit the pointer arrays below
   constexpr size_t kStackOperands = 16;
   const size_t N = num_operands;
@@ -123,6 +128,9 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
   int64_t inner_stride[kMaxOperands];
   for (size_t k = 0; k < N; ++k) {
     inner_stride[k] = st[k][0];
+    // (The renderer marks only operands it saw broadcast along the run: a mark on any other
+    // would read one element for the whole block.)
+    if ((scalar_inputs >> k & 1) && (st[k][0] != 0 || k < num_outputs)) std::abort();
     for (int d = 0; d + 1 < nd; ++d)
       wrap[static_cast<size_t>(d) * N + k] = st[k][d + 1] - sizes[d] * st[k][d];
   }
@@ -196,7 +204,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
             continue;
           }
           char* p = row[k] + j * inner_stride[k];
-          if (inner_stride[k] == isz[k]) {
+          if (inner_stride[k] == isz[k] || (scalar_inputs >> k & 1)) {
             ptrs[k] = p;
             continue;
           }

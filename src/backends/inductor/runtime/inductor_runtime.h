@@ -39,9 +39,11 @@ using RunsBody = void (*)(int64_t begin, int64_t end, void* context);
 }  // namespace kiln::inductor_rt
 
 // The eager engine's block loop (kernels::block_loop_any), compiled once in libkiln, which the
-// process that loads generated code has loaded.
+// process that loads generated code has loaded. scalar_inputs: a bit per operand broadcast
+// along the innermost range that the body reads as one element (block_loop_any's).
 extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, const int64_t* shape,
-                                         char* const* base, const int64_t* isz, int64_t grain,
+                                         char* const* base, const int64_t* isz,
+                                         uint64_t scalar_inputs, int64_t grain,
                                          kiln::inductor_rt::BlockBody body, void* context);
 
 // The same over operands some of which are read through windows (a pad or cat read as index
@@ -49,8 +51,8 @@ extern "C" void kiln_inductor_block_loop(int num_operands, int num_outputs, cons
 // fills[k] is operand k's fill block (kBlock elements) or null.
 extern "C" void kiln_inductor_window_loop(int num_operands, int num_outputs, const int64_t* shape,
                                           char* const* base, const int64_t* isz, char* const* fills,
-                                          int64_t grain, kiln::inductor_rt::BlockBody body,
-                                          void* context);
+                                          uint64_t scalar_inputs, int64_t grain,
+                                          kiln::inductor_rt::BlockBody body, void* context);
 
 // Splits runs [0, runs) of run_length elements each across the OpenMP threads as the block
 // loop splits elements (more than grain elements, or the max-autotune choice for the kernel
@@ -151,21 +153,23 @@ struct BodyRef {
 
 // A kernel's loop: the eager engine's block loop, with its grain; the body is called through a
 // function pointer per block (of up to kBlock elements), so only the body is compiled per kernel.
+// Operands marked in scalar_inputs arrive as a pointer to their one element (a per-channel
+// scale: broadcast into a register per block instead of filled into a block and loaded).
 template <size_t N, size_t NOut, class Body>
 void block_loop(const int64_t* shape, const std::array<char*, N>& base,
-                const std::array<int64_t, N>& isz, Body&& body) {
+                const std::array<int64_t, N>& isz, uint64_t scalar_inputs, Body&& body) {
   kiln_inductor_block_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
-                           isz.data(), kParallelGrain, &call_body<std::remove_reference_t<Body>>,
-                           &body);
+                           isz.data(), scalar_inputs, kParallelGrain,
+                           &call_body<std::remove_reference_t<Body>>, &body);
 }
 
 // A kernel's loop when some inputs are read through windows (kiln_inductor_window_loop).
 template <size_t N, size_t NOut, class Body>
 void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                  const std::array<int64_t, N>& isz, const std::array<char*, N>& fills,
-                 Body&& body) {
+                 uint64_t scalar_inputs, Body&& body) {
   kiln_inductor_window_loop(static_cast<int>(N), static_cast<int>(NOut), shape, base.data(),
-                            isz.data(), fills.data(), kParallelGrain,
+                            isz.data(), fills.data(), scalar_inputs, kParallelGrain,
                             &call_body<std::remove_reference_t<Body>>, &body);
 }
 
@@ -199,14 +203,16 @@ inline bool runs_short(const int64_t* shape, const int64_t* isz, size_t n, size_
 // contiguous along it.
 template <size_t N, size_t NOut, class Body>
 void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
-                    const std::array<int64_t, N>& isz, const char* const* fills, Body&& body) {
+                    const std::array<int64_t, N>& isz, const char* const* fills,
+                    uint64_t scalar_inputs, Body&& body) {
   struct Loop {
     const int64_t* shape;
     const std::array<char*, N>* base;
     const std::array<int64_t, N>* isz;
     const char* const* fills;
+    uint64_t scalar_inputs;
     std::remove_reference_t<Body>* body;
-  } loop{shape, &base, &isz, fills, &body};
+  } loop{shape, &base, &isz, fills, scalar_inputs, &body};
   auto runs = [](int64_t begin, int64_t end, void* context) {
     const Loop& l = *static_cast<const Loop*>(context);
     const int nd = static_cast<int>(l.shape[1]);
@@ -235,7 +241,7 @@ void short_run_loop(const int64_t* shape, const std::array<char*, N>& base,
         }
         char* at = (*l.base)[k] + off[k];
         const int64_t stride = strides[k * nd];
-        if (k < NOut || stride == (*l.isz)[k]) {
+        if (k < NOut || stride == (*l.isz)[k] || (l.scalar_inputs >> k & 1)) {
           p[k] = at;
         } else if (stride == 0) {  // (an indirect load's table is filled once and never read)
           p[k] = staged[k];
