@@ -456,11 +456,14 @@ Tensor batch_norm_impl(const Tensor& x, const std::optional<Tensor>& running_mea
   if (!training) {
     KILN_CHECK(running_mean && running_var, ValueError, op,
                ": running_mean and running_var are needed when not training");
-    // The weight folded into the per-channel scale: three passes over x, not four.
+    // One pass over x, y = x * scale + shift, with the per-channel scale = weight / sqrt(var +
+    // eps) and shift = bias - mean * scale computed on the [C] statistics first (as PyTorch's
+    // CPU kernel folds them).
     Tensor scale = rsqrt(*running_var + eps);
     if (weight) scale = scale * *weight;
-    const Tensor y = (x - per_channel(*running_mean, rank)) * per_channel(scale, rank);
-    return bias ? y + per_channel(*bias, rank) : y;
+    const Tensor shifted = *running_mean * scale;
+    const Tensor shift = bias ? *bias - shifted : neg(shifted);
+    return addcmul(per_channel(shift, rank), x, per_channel(scale, rank));
   }
   const int64_t count = channels == 0 ? 0 : x.numel() / channels;
   KILN_CHECK(count > 1, ValueError, op,

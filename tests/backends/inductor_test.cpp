@@ -354,13 +354,17 @@ TEST(Inductor, InputsBroadcastAlongTheRunAreReadAsOneElementPerBlock) {
   // channel's H x W run, so the kernel reads one element of each per block (no filled block).
   // Long runs (the shared block loop, several blocks per run and threads splitting mid-run),
   // short runs (short_run_loop), a one-element tensor broadcast everywhere, and a bias broadcast
-  // along an outer dim only (read as a block): all bitwise equal to eager.
+  // along an outer dim only (read as a block): all bitwise equal to eager. Runs under 32
+  // elements go to the shared loop, whose blocks then span several runs: there the broadcast
+  // inputs are filled run by run, not read as one element.
   auto affine = [](Tensor x, Tensor scale, Tensor shift, Tensor one) {
     return relu(x * scale + shift) * one;
   };
-  // (5 x 7 x 3001 elements: two threads' shares meet mid-run.)
-  for (auto [n, hw, loop] : {std::tuple{2, 1100, "block_loop"}, std::tuple{5, 3001, "block_loop"},
-                             std::tuple{8, 49, "short_run_loop"}}) {
+  // (5 x 7 x 3001 and 1001 x 7 x 7 elements: two threads' shares meet mid-run.)
+  for (auto [n, hw, loop, one_element] :
+       {std::tuple{2, 1100, "block_loop", 3u}, std::tuple{5, 3001, "block_loop", 3u},
+        std::tuple{8, 200, "short_run_loop", 3u}, std::tuple{8, 49, "short_run_loop", 3u},
+        std::tuple{1001, 7, "block_loop", 0u}, std::tuple{8, 3, "block_loop", 0u}}) {
     SCOPED_TRACE(detail::concat("N ", n, ", H x W ", hw));
     const int64_t ch = 7;
     Tensor x = randn({n, ch, hw}), scale = randn({ch, 1}), shift = randn({ch, 1});
@@ -375,7 +379,7 @@ TEST(Inductor, InputsBroadcastAlongTheRunAreReadAsOneElementPerBlock) {
     for (size_t at = 0; (at = source.find("// broadcast along the block", at)) != std::string::npos;
          ++at)
       ++scalars;
-    EXPECT_EQ(scalars, 3u) << source;  // scale, shift, one
+    EXPECT_EQ(scalars, one_element) << source;  // scale, shift, one
     // A dynamic graph's kernel learns its strides per call: it fills blocks as before.
     const std::string varying = inductor::render_cpp(c.graphs[0], c.schedules[0], true);
     EXPECT_EQ(varying.find("broadcast along the block"), std::string::npos) << varying;

@@ -927,7 +927,7 @@ KILN_OPINFO({
 
 KILN_OPINFO({
     .name = "batch_norm_eval",
-    .covers = {"sub", "rsqrt", "mul", "add"},
+    .covers = {"rsqrt", "mul", "sub", "neg", "addcmul"},
     .dtypes = kF,
     .samples =
         [](DType dt) {

@@ -449,11 +449,17 @@ bool read_by_ops(const Kernel& k, size_t i) {
 // block_loop_any's scalar_inputs): those broadcast along the innermost range of its loop (a
 // per-channel scale over [N, C, H, W]), which the body broadcasts into a register once per
 // block instead of loading a filled block at every vector. Only when the source serves one set
-// of sizes (a dynamic graph's kernel learns its strides per call) and for inputs read as plain
-// operands (not through a window, not an indirect load's table).
+// of sizes (a dynamic graph's kernel learns its strides per call), for inputs read as plain
+// operands (not through a window, not an indirect load's table), and not where the loop's
+// blocks span short runs (inductor_rt::spans_runs).
 uint64_t scalar_inputs(const Kernel& k, bool sizes_vary) {
   if (sizes_vary || !register_fusable(k)) return 0;
   const std::vector<int64_t> shape = loop_shape(k);
+  // (Where the shared loop's blocks span short runs, each block reads several elements of them.)
+  const std::vector<int64_t> item = operand_itemsizes(k);
+  if (inductor_rt::spans_runs(shape.data(), item.data(), item.size(), k.outputs.size(),
+                              k.reads_windows()))
+    return 0;
   const int64_t nd = shape[1];
   const size_t num_out = k.outputs.size();
   uint64_t mask = 0;

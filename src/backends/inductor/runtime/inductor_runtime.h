@@ -173,15 +173,28 @@ void window_loop(const int64_t* shape, const std::array<char*, N>& base,
                             &call_body<std::remove_reference_t<Body>>, &body);
 }
 
+// Whether a plain kernel's runs are so short (under kSpanRuns elements) that it goes to the
+// shared loop, whose blocks then span several runs (kernels::blocks_span_runs), rather than to
+// short_run_loop, whose call of the body per run cost ~16 ns (x * s over [16, 512, 2, 2]: 132
+// against 16 us). Longer runs keep short_run_loop, where the body reads inputs broadcast along
+// the run as one element (filling them run by run cost more: addcmul with two per-channel
+// inputs over [16, 256, 8, 8], 26 against 36 us).
+inline constexpr int64_t kSpanRuns = 32;
+inline bool spans_runs(const int64_t* shape, const int64_t* isz, size_t n, size_t num_out,
+                       bool windows) {
+  return shape[2] < kSpanRuns && kernels::blocks_span_runs(shape, isz, n, num_out, windows, 0);
+}
+
 // Whether a plain kernel of n operands (num_out outputs first; element sizes isz; some read
 // through windows) launched with `shape` (cpp_render.h's launch_shape) runs short_run_loop: its
 // innermost coalesced range is shorter than kShortRun with outer ranges around it, no window
-// cuts it, and its outputs are contiguous along it. The renderer decides it for a graph's sizes;
-// a dynamic graph's kernel decides it per call.
+// cuts it, and its outputs are contiguous along it — unless it spans runs (spans_runs). The
+// renderer decides it for a graph's sizes; a dynamic graph's kernel decides it per call.
 inline bool runs_short(const int64_t* shape, const int64_t* isz, size_t n, size_t num_out,
                        bool windows) {
   const int64_t nd = shape[1];
   if (shape[0] == 0 || nd < 2 || shape[2] >= kShortRun) return false;
+  if (spans_runs(shape, isz, n, num_out, windows)) return false;
   const int64_t* strides = shape + 2 + nd;  // operand k's byte strides: strides[k * nd + d]
   for (size_t o = 0; o < num_out; ++o)
     if (strides[static_cast<int64_t>(o) * nd] != isz[o]) return false;
