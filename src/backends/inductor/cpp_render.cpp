@@ -457,8 +457,7 @@ uint64_t scalar_inputs(const Kernel& k, bool sizes_vary) {
   const std::vector<int64_t> shape = loop_shape(k);
   // (Where the shared loop's blocks span short runs, each block reads several elements of them.)
   const std::vector<int64_t> item = operand_itemsizes(k);
-  if (inductor_rt::spans_runs(shape.data(), item.data(), item.size(), k.outputs.size(),
-                              k.reads_windows()))
+  if (inductor_rt::spans_runs(shape.data(), item.data(), k.outputs.size(), k.reads_windows()))
     return 0;
   const int64_t nd = shape[1];
   const size_t num_out = k.outputs.size();
@@ -520,10 +519,10 @@ bool runs_short(const Kernel& k) {
 // through a window when the kernel reads a pad, cat or roll, or short_run_loop (with or without
 // fills) when its innermost range is short (runs_short). With `sizes_vary` the choice between
 // short_run_loop and the other is made per call, so that the source is the same for every size.
-// Each loop is told which inputs the body reads as one element (scalar_inputs).
-std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes_vary) {
+// Each loop is told which inputs the body reads as one element (`scalar_mask`: scalar_inputs).
+std::string render_loop_call(std::ostringstream& os, const Kernel& k, bool sizes_vary,
+                             uint64_t scalar_mask) {
   const size_t num_out = k.outputs.size(), n = num_out + k.inputs.size();
-  const uint64_t scalar_mask = scalar_inputs(k, sizes_vary);
   const std::string scalars = scalar_mask ? detail::concat("uint64_t{", scalar_mask, "}") : "0";
   // (A kernel with ops computed by index also takes the flat index of the block's first element.)
   const bool by_index = std::any_of(k.ops.begin(), k.ops.end(), [](const KernelOp& op) {
@@ -622,8 +621,9 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k, bool sizes_vary
     for (size_t c = 0; c < k.constants.size(); ++c)
       os << "  const vec::Vec<" << ctype(*fused_type) << "> c" << c << "("
          << constant_literal(k.constants[c], *fused_type) << ");\n";
-    const std::string loop = render_loop_call(os, k, sizes_vary);
-    render_register_fused_block(os, k, *fused_type, scalar_inputs(k, sizes_vary));
+    const uint64_t scalars = scalar_inputs(k, sizes_vary);
+    const std::string loop = render_loop_call(os, k, sizes_vary, scalars);
+    render_register_fused_block(os, k, *fused_type, scalars);
     os << "  };\n" << loop << "}\n\n";
     return;
   }
@@ -647,7 +647,7 @@ void render_kernel_body(std::ostringstream& os, const Kernel& k, bool sizes_vary
   if (index_count > 0)
     os << "  const int64_t* index_shape = shape + 2 + shape[1] * " << n + 1
        << (k.reads_windows() ? detail::concat(" + ", n, " * (1 + 2 * shape[1])") : "") << ";\n";
-  const std::string loop = render_loop_call(os, k, sizes_vary);
+  const std::string loop = render_loop_call(os, k, sizes_vary, 0);  // (not register-fused)
   // Where each op's result lives in the body: an output block or a temporary.
   std::vector<std::string> result(k.ops.size());
   std::vector<int> output_slot(k.ops.size(), -1);

@@ -90,13 +90,12 @@ inline bool contiguous_over_all(const int64_t* shape, size_t k, int64_t isz) {
   return true;
 }
 
-// Whether block_loop_any makes its blocks span several runs (see there) for this launch of n
-// operands, num_out of them outputs: runs of at most kBlock / 4 elements, outputs laid out
+// Whether block_loop_any makes its blocks span several runs (see there) for this launch, whose
+// first num_out operands are outputs: runs of at most kBlock / 4 elements, outputs laid out
 // contiguously, no windows and no scalar inputs. Generated code asks it too, to pick its loop.
-inline bool blocks_span_runs(const int64_t* shape, const int64_t* isz, size_t n, size_t num_out,
-                             bool windows, uint64_t scalar_inputs) {
-  if (windows || scalar_inputs != 0 || shape[1] < 2 || shape[2] * 4 > kBlock || num_out > n)
-    return false;
+inline bool blocks_span_runs(const int64_t* shape, const int64_t* isz, size_t num_out, bool windows,
+                             uint64_t scalar_inputs) {
+  if (windows || scalar_inputs != 0 || shape[1] < 2 || shape[2] * 4 > kBlock) return false;
   for (size_t k = 0; k < num_out; ++k)
     if (!contiguous_over_all(shape, k, isz[k])) return false;
   return true;
@@ -165,7 +164,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
   // others are gathered (filled, for a broadcast) run by run into their block buffers. Not with
   // windows or operands the body reads as one element (their values differ run to run).
   const bool span_runs =
-      blocks_span_runs(shape, isz, N, num_outputs, windows != nullptr, scalar_inputs);
+      blocks_span_runs(shape, isz, num_outputs, windows != nullptr, scalar_inputs);
   bool whole[kMaxOperands];  // contiguous over the whole iteration space
   for (size_t k = 0; k < N && span_runs; ++k) whole[k] = contiguous_over_all(shape, k, isz[k]);
   parallel_range(numel, grain, [&](int64_t begin, int64_t end) {
@@ -206,12 +205,13 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
     char* row[kMaxOperands];
     char* ptrs[kMaxOperands];
     const int64_t window_stride = 1 + 2 * static_cast<int64_t>(nd);
-    // Moves the index and the offsets `run` elements on (within the current run).
-    auto advance = [&](int64_t run) {
-      pos += run;
-      idx[0] += run;
-      for (size_t k = 0; k < N; ++k) off[k] += run * inner_stride[k];
-      for (int d = 0; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
+    // Moves the index and the offsets `count` steps along dim `from` (0: elements of the
+    // current run; 1: whole runs, from a run's start), carrying into the dims above it.
+    auto step = [&](int from, int64_t count) {
+      pos += from == 0 ? count : count * inner;
+      idx[from] += count;
+      for (size_t k = 0; k < N; ++k) off[k] += count * st[k][from];
+      for (int d = from; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
         idx[d] = 0;
         ++idx[d + 1];
         const int64_t* w = wrap + static_cast<size_t>(d) * N;
@@ -247,19 +247,10 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
           });
         }
         n += piece;
-        if (runs == 0) {
-          advance(piece);
-          continue;
-        }
-        pos += piece;  // (advance, for whole runs: dim 1 steps `runs` times, then any carry)
-        idx[1] += runs;
-        for (size_t k = 0; k < N; ++k) off[k] += runs * st[k][1];
-        for (int d = 1; d + 1 < nd && idx[d] >= sizes[d]; ++d) {
-          idx[d] = 0;
-          ++idx[d + 1];
-          const int64_t* w = wrap + static_cast<size_t>(d) * N;
-          for (size_t k = 0; k < N; ++k) off[k] += w[k];
-        }
+        if (runs > 0)
+          step(1, runs);
+        else
+          step(0, piece);
       }
       if constexpr (std::is_invocable_v<Body&, char* const*, int64_t, int64_t>)
         body(static_cast<char* const*>(ptrs), n, first);
@@ -322,7 +313,7 @@ void block_loop_any(size_t num_operands, size_t num_outputs, const int64_t* shap
           if (ptrs[k] != row[k] + j * inner_stride[k])
             strided_copy(row[k] + j * inner_stride[k], inner_stride[k], ptrs[k], isz[k], n, isz[k]);
       }
-      advance(run);
+      step(0, run);
     }
   });
 }

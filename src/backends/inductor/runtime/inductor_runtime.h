@@ -180,9 +180,8 @@ void window_loop(const int64_t* shape, const std::array<char*, N>& base,
 // the run as one element (filling them run by run cost more: addcmul with two per-channel
 // inputs over [16, 256, 8, 8], 26 against 36 us).
 inline constexpr int64_t kSpanRuns = 32;
-inline bool spans_runs(const int64_t* shape, const int64_t* isz, size_t n, size_t num_out,
-                       bool windows) {
-  return shape[2] < kSpanRuns && kernels::blocks_span_runs(shape, isz, n, num_out, windows, 0);
+inline bool spans_runs(const int64_t* shape, const int64_t* isz, size_t num_out, bool windows) {
+  return shape[2] < kSpanRuns && kernels::blocks_span_runs(shape, isz, num_out, windows, 0);
 }
 
 // Whether a plain kernel of n operands (num_out outputs first; element sizes isz; some read
@@ -194,7 +193,7 @@ inline bool runs_short(const int64_t* shape, const int64_t* isz, size_t n, size_
                        bool windows) {
   const int64_t nd = shape[1];
   if (shape[0] == 0 || nd < 2 || shape[2] >= kShortRun) return false;
-  if (spans_runs(shape, isz, n, num_out, windows)) return false;
+  if (spans_runs(shape, isz, num_out, windows)) return false;
   const int64_t* strides = shape + 2 + nd;  // operand k's byte strides: strides[k * nd + d]
   for (size_t o = 0; o < num_out; ++o)
     if (strides[static_cast<int64_t>(o) * nd] != isz[o]) return false;
