@@ -549,5 +549,66 @@ TEST(Linalg, BatchedProductIndependentOfThreads) {
   EXPECT_EQ(one, many);
 }
 
+// Products whose sum is at least twice as long as their output is wide or tall (a weight's
+// gradient over a batch's tokens) split the sum across the threads and add the partial results
+// (linalg.cpp, split_sum_threads): every layout, an uneven split, addmm's beta term on thread
+// 0's part, beta == 0 ignoring NaN in self, float32 and float64, against plain loops in double.
+TEST(Linalg, LongSumsSplitAcrossThreadsMatchPlainLoops) {
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  const auto reference = [](const Tensor& a, const Tensor& b) {
+    const Tensor a64 = a.to(DType::Float64).contiguous(), b64 = b.to(DType::Float64).contiguous();
+    const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+    const double *pa = a64.data_ptr<double>(), *pb = b64.data_ptr<double>();
+    // Each element's sum, and the sum of its terms' magnitudes (what rounding error scales with).
+    std::pair<std::vector<double>, std::vector<double>> out;
+    out.first.assign(static_cast<size_t>(n * m), 0.0);
+    out.second.assign(static_cast<size_t>(n * m), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < m; ++j) {
+          out.first[i * m + j] += pa[i * k + p] * pb[p * m + j];
+          out.second[i * m + j] += std::abs(pa[i * k + p] * pb[p * m + j]);
+        }
+    return out;
+  };
+  const auto expect_close = [](const Tensor& got, const std::vector<double>& want,
+                               const std::vector<double>& magnitude, double tol) {
+    const std::vector<double> g = got.to(DType::Float64).contiguous().to_vector<double>();
+    ASSERT_EQ(g.size(), want.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(g[i], want[i], tol * (1 + magnitude[i])) << "element " << i;
+  };
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_info(dt).name);
+    const double tol = dt == DType::Float32 ? 1e-5 : 1e-13;
+    // [n, k] @ [k, m] with the operands stored as given, transposed, or both.
+    struct Case {
+      int64_t n, k, m;
+      bool ta, tb;
+    };
+    for (const Case& c : {Case{96, 2049, 40, true, false}, Case{48, 1537, 80, false, false},
+                          Case{64, 1801, 72, false, true}, Case{40, 2048, 96, true, true}}) {
+      SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.k) + " x " + std::to_string(c.m));
+      const Tensor a = c.ta ? mk({c.k, c.n}, dt, Layout::Contiguous, 1).t()
+                            : mk({c.n, c.k}, dt, Layout::Contiguous, 1);
+      const Tensor b = c.tb ? mk({c.m, c.k}, dt, Layout::Contiguous, 2).t()
+                            : mk({c.k, c.m}, dt, Layout::Contiguous, 2);
+      const auto [want, magnitude] = reference(a, b);
+      expect_close(mm(a, b), want, magnitude, tol);
+      // beta * self + alpha * (a @ b) with a full self: the beta term lands on one part only.
+      const Tensor self = mk({c.n, c.m}, dt, Layout::Contiguous, 3);
+      const std::vector<double> s = self.to(DType::Float64).to_vector<double>();
+      std::vector<double> want_addmm(want.size());
+      for (size_t i = 0; i < want.size(); ++i) want_addmm[i] = 0.5 * s[i] + 2.0 * want[i];
+      expect_close(addmm(self, a, b, 0.5, 2.0), want_addmm, magnitude, 2 * tol);
+      // beta == 0: self is not read, NaN included.
+      const Tensor nan_self = full({c.n, c.m}, std::numeric_limits<double>::quiet_NaN(), dt);
+      expect_close(addmm(nan_self, a, b, 0.0, 1.0), want, magnitude, tol);
+    }
+  }
+  set_num_threads(saved);
+}
+
 }  // namespace
 }  // namespace kiln::testing
