@@ -13,6 +13,13 @@ from . import _C
 from ._C import graph_break, is_compiling, set_stance, reset, list_backends  # noqa: F401
 from ._C import mark_dynamic, maybe_mark_dynamic, mark_static, mark_unbacked  # noqa: F401
 from ._C import set_logs, CompileProfiler  # noqa: F401
+from ._C import is_dynamo_compiling, compile_times, compile_times_str  # noqa: F401
+from ._C import set_debug_dir, debug_run_dir  # noqa: F401
+
+#: The process's compile settings (torch._dynamo.config): ``cache_size_limit`` (8: compiled
+#: entries per graph segment before a function runs eagerly), ``compile_timeout`` (seconds one
+#: build of generated C++ may take), ``strict_cache``. Read when a function is compiled.
+config = _C.compile_config()
 
 
 def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None,
@@ -89,12 +96,29 @@ class _CompiledModule:
         return f"CompiledModule({self._orig_mod!r})"
 
 
-def explain(fn):
-    """``explain(fn)(*args)`` runs fn once under capture and returns what it saw: graph_count,
-    graph_break_count, break_reasons, ops_per_graph; printing it gives the FAQ's report."""
+def explain(fn, *args, **kwargs):
+    """``explain(fn)(*args)`` (or ``explain(fn, *args)``) runs fn once under capture and returns
+    what it saw: graph_count, graph_break_count, break_reasons, ops_per_graph, guards, and what
+    inductor would make of each graph (kernels_per_graph, extern_calls_per_graph); printing it
+    gives the FAQ's report."""
     def run(*args, **kwargs):
         return _C._explain(fn, args, kwargs)
-    return run
+    return run(*args, **kwargs) if args or kwargs else run
+
+
+def run(fn):
+    """The frozen form of a function from kiln.compile (torch._dynamo.run): its cached graphs
+    run, nothing new is compiled — a call no cached graph fits runs eagerly."""
+    compiled = fn._compiled if isinstance(fn, _CompiledModule) else getattr(
+        fn, "_kiln_compiled", None)
+    if compiled is None:
+        raise TypeError(f"kiln.compiler.run: expected what kiln.compile returned, got {fn!r}")
+    frozen = compiled._frozen()
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return frozen(*args, **kwargs)
+    return wrapper
 
 
 def disable(fn=None, *, recursive=True):

@@ -82,6 +82,18 @@ class ndarray:
         a = self._t.detach().numpy()
         return a if dtype is None else a.astype(dtype)
 
+    # NumPy's own functions and ufuncs called on these arrays (the FAQ's `np.sum(...)` in a
+    # compiled function written with `import numpy as np`): kiln.numpy's function of the same
+    # name when it has one and takes the arguments, traced like any op; otherwise NumPy runs the
+    # call on the data — under kiln.compile a graph break, as torch.compile falls back to NumPy.
+    def __array_function__(self, func, types, args, kwargs):
+        return _dispatch(func, func.__name__, _np, args, kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__":  # ufunc methods (np.add.reduce, ...) are NumPy's
+            return getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
+        return _dispatch(ufunc, ufunc.__name__, _np, inputs, kwargs)
+
     def __repr__(self):
         return repr(_np.asarray(self))
 
@@ -664,6 +676,29 @@ def __getattr__(name):
     raise AttributeError(f"kiln.numpy.{name} is not implemented (kiln.numpy covers creation, "
                          "ufuncs, reductions, shapes, joins, where, dot/matmul/einsum and "
                          "linalg.norm; docs/python.md)")
+
+
+def _to_numpy(value):
+    """kiln.numpy arrays in a value (and its tuples, lists and dicts) as NumPy arrays."""
+    if isinstance(value, ndarray):
+        return _np.asarray(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to_numpy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_numpy(v) for k, v in value.items()}
+    return value
+
+
+def _dispatch(func, name, namespace, args, kwargs):
+    """A NumPy function or ufunc called on kiln.numpy arrays: ours when `func` is NumPy's
+    `namespace.name` and ours takes the call, else NumPy's on the data."""
+    ours = globals().get(name) if getattr(namespace, name, None) is func else None
+    if callable(ours) and not isinstance(ours, type):
+        try:
+            return ours(*args, **kwargs)
+        except (_C.NotImplementedError, TypeError):
+            pass  # an argument ours does not take (out=, where=, a dtype): NumPy's turn
+    return func(*_to_numpy(args), **_to_numpy(kwargs))
 
 
 def _numpy_to_tensors(value):

@@ -189,6 +189,9 @@ struct CompiledPyFunction {
   // A Python backend (backend=callable), owned by `state`'s backend: shown to the garbage
   // collector with fn, as it is one more way back to the module that defined it.
   nb::handle python_backend;
+  // The reference FAQ's frozen mode (kiln.compiler.run): cached graphs run, nothing new is
+  // compiled.
+  bool frozen = false;
 
   nb::object call(nb::tuple args, nb::dict kwargs) const {
     if (!detail::is_pure(*state)) return capture(args, kwargs, nullptr, nullptr);
@@ -213,7 +216,7 @@ struct CompiledPyFunction {
   // Runs fn under capture; in pure mode (`guarded`), learns how to skip it next time.
   nb::object capture(const nb::tuple& args, const nb::dict& kwargs, const detail::PureArgs* guarded,
                      const std::shared_ptr<const detail::PurePlan>& verify) const {
-    detail::CallScope scope(state, /*frozen=*/false, argument_tensors(args));
+    detail::CallScope scope(state, frozen, argument_tensors(args));
     nb::object result = fn(*args, **kwargs);
     {
       // Compiling and running the last graph need no Python.
@@ -275,10 +278,17 @@ void bind_compile(nb::module_& m) {
   m.def("_set_package_dir", [](std::string dir) { package_dir() = std::move(dir); });
 
   nb::class_<CompiledPyFunction>(m, "_CompiledFunction", nb::type_slots(compiled_function_slots))
-      .def("__call__", [](const CompiledPyFunction& f, nb::args args, nb::kwargs kwargs) {
-        KILN_CHECK(f.fn.is_valid(), Error,
-                   "a compiled function was called after Python's garbage collector cleared it");
-        return f.call(args, kwargs);
+      .def("__call__",
+           [](const CompiledPyFunction& f, nb::args args, nb::kwargs kwargs) {
+             KILN_CHECK(
+                 f.fn.is_valid(), Error,
+                 "a compiled function was called after Python's garbage collector cleared it");
+             return f.call(args, kwargs);
+           })
+      .def("_frozen", [](const CompiledPyFunction& f) {
+        CompiledPyFunction run = f;
+        run.frozen = true;
+        return run;
       });
   m.def(
       "_compile",
@@ -329,6 +339,14 @@ void bind_compile(nb::module_& m) {
       "Records, while alive, every compiled function's graphs, breaks and recompiles "
       "(torch._dynamo.utils.CompileProfiler); kiln.compile(fn, backend=prof) also works.")
       .def(nb::init<>())
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__",
+           [](CompileProfiler& p, nb::args) {  // (exception type, value, traceback)
+             p.stop();
+             return false;
+           })
+      .def("stop", &CompileProfiler::stop,
+           "Stops recording; report() and stats() keep what was recorded.")
       .def("report", &CompileProfiler::report)
       .def("stats", &CompileProfiler::stats, "Per compiled function's name: its CompileStats.");
 
@@ -348,6 +366,9 @@ void bind_compile(nb::module_& m) {
       .def_ro("break_reasons", &ExplainOutput::break_reasons)
       .def_ro("ops_per_graph", &ExplainOutput::ops_per_graph)
       .def_ro("compile_seconds", &ExplainOutput::compile_seconds)
+      .def_ro("kernels_per_graph", &ExplainOutput::kernels_per_graph)
+      .def_ro("extern_calls_per_graph", &ExplainOutput::extern_calls_per_graph)
+      .def_ro("guards", &ExplainOutput::guards)
       .def_prop_ro("graphs",
                    [](const ExplainOutput& e) {
                      std::vector<std::string> out;
@@ -385,6 +406,24 @@ void bind_compile(nb::module_& m) {
       "A graph break here: the ops captured so far run as one graph; capture resumes after.");
   m.def("is_compiling", &is_compiling,
         "True under kiln.compile's capture and while a backend compiles or runs a graph.");
+  m.def("is_dynamo_compiling", &is_dynamo_compiling,
+        "True only under kiln.compile's capture (torch.compiler.is_dynamo_compiling).");
+  m.def("compile_times", &compile_times,
+        "Seconds spent compiling, per phase, since start-up or kiln.compiler.reset().");
+  m.def("compile_times_str", &compile_times_str, "compile_times() as a table.");
+  m.def("set_debug_dir", &set_debug_dir, nb::arg("path"),
+        "Dumps what every compiled function does into path/run-<time>-<pid>/ (KILN_DEBUG_DIR); "
+        "an empty path turns dumping off.");
+  m.def("debug_run_dir", &debug_run_dir, "The folder this run is dumped to; '' when off.");
+  nb::class_<CompileConfig>(m, "CompileConfig",
+                            "The process's compile settings (torch._dynamo.config).")
+      .def_rw("cache_size_limit", &CompileConfig::cache_size_limit,
+              "Compiled entries kept per graph segment; past it the function runs eagerly.")
+      .def_rw("compile_timeout", &CompileConfig::compile_timeout,
+              "Seconds one build of generated C++ may take; 0: no limit.")
+      .def_rw("strict_cache", &CompileConfig::strict_cache,
+              "True: an unusable cache folder raises instead of warning.");
+  m.def("compile_config", &compile_config, nb::rv_policy::reference);
   m.def(
       "_call_disabled",
       [](nb::object fn, bool recursive, nb::tuple args, nb::dict kwargs) {

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "backends/backend_lookup.h"
 #include "capture/tracer.h"
@@ -264,6 +265,7 @@ std::ostream& operator<<(std::ostream& os, const ExplainOutput& e) { return os <
 
 // ---- CompileProfiler ----
 struct CompileProfiler::Impl final : capture::Observer {
+  bool recording = true;  // registered as an observer
   mutable std::mutex mu;
   std::map<std::string, FunctionStats> stats;
   void on_graph(const detail::CompiledState& fn, const ir::Graph& g) override {
@@ -296,7 +298,10 @@ struct CompileProfiler::Impl final : capture::Observer {
 CompileProfiler::CompileProfiler() : impl_(std::make_shared<Impl>()) {
   capture::add_observer(impl_.get());
 }
-CompileProfiler::~CompileProfiler() { capture::remove_observer(impl_.get()); }
+CompileProfiler::~CompileProfiler() { stop(); }
+void CompileProfiler::stop() {
+  if (std::exchange(impl_->recording, false)) capture::remove_observer(impl_.get());
+}
 
 std::map<std::string, CompileProfiler::FunctionStats> CompileProfiler::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

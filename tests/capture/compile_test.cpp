@@ -868,6 +868,28 @@ TEST(Debug, CompileProfilerReportsGraphsRecompilesAndOps) {
   EXPECT_TRUE(prof.stats()["prof_backend"].kernels_per_graph.empty());  // not inductor's
 }
 
+// stop() ends the recording (Python's `with` block); what was recorded stays, and destroying a
+// stopped profiler leaves the other observers' registration intact.
+TEST(Debug, AStoppedCompileProfilerKeepsItsRecordAndRecordsNoMore) {
+  CompileProfiler outer;
+  {
+    CompileProfiler prof;
+    auto f = compile([](Tensor x) { return x + 1; },
+                     CompileOptions{.backend = "eager", .name = "stopped_fn"});
+    f(ones({2}));
+    prof.stop();
+    prof.stop();  // twice is once
+    f(ones({3}));
+    EXPECT_EQ(prof.stats()["stopped_fn"].graphs, 1);
+    EXPECT_TRUE(prof.stats()["stopped_fn"].recompile_reasons.empty());
+  }
+  auto g = compile([](Tensor x) { return x * 3; },
+                   CompileOptions{.backend = "eager", .name = "after_stop"});
+  g(ones({2}));
+  EXPECT_EQ(outer.stats()["stopped_fn"].graphs, 2);
+  EXPECT_EQ(outer.stats()["after_stop"].graphs, 1);
+}
+
 // compile_times(): a phase's parts (inductor's, inside backend_compile) are listed under it and
 // not counted twice; "total" is the wall time spent in outermost phases, never more than the
 // caller waited.

@@ -187,3 +187,70 @@ def test_a_module_level_compiled_function_is_freed_at_exit():
                          timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "[4.0, 4.0]", run.stderr
     assert "leaked" not in run.stderr, run.stderr
+
+
+def test_the_faqs_controls_from_python():
+    # explain(fn, *args), the FAQ's older form, and what explain adds per graph.
+    explanation = kiln.explain(toy_example, kiln.randn(10), kiln.randn(10))
+    assert explanation.graph_count == 2 and explanation.graph_break_count == 1
+    assert len(explanation.guards) == 2 and any("[10]" in line for line in explanation.guards[0])
+    assert len(explanation.kernels_per_graph) == 2
+    assert len(explanation.extern_calls_per_graph) == 2
+
+    # `with CompileProfiler() as prof:` records inside the block only.
+    def square(x):
+        return x * x
+
+    with kiln.compiler.CompileProfiler() as prof:
+        kiln.compile(square, backend="eager")(kiln.ones(2))
+    kiln.compile(square, backend="eager")(kiln.ones(3))  # after the block: not recorded
+    (seen,) = [s for name, s in prof.stats().items() if name.endswith("square")]
+    assert seen.graphs == 1
+
+    # The frozen form runs cached graphs and compiles nothing new: a new size runs eagerly.
+    f = kiln.compile(square, backend="eager", dynamic=False)
+    f(kiln.ones(2))
+    frozen = kiln.compiler.run(f)
+    with kiln.compiler.CompileProfiler() as frozen_prof:
+        assert frozen(kiln.full([2], 3.0)).tolist() == [9.0, 9.0]
+        assert frozen(kiln.full([5], 2.0)).tolist() == [4.0] * 5
+    assert not [s for name, s in frozen_prof.stats().items() if name.endswith("square")]
+    with pytest.raises(TypeError, match="kiln.compile"):
+        kiln.compiler.run(square)
+
+    # is_dynamo_compiling: true under capture only.
+    seen_capture = []
+
+    def probe(x):
+        seen_capture.append(kiln.compiler.is_dynamo_compiling())
+        return x + 1
+
+    kiln.compile(probe, backend="eager")(kiln.ones(2))
+    assert seen_capture == [True] and not kiln.compiler.is_dynamo_compiling()
+
+    # compile_times, and the process-wide cache_size_limit (torch._dynamo.config).
+    assert kiln.compiler.compile_times()["total"] >= 0
+    assert "total" in kiln.compiler.compile_times_str()
+    saved = kiln.compiler.config.cache_size_limit
+    try:
+        kiln.compiler.config.cache_size_limit = 2
+        g = kiln.compile(lambda x: x - 1, backend="eager", dynamic=False)
+        with kiln.compiler.CompileProfiler() as limited:
+            for n in (1, 2, 3, 4):
+                assert g(kiln.ones(n)).tolist() == [0.0] * n
+        assert sum(s.graphs for s in limited.stats().values()) == 2  # then eager, warned once
+    finally:
+        kiln.compiler.config.cache_size_limit = saved
+
+
+def test_set_debug_dir_writes_a_run_folder(tmp_path):
+    kiln.compiler.set_debug_dir(str(tmp_path))
+    try:
+        kiln.compile(lambda x: x.exp() * 2, backend="eager")(kiln.ones(3))
+        run_dir = kiln.compiler.debug_run_dir()
+        assert run_dir.startswith(str(tmp_path))
+        import os
+        assert os.path.exists(os.path.join(run_dir, "index.jsonl"))
+    finally:
+        kiln.compiler.set_debug_dir("")
+    assert kiln.compiler.debug_run_dir() == ""

@@ -131,6 +131,9 @@ class CompileProfiler {
   CompileProfiler(const CompileProfiler&) = delete;
   CompileProfiler& operator=(const CompileProfiler&) = delete;
   std::string report() const;
+  // Stops recording (the end of Python's `with CompileProfiler() as prof:` block); report()
+  // and stats() keep what was recorded. Destroying the profiler stops it too.
+  void stop();
   // The reference FAQ's form, `torch.compile(model, backend=prof)`: an observation-only
   // backend (it runs graphs as "eager" does) for compile(fn, {.backend = prof.backend()}).
   // Recording does not depend on it: every compiled function is observed while prof lives.
