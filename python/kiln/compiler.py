@@ -18,7 +18,8 @@ from ._C import set_debug_dir, debug_run_dir  # noqa: F401
 
 #: The process's compile settings (torch._dynamo.config): ``cache_size_limit`` (8: compiled
 #: entries per graph segment before a function runs eagerly), ``compile_timeout`` (seconds one
-#: build of generated C++ may take), ``strict_cache``. Read when a function is compiled.
+#: build of generated C++ may take), ``strict_cache``, ``dynamic`` (the dynamic= of every
+#: function compiled without one; KILN_DYNAMIC_SHAPES). Read when a function is compiled.
 config = _C.compile_config()
 
 

@@ -422,7 +422,10 @@ void bind_compile(nb::module_& m) {
       .def_rw("compile_timeout", &CompileConfig::compile_timeout,
               "Seconds one build of generated C++ may take; 0: no limit.")
       .def_rw("strict_cache", &CompileConfig::strict_cache,
-              "True: an unusable cache folder raises instead of warning.");
+              "True: an unusable cache folder raises instead of warning.")
+      .def_rw("dynamic", &CompileConfig::dynamic,
+              "The dynamic= of every function compiled without one (KILN_DYNAMIC_SHAPES): "
+              "False static sizes, True dynamic from the first call, None automatic.");
   m.def("compile_config", &compile_config, nb::rv_policy::reference);
   m.def(
       "_call_disabled",

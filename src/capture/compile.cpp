@@ -61,6 +61,12 @@ CompileConfig config_from_environment() {
                "' is invalid: expected 0 or 1");
     config.strict_cache = v == "1";
   }
+  if (const char* env = std::getenv("KILN_DYNAMIC_SHAPES"); env && *env) {
+    const std::string v = env;
+    KILN_CHECK(v == "0" || v == "1", ValueError, "KILN_DYNAMIC_SHAPES = '", v,
+               "' is invalid: expected 0 (static sizes) or 1 (dynamic from the first call)");
+    config.dynamic = v == "1";
+  }
   return config;
 }
 }  // namespace
@@ -104,6 +110,7 @@ namespace detail {
 
 CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     : options(std::move(opts)) {
+  if (!options.dynamic && !options.pure) options.dynamic = compile_config().dynamic;
   KILN_CHECK(
       !options.cache_size_limit || *options.cache_size_limit >= 0, ValueError,
       "kiln::compile: CompileOptions::cache_size_limit = ", options.cache_size_limit.value_or(0),

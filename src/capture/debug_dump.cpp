@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "capture/state.h"
@@ -410,7 +411,10 @@ std::atomic<bool> g_env_read{false};
 
 void debug_dump_first_use() {
   if (g_env_read.load(std::memory_order_relaxed) || g_env_read.exchange(true)) return;
-  if (const char* env = std::getenv("KILN_DEBUG_DIR"); env && *env) set_dir(env);
+  const char* env = std::getenv("KILN_DEBUG_DIR");
+  if (!env || !*env || std::string_view(env) == "0") return;
+  // "1", as in TORCH_COMPILE_DEBUG=1: the working directory's kiln_debug/ folder.
+  set_dir(std::string_view(env) == "1" ? "kiln_debug" : env);
 }
 
 }  // namespace kiln::capture

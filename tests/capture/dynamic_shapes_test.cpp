@@ -439,6 +439,36 @@ TEST(DynamicShapesEager, PureModeGraphsStayExact) {
   EXPECT_THROW(compile(fn, both), ValueError);
 }
 
+// compile_config().dynamic (KILN_DYNAMIC_SHAPES): the dynamic= of every function compiled
+// without its own — false: each size its own graph; true: one graph from the first call; a
+// function's own setting and pure mode win.
+TEST(DynamicShapesEager, TheProgramWideSettingAppliesToFunctionsWithoutTheirOwn) {
+  CompileProfiler prof;
+  auto fn = [](const Tensor& x) { return sin(x) + 1; };
+  const std::optional<bool> saved = compile_config().dynamic;
+  const auto sweep = [&](const std::string& name, CompileOptions options) {
+    options.backend = std::string("eager");
+    options.name = name;
+    auto f = compile(fn, options);
+    for (int64_t n : {3, 4, 5, 6}) {
+      const Tensor x = randn({n});
+      expect_equal(f(x), fn(x));
+    }
+    return graphs(prof, name);
+  };
+  compile_config().dynamic = false;
+  EXPECT_EQ(sweep("config_static", {}), 4);
+  CompileOptions own_dynamic;
+  own_dynamic.dynamic = true;
+  EXPECT_EQ(sweep("config_static_own_dynamic", own_dynamic), 1);
+  compile_config().dynamic = true;
+  EXPECT_EQ(sweep("config_dynamic", {}), 1);
+  EXPECT_EQ(sweep("config_dynamic_pure", {.pure = true}), 4);  // (exact graphs, no error)
+  compile_config().dynamic = std::nullopt;
+  EXPECT_EQ(sweep("config_automatic", {}), 2);  // exact, then dynamic from the second size
+  compile_config().dynamic = saved;
+}
+
 TEST_P(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {
   manual_seed(5);
   nn::Linear a(6, 8), b(8, 2);

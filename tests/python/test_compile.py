@@ -254,3 +254,45 @@ def test_set_debug_dir_writes_a_run_folder(tmp_path):
     finally:
         kiln.compiler.set_debug_dir("")
     assert kiln.compiler.debug_run_dir() == ""
+
+
+def test_kiln_debug_dir_1_dumps_into_the_working_directory(tmp_path):
+    # KILN_DEBUG_DIR=1, as TORCH_COMPILE_DEBUG=1: ./kiln_debug/run-<time>-<pid>/.
+    import os
+    import subprocess
+    import sys
+    script = ("import kiln\n"
+              "kiln.compile(lambda x: x.exp() + 1, backend='eager')(kiln.ones(2))\n"
+              "print(kiln.compiler.debug_run_dir())\n")
+    env = dict(os.environ, KILN_DEBUG_DIR="1")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    runs = os.listdir(tmp_path / "kiln_debug")
+    assert len(runs) == 1 and runs[0].startswith("run-")
+    assert (tmp_path / "kiln_debug" / runs[0] / "index.jsonl").exists()
+
+
+def test_kiln_dynamic_shapes_sets_every_functions_default():
+    # KILN_DYNAMIC_SHAPES (torch's TORCHDYNAMO_DYNAMIC_SHAPES): 0 static sizes, 1 dynamic from
+    # the first call; anything else is an error naming the variable.
+    import os
+    import subprocess
+    import sys
+    script = ("import kiln\n"
+              "print(kiln.compiler.config.dynamic)\n"
+              "prof = kiln.compiler.CompileProfiler()\n"
+              "f = kiln.compile(lambda x: x + 1, backend='eager')\n"
+              "for n in (2, 3, 4):\n"
+              "    f(kiln.ones(n))\n"
+              "print(sum(s.graphs for s in prof.stats().values()))\n")
+    for value, setting, graphs in (("0", "False", "3"), ("1", "True", "1")):
+        env = dict(os.environ, KILN_DYNAMIC_SHAPES=value)
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == [setting, graphs]
+    env = dict(os.environ, KILN_DYNAMIC_SHAPES="yes")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert run.returncode != 0 and "KILN_DYNAMIC_SHAPES = 'yes' is invalid" in run.stderr

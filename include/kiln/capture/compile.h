@@ -148,9 +148,16 @@ struct CompileConfig {
   // not writable, it cannot be made): false warns once and uses a private temporary folder for
   // this process; true throws kiln::Error. Starts true when $KILN_CACHE_STRICT is 1.
   bool strict_cache = false;
+  // The `dynamic` of every function compiled without one of its own (CompileOptions::dynamic
+  // unset; pure mode excepted, its graphs are exact): false turns dynamic shapes off for the
+  // whole program (every new size recompiles), true makes every input dim dynamic from the
+  // first call. Unset: automatic, per function. Starts as $KILN_DYNAMIC_SHAPES (0 or 1) when
+  // that is set (torch's TORCHDYNAMO_DYNAMIC_SHAPES).
+  std::optional<bool> dynamic;
 };
-// The process's configuration. Its first use reads KILN_COMPILE_TIMEOUT and KILN_CACHE_STRICT
-// (ValueError when one is set to something else than a number >= 0 / 0 or 1).
+// The process's configuration. Its first use reads KILN_COMPILE_TIMEOUT, KILN_CACHE_STRICT and
+// KILN_DYNAMIC_SHAPES (ValueError when one is set to something else than a number >= 0 / 0 or
+// 1 / 0 or 1).
 CompileConfig& compile_config();
 
 // What a compiled function does on each call (torch.compiler.set_stance).
