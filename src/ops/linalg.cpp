@@ -112,8 +112,9 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
   T* scratch = partials.data_ptr<T>();
 #pragma omp parallel num_threads(static_cast <int>(threads))
   {
-    const int64_t t = omp_get_thread_num();
-    const int64_t k0 = k * t / threads, k1 = k * (t + 1) / threads;
+    // (The team OpenMP gives, which may be smaller than asked for: its slices cover k.)
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    const int64_t k0 = k * t / count, k1 = k * (t + 1) / count;
     T* part = t == 0 ? c : scratch + (t - 1) * n * m;
     gemm_kernel<T>(trans_a, trans_b, n, m, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda,
                    trans_b ? b + k0 : b + k0 * ldb, ldb, t == 0 ? beta : T(0), part,
@@ -122,7 +123,7 @@ void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T al
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       T* row = c + i * ldc;
-      for (int64_t p = 0; p < threads - 1; ++p) {
+      for (int64_t p = 0; p < count - 1; ++p) {
         const T* add = scratch + p * n * m + i * m;
         for (int64_t j = 0; j < m; ++j) row[j] += add[j];
       }
