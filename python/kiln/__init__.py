@@ -12,7 +12,8 @@ from ._C import (  # noqa: F401  (re-exported)
     GraphBreakError, RecompileError,
     zeros, ones, empty, full, rand, randn, randint, arange, linspace, eye,
     zeros_like, ones_like, empty_like, full_like, rand_like, randn_like,
-    tensor, manual_seed, from_numpy, from_dlpack, is_grad_enabled, ops,
+    tensor, manual_seed, set_num_threads, get_num_threads, from_numpy, from_dlpack,
+    is_grad_enabled, ops,
     save_file, load_file,
 )
 from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401

@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 
 #include "bindings.h"
+#include "kiln/core/parallel.h"
 #include "kiln/core/random.h"
 #include "kiln/ops/factory.h"
 
@@ -216,6 +217,9 @@ void bind_factories(nb::module_& m) {
   m.def(
       "manual_seed", [](uint64_t seed) { manual_seed(seed); }, nb::arg("seed"),
       "Seeds the default generator (every random op draws from it).");
+  m.def("set_num_threads", &set_num_threads, nb::arg("n"),
+        "Threads for ops and matrix products (OpenMP's and OpenBLAS's), as torch.set_num_threads.");
+  m.def("get_num_threads", &get_num_threads, "The threads ops and products use.");
 }
 
 }  // namespace kiln::python

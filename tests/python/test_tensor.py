@@ -152,3 +152,19 @@ def test_advanced_indexing_is_differentiable_and_compiles():
 def test_iteration_stops_at_the_end():
     rows = [r.tolist() for r in kiln.arange(4).reshape(2, 2)]
     assert rows == [[0, 1], [2, 3]]
+
+
+def test_set_num_threads_as_torch():
+    saved = kiln.get_num_threads()
+    try:
+        kiln.set_num_threads(1)
+        assert kiln.get_num_threads() == 1
+        a = kiln.randn(300, 200)
+        one = (a @ a.t()).sum(1).tolist()
+        kiln.set_num_threads(2)
+        assert kiln.get_num_threads() == 2
+        assert (a @ a.t()).sum(1).tolist() == pytest.approx(one, rel=1e-5)
+        with pytest.raises(kiln.ValueError, match="positive"):
+            kiln.set_num_threads(0)
+    finally:
+        kiln.set_num_threads(saved)
