@@ -16,11 +16,18 @@ from ._C import set_logs, CompileProfiler  # noqa: F401
 from ._C import is_dynamo_compiling, compile_times, compile_times_str  # noqa: F401
 from ._C import set_debug_dir, debug_run_dir  # noqa: F401
 
-#: The process's compile settings (torch._dynamo.config): ``cache_size_limit`` (8: compiled
-#: entries per graph segment before a function runs eagerly), ``compile_timeout`` (seconds one
-#: build of generated C++ may take), ``strict_cache``, ``dynamic`` (the dynamic= of every
-#: function compiled without one; KILN_DYNAMIC_SHAPES). Read when a function is compiled.
-config = _C.compile_config()
+
+
+def __getattr__(name):
+    # ``kiln.compiler.config``: the process's compile settings (torch._dynamo.config):
+    # ``cache_size_limit`` (8: compiled entries per graph segment before a function runs
+    # eagerly), ``compile_timeout`` (seconds one build of generated C++ may take),
+    # ``strict_cache``, ``dynamic`` (the dynamic= of every function compiled without one;
+    # KILN_DYNAMIC_SHAPES). Read when a function is compiled. Looked up on use, so that a bad
+    # KILN_* variable is an error at that use (or the first compile), not at ``import kiln``.
+    if name == "config":
+        return _C.compile_config()
+    raise AttributeError(f"module 'kiln.compiler' has no attribute '{name}'")
 
 
 def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None,
@@ -42,7 +49,7 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
     # results come back as NumPy arrays.
     numpy_compiled = {}
 
-    def call_with_numpy(args, kwargs):
+    def call_with_numpy(args, kwargs, frozen):
         from . import numpy as knp
         converted = [knp._numpy_to_tensors(a) for a in args]
         named = {k: knp._numpy_to_tensors(v) for k, v in kwargs.items()}
@@ -58,16 +65,23 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
             functools.update_wrapper(on_arrays, fn)
             inner = numpy_compiled[marks] = _C._compile(on_arrays, backend, fullgraph, dynamic,
                                                         mode, pure, cache_size_limit)
+        if frozen:
+            inner = inner._frozen()
         result = inner(*(a for a, _ in converted), **{k: v for k, (v, _) in named.items()})
         return knp._tensors_to_numpy(result)
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if any(_holds_numpy(a) for a in args) or any(_holds_numpy(v) for v in kwargs.values()):
-            return call_with_numpy(args, kwargs)
-        return compiled(*args, **kwargs)
-    wrapper._kiln_compiled = compiled
-    return wrapper
+    def make_wrapper(tensor_fn, frozen):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if any(_holds_numpy(a) for a in args) or any(_holds_numpy(v)
+                                                         for v in kwargs.values()):
+                return call_with_numpy(args, kwargs, frozen)
+            return tensor_fn(*args, **kwargs)
+        wrapper._kiln_compiled = compiled
+        # kiln.compiler.run: the same wrapper over the frozen forms (NumPy's included).
+        wrapper._kiln_frozen = lambda: make_wrapper(compiled._frozen(), True)
+        return wrapper
+    return make_wrapper(compiled, False)
 
 
 def _holds_numpy(value):
@@ -110,16 +124,17 @@ def explain(fn, *args, **kwargs):
 def run(fn):
     """The frozen form of a function from kiln.compile (torch._dynamo.run): its cached graphs
     run, nothing new is compiled — a call no cached graph fits runs eagerly."""
-    compiled = fn._compiled if isinstance(fn, _CompiledModule) else getattr(
-        fn, "_kiln_compiled", None)
-    if compiled is None:
-        raise TypeError(f"kiln.compiler.run: expected what kiln.compile returned, got {fn!r}")
-    frozen = compiled._frozen()
+    if isinstance(fn, _CompiledModule):
+        frozen = fn._compiled._frozen()
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return frozen(*args, **kwargs)
-    return wrapper
+        @functools.wraps(fn._orig_mod.forward)
+        def wrapper(*args, **kwargs):
+            return frozen(*args, **kwargs)
+        return wrapper
+    make_frozen = getattr(fn, "_kiln_frozen", None)
+    if make_frozen is None:
+        raise TypeError(f"kiln.compiler.run: expected what kiln.compile returned, got {fn!r}")
+    return make_frozen()
 
 
 def disable(fn=None, *, recursive=True):

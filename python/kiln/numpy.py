@@ -21,6 +21,7 @@ unsupported function — raises kiln.NotImplementedError naming the function.
 """
 import builtins
 import functools
+import inspect
 
 import numpy as _np
 
@@ -87,12 +88,14 @@ class ndarray:
     # name when it has one and takes the arguments, traced like any op; otherwise NumPy runs the
     # call on the data — under kiln.compile a graph break, as torch.compile falls back to NumPy.
     def __array_function__(self, func, types, args, kwargs):
-        return _dispatch(func, func.__name__, _np, args, kwargs)
+        if not builtins.all(issubclass(t, (ndarray, _np.ndarray)) for t in types):
+            return NotImplemented  # another library's arrays: let it (or NumPy) decide
+        return _dispatch(func, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__":  # ufunc methods (np.add.reduce, ...) are NumPy's
-            return getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
-        return _dispatch(ufunc, ufunc.__name__, _np, inputs, kwargs)
+            return _numpy_runs(getattr(ufunc, method), inputs, kwargs)
+        return _dispatch(ufunc, inputs, kwargs)
 
     def __repr__(self):
         return repr(_np.asarray(self))
@@ -689,16 +692,72 @@ def _to_numpy(value):
     return value
 
 
-def _dispatch(func, name, namespace, args, kwargs):
-    """A NumPy function or ufunc called on kiln.numpy arrays: ours when `func` is NumPy's
-    `namespace.name` and ours takes the call, else NumPy's on the data."""
-    ours = globals().get(name) if getattr(namespace, name, None) is func else None
-    if callable(ours) and not isinstance(ours, type):
+@functools.lru_cache(maxsize=None)
+def _signature(fn):
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # (a ufunc, or a builtin without one)
+
+
+def _as_ours(func, ours, args, kwargs):
+    """NumPy's call `func(*args, **kwargs)` as the arguments of ours, matched by NumPy's
+    parameter names (kiln.numpy's functions name them as NumPy does), or None when ours does
+    not take them all: the same positional arguments may mean different things in the two."""
+    theirs = _signature(func)
+    if theirs is not None:
         try:
-            return ours(*args, **kwargs)
-        except (_C.NotImplementedError, TypeError):
-            pass  # an argument ours does not take (out=, where=, a dtype): NumPy's turn
-    return func(*_to_numpy(args), **_to_numpy(kwargs))
+            bound = theirs.bind(*args, **kwargs)
+        except TypeError:
+            return None  # a call NumPy itself refuses: let NumPy say why
+        args, kwargs = [], {}
+        for name, value in bound.arguments.items():
+            kind = theirs.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                args.extend(value)
+            elif kind is inspect.Parameter.POSITIONAL_ONLY:
+                args.append(value)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                kwargs.update(value)
+            else:
+                kwargs[name] = value
+    mine = _signature(ours)
+    try:
+        if mine is not None:
+            mine.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    return args, kwargs
+
+
+def _numpy_runs(func, args, kwargs):
+    """NumPy runs the call on the data. A kiln.numpy array given as out= receives the result
+    through a (traced) assignment and is what the call returns, as NumPy returns its out."""
+    out = kwargs.get("out")
+    targets = out if isinstance(out, tuple) else (out,)
+    if not builtins.any(isinstance(t, ndarray) for t in targets):
+        return func(*_to_numpy(args), **_to_numpy(kwargs))
+    result = func(*_to_numpy(args), **_to_numpy({k: v for k, v in kwargs.items() if k != "out"}))
+    results = result if isinstance(result, tuple) else (result,)
+    for target, value in zip(targets, results):
+        if target is not None:
+            target[...] = value
+    return out[0] if isinstance(out, tuple) and len(out) == 1 else out
+
+
+def _dispatch(func, args, kwargs):
+    """A NumPy function or ufunc called on kiln.numpy arrays: ours of the same name when `func`
+    is NumPy's top-level one and ours takes the arguments, else NumPy's on the data."""
+    name = func.__name__
+    ours = globals().get(name) if getattr(_np, name, None) is func else None
+    if callable(ours) and not isinstance(ours, type):
+        call = _as_ours(func, ours, args, kwargs)
+        if call is not None:
+            try:
+                return ours(*call[0], **call[1])
+            except _C.NotImplementedError:
+                pass  # an argument ours does not take (out=, a dtype): NumPy's turn
+    return _numpy_runs(func, args, kwargs)
 
 
 def _numpy_to_tensors(value):

@@ -190,8 +190,11 @@ struct CompiledPyFunction {
   // collector with fn, as it is one more way back to the module that defined it.
   nb::handle python_backend;
   // The reference FAQ's frozen mode (kiln.compiler.run): cached graphs run, nothing new is
-  // compiled.
+  // compiled. A frozen function is a copy that shares `state`; it holds the compiled function
+  // it came from (`origin`) rather than a second borrowed python_backend, so the garbage
+  // collector sees the backend once.
   bool frozen = false;
+  nb::object origin;
 
   nb::object call(nb::tuple args, nb::dict kwargs) const {
     if (!detail::is_pure(*state)) return capture(args, kwargs, nullptr, nullptr);
@@ -256,6 +259,7 @@ int compiled_function_traverse(PyObject* self, visitproc visit, void* arg) {
   const CompiledPyFunction* f = nb::inst_ptr<CompiledPyFunction>(self);
   Py_VISIT(f->fn.ptr());
   if (f->state) Py_VISIT(f->python_backend.ptr());
+  Py_VISIT(f->origin.ptr());
   Py_VISIT(Py_TYPE(self));
   return 0;
 }
@@ -264,6 +268,7 @@ int compiled_function_clear(PyObject* self) {
   f->fn.reset();
   f->state.reset();  // (with it the backend and the graphs it compiled)
   f->python_backend = nb::handle();
+  f->origin.reset();
   return 0;
 }
 PyType_Slot compiled_function_slots[] = {
@@ -285,9 +290,11 @@ void bind_compile(nb::module_& m) {
                  "a compiled function was called after Python's garbage collector cleared it");
              return f.call(args, kwargs);
            })
-      .def("_frozen", [](const CompiledPyFunction& f) {
-        CompiledPyFunction run = f;
+      .def("_frozen", [](nb::handle self) {
+        CompiledPyFunction run = nb::cast<const CompiledPyFunction&>(self);
         run.frozen = true;
+        run.python_backend = nb::handle();
+        run.origin = nb::borrow(self);
         return run;
       });
   m.def(

@@ -110,7 +110,10 @@ namespace detail {
 
 CompiledState::CompiledState(CompileOptions opts, std::source_location loc)
     : options(std::move(opts)) {
-  if (!options.dynamic && !options.pure) options.dynamic = compile_config().dynamic;
+  if (!options.dynamic && !options.pure && compile_config().dynamic) {
+    options.dynamic = compile_config().dynamic;
+    dynamic_from_config = true;
+  }
   KILN_CHECK(
       !options.cache_size_limit || *options.cache_size_limit >= 0, ValueError,
       "kiln::compile: CompileOptions::cache_size_limit = ", options.cache_size_limit.value_or(0),

@@ -114,7 +114,10 @@ std::optional<ir::SymbolicSizes> plan_dynamic(const detail::CompiledState& st, s
   if (!required.empty() || !unbacked.empty()) {
     const auto& first = required.empty() ? unbacked[0] : required[0];
     KILN_CHECK(st.options.dynamic.value_or(true), Error, "kiln::mark_dynamic: ", name(first),
-               " is marked dynamic, but '", st.name, "' is compiled with dynamic=false");
+               " is marked dynamic, but '", st.name, "' is compiled with dynamic=false",
+               st.dynamic_from_config ? " (the program-wide setting: KILN_DYNAMIC_SHAPES=0 or "
+                                        "compile_config().dynamic = false)"
+                                      : "");
     KILN_CHECK(!st.options.pure, Error, "kiln::mark_dynamic: ", name(first),
                " is marked dynamic, but '", st.name,
                "' is compiled in pure mode, whose graphs are exact");

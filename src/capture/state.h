@@ -79,6 +79,8 @@ class CompiledState {
   CompiledState(CompileOptions options, std::source_location loc);
 
   CompileOptions options;
+  // options.dynamic came from compile_config().dynamic (KILN_DYNAMIC_SHAPES), not the caller.
+  bool dynamic_from_config = false;
   Backend backend;
   std::string name;
   // Unique in the process (names may repeat): how debug dumps tell functions apart.

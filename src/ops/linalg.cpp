@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <vector>
 
@@ -21,9 +22,28 @@
 #include "ops/kernels/small_gemm.h"
 #include "ops/op_utils.h"
 #include "ops/sgemm.h"
+#include "ops/split_sum.h"
 
 namespace kiln {
 namespace ops {
+
+// Products split their sum across the threads (split_sum.h) when it is at least twice as long
+// as the output is wide or tall: split by rows or columns instead, every thread packs the whole
+// of the other operand (the kernels' packing is per thread); split by the sum, each thread reads
+// only its slices of both, and the partial results are added after. Measured against the
+// row/column split (2 threads, Intel AVX-512 and its AVX2 code): W7's weight gradients
+// 384 x 128 x 2048 0.79-0.85 of the time, 128 x 512 x 2048 0.86-0.88, 128 x 96 x 2048
+// 0.60-0.75, 256 x 256 x 1024 0.84-0.86; a product whose sum is as long as its sides (1024^3)
+// 1.00-1.04, and one taller than its sum (2048 x 128 x 512) 0.90-1.15. At least 2^21
+// multiply-adds and 256 of the sum a thread; the partial results take at most half the
+// operands' size: (S - 1) n m <= k (n + m) / 2.
+int64_t split_sum_threads(int64_t n, int64_t m, int64_t k) {
+  if (omp_in_parallel() || k < 2 * std::max(n, m)) return 1;
+  const int64_t threads =
+      std::min({int64_t{omp_get_max_threads()}, k / 256, 1 + k * (n + m) / (2 * n * m)});
+  return threads > 1 && n * m * k >= threads * (int64_t{1} << 21) ? threads : 1;
+}
+
 namespace {
 
 constexpr int64_t kMaxBlasInt = std::numeric_limits<blasint>::max();
@@ -74,61 +94,50 @@ void gemm_kernel(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T 
   }
 }
 
-// Sums at least this long per thread before a product's sum is split across the threads.
-constexpr int64_t kMinSplitSum = 256;
-
-// Threads that split a product's sum (k) between them, each computing a slice of every output
-// element, or 1: for products whose sum is at least twice as long as the output is wide or
-// tall — a weight's gradient, summed over a batch's tokens. Split by rows or columns instead,
-// every thread packs the whole of the other operand (the kernels' packing is per thread); split
-// by k, each thread reads only its slices of both, and the partial results are added after.
-// Measured against the row/column split (2 threads, Intel AVX-512 and its AVX2 code): W7's
-// weight gradients 384 x 128 x 2048 0.79-0.85 of the time, 128 x 512 x 2048 0.86-0.88,
-// 128 x 96 x 2048 0.60-0.75, 256 x 256 x 1024 0.84-0.86; a product whose sum is as long as
-// its sides (1024^3) 1.00-1.04, and one taller than its sum (2048 x 128 x 512) 0.98-1.15.
-// The partial results take at most half the operands' size: (T - 1) n m <= k (n + m) / 2.
-int64_t split_sum_threads(int64_t n, int64_t m, int64_t k) {
-  if (omp_in_parallel() || k < 2 * std::max(n, m)) return 1;
-  const int64_t threads =
-      std::min({int64_t{omp_get_max_threads()}, k / kMinSplitSum, 1 + k * (n + m) / (2 * n * m)});
-  return threads > 1 && n * m * k >= threads * kSmallGemmWork * 8 ? threads : 1;
-}
-
 // c [n, m] = alpha * op(a) [n, k] @ op(b) [k, m] + beta * c, with a and b read in place
-// (op: transposed or not, leading dims lda, ldb). A long sum is split across the threads
-// (split_sum_threads): thread t computes the slice [k t / T, k (t + 1) / T) of every element —
-// thread 0 into c with beta, the others into scratch — and the slices are added in thread
-// order, so the result depends on the thread count (as OpenBLAS's may).
+// (op: transposed or not, leading dims lda, ldb). A long sum is split (split_sum_threads):
+// slice s, [k s / S, k (s + 1) / S), of every element is computed by one thread — slice 0 into
+// c with beta, the others into scratch — and the slices are added in order. The result depends
+// on S (the thread count, as OpenBLAS's may), not on which threads OpenMP hands out.
 template <typename T>
 void blas_gemm(bool trans_a, bool trans_b, int64_t n, int64_t m, int64_t k, T alpha, const T* a,
                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  const int64_t threads = split_sum_threads(n, m, k);
-  if (threads == 1) {
+  const int64_t slices = split_sum_threads(n, m, k);
+  if (slices == 1) {
     gemm_kernel<T>(trans_a, trans_b, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // (From the caching allocator: the same size comes back every training step.)
-  const Tensor partials = make_tensor({threads - 1, n, m}, dtype_v<T>);
+  const Tensor partials = make_tensor({slices - 1, n, m}, dtype_v<T>);
   T* scratch = partials.data_ptr<T>();
-#pragma omp parallel num_threads(static_cast <int>(threads))
+  std::exception_ptr failure;  // (an exception may not leave a parallel region)
+#pragma omp parallel num_threads(static_cast <int>(slices))
   {
-    // (The team OpenMP gives, which may be smaller than asked for: its slices cover k.)
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    const int64_t k0 = k * t / count, k1 = k * (t + 1) / count;
-    T* part = t == 0 ? c : scratch + (t - 1) * n * m;
-    gemm_kernel<T>(trans_a, trans_b, n, m, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda,
-                   trans_b ? b + k0 : b + k0 * ldb, ldb, t == 0 ? beta : T(0), part,
-                   t == 0 ? ldc : m);
-#pragma omp barrier
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      T* row = c + i * ldc;
-      for (int64_t p = 0; p < count - 1; ++p) {
-        const T* add = scratch + p * n * m + i * m;
-        for (int64_t j = 0; j < m; ++j) row[j] += add[j];
+    for (int64_t s = 0; s < slices; ++s) {
+      const int64_t k0 = k * s / slices, k1 = k * (s + 1) / slices;
+      try {
+        gemm_kernel<T>(trans_a, trans_b, n, m, k1 - k0, alpha, trans_a ? a + k0 * lda : a + k0, lda,
+                       trans_b ? b + k0 : b + k0 * ldb, ldb, s == 0 ? beta : T(0),
+                       s == 0 ? c : scratch + (s - 1) * n * m, s == 0 ? ldc : m);
+      } catch (...) {
+#pragma omp critical(kiln_split_sum_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    // (The loop's barrier: every slice is done, and `failure` is the same for every thread.)
+    if (!failure) {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        T* row = c + i * ldc;
+        for (int64_t p = 0; p < slices - 1; ++p) {
+          const T* add = scratch + p * n * m + i * m;
+          for (int64_t j = 0; j < m; ++j) row[j] += add[j];
+        }
       }
     }
   }
+  if (failure) std::rethrow_exception(failure);
 }
 
 // Products this small cost less as vector loops than a BLAS call's fixed overhead (which

@@ -445,7 +445,10 @@ TEST(DynamicShapesEager, PureModeGraphsStayExact) {
 TEST(DynamicShapesEager, TheProgramWideSettingAppliesToFunctionsWithoutTheirOwn) {
   CompileProfiler prof;
   auto fn = [](const Tensor& x) { return sin(x) + 1; };
-  const std::optional<bool> saved = compile_config().dynamic;
+  struct Restore {  // (an ASSERT included)
+    std::optional<bool> saved = compile_config().dynamic;
+    ~Restore() { compile_config().dynamic = saved; }
+  } restore;
   const auto sweep = [&](const std::string& name, CompileOptions options) {
     options.backend = std::string("eager");
     options.name = name;
@@ -461,12 +464,16 @@ TEST(DynamicShapesEager, TheProgramWideSettingAppliesToFunctionsWithoutTheirOwn)
   CompileOptions own_dynamic;
   own_dynamic.dynamic = true;
   EXPECT_EQ(sweep("config_static_own_dynamic", own_dynamic), 1);
+  // A mark the program-wide false refuses: the error says where the false came from.
+  auto marked = compile(fn, {.backend = std::string("eager"), .name = "config_static_marked"});
+  Tensor x = randn({5});
+  mark_dynamic(x, 0);
+  EXPECT_TRUE(throws_containing([&] { marked(x); }, "(the program-wide setting"));
   compile_config().dynamic = true;
   EXPECT_EQ(sweep("config_dynamic", {}), 1);
   EXPECT_EQ(sweep("config_dynamic_pure", {.pure = true}), 4);  // (exact graphs, no error)
   compile_config().dynamic = std::nullopt;
   EXPECT_EQ(sweep("config_automatic", {}), 2);  // exact, then dynamic from the second size
-  compile_config().dynamic = saved;
 }
 
 TEST_P(DynamicShapes, ABatchSizeSweepOfATrainingStepGivesEagersGradients) {

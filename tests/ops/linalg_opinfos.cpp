@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ops/opinfo.h"
+#include "ops/split_sum.h"
 
 namespace kiln::testing {
 namespace {
@@ -549,13 +550,25 @@ TEST(Linalg, BatchedProductIndependentOfThreads) {
   EXPECT_EQ(one, many);
 }
 
+// Sets the thread count for a scope, restoring it on the way out (an ASSERT included).
+class ThreadsGuard {
+ public:
+  explicit ThreadsGuard(int n) : saved_(get_num_threads()) { set_num_threads(n); }
+  ~ThreadsGuard() { set_num_threads(saved_); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Products whose sum is at least twice as long as their output is wide or tall (a weight's
 // gradient over a batch's tokens) split the sum across the threads and add the partial results
-// (linalg.cpp, split_sum_threads): every layout, an uneven split, addmm's beta term on thread
-// 0's part, beta == 0 ignoring NaN in self, float32 and float64, against plain loops in double.
+// (linalg.cpp, split_sum_threads): every layout, an uneven split, addmm's beta term on one
+// part only, a NaN-filled output written with beta = 0 (matmul_out), float32 and float64,
+// against plain loops in double.
 TEST(Linalg, LongSumsSplitAcrossThreadsMatchPlainLoops) {
-  const int saved = get_num_threads();
-  set_num_threads(2);
+  const ThreadsGuard threads(2);
   const auto reference = [](const Tensor& a, const Tensor& b) {
     const Tensor a64 = a.to(DType::Float64).contiguous(), b64 = b.to(DType::Float64).contiguous();
     const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
@@ -590,6 +603,7 @@ TEST(Linalg, LongSumsSplitAcrossThreadsMatchPlainLoops) {
     for (const Case& c : {Case{96, 2049, 40, true, false}, Case{48, 1537, 80, false, false},
                           Case{64, 1801, 72, false, true}, Case{40, 2048, 96, true, true}}) {
       SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.k) + " x " + std::to_string(c.m));
+      ASSERT_EQ(ops::split_sum_threads(c.n, c.m, c.k), 2);  // (what this test is about)
       const Tensor a = c.ta ? mk({c.k, c.n}, dt, Layout::Contiguous, 1).t()
                             : mk({c.n, c.k}, dt, Layout::Contiguous, 1);
       const Tensor b = c.tb ? mk({c.m, c.k}, dt, Layout::Contiguous, 2).t()
@@ -602,12 +616,17 @@ TEST(Linalg, LongSumsSplitAcrossThreadsMatchPlainLoops) {
       std::vector<double> want_addmm(want.size());
       for (size_t i = 0; i < want.size(); ++i) want_addmm[i] = 0.5 * s[i] + 2.0 * want[i];
       expect_close(addmm(self, a, b, 0.5, 2.0), want_addmm, magnitude, 2 * tol);
-      // beta == 0: self is not read, NaN included.
-      const Tensor nan_self = full({c.n, c.m}, std::numeric_limits<double>::quiet_NaN(), dt);
-      expect_close(addmm(nan_self, a, b, 0.0, 1.0), want, magnitude, tol);
+      // Written into an output full of NaN (beta = 0: the output is not read).
+      Tensor out = full({c.n, c.m}, std::numeric_limits<double>::quiet_NaN(), dt);
+      matmul_out(out, a, b);
+      expect_close(out, want, magnitude, tol);
     }
   }
-  set_num_threads(saved);
+  // Not split: sums no longer than twice the output's sides, and one thread.
+  EXPECT_EQ(ops::split_sum_threads(1024, 1024, 1024), 1);
+  EXPECT_EQ(ops::split_sum_threads(2048, 128, 512), 1);
+  const ThreadsGuard one(1);
+  EXPECT_EQ(ops::split_sum_threads(96, 40, 2049), 1);
 }
 
 }  // namespace

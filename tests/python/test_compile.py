@@ -217,6 +217,15 @@ def test_the_faqs_controls_from_python():
     assert not [s for name, s in frozen_prof.stats().items() if name.endswith("square")]
     with pytest.raises(TypeError, match="kiln.compile"):
         kiln.compiler.run(square)
+    # NumPy arguments go through the frozen form too: no new graph for a new size.
+    import numpy as np
+    g = kiln.compile(square, backend="eager", dynamic=False)
+    np.testing.assert_array_equal(g(np.full(2, 3.0)), [9.0, 9.0])
+    frozen_g = kiln.compiler.run(g)
+    with kiln.compiler.CompileProfiler() as numpy_prof:
+        np.testing.assert_array_equal(frozen_g(np.full(2, 2.0)), [4.0, 4.0])
+        np.testing.assert_array_equal(frozen_g(np.full(3, 2.0)), [4.0] * 3)
+    assert not [s for name, s in numpy_prof.stats().items() if name.endswith("square")]
 
     # is_dynamo_compiling: true under capture only.
     seen_capture = []
@@ -292,7 +301,12 @@ def test_kiln_dynamic_shapes_sets_every_functions_default():
                              timeout=120, env=env)
         assert run.returncode == 0, run.stderr
         assert run.stdout.split() == [setting, graphs]
+    # A bad value is an error at the first compile, not at `import kiln`.
     env = dict(os.environ, KILN_DYNAMIC_SHAPES="yes")
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    bad = ("import kiln\n"
+           "print('imported')\n"
+           "kiln.compile(lambda x: x + 1, backend='eager')(kiln.ones(2))\n")
+    run = subprocess.run([sys.executable, "-c", bad], capture_output=True, text=True,
                          timeout=120, env=env)
+    assert run.stdout.split() == ["imported"]
     assert run.returncode != 0 and "KILN_DYNAMIC_SHAPES = 'yes' is invalid" in run.stderr

@@ -136,3 +136,25 @@ def test_numpys_own_functions_on_compiled_arrays_dispatch_or_fall_back_to_numpy(
         for g, w in zip(got, want):
             assert isinstance(g, np.ndarray)
             np.testing.assert_allclose(g, w, rtol=1e-12)
+
+    # out= a kiln.numpy array: NumPy computes, the array receives the result (a traced
+    # assignment) and is returned, as NumPy returns its out.
+    def into(X):
+        out = knp.zeros(X.shape)
+        returned = np.multiply(X, 3.0, out=out)
+        assert returned is out
+        return out + 1
+
+    X = np.random.default_rng(4).standard_normal((4, 5))
+    np.testing.assert_allclose(kiln.compile(into)(X), X * 3 + 1, rtol=1e-12)
+
+    # Arguments are matched by NumPy's parameter names, so positional ones mean what they mean
+    # in NumPy: np.max(x, 0) is an axis, np.argmax(x, 1) too.
+    def reductions(X):
+        return np.max(X, 0), np.argmax(X, 1), np.sum(X, 1, keepdims=True)
+
+    X = np.random.default_rng(5).standard_normal((6, 7))
+    for g, w in zip(kiln.compile(reductions)(X), reductions(X)):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    traced = kiln.explain(reductions)(knp.asarray(X))
+    assert traced.graph_break_count == 0
