@@ -6,6 +6,7 @@ disallowed op, ``graph_break()``) or at the return. The Python code between ops 
 call.
 """
 import functools
+import weakref
 
 from numpy import ndarray as _ndarray
 
@@ -160,6 +161,10 @@ def disallow_in_graph(op):
 
 
 _allowed_count = 0
+# The wrapper made for each Python function: allow_in_graph called again on the same function
+# — inside a compiled function, on every call — records the same op, so the graph and its cache
+# entry stay the same. (The op registry keeps the function alive, as it keeps every op.)
+_allowed = weakref.WeakKeyDictionary()
 
 
 def allow_in_graph(fn):
@@ -171,6 +176,10 @@ def allow_in_graph(fn):
     if _is_kiln_op(fn):
         _C.allow_in_graph(fn if isinstance(fn, str) else fn.__name__)
         return fn
+    try:
+        return _allowed[fn]
+    except (KeyError, TypeError):  # (TypeError: fn cannot be weakly referenced)
+        pass
     global _allowed_count
     _allowed_count += 1
     name = f"{getattr(fn, '__qualname__', 'fn')}#{_allowed_count}"
@@ -179,4 +188,8 @@ def allow_in_graph(fn):
     @functools.wraps(fn)
     def wrapper(*args):
         return allowed(*args)
+    try:
+        _allowed[fn] = wrapper
+    except TypeError:
+        pass
     return wrapper

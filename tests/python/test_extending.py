@@ -76,3 +76,24 @@ def test_a_python_backend_receives_the_graph_and_example_inputs():
     assert abs(f(a, b).item() - (a * b).tanh().sum().item()) < 1e-6
     assert seen["ops"] == ["mul", "tanh", "sum"]
     assert "tanh" in seen["text"] and seen["shapes"] == [(3,), (3,)]
+
+
+def _halved_tanh(x):
+    return kiln.tanh(x) * 0.5
+
+
+def test_allow_in_graph_inside_a_compiled_function_records_one_op_for_one_function():
+    # The FAQ's pattern, allow_in_graph called inside the compiled function: every call gets the
+    # same op for the same Python function, so the cached graph keeps matching.
+    def fn(x):
+        return kiln.compiler.allow_in_graph(_halved_tanh)(x) + 1
+
+    assert kiln.compiler.allow_in_graph(_halved_tanh) is kiln.compiler.allow_in_graph(
+        _halved_tanh)
+    f = kiln.compile(fn, backend="eager")
+    with kiln.compiler.CompileProfiler() as prof:
+        for _ in range(3):
+            x = kiln.randn(6)
+            assert (f(x) - (kiln.tanh(x) * 0.5 + 1)).abs().amax().item() < 1e-6
+    (stats,) = [s for name, s in prof.stats().items() if name.endswith(".fn")]
+    assert stats.graphs == 1 and not stats.recompile_reasons
