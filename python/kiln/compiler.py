@@ -18,7 +18,6 @@ from ._C import is_dynamo_compiling, compile_times, compile_times_str  # noqa: F
 from ._C import set_debug_dir, debug_run_dir  # noqa: F401
 
 
-
 def __getattr__(name):
     # ``kiln.compiler.config``: the process's compile settings (torch._dynamo.config):
     # ``cache_size_limit`` (8: compiled entries per graph segment before a function runs
@@ -111,6 +110,9 @@ class _CompiledModule:
     def __repr__(self):
         return f"CompiledModule({self._orig_mod!r})"
 
+    def _kiln_frozen(self):  # (kiln.compiler.run)
+        return self._compiled._frozen()
+
 
 def explain(fn, *args, **kwargs):
     """``explain(fn)(*args)`` (or ``explain(fn, *args)``) runs fn once under capture and returns
@@ -125,14 +127,7 @@ def explain(fn, *args, **kwargs):
 def run(fn):
     """The frozen form of a function from kiln.compile (torch._dynamo.run): its cached graphs
     run, nothing new is compiled — a call no cached graph fits runs eagerly."""
-    if isinstance(fn, _CompiledModule):
-        frozen = fn._compiled._frozen()
-
-        @functools.wraps(fn._orig_mod.forward)
-        def wrapper(*args, **kwargs):
-            return frozen(*args, **kwargs)
-        return wrapper
-    make_frozen = getattr(fn, "_kiln_frozen", None)
+    make_frozen = getattr(fn, "_kiln_frozen", None)  # (kiln.compile's wrappers and modules)
     if make_frozen is None:
         raise TypeError(f"kiln.compiler.run: expected what kiln.compile returned, got {fn!r}")
     return make_frozen()

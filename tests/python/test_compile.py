@@ -310,3 +310,18 @@ def test_kiln_dynamic_shapes_sets_every_functions_default():
                          timeout=120, env=env)
     assert run.stdout.split() == ["imported"]
     assert run.returncode != 0 and "KILN_DYNAMIC_SHAPES = 'yes' is invalid" in run.stderr
+
+
+def test_run_freezes_a_compiled_module_and_refuses_a_plain_one():
+    model = kiln.nn.Linear(3, 2)
+    compiled = kiln.compile(model, backend="eager", dynamic=False)
+    x = kiln.randn(4, 3)
+    compiled(x)
+    frozen = kiln.compiler.run(compiled)
+    with kiln.compiler.CompileProfiler() as prof:
+        for rows in (4, 5):  # 5 rows: no cached graph fits, so it runs eagerly
+            y = kiln.randn(rows, 3)
+            assert (frozen(y) - model(y)).abs().amax().item() < 1e-6
+    assert sum(s.graphs for s in prof.stats().values()) == 0
+    with pytest.raises(TypeError, match="kiln.compile"):
+        kiln.compiler.run(model)
